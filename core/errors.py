@@ -1,0 +1,103 @@
+"""The exception hierarchy of opkernel.
+
+Every exception carries the context it was raised in (the op, the backend, the
+plugin) as attributes, and subclasses the built-in category a caller would
+naturally catch (``ValueError``, ``TypeError``, ``LookupError``), so ordinary
+``except`` clauses keep working.  Messages follow one pattern: op first, names
+quoted, what was expected, what was given, the choices, the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "OpkernelError",
+    "OpSpecError",
+    "InvalidArgumentError",
+    "ShapeError",
+    "OpTypeError",
+    "AlreadyExistsError",
+    "OpNotFoundError",
+    "KernelNotFoundError",
+    "GradientNotFoundError",
+    "BackendNotFoundError",
+    "BackendUnavailableError",
+    "PluginError",
+    "ResourceExhaustedError",
+    "InternalError",
+]
+
+
+class OpkernelError(Exception):
+    """Base class of every error raised by opkernel.
+
+    ``op`` is the op name the error concerns, when there is one.
+    """
+
+    def __init__(self, message: str, *, op: str | None = None, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.op = op
+        for key, value in context.items():
+            setattr(self, key, value)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class OpSpecError(OpkernelError, ValueError):
+    """A malformed op spec (``.input``/``.output``/``.attr``) or an op definition
+    that fails its cross-checks when it is finalized."""
+
+
+class InvalidArgumentError(OpkernelError, ValueError):
+    """A call's arguments break the op's contract (TensorFlow's InvalidArgument,
+    and what ``ctx.require`` raises)."""
+
+
+class ShapeError(InvalidArgumentError):
+    """Shapes that are incompatible with the op's shape function."""
+
+
+class OpTypeError(OpkernelError, TypeError):
+    """An input of the wrong dtype or kind (a plain tensor given to a ``Ref`` input)."""
+
+
+class AlreadyExistsError(OpkernelError, ValueError):
+    """A second, different registration under a key that is already taken."""
+
+
+class OpNotFoundError(OpkernelError, LookupError):
+    """No op of that name is registered."""
+
+
+class KernelNotFoundError(OpkernelError, LookupError):
+    """No kernel matches (op, backend, types, label)."""
+
+
+class GradientNotFoundError(OpkernelError, LookupError):
+    """No gradient is registered for an op on a path that needs one."""
+
+
+class BackendNotFoundError(OpkernelError, LookupError):
+    """A backend name that is unknown or not available."""
+
+
+class BackendUnavailableError(BackendNotFoundError):
+    """A backend that is installed but cannot be initialised here."""
+
+
+class PluginError(OpkernelError, RuntimeError):
+    """A plugin failed to load or one of its hooks raised.  ``.plugin`` names it."""
+
+    def __init__(self, message: str, *, plugin: str | None = None, **context: Any) -> None:
+        super().__init__(message, plugin=plugin, **context)
+
+
+class ResourceExhaustedError(OpkernelError, MemoryError):
+    """A device ran out of memory; ``.requested_bytes`` says how much was asked for."""
+
+
+class InternalError(OpkernelError, RuntimeError):
+    """A kernel or backend broke an invariant it promised to keep."""
