@@ -1,0 +1,326 @@
+"""Reverse-mode autodiff on a tape, backend independent.
+
+While a ``GradientTape`` is active, every op call with a watched input is
+recorded (its inputs, outputs and attrs).  ``tape.gradient`` walks the records
+backwards, calling the gradient functions from the gradient registry; those are
+written with opkernel ops, so they run on the forward pass's backend, and an
+outer tape records them too (higher-order gradients).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from . import gradients
+from .dtypes import DType
+from .errors import GradientNotFoundError, InvalidArgumentError
+from .tensor import Tensor, Variable
+
+__all__ = ["GradientTape", "OpRecord", "grad", "value_and_grad", "custom_gradient", "stop_recording"]
+
+_local = threading.local()
+
+
+def active_tapes() -> list[GradientTape]:
+    tapes: list[GradientTape] | None = getattr(_local, "tapes", None)
+    if tapes is None:
+        tapes = _local.tapes = []
+    return tapes
+
+
+#: Number of tapes recording in any thread; the engine checks it before anything else.
+RECORDING = [0]
+
+
+class OpRecord:
+    """What a gradient function receives as ``op``: the forward call."""
+
+    __slots__ = ("type", "op_def", "inputs", "outputs", "attrs")
+
+    def __init__(self, op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self.type: str = op_def.name
+        self.op_def = op_def
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self.attrs = attrs
+
+    def get_attr(self, name: str) -> Any:
+        return self.attrs[name]
+
+    def __repr__(self) -> str:
+        return f"<OpRecord {self.type}>"
+
+
+Backward = Callable[[list[Tensor]], Sequence[Tensor | None]]
+
+
+class _Entry:
+    __slots__ = ("name", "inputs", "outputs", "backward")
+
+    def __init__(self, name: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backward: Backward) -> None:
+        self.name = name
+        self.inputs = inputs
+        self.outputs = outputs
+        self.backward = backward
+
+
+def _differentiable(dtype: DType) -> bool:
+    return dtype.is_floating or dtype.is_complex
+
+
+def _registered_backward(record: OpRecord) -> Backward:
+    def backward(output_grads: list[Tensor]) -> Sequence[Tensor | None]:
+        entry = gradients.get_gradient(record.type)
+        if entry.fn is None:
+            return [None] * len(record.inputs)
+        result = entry.fn(record, *output_grads)
+        if isinstance(result, Tensor) or result is None:
+            result = [result]
+        result = list(result)
+        if len(result) != len(record.inputs):
+            raise InvalidArgumentError(
+                f"op {record.type!r}: gradient function returned {len(result)} values for "
+                f"{len(record.inputs)} inputs",
+                op=record.type,
+            )
+        return result
+
+    return backward
+
+
+class GradientTape:
+    """Records op calls for differentiation (``tf.GradientTape``).
+
+    ``persistent=False`` releases the records after the first ``gradient()``.
+    Trainable ``Variable``s used by a recorded computation are watched
+    automatically unless ``watch_accessed_variables=False``.
+    """
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
+        self.persistent = persistent
+        self.watch_accessed_variables = watch_accessed_variables
+        self._tracked: dict[int, Tensor] = {}
+        self._entries: list[_Entry] = []
+        self._used = False
+        self._recording = False
+
+    def __enter__(self) -> GradientTape:
+        self._push()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._pop()
+
+    def _push(self) -> None:
+        active_tapes().append(self)
+        self._recording = True
+        RECORDING[0] += 1
+
+    def _pop(self) -> None:
+        if self._recording:
+            active_tapes().remove(self)
+            self._recording = False
+            RECORDING[0] -= 1
+
+    @contextmanager
+    def stop_recording(self) -> Iterator[None]:
+        """Run the block without recording on this tape."""
+        was = self._recording
+        self._pop()
+        try:
+            yield
+        finally:
+            if was:
+                self._push()
+
+    def watch(self, tensor: Any) -> None:
+        """Track ``tensor`` (or every tensor in a list/tuple/dict) as a source."""
+        for t in _flatten(tensor):
+            if not isinstance(t, Tensor):
+                raise InvalidArgumentError(f"GradientTape.watch: expected a Tensor, got {type(t).__name__}")
+            self._tracked[id(t)] = t
+
+    def watched_variables(self) -> list[Variable]:
+        return [t for t in self._tracked.values() if isinstance(t, Variable)]
+
+    def _is_tracked(self, t: Tensor) -> bool:
+        if id(t) in self._tracked:
+            return True
+        if self.watch_accessed_variables and type(t) is Variable and t.trainable:
+            self._tracked[id(t)] = t
+            return True
+        return False
+
+    def record(self, name: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backward: Backward) -> None:
+        """Record one differentiable step if any input is tracked."""
+        if not any(self._is_tracked(t) for t in inputs):
+            return
+        self._entries.append(_Entry(name, inputs, outputs, backward))
+        for o in outputs:
+            self._tracked[id(o)] = o
+
+    def gradient(
+        self,
+        target: Any,
+        sources: Any,
+        output_gradients: Any = None,
+        unconnected_gradients: str = "none",
+    ) -> Any:
+        """d(sum of target) / d(sources), shaped like ``sources`` (tensor, list or dict).
+
+        ``unconnected_gradients``: ``"none"`` gives None for a source the target
+        does not depend on, ``"zero"`` gives zeros.
+        """
+        if self._used and not self.persistent:
+            raise InvalidArgumentError(
+                "GradientTape.gradient can only be called once on a non-persistent tape; "
+                "use GradientTape(persistent=True) to compute several gradients"
+            )
+        self._used = True
+        targets = _flatten(target)
+        seeds = _flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
+        with self.stop_recording():
+            grads = _backprop(self._entries, targets, seeds)
+            result = _structure_like(sources, grads, unconnected_gradients)
+        if not self.persistent:
+            self._entries = []
+            self._tracked = {}
+        return result
+
+
+def _flatten(x: Any) -> list[Any]:
+    if isinstance(x, Mapping):
+        return [v for k in x for v in _flatten(x[k])]
+    if isinstance(x, (list, tuple)):
+        return [v for item in x for v in _flatten(item)]
+    return [x]
+
+
+def _structure_like(sources: Any, grads: dict[int, Tensor], unconnected: str) -> Any:
+    from . import ops
+
+    def one(s: Any) -> Any:
+        if isinstance(s, Mapping):
+            return {k: one(v) for k, v in s.items()}
+        if isinstance(s, (list, tuple)):
+            return type(s)(one(v) for v in s)
+        if not isinstance(s, Tensor):
+            raise InvalidArgumentError(f"GradientTape.gradient: sources must be tensors, got {type(s).__name__}")
+        g = grads.get(id(s))
+        if g is None and unconnected == "zero":
+            return ops.zeros_like(s)
+        return g
+
+    return one(sources)
+
+
+def _accumulate(grads: dict[int, Tensor], t: Tensor, g: Tensor) -> None:
+    from . import ops
+
+    old = grads.get(id(t))
+    grads[id(t)] = g if old is None else ops.add(old, g)
+
+
+def _backprop(entries: list[_Entry], targets: list[Tensor], seeds: list[Any]) -> dict[int, Tensor]:
+    from . import ops
+
+    grads: dict[int, Tensor] = {}
+    for t, seed in zip(targets, seeds):
+        if not isinstance(t, Tensor):
+            raise InvalidArgumentError(f"GradientTape.gradient: target must be a tensor, got {type(t).__name__}")
+        if seed is None:
+            seed = ops.ones_like(t)
+        _accumulate(grads, t, seed if isinstance(seed, Tensor) else ops.cast(seed, DstT=t.dtype))
+    for entry in reversed(entries):
+        out_grads = [grads.get(id(o)) for o in entry.outputs]
+        if all(g is None for g in out_grads):
+            continue
+        filled = [g if g is not None else ops.zeros_like(o) for g, o in zip(out_grads, entry.outputs)]
+        try:
+            in_grads = entry.backward(filled)
+        except GradientNotFoundError as e:
+            raise GradientNotFoundError(str(e), op=entry.name) from None
+        for x, g in zip(entry.inputs, in_grads):
+            if g is not None and _differentiable(x.dtype):
+                _accumulate(grads, x, g)
+    return grads
+
+
+def record_op(op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+    """Called by the engine after an op ran while some tape is recording."""
+    tapes = getattr(_local, "tapes", None)
+    if not tapes or gradients.is_not_differentiable(op_def.name):
+        return
+    record = OpRecord(op_def, attrs, inputs, outputs)
+    backward = _registered_backward(record)
+    for tape in list(tapes):
+        tape.record(op_def.name, inputs, outputs, backward)
+
+
+@contextmanager
+def stop_recording() -> Iterator[None]:
+    """Run the block without recording on any tape of this thread."""
+    tapes = list(active_tapes())
+    for t in tapes:
+        t._pop()
+    try:
+        yield
+    finally:
+        for t in tapes:
+            t._push()
+
+
+def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: ``f(*xs) -> (y, grad_fn)`` where ``grad_fn(*dys)`` returns one
+    gradient per ``x`` (``tf.custom_gradient``)."""
+
+    def wrapped(*args: Any) -> Any:
+        with stop_recording():
+            y, grad_fn = f(*args)
+        inputs = [a for a in args if isinstance(a, Tensor)]
+        outputs = _flatten(y)
+
+        def backward(output_grads: list[Tensor]) -> Sequence[Tensor | None]:
+            result = grad_fn(*output_grads)
+            return [result] if isinstance(result, Tensor) or result is None else list(result)
+
+        for tape in list(active_tapes()):
+            tape.record(getattr(f, "__name__", "custom_gradient"), inputs, outputs, backward)
+        return y
+
+    wrapped.__name__ = getattr(f, "__name__", "custom_gradient")
+    wrapped.__doc__ = f.__doc__
+    return wrapped
+
+
+def _as_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
+    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., tuple[Any, Any]]:
+    """``f``'s value and its gradient with respect to the positional args ``argnums``
+    (a tuple of gradients when ``argnums`` is a sequence), as in JAX."""
+    from .engine import to_tensor
+
+    def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        nums = _as_tuple(argnums)
+        args_l = list(args)
+        for i in nums:
+            if not isinstance(args_l[i], Tensor):
+                args_l[i] = to_tensor(args_l[i])
+        with GradientTape() as tape:
+            for i in nums:
+                tape.watch(args_l[i])
+            value = f(*args_l, **kwargs)
+        g = tape.gradient(value, [args_l[i] for i in nums], unconnected_gradients="zero")
+        return value, (g[0] if isinstance(argnums, int) else tuple(g))
+
+    return wrapped
+
+
+def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """The gradient of a scalar-valued ``f`` with respect to ``argnums`` (``jax.grad``)."""
+    vg = value_and_grad(f, argnums)
+    return lambda *args, **kwargs: vg(*args, **kwargs)[1]

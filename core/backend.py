@@ -1,0 +1,75 @@
+"""The API a backend author implements.
+
+A backend is a class: a name, a priority, the native array type(s), an
+availability check that never raises, and conversions from and to numpy.  The
+class is cheap to import; heavy imports (cupy, pyopencl) happen in
+``__init__``, which runs only when the backend is first used, so a missing
+driver is an initialisation error for that backend, not for ``import opkernel``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .dtypes import DType
+
+__all__ = ["Backend"]
+
+
+class Backend:
+    """Base class of every backend.  Subclass it and expose the subclass through
+    the ``opkernel_register_backends`` hook.
+
+    Class attributes:
+      ``name``: the key kernels are registered under (``"cpu"``, ``"opencl"``).
+      ``priority``: the default backend is the available one with the highest.
+      ``array_types``: the native array classes a tensor of this backend holds.
+    """
+
+    name: ClassVar[str] = ""
+    priority: ClassVar[int] = 0
+    array_types: ClassVar[tuple[type, ...]] = ()
+
+    @classmethod
+    def availability(cls) -> str | None:
+        """``None`` when the backend can be used here, else the reason it cannot.
+
+        Must not raise and must stay cheap: it runs during discovery.
+        """
+        return None
+
+    def from_numpy(self, array: np.ndarray) -> Any:
+        """A native array holding ``array``'s data.  May share memory with it."""
+        raise NotImplementedError
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A numpy copy (or view, on host backends) of a native array; synchronises."""
+        raise NotImplementedError
+
+    def empty(self, shape: tuple[int, ...], dtype: DType) -> Any:
+        """A new uninitialised native array (what ``ctx.allocate_output`` returns)."""
+        return self.from_numpy(np.empty(shape, dtype.np))
+
+    def as_output(self, value: Any, dtype: DType) -> Any:
+        """Normalise what a kernel returned into a native array of ``dtype``.
+
+        Called on every kernel output, so it must be cheap when the value is
+        already right.  The default accepts native arrays as they are.
+        """
+        return value
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on this backend has finished."""
+
+    def describe(self) -> dict[str, str]:
+        """Facts shown by ``opkernel info`` (device name, versions, capabilities)."""
+        return {}
+
+    def supports_dtype(self, dtype: DType) -> bool:
+        """Whether this device can hold ``dtype`` at all (e.g. float64 on some GPUs)."""
+        return True
+
+    def __repr__(self) -> str:
+        return f"<backend {self.name!r}>"

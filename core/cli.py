@@ -1,0 +1,98 @@
+"""The ``opkernel`` command (also ``python -m opkernel``).
+
+    opkernel info                         version, plugins, backends, plugin errors
+    opkernel kernels [--op N] [--backend B]  op x backend x type constraints, gradients
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from . import __version__, engine, gradients, kernels, op_registry, plugins
+
+
+def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print a table with rich when it is installed, else as aligned plain text."""
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
+        print(title)
+        for row in [headers, ["-" * w for w in widths], *rows]:
+            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+        print()
+        return
+    table = Table(title=title, title_justify="left")
+    for h in headers:
+        table.add_column(h)
+    for row in rows:
+        table.add_row(*[str(c) for c in row])
+    Console(width=160).print(table)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    print(f"opkernel {__version__}  (plugin API {plugins.hookspecs.PLUGIN_API_VERSION})\n")
+    _table(
+        "Plugins",
+        ["plugin", "distribution", "version", "module"],
+        [[p.name, p.distribution or "-", p.version or "-", p.module] for p in plugins.plugins()],
+    )
+    rows = []
+    active = None
+    try:
+        active = engine.get_backend()
+    except Exception:
+        pass
+    for name, priority, reason in engine.backend_status():
+        details = ""
+        if reason is None:
+            try:
+                details = ", ".join(f"{k}={v}" for k, v in engine.backend_instance(name).describe().items())
+            except Exception as e:  # initialisation failure: show it, keep going
+                reason = str(e)
+        state = "available" + (" (active)" if name == active else "") if reason is None else f"unavailable: {reason}"
+        rows.append([name, str(priority), state, details])
+    _table("Backends", ["backend", "priority", "status", "details"], rows)
+    failures = plugins.plugin_errors()
+    if failures:
+        _table("Plugin errors", ["plugin", "error"], [[f.plugin, f"{type(f.error).__name__}: {f.error}"] for f in failures])
+    return 0
+
+
+def cmd_kernels(args: argparse.Namespace) -> int:
+    plugins.ensure_loaded()
+    rows = []
+    for k in sorted(kernels.all_kernels(), key=lambda k: (k.op, k.backend, -k.priority)):
+        if args.op and k.op != args.op:
+            continue
+        if args.backend and k.backend not in (args.backend, kernels.GENERIC):
+            continue
+        grad = "yes" if gradients.has_gradient(k.op) else ("none (not differentiable)" if gradients.is_not_differentiable(k.op) else "-")
+        rows.append([k.op, k.backend, k.describe_constraints(), k.label or "", str(k.priority), grad, str(k.provider)])
+    if args.op and not rows:
+        if not op_registry.is_registered(args.op):
+            print(f"unknown op {args.op!r}", file=sys.stderr)
+            return 1
+        rows.append([args.op, "-", "no kernels", "", "", "", ""])
+    _table("Kernels", ["op", "backend", "types", "label", "priority", "gradient", "provider"], rows)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="opkernel", description="Inspect installed opkernel plugins, backends and kernels.")
+    parser.add_argument("--version", action="version", version=f"opkernel {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="version, plugins, backends and their availability, plugin errors").set_defaults(fn=cmd_info)
+    k = sub.add_parser("kernels", help="table of registered kernels: op x backend x type constraints")
+    k.add_argument("--op", help="only this op")
+    k.add_argument("--backend", help="only this backend (generic kernels are always shown)")
+    k.set_defaults(fn=cmd_kernels)
+    args = parser.parse_args(argv)
+    return int(args.fn(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

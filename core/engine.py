@@ -1,0 +1,728 @@
+"""The engine: the active backend, conversion of inputs, and op dispatch.
+
+The path of one call (``ok.ops.add(x, y)``):
+
+1. the generated wrapper calls ``execute(op, inputs, attrs)``;
+2. fast path: when every input is a tensor on the active backend, the key
+   ``(backend, label, input dtypes, attrs)`` finds a cached ``_Signature`` and
+   its kernel runs at once;
+3. otherwise ``_bind`` converts host data to tensors, infers type and length
+   attrs from the inputs, fills defaults, validates everything against the
+   OpDef, and finds or builds the ``_Signature`` (kernel lookup, kernel
+   construction, output dtypes), which is cached under both keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import threading
+from collections import namedtuple
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from . import kernels as kernel_registry
+from . import op_registry, plugins
+from .autodiff import RECORDING, record_op
+from .backend import Backend
+from .dtypes import DType, as_dtype
+from .errors import (
+    BackendNotFoundError,
+    BackendUnavailableError,
+    InvalidArgumentError,
+    KernelNotFoundError,
+    OpTypeError,
+)
+from .kernels import GENERIC, KernelDef, OpKernelConstruction, OpKernelContext
+from .op_registry import ArgDef, OpDef
+from .tensor import Tensor, Variable
+
+__all__ = [
+    "available_backends",
+    "get_backend",
+    "set_backend",
+    "use_backend",
+    "backend_instance",
+    "backend_status",
+    "kernel_label_map",
+    "to_tensor",
+    "transfer",
+    "execute",
+    "op_handle",
+    "select_kernel",
+    "config",
+]
+
+
+class _Config:
+    """Process-wide settings (``ok.config``).
+
+    ``transfer_policy``: ``"error"`` (default) makes a tensor on another backend
+    an error; ``"copy"`` copies it to the active backend (counted in
+    ``transfers``).
+    """
+
+    def __init__(self) -> None:
+        self.transfer_policy = "error"
+        self.transfers = 0
+
+
+config = _Config()
+
+# ---------------------------------------------------------------- backends
+
+_ACTIVE: ContextVar[Backend | None] = ContextVar("opkernel_backend", default=None)
+_LABELS: ContextVar[Mapping[str, str] | None] = ContextVar("opkernel_kernel_labels", default=None)
+_lock = threading.RLock()
+_default: Backend | None = None
+_instances: dict[str, Backend] = {}
+_init_errors: dict[str, str] = {}
+
+
+def _classes_by_priority() -> list[tuple[str, type[Backend]]]:
+    classes = plugins.backend_classes()
+    return sorted(((n, c) for n, (c, _) in classes.items()), key=lambda nc: (-nc[1].priority, nc[0]))
+
+
+def _unavailable_reason(name: str, cls: type[Backend]) -> str | None:
+    if name in _init_errors:
+        return _init_errors[name]
+    try:
+        return cls.availability()
+    except Exception as e:  # availability() must not raise; treat it as unavailable if it does
+        return f"availability check raised {type(e).__name__}: {e}"
+
+
+def backend_status() -> list[tuple[str, int, str | None]]:
+    """(name, priority, reason it is unavailable or None) for every installed backend."""
+    return [(n, c.priority, _unavailable_reason(n, c)) for n, c in _classes_by_priority()]
+
+
+def available_backends() -> list[str]:
+    """Names of the backends usable here, highest priority first."""
+    return [n for n, _, reason in backend_status() if reason is None]
+
+
+def _unknown_backend(name: str) -> BackendNotFoundError:
+    status = backend_status()
+    names = [n for n, _, _ in status]
+    for n, _, reason in status:
+        if n == name:
+            return BackendUnavailableError(
+                f"backend {name!r} is installed but not available: {reason}. "
+                f"Available backends: {available_backends()}.",
+                backend=name,
+            )
+    hint = difflib.get_close_matches(name, names, n=1)
+    did_you_mean = f" Did you mean {hint[0]!r}?" if hint else ""
+    return BackendNotFoundError(
+        f"unknown backend {name!r}; installed backends: {names}.{did_you_mean} "
+        f"Backends come from plugins (pip install opkernel-{name}).",
+        backend=name,
+    )
+
+
+def backend_instance(name: str) -> Backend:
+    """The (lazily initialised) backend called ``name``."""
+    inst = _instances.get(name)
+    if inst is not None:
+        return inst
+    with _lock:
+        if name in _instances:
+            return _instances[name]
+        classes = plugins.backend_classes()
+        if name not in classes:
+            raise _unknown_backend(name)
+        cls = classes[name][0]
+        if _unavailable_reason(name, cls) is not None:
+            raise _unknown_backend(name)
+        try:
+            inst = cls()
+        except Exception as e:
+            _init_errors[name] = f"initialisation failed: {type(e).__name__}: {e}"
+            raise _unknown_backend(name) from e
+        _instances[name] = inst
+        return inst
+
+
+def _default_backend() -> Backend:
+    global _default
+    if _default is not None:
+        return _default
+    with _lock:
+        if _default is None:
+            wanted = os.environ.get("OPKERNEL_BACKEND")
+            if wanted:
+                _default = backend_instance(wanted)
+            else:
+                names = available_backends()
+                if not names:
+                    raise BackendNotFoundError(
+                        "no backend is available. Install one (pip install opkernel-cpu); "
+                        f"installed: {[(n, r) for n, _, r in backend_status()]}"
+                    )
+                _default = backend_instance(names[0])
+        return _default
+
+
+def active_backend() -> Backend:
+    """The backend ops dispatch to in this context."""
+    return _ACTIVE.get() or _default_backend()
+
+
+def get_backend() -> str:
+    """Name of the active backend."""
+    return active_backend().name
+
+
+def set_backend(name: str) -> None:
+    """Make ``name`` the process-wide default backend.
+
+    ``use_backend`` overrides it for one context (thread or asyncio task).
+    """
+    global _default
+    _default = backend_instance(name)
+
+
+@contextmanager
+def use_backend(name: str) -> Iterator[Backend]:
+    """Dispatch to ``name`` inside the block, in this context only."""
+    token = _ACTIVE.set(backend_instance(name))
+    try:
+        yield _ACTIVE.get()  # type: ignore[misc]
+    finally:
+        _ACTIVE.reset(token)
+
+
+@contextmanager
+def kernel_label_map(labels: Mapping[str, str]) -> Iterator[None]:
+    """Choose kernels by label per op inside the block (TensorFlow's ``_kernel`` attr)."""
+    outer = _LABELS.get() or {}
+    token = _LABELS.set({**outer, **labels})
+    try:
+        yield
+    finally:
+        _LABELS.reset(token)
+
+
+def _reset_backends_for_tests() -> None:
+    global _default
+    with _lock:
+        _default = None
+        _instances.clear()
+        _init_errors.clear()
+        _handles.clear()
+
+
+plugins.on_change(lambda: _handles.clear())
+
+# ---------------------------------------------------------------- tensors
+
+_PY_DEFAULTS = {bool: "bool", int: "int32", float: "float32", complex: "complex64", str: "string", bytes: "string"}
+
+
+def _natural_dtype(value: Any) -> DType:
+    """The dtype a Python literal converts to when nothing else says (TensorFlow's rule)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return as_dtype(value.dtype)
+    arr = np.asarray(value)
+    if arr.dtype.kind == "f":
+        return as_dtype("float32")
+    if arr.dtype.kind in "iu":
+        return as_dtype("int32")
+    if arr.dtype.kind == "c":
+        return as_dtype("complex64")
+    if arr.dtype.kind in "USO":
+        return as_dtype("string")
+    return as_dtype(arr.dtype)
+
+
+def _host_array(value: Any, dtype: DType, what: str) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.dtype.kind in "fc" and (dtype.is_integer or dtype.is_bool or dtype.is_quantized):
+        raise OpTypeError(f"{what}: cannot convert {value!r} (floating point) to {dtype.name} without loss")
+    try:
+        return np.asarray(value, dtype=dtype.np)
+    except (TypeError, ValueError) as e:
+        raise OpTypeError(f"{what}: cannot convert {value!r} to {dtype.name}: {e}") from e
+
+
+def to_tensor(data: Any, dtype: Any = None, backend: str | None = None, *, copy: bool = False) -> Tensor:
+    """``ok.tensor``: host data (lists, scalars, numpy arrays) as a tensor on a backend."""
+    be = backend_instance(backend) if backend else active_backend()
+    if isinstance(data, Tensor):
+        t = data if data._backend is be else transfer(data, be.name)
+        if dtype is not None and as_dtype(dtype) is not t._dtype:
+            raise OpTypeError(f"tensor has dtype {t._dtype.name}, asked for {as_dtype(dtype).name}; use ok.ops.cast")
+        return t
+    dt = as_dtype(dtype) if dtype is not None else _natural_dtype(data)
+    arr = _host_array(data, dt, "ok.tensor")
+    if copy and isinstance(data, np.ndarray) and np.shares_memory(arr, data):
+        arr = arr.copy()
+    return Tensor(be.from_numpy(arr), dt, be)
+
+
+def transfer(t: Tensor, backend: str) -> Tensor:
+    """A copy of ``t`` on ``backend``, through host memory."""
+    be = backend_instance(backend)
+    if t._backend is be:
+        return t
+    return Tensor(be.from_numpy(t._backend.to_numpy(t._value)), t._dtype, be)
+
+
+# ---------------------------------------------------------------- dispatch
+
+class _Signature:
+    """Everything about one call signature that is worth computing once."""
+
+    __slots__ = ("run", "out_dtypes", "pack", "kernel", "op_def", "attrs")
+
+    def __init__(
+        self, run: Callable[[list[Any]], list[Any]], out_dtypes: list[DType], pack: Callable[[list[Tensor]], Any],
+        kernel: KernelDef, op_def: OpDef, attrs: dict[str, Any],
+    ) -> None:
+        self.run = run
+        self.out_dtypes = out_dtypes
+        self.pack = pack
+        self.kernel = kernel
+        self.op_def = op_def
+        self.attrs = attrs
+
+
+class OpHandle:
+    """Per-op dispatch state: the finalized OpDef and its signature caches."""
+
+    __slots__ = ("name", "op_def", "fast", "cache", "kversion", "_validated")
+
+    def __init__(self, op_def: OpDef) -> None:
+        self.name = op_def.name
+        self.op_def = op_def
+        self.fast = not any(a.is_list or a.is_ref for a in op_def.inputs)
+        self.cache: dict[Any, _Signature] = {}
+        self.kversion = kernel_registry.version()
+        self._validated: set[int] = set()
+
+
+_handles: dict[str, OpHandle] = {}
+
+
+def op_handle(name: str) -> OpHandle:
+    h = _handles.get(name)
+    if h is None:
+        plugins.ensure_loaded()
+        h = _handles[name] = OpHandle(op_registry.get_op_def(name))
+    return h
+
+
+def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: str | None = None) -> Any:
+    """Run ``op`` on the active backend.  ``attrs`` holds the non-inferred attrs given by the caller."""
+    be = _ACTIVE.get() or _default_backend()
+    if label is None:
+        labels = _LABELS.get()
+        if labels is not None:
+            label = labels.get(op.name)
+    if op.kversion != kernel_registry._version:
+        op.cache.clear()
+        op.kversion = kernel_registry._version
+    if op.fast:
+        try:
+            key = (be, label, *[x._dtype if x._backend is be else None for x in inputs], *attrs.items())  # type: ignore[union-attr]
+            sig = op.cache.get(key)
+        except (AttributeError, TypeError):
+            key, sig = None, None
+        if sig is not None:
+            return _finish(sig, be, sig.run([x._value for x in inputs]), inputs)  # type: ignore[union-attr]
+    else:
+        key = None
+    tensors, bound = _bind(op.op_def, inputs, attrs, be)
+    full_key = (be, label, *[t._dtype for t in tensors], *_hashable_items(bound))
+    sig = op.cache.get(full_key)
+    if sig is None:
+        sig = _build_signature(op, bound, be, label)
+        op.cache[full_key] = sig
+    if key is not None and None not in key:
+        op.cache[key] = sig
+    return _finish(sig, be, sig.run([t._value for t in tensors]), tensors)
+
+
+def _finish(sig: _Signature, be: Backend, outs: list[Any], inputs: Sequence[Tensor]) -> Any:
+    conv = be.as_output
+    tensors = [Tensor(conv(v, dt), dt, be) for v, dt in zip(outs, sig.out_dtypes)]
+    if RECORDING[0]:
+        record_op(sig.op_def, sig.attrs, inputs, tensors)
+    return sig.pack(tensors)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _hashable_items(attrs: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple((k, _hashable(v)) for k, v in sorted(attrs.items()))
+
+
+# ------------------------------------------------------------ binding
+
+
+def _what(op_def: OpDef, arg: ArgDef) -> str:
+    return f"op {op_def.name!r}, input {arg.name!r}"
+
+
+def _place(op_def: OpDef, arg: ArgDef, t: Tensor, be: Backend) -> Tensor:
+    if t._backend is be:
+        return t
+    if config.transfer_policy == "copy":
+        config.transfers += 1
+        return transfer(t, be.name)
+    raise InvalidArgumentError(
+        f"{_what(op_def, arg)}: tensor lives on backend {t.backend!r} but the op runs on {be.name!r}. "
+        f"Move it with x.to({be.name!r}), or set ok.config.transfer_policy = 'copy'.",
+        op=op_def.name,
+    )
+
+
+def _items(op_def: OpDef, arg: ArgDef, value: Any) -> list[Any]:
+    if not arg.is_list:
+        return [value]
+    if isinstance(value, (Tensor, np.ndarray)) or not isinstance(value, (list, tuple)):
+        raise OpTypeError(
+            f"{_what(op_def, arg)}: expected a list of tensors, got {type(value).__name__}", op=op_def.name
+        )
+    return list(value)
+
+
+def _dtype_of(x: Any) -> DType | None:
+    if isinstance(x, Tensor):
+        return x._dtype
+    if isinstance(x, (np.ndarray, np.generic)):
+        return as_dtype(x.dtype)
+    return None
+
+
+def _bind(op_def: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], be: Backend) -> tuple[list[Tensor], dict[str, Any]]:
+    """Convert inputs, infer type/length attrs, fill defaults, validate; returns flat tensors and all attrs."""
+    if len(inputs) != len(op_def.inputs):
+        raise InvalidArgumentError(
+            f"op {op_def.name!r} takes {len(op_def.inputs)} inputs "
+            f"({', '.join(a.name for a in op_def.inputs)}), got {len(inputs)}",
+            op=op_def.name,
+        )
+    groups = [_items(op_def, arg, v) for arg, v in zip(op_def.inputs, inputs)]
+    bound: dict[str, Any] = {}
+    _infer_type_attrs(op_def, groups, bound)
+    tensors: list[Tensor] = []
+    for arg, items in zip(op_def.inputs, groups):
+        for i, item in enumerate(items):
+            tensors.append(_convert(op_def, arg, i, item, bound, be))
+    for name, value in attrs.items():
+        bound[name] = value if value is _REQUIRED else op_def.coerce_attr(name, value)
+    for attr in op_def.attrs:
+        if bound.get(attr.name, _REQUIRED) is _REQUIRED:
+            if not attr.has_default:
+                raise InvalidArgumentError(
+                    f"op {op_def.name!r}: missing required attr {attr.name!r} of type {attr.type}", op=op_def.name
+                )
+            bound[attr.name] = attr.default
+    return tensors, bound
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_REQUIRED: Any = _Required()
+
+
+def _infer_type_attrs(op_def: OpDef, groups: list[list[Any]], bound: dict[str, Any]) -> None:
+    """TensorFlow's attr inference: ``T`` from input dtypes, ``N`` from list lengths."""
+    sources: dict[str, str] = {}
+    for arg, items in zip(op_def.inputs, groups):
+        if arg.number_attr:
+            _set_inferred(op_def, bound, arg.number_attr, len(items), arg, sources)
+        if arg.type_list_attr:
+            _set_inferred(
+                op_def, bound, arg.type_list_attr,
+                tuple(_dtype_of(x) or _natural_dtype(x) for x in items), arg, sources,
+            )
+        elif arg.type_attr:
+            for x in items:
+                dt = _dtype_of(x)
+                if dt is not None:
+                    _set_inferred(op_def, bound, arg.type_attr, dt, arg, sources)
+    for arg, items in zip(op_def.inputs, groups):  # literals only: default, then the literal's own type
+        if arg.type_attr and arg.type_attr not in bound and not arg.type_list_attr:
+            attr = op_def.attr(arg.type_attr)
+            if attr.has_default:
+                bound[arg.type_attr] = attr.default
+            elif items:
+                bound[arg.type_attr] = _natural_dtype(items[0])
+    for name, value in list(bound.items()):
+        attr = op_def.attr(name)
+        if attr.type == "type":
+            op_def.check_type_attr(name, value, sources.get(name, name))
+        elif attr.type == "list(type)":
+            for dt in value:
+                op_def.check_type_attr(name, dt, sources.get(name, name))
+        else:
+            op_def.coerce_attr(name, value)
+
+
+def _set_inferred(op_def: OpDef, bound: dict[str, Any], name: str, value: Any, arg: ArgDef, sources: dict[str, str]) -> None:
+    old = bound.get(name, _REQUIRED)
+    if old is not _REQUIRED and old != value:
+        raise OpTypeError(
+            f"op {op_def.name!r}: input {arg.name!r} has {name}={_fmt(value)} but input "
+            f"{sources[name]!r} has {name}={_fmt(old)}; inputs sharing attr {name!r} must agree",
+            op=op_def.name,
+        )
+    bound[name] = value
+    sources.setdefault(name, arg.name)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    return value.name if isinstance(value, DType) else repr(value)
+
+
+def _expected_dtype(arg: ArgDef, index: int, bound: Mapping[str, Any]) -> DType:
+    if arg.dtype is not None:
+        return arg.dtype
+    if arg.type_list_attr:
+        return bound[arg.type_list_attr][index]  # type: ignore[no-any-return]
+    return bound[arg.type_attr]  # type: ignore[no-any-return,index]
+
+
+def _convert(op_def: OpDef, arg: ArgDef, index: int, x: Any, bound: Mapping[str, Any], be: Backend) -> Tensor:
+    want = _expected_dtype(arg, index, bound)
+    if arg.is_ref and not isinstance(x, Variable):
+        raise OpTypeError(
+            f"{_what(op_def, arg)}: is a Ref input and needs an ok.Variable, got {type(x).__name__}",
+            op=op_def.name,
+        )
+    if isinstance(x, Tensor):
+        if x._dtype is not want:
+            raise OpTypeError(
+                f"{_what(op_def, arg)}: expected dtype {want.name}, got {x._dtype.name}", op=op_def.name
+            )
+        return _place(op_def, arg, x, be)
+    if isinstance(x, (np.ndarray, np.generic)) and as_dtype(x.dtype) is not want and not want.is_quantized:
+        raise OpTypeError(
+            f"{_what(op_def, arg)}: expected dtype {want.name}, got a numpy array of {as_dtype(x.dtype).name}",
+            op=op_def.name,
+        )
+    return Tensor(be.from_numpy(_host_array(x, want, _what(op_def, arg))), want, be)
+
+
+# ------------------------------------------------------------ kernels
+
+
+def select_kernel(op_def: OpDef, backend: str, attrs: Mapping[str, Any], label: str | None = None) -> KernelDef:
+    """The kernel that would run: highest priority on ``backend`` whose constraints and
+    label match, else a generic kernel; raises KernelNotFoundError."""
+    for where in (backend, GENERIC):
+        for k in kernel_registry.kernels_for(op_def.name, where):
+            if k.label == label and k.matches(attrs):
+                return k
+    raise _no_kernel(op_def, backend, attrs, label)
+
+
+def _no_kernel(op_def: OpDef, backend: str, attrs: Mapping[str, Any], label: str | None) -> KernelNotFoundError:
+    types = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(attrs.items()) if isinstance(v, DType) or (isinstance(v, tuple) and v and isinstance(v[0], DType)))
+    registered = [
+        f"{k.backend} ({k.describe_constraints()}{', label=' + repr(k.label) if k.label else ''})"
+        for b in kernel_registry.backends_for(op_def.name)
+        for k in kernel_registry.kernels_for(op_def.name, b)
+    ]
+    on_backend = kernel_registry.kernels_for(op_def.name, backend)
+    if not registered:
+        reason = "no kernel is registered on any backend"
+    elif not on_backend:
+        reason = f"no kernel on backend {backend!r}"
+    elif not any(k.matches(attrs) for k in on_backend):
+        reason = f"no kernel on backend {backend!r} for these types"
+    else:
+        reason = f"no kernel on backend {backend!r} with label {label!r}"
+    where = f" with {types}" if types else ""
+    listing = "; registered: " + ", ".join(registered) if registered else ""
+    return KernelNotFoundError(f"{reason}: op {op_def.name!r}{where}{listing}.", op=op_def.name, backend=backend)
+
+
+def _output_dtypes(op_def: OpDef, attrs: Mapping[str, Any]) -> tuple[list[DType], list[int | None]]:
+    """Flat output dtypes, and per output arg its list length (None for a single tensor)."""
+    flat: list[DType] = []
+    lengths: list[int | None] = []
+    for arg in op_def.outputs:
+        if arg.type_list_attr:
+            dts = list(attrs[arg.type_list_attr])
+            lengths.append(len(dts))
+        elif arg.number_attr:
+            n = int(attrs[arg.number_attr])
+            dts = [_expected_dtype(arg, 0, attrs)] * n
+            lengths.append(n)
+        else:
+            dts = [_expected_dtype(arg, 0, attrs)]
+            lengths.append(None)
+        flat.extend(dts)
+    return flat, lengths
+
+
+_result_types: dict[str, Any] = {}
+
+
+def _packer(op_def: OpDef, lengths: list[int | None]) -> Callable[[list[Tensor]], Any]:
+    if lengths == [None]:
+        return lambda outs: outs[0]
+    if not lengths:
+        return lambda outs: None
+    names = tuple(a.name for a in op_def.outputs)
+    rt = _result_types.get(op_def.name)
+    if rt is None or rt._fields != names:
+        rt = _result_types[op_def.name] = namedtuple(op_def.name.replace(">", "_"), names, rename=True)  # type: ignore[misc]
+
+    def pack(outs: list[Tensor]) -> Any:
+        parts: list[Any] = []
+        pos = 0
+        for n in lengths:
+            if n is None:
+                parts.append(outs[pos])
+                pos += 1
+            else:
+                parts.append(outs[pos : pos + n])
+                pos += n
+        return rt(*parts)
+
+    return pack
+
+
+def _group(op_def: OpDef, flat: list[Any], lengths: list[int | None]) -> list[Any]:
+    out: list[Any] = []
+    pos = 0
+    for n in lengths:
+        if n is None:
+            out.append(flat[pos])
+            pos += 1
+        else:
+            out.append(list(flat[pos : pos + n]))
+            pos += n
+    return out
+
+
+def _input_lengths(op_def: OpDef, attrs: Mapping[str, Any]) -> list[int | None]:
+    lengths: list[int | None] = []
+    for arg in op_def.inputs:
+        if arg.type_list_attr:
+            lengths.append(len(attrs[arg.type_list_attr]))
+        elif arg.number_attr:
+            lengths.append(int(attrs[arg.number_attr]))
+        else:
+            lengths.append(None)
+    return lengths
+
+
+def _flatten_outputs(op_def: OpDef, result: Any, lengths: list[int | None]) -> list[Any]:
+    if lengths == [None]:
+        return [result]
+    if not lengths:
+        return []
+    if not isinstance(result, (tuple, list)) or len(result) != len(lengths):
+        raise InvalidArgumentError(
+            f"op {op_def.name!r}: kernel must return {len(lengths)} values "
+            f"({', '.join(a.name for a in op_def.outputs)}), got {type(result).__name__}",
+            op=op_def.name,
+        )
+    flat: list[Any] = []
+    for value, n in zip(result, lengths):
+        if n is None:
+            flat.append(value)
+        else:
+            if len(value) != n:
+                raise InvalidArgumentError(f"op {op_def.name!r}: kernel returned {len(value)} tensors for a list output of {n}", op=op_def.name)
+            flat.extend(value)
+    return flat
+
+
+def _build_signature(op: OpHandle, attrs: dict[str, Any], be: Backend, label: str | None) -> _Signature:
+    op_def = op.op_def
+    kdef = select_kernel(op_def, be.name, attrs, label)
+    if id(kdef) not in op._validated:
+        kdef.validate_against(op_def)
+        op._validated.add(id(kdef))
+    out_dtypes, out_lengths = _output_dtypes(op_def, attrs)
+    in_lengths = _input_lengths(op_def, attrs)
+    run = _invoker(op_def, kdef, attrs, be, out_dtypes, in_lengths, out_lengths)
+    return _Signature(run, out_dtypes, _packer(op_def, out_lengths), kdef, op_def, attrs)
+
+
+def _host_positions(op_def: OpDef, kdef: KernelDef, in_lengths: list[int | None]) -> list[int]:
+    positions: list[int] = []
+    pos = 0
+    for arg, n in zip(op_def.inputs, in_lengths):
+        width = 1 if n is None else n
+        if arg.name in kdef.host_memory:
+            positions.extend(range(pos, pos + width))
+        pos += width
+    return positions
+
+
+def _invoker(
+    op_def: OpDef, kdef: KernelDef, attrs: dict[str, Any], be: Backend,
+    out_dtypes: list[DType], in_lengths: list[int | None], out_lengths: list[int | None],
+) -> Callable[[list[Any]], list[Any]]:
+    host = _host_positions(op_def, kdef, in_lengths)
+    simple_inputs = all(n is None for n in in_lengths)
+
+    def prepare(flat: list[Any]) -> list[Any]:
+        if host:
+            flat = list(flat)
+            for i in host:
+                flat[i] = be.to_numpy(flat[i])
+        return flat if simple_inputs else _group(op_def, flat, in_lengths)
+
+    if kdef.is_class:
+        kernel = kdef.impl(OpKernelConstruction(op_def, attrs, be))
+
+        def run_class(flat: list[Any]) -> list[Any]:
+            ctx = OpKernelContext(op_def, attrs, be, prepare(flat) if host else flat, out_dtypes)
+            kernel.compute(ctx)
+            return ctx.outputs
+
+        return run_class
+    fn = kdef.impl
+    if kdef.is_generic:
+        in_dtypes = [dt for arg, n in zip(op_def.inputs, in_lengths) for dt in _arg_dtypes(arg, n, attrs)]
+
+        def run_generic(flat: list[Any]) -> list[Any]:
+            tensors = [Tensor(v, dt, be) for v, dt in zip(flat, in_dtypes)]
+            grouped = tensors if simple_inputs else _group(op_def, tensors, in_lengths)
+            token = _ACTIVE.set(be)
+            try:
+                result = fn(*grouped, **attrs)
+            finally:
+                _ACTIVE.reset(token)
+            outs = _flatten_outputs(op_def, result, out_lengths)
+            return [o._value if isinstance(o, Tensor) else o for o in outs]
+
+        return run_generic
+    if simple_inputs and not host and out_lengths == [None]:
+        return lambda flat: [fn(*flat, **attrs)]
+    return lambda flat: _flatten_outputs(op_def, fn(*prepare(flat), **attrs), out_lengths)
+
+
+def _arg_dtypes(arg: ArgDef, n: int | None, attrs: Mapping[str, Any]) -> list[DType]:
+    if n is None:
+        return [_expected_dtype(arg, 0, attrs)]
+    return [_expected_dtype(arg, i, attrs) for i in range(n)]
+
+
+def execute_by_name(op_name: str, *inputs: Any, _kernel: str | None = None, **attrs: Any) -> Any:
+    """Run an op by name: ``ok.execute("MatMul", a, b, transpose_b=True)``."""
+    return execute(op_handle(op_name), inputs, attrs, _kernel)

@@ -1,0 +1,126 @@
+"""The gradient registry: a gradient function per op name.
+
+A gradient is ``fn(op, *output_grads) -> list`` (one entry per flat input,
+``None`` where no gradient flows), written with opkernel ops so it runs on
+every backend.  ``not_differentiable`` marks an op that propagates nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+from ._provenance import Provider, current_provider
+from .errors import AlreadyExistsError, GradientNotFoundError
+
+__all__ = [
+    "GradientDef",
+    "register_gradient",
+    "not_differentiable",
+    "get_gradient",
+    "has_gradient",
+    "is_not_differentiable",
+    "remove_provider",
+]
+
+GradFn = Callable[..., Any]
+F = TypeVar("F", bound=GradFn)
+
+
+@dataclass(frozen=True)
+class GradientDef:
+    """One registry entry.  ``fn`` is None for a not-differentiable op."""
+
+    op: str
+    fn: GradFn | None
+    provider: Provider
+
+
+_lock = threading.RLock()
+_gradients: dict[str, GradientDef] = {}
+
+
+def _add(entry: GradientDef, override: bool) -> None:
+    with _lock:
+        old = _gradients.get(entry.op)
+        if old is not None and old.fn is not entry.fn:
+            if not override:
+                raise AlreadyExistsError(
+                    f"op {entry.op!r}: a gradient is already registered by {old.provider}; "
+                    f"{entry.provider} tried to register another. Pass override=True to replace it.",
+                    op=entry.op,
+                )
+            warnings.warn(
+                f"op {entry.op!r}: gradient from {old.provider} overridden by {entry.provider}",
+                stacklevel=3,
+            )
+        _gradients[entry.op] = entry
+
+
+def register_gradient(op_name: str, *, override: bool = False) -> Callable[[F], F]:
+    """Decorator registering ``fn(op, *grads)`` as the gradient of ``op_name``;
+    returns ``fn`` unchanged."""
+
+    def decorate(fn: F) -> F:
+        _add(GradientDef(op_name, fn, current_provider()), override)
+        return fn
+
+    return decorate
+
+
+def not_differentiable(op_name: str) -> None:
+    """Mark ``op_name`` as propagating no gradient (``Shape``, comparisons)."""
+    with _lock:
+        old = _gradients.get(op_name)
+        if old is not None and old.fn is None:
+            return
+    _add(GradientDef(op_name, None, current_provider()), override=False)
+
+
+def get_gradient(op_name: str) -> GradientDef:
+    """The registry entry for ``op_name``; raises GradientNotFoundError."""
+    entry = _gradients.get(op_name)
+    if entry is None:
+        raise GradientNotFoundError(
+            f"op {op_name!r} has no registered gradient. Register one with "
+            f"@ok.register_gradient({op_name!r}), mark it with ok.not_differentiable({op_name!r}), "
+            "or wrap its input in ok.stop_gradient.",
+            op=op_name,
+        )
+    return entry
+
+
+def has_gradient(op_name: str) -> bool:
+    """True when a gradient function (not a not-differentiable mark) is registered."""
+    entry = _gradients.get(op_name)
+    return entry is not None and entry.fn is not None
+
+
+def is_not_differentiable(op_name: str) -> bool:
+    entry = _gradients.get(op_name)
+    return entry is not None and entry.fn is None
+
+
+def entries() -> list[GradientDef]:
+    with _lock:
+        return list(_gradients.values())
+
+
+def remove_provider(provider: Provider) -> None:
+    """Drop every gradient ``provider`` registered (rollback of a failed plugin)."""
+    with _lock:
+        for name in [n for n, e in _gradients.items() if e.provider == provider]:
+            del _gradients[name]
+
+
+def snapshot() -> dict[str, GradientDef]:
+    with _lock:
+        return dict(_gradients)
+
+
+def restore(snap: dict[str, GradientDef]) -> None:
+    with _lock:
+        _gradients.clear()
+        _gradients.update(snap)

@@ -1,0 +1,90 @@
+"""Generated op wrappers: ``ok.ops.<snake_case>`` for every registered op.
+
+Wrappers are generated on first access from the OpDef (``ok.ops.zero_out``,
+``ok.ops.mat_mul``); namespaced ops live in a sub-namespace
+(``Addons>MedianPool2D`` is ``ok.ops.addons.median_pool2d``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from .. import engine, op_registry, plugins
+from ._gen import make_wrapper, split_namespace
+
+_lock = threading.RLock()
+_generated: set[str] = set()
+_index: dict[tuple[str | None, str], str] = {}
+_index_version = -1
+
+
+def _refresh_index() -> dict[tuple[str | None, str], str]:
+    global _index, _index_version
+    plugins.ensure_loaded()
+    version = op_registry.version()
+    if version != _index_version:
+        _index = {split_namespace(n): n for n in op_registry.op_names()}
+        _index_version = version
+    return _index
+
+
+def wrapper(op_name: str) -> Callable[..., Any]:
+    """The generated wrapper of ``op_name`` (finalizes the op)."""
+    return make_wrapper(engine.op_handle(op_name).op_def, engine.execute, engine.op_handle, engine._REQUIRED)
+
+
+class Namespace:
+    """Wrappers of the ops of one namespace (``ok.ops.addons``)."""
+
+    def __init__(self, namespace: str) -> None:
+        self._namespace = namespace
+
+    def __getattr__(self, attr: str) -> Callable[..., Any]:
+        op_name = _refresh_index().get((self._namespace, attr))
+        if op_name is None:
+            raise AttributeError(f"no op {attr!r} in namespace {self._namespace!r}")
+        fn = wrapper(op_name)
+        setattr(self, attr, fn)
+        return fn
+
+    def __dir__(self) -> list[str]:
+        return sorted(a for ns, a in _refresh_index() if ns == self._namespace)
+
+    def __repr__(self) -> str:
+        return f"<opkernel op namespace {self._namespace!r}>"
+
+
+def __getattr__(attr: str) -> Any:
+    if attr.startswith("__"):
+        raise AttributeError(attr)
+    with _lock:
+        index = _refresh_index()
+        op_name = index.get((None, attr))
+        if op_name is not None:
+            value: Any = wrapper(op_name)
+        elif any(ns == attr for ns, _ in index):
+            value = Namespace(attr)
+        else:
+            raise AttributeError(f"module 'opkernel.ops' has no op {attr!r}; registered ops: see opkernel kernels")
+        globals()[attr] = value
+        _generated.add(attr)
+        return value
+
+
+def __dir__() -> list[str]:
+    index = _refresh_index()
+    return sorted({a for ns, a in index if ns is None} | {ns for ns, _ in index if ns})
+
+
+def _invalidate() -> None:
+    """Forget generated wrappers (after ops are removed or plugins change)."""
+    global _index_version
+    with _lock:
+        for attr in _generated:
+            globals().pop(attr, None)
+        _generated.clear()
+        _index_version = -1
+
+
+plugins.on_change(_invalidate)

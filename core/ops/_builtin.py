@@ -1,0 +1,20 @@
+"""The built-in op library, registered through the same hooks as any plugin."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from . import array_ops, math_ops, nn_ops
+
+_FAMILIES = (math_ops, array_ops, nn_ops)
+
+
+@hookimpl
+def opkernel_register_ops() -> None:
+    for family in _FAMILIES:
+        family.register_ops()
+
+
+@hookimpl
+def opkernel_register_gradients() -> None:
+    for family in _FAMILIES:
+        family.register_gradients()

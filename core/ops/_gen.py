@@ -1,0 +1,141 @@
+"""Generation of the snake_case Python wrappers from OpDefs, as TensorFlow's
+python_op_gen does: inputs are positional parameters, attrs that are not
+inferred from the inputs are keyword parameters with their defaults, and the
+docstring says which types each input accepts."""
+
+from __future__ import annotations
+
+import keyword
+from typing import Any, Callable
+
+from ..dtypes import DType
+from ..op_registry import ArgDef, AttrDef, OpDef
+
+__all__ = ["snake_case", "split_namespace", "make_wrapper"]
+
+
+def snake_case(name: str) -> str:
+    """TensorFlow's GenerateLowerCaseOpName: ZeroOut -> zero_out, Conv2D -> conv2d,
+    AddN -> add_n, ConcatV2 -> concat_v2, Conv2DBackpropInput -> conv2d_backprop_input."""
+    out: list[str] = []
+    last = len(name) - 1
+    for i, c in enumerate(name):
+        if c == ">":
+            out.append("_")
+            continue
+        if c.isupper() and i > 0 and name[i - 1] != ">":
+            if name[i - 1].islower() or (i < last and name[i + 1].islower()):
+                out.append("_")
+        out.append(c.lower())
+    return "".join(out)
+
+
+def split_namespace(op_name: str) -> tuple[str | None, str]:
+    """``"Addons>MedianPool2D"`` -> ``("addons", "median_pool2d")``."""
+    if ">" in op_name:
+        ns, rest = op_name.split(">", 1)
+        return snake_case(ns), snake_case(rest)
+    return None, snake_case(op_name)
+
+
+_RESERVED = {"name", "_kernel"}
+
+
+def param_name(name: str) -> str:
+    """A Python-safe parameter name (TensorFlow appends ``_`` to keywords)."""
+    if keyword.iskeyword(name) or name in _RESERVED:
+        return name + "_"
+    return name
+
+
+def _types_text(op_def: OpDef, arg: ArgDef) -> str:
+    if arg.dtype is not None:
+        kind = f"of type `{arg.dtype.name}`"
+    else:
+        attr = op_def.attr(arg.type_list_attr or arg.type_attr or "")
+        allowed = attr.allowed_values
+        kind = (
+            "Must be one of the following types: " + ", ".join(f"`{d.name}`" for d in sorted(allowed, key=lambda d: d.name)) + "."
+            if allowed
+            else ""
+        )
+    if arg.is_list:
+        count = f"of at least {op_def.attr(arg.number_attr).minimum or 1} " if arg.number_attr else ""
+        return f"A list {count}`Tensor` objects{' ' + kind if arg.dtype else ''}. {kind if not arg.dtype else ''}".strip()
+    if arg.dtype is not None:
+        return f"A `Tensor` {kind}."
+    return f"A `Tensor`. {kind}".strip()
+
+
+def _attr_text(attr: AttrDef) -> str:
+    base = f"An optional `{attr.type}`" if attr.has_default else f"A `{attr.type}`"
+    if attr.allowed_values:
+        base += " from: " + ", ".join(f"`{v.name if isinstance(v, DType) else repr(v)}`" for v in attr.allowed_values)
+    if attr.minimum is not None:
+        base += f" that is `>= {attr.minimum}`"
+    if attr.has_default:
+        d = attr.default
+        base += f". Defaults to `{d.name if isinstance(d, DType) else repr(d)}`"
+    return base + "."
+
+
+def _returns_text(op_def: OpDef) -> str:
+    if not op_def.outputs:
+        return "None."
+    parts = []
+    for out in op_def.outputs:
+        if out.dtype is not None:
+            kind = f"A `Tensor` of type `{out.dtype.name}`."
+        elif out.type_attr and out.type_attr in op_def.inferred_attrs:
+            src = next(a.name for a in op_def.inputs if a.type_attr == out.type_attr)
+            kind = f"A `Tensor`. Has the same type as `{src}`."
+        else:
+            kind = f"A `Tensor` of type `{out.type_attr or out.type_list_attr}`."
+        if out.is_list:
+            kind = "A list of `Tensor` objects. " + kind.replace("A `Tensor`", "Each").replace("A `Tensor` of", "Each of")
+        parts.append(kind if len(op_def.outputs) == 1 else f"{out.name}: {kind}")
+    if len(parts) == 1:
+        return parts[0]
+    return "A tuple of `Tensor` objects (" + ", ".join(o.name for o in op_def.outputs) + ").\n    " + "\n    ".join(parts)
+
+
+def docstring(op_def: OpDef) -> str:
+    lines = [op_def.doc.strip() or f"Runs the op {op_def.name}.", "", "Args:"]
+    for arg in op_def.inputs:
+        lines.append(f"  {param_name(arg.name)}: {_types_text(op_def, arg)}")
+    for attr in op_def.attrs:
+        if attr.name not in op_def.inferred_attrs:
+            lines.append(f"  {param_name(attr.name)}: {_attr_text(attr)}")
+    lines += ["  name: A name for the operation (optional).", "", "Returns:", "  " + _returns_text(op_def)]
+    return "\n".join(lines)
+
+
+def make_wrapper(op_def: OpDef, execute: Callable[..., Any], handle: Callable[[str], Any], required: Any) -> Callable[..., Any]:
+    """Compile a wrapper function for ``op_def`` (real parameters, so help() and
+    IDEs see the signature, and no per-call argument parsing)."""
+    fname = split_namespace(op_def.name)[1]
+    inputs = [param_name(a.name) for a in op_def.inputs]
+    attrs = [a for a in op_def.attrs if a.name not in op_def.inferred_attrs]
+    required_attrs = [a for a in attrs if not a.has_default]
+    optional_attrs = [a for a in attrs if a.has_default]
+    params = inputs + [f"{param_name(a.name)}=_REQUIRED" for a in required_attrs]
+    params += [f"{param_name(a.name)}=_D_{i}" for i, a in enumerate(optional_attrs)]
+    params += ["name=None", "*", "_kernel=None"]
+    attr_dict = ", ".join(f"{a.name!r}: {param_name(a.name)}" for a in required_attrs + optional_attrs)
+    tuple_expr = "(" + "".join(f"{p}, " for p in inputs) + ")"
+    src = (
+        f"def {fname}({', '.join(params)}):\n"
+        f"    return _execute(_handles.get({op_def.name!r}) or _handle({op_def.name!r}), {tuple_expr}, {{{attr_dict}}}, _kernel)\n"
+    )
+    from ..engine import _handles
+
+    namespace: dict[str, Any] = {"_execute": execute, "_handle": handle, "_handles": _handles, "_REQUIRED": required}
+    for i, a in enumerate(optional_attrs):
+        namespace[f"_D_{i}"] = a.default
+    exec(compile(src, f"<opkernel wrapper {op_def.name}>", "exec"), namespace)
+    fn: Callable[..., Any] = namespace[fname]
+    fn.__doc__ = docstring(op_def)
+    fn.__module__ = "opkernel.ops"
+    fn.__qualname__ = fname
+    fn._op_name = op_def.name  # type: ignore[attr-defined]
+    return fn

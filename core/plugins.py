@@ -1,0 +1,249 @@
+"""Plugin discovery: one cached scan of the ``opkernel`` entry-point group.
+
+Discovery runs at first use (the first op call, backend query or op lookup),
+never at ``import opkernel``.  Each plugin is loaded and its hooks called in
+isolation: a plugin that fails to import, or whose hook raises, is rolled back
+and reported without affecting the others.
+
+Environment:
+  ``OPKERNEL_DISABLE_PLUGIN_AUTOLOAD=1``  load no entry points (built-ins still load)
+  ``OPKERNEL_PLUGINS=cpu,opencl``         load only these entry points
+  ``OPKERNEL_STRICT_PLUGINS=1``           a failing plugin raises PluginError
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
+from typing import Any, Callable
+
+import pluggy
+
+from . import gradients, hookspecs, kernels, op_registry
+from ._provenance import Provider, providing
+from .backend import Backend
+from .errors import PluginError
+
+__all__ = [
+    "PluginInfo",
+    "PluginFailure",
+    "PluginWarning",
+    "ensure_loaded",
+    "register_plugin",
+    "plugin_errors",
+    "plugins",
+    "backend_classes",
+]
+
+ENTRY_POINT_GROUP = "opkernel"
+BUILTIN_PLUGINS = ("opkernel.ops._builtin",)
+HOOK_ORDER = (
+    "opkernel_register_backends",
+    "opkernel_register_ops",
+    "opkernel_register_kernels",
+    "opkernel_register_gradients",
+)
+
+
+class PluginWarning(UserWarning):
+    """Warned once for every plugin that failed to load."""
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    name: str
+    distribution: str | None
+    version: str | None
+    module: str
+
+    @property
+    def provider(self) -> Provider:
+        return Provider(self.name, self.distribution, self.version)
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    plugin: str
+    distribution: str | None
+    version: str | None
+    error: BaseException
+
+    def __str__(self) -> str:
+        where = f" ({self.distribution} {self.version})" if self.distribution else ""
+        return f"plugin {self.plugin!r}{where} failed: {type(self.error).__name__}: {self.error}"
+
+
+_lock = threading.RLock()
+_loaded = False
+_pm = pluggy.PluginManager(hookspecs.PROJECT)
+_pm.add_hookspecs(hookspecs)
+_plugins: dict[str, PluginInfo] = {}
+_failures: list[PluginFailure] = []
+_backends: dict[str, tuple[type[Backend], Provider]] = {}
+_listeners: list[Callable[[], None]] = []
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def on_change(fn: Callable[[], None]) -> None:
+    """Call ``fn`` whenever the set of plugins changes (the engine drops its caches)."""
+    _listeners.append(fn)
+
+
+def ensure_loaded() -> None:
+    """Discover and load plugins once; cheap after the first call."""
+    if _loaded:
+        return
+    with _lock:
+        if not _loaded:
+            _load_all()
+
+
+def _load_all() -> None:
+    global _loaded
+    _loaded = True  # set first: hooks may call back into opkernel
+    for module_name in BUILTIN_PLUGINS:
+        _activate(importlib.import_module(module_name), PluginInfo("builtin", "opkernel", _own_version(), module_name))
+    if _env_flag("OPKERNEL_DISABLE_PLUGIN_AUTOLOAD"):
+        return
+    allow = {n.strip() for n in os.environ.get("OPKERNEL_PLUGINS", "").split(",") if n.strip()}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if allow and ep.name not in allow:
+            continue
+        _load_entry_point(ep)
+
+
+def _own_version() -> str | None:
+    from . import __version__
+
+    return __version__
+
+
+def _load_entry_point(ep: EntryPoint) -> None:
+    dist = getattr(ep, "dist", None)
+    info = PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None, ep.value)
+    if info.name in _plugins:
+        return
+    try:
+        plugin = ep.load()
+    except Exception as e:  # a broken plugin must not break the others
+        _fail(info, e)
+        return
+    _activate(plugin, info)
+
+
+def _fail(info: PluginInfo, error: BaseException) -> None:
+    failure = PluginFailure(info.name, info.distribution, info.version, error)
+    _failures.append(failure)
+    if _env_flag("OPKERNEL_STRICT_PLUGINS"):
+        raise PluginError(str(failure), plugin=info.name) from error
+    warnings.warn(str(failure), PluginWarning, stacklevel=4)
+
+
+def _activate(plugin: Any, info: PluginInfo) -> bool:
+    """Register ``plugin`` with pluggy and run its hooks as one transaction."""
+    provider = info.provider
+    try:
+        _pm.register(plugin, name=info.name)
+        with providing(provider):
+            for hook_name in HOOK_ORDER:
+                for impl in getattr(_pm.hook, hook_name).get_hookimpls():
+                    if impl.plugin is plugin:
+                        result = impl.function()
+                        if hook_name == "opkernel_register_backends":
+                            _add_backends(result or [], provider)
+    except Exception as e:
+        _rollback(plugin, provider)
+        _fail(info, e)
+        return False
+    _plugins[info.name] = info
+    for listener in _listeners:
+        listener()
+    return True
+
+
+def _add_backends(classes: list[type[Backend]], provider: Provider) -> None:
+    for cls in classes:
+        if not (isinstance(cls, type) and issubclass(cls, Backend) and cls.name):
+            raise PluginError(f"opkernel_register_backends returned {cls!r}, not a named Backend subclass")
+        if cls.name in _backends and _backends[cls.name][0] is not cls:
+            raise PluginError(
+                f"backend {cls.name!r} is already provided by {_backends[cls.name][1]}", plugin=provider.plugin
+            )
+        _backends[cls.name] = (cls, provider)
+
+
+def _rollback(plugin: Any, provider: Provider) -> None:
+    if _pm.is_registered(plugin):
+        _pm.unregister(plugin)
+    op_registry.remove_provider(provider)
+    kernels.remove_provider(provider)
+    gradients.remove_provider(provider)
+    for name in [n for n, (_, p) in _backends.items() if p == provider]:
+        del _backends[name]
+
+
+def register_plugin(plugin: ModuleType | Any, name: str | None = None) -> str:
+    """Register a plugin by hand (a module or any object with hookimpls).
+
+    Its hooks run at once; failures follow the same rules as installed plugins.
+    Registering the same object twice is a no-op.  Returns the plugin's name.
+    """
+    ensure_loaded()
+    with _lock:
+        if _pm.is_registered(plugin):
+            return _pm.get_name(plugin) or ""
+        plugin_name = name or getattr(plugin, "__name__", None) or f"plugin-{id(plugin):x}"
+        if plugin_name in _plugins:
+            raise PluginError(f"a plugin named {plugin_name!r} is already registered", plugin=plugin_name)
+        module = getattr(plugin, "__name__", type(plugin).__name__)
+        if not _activate(plugin, PluginInfo(plugin_name, None, None, module)):
+            raise PluginError(str(_failures[-1]), plugin=plugin_name) from _failures[-1].error
+        return plugin_name
+
+
+def unregister_plugin(name: str) -> None:
+    """Remove a plugin and everything it registered (used by tests)."""
+    with _lock:
+        info = _plugins.pop(name, None)
+        plugin = _pm.get_plugin(name)
+        if info is not None:
+            _rollback(plugin, info.provider)
+        for listener in _listeners:
+            listener()
+
+
+def plugin_errors() -> list[PluginFailure]:
+    """Plugins that failed to load, with the error each raised."""
+    ensure_loaded()
+    return list(_failures)
+
+
+def plugins() -> list[PluginInfo]:
+    """Loaded plugins, in load order."""
+    ensure_loaded()
+    return list(_plugins.values())
+
+
+def backend_classes() -> dict[str, tuple[type[Backend], Provider]]:
+    """Every backend class that a plugin provides, by name."""
+    ensure_loaded()
+    return dict(_backends)
+
+
+def _reset_for_tests() -> None:
+    """Forget every plugin so the next use rediscovers (tests only)."""
+    global _loaded
+    with _lock:
+        for name in list(_plugins):
+            unregister_plugin(name)
+        _failures.clear()
+        _backends.clear()
+        _loaded = False

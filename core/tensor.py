@@ -1,0 +1,151 @@
+"""Tensors: a native array on one backend plus its opkernel dtype."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .dtypes import DType
+
+if TYPE_CHECKING:
+    from .backend import Backend
+
+__all__ = ["Tensor", "Variable"]
+
+
+def _ops() -> Any:
+    from . import ops
+
+    return ops
+
+
+class Tensor:
+    """An immutable value on one backend.
+
+    ``value`` is the backend's native array (numpy.ndarray on ``cpu``,
+    pyopencl.array.Array on ``opencl``, cupy.ndarray on ``cuda``).
+    """
+
+    __slots__ = ("_value", "_dtype", "_backend", "__weakref__")
+    __array_priority__ = 100  # numpy defers binary operators to us
+
+    def __init__(self, value: Any, dtype: DType, backend: Backend) -> None:
+        self._value = value
+        self._dtype = dtype
+        self._backend = backend
+
+    @property
+    def value(self) -> Any:
+        """The backend-native array."""
+        return self._value
+
+    @property
+    def dtype(self) -> DType:
+        return self._dtype
+
+    @property
+    def backend(self) -> str:
+        """Name of the backend the data lives on."""
+        return self._backend.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._value.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._value.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._value.shape, dtype=np.int64))
+
+    def numpy(self) -> np.ndarray:
+        """The data as a numpy array (synchronises with the device)."""
+        return self._backend.to_numpy(self._value)
+
+    def item(self) -> Any:
+        return self.numpy().item()
+
+    def to(self, backend: str) -> Tensor:
+        """A copy of this tensor on ``backend`` (the same tensor if already there)."""
+        from .engine import transfer
+
+        return transfer(self, backend)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        a = self.numpy()
+        return a.astype(dtype) if dtype is not None else a
+
+    def __len__(self) -> int:
+        if not self._value.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return int(self._value.shape[0])
+
+    def __bool__(self) -> bool:
+        return bool(self.numpy())
+
+    def __float__(self) -> float:
+        return float(self.numpy())
+
+    def __int__(self) -> int:
+        return int(self.numpy())
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", threshold=20, edgeitems=3, prefix="ok.Tensor(")
+        return f"ok.Tensor({body}, dtype={self._dtype.name}, backend={self.backend!r})"
+
+    # Operators map to registered ops, so they dispatch like any other call.
+    def __add__(self, other: Any) -> Tensor:
+        return _ops().add(self, other)  # type: ignore[no-any-return]
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _ops().add(other, self)  # type: ignore[no-any-return]
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _ops().sub(self, other)  # type: ignore[no-any-return]
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _ops().sub(other, self)  # type: ignore[no-any-return]
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _ops().mul(self, other)  # type: ignore[no-any-return]
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _ops().mul(other, self)  # type: ignore[no-any-return]
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _ops().real_div(self, other)  # type: ignore[no-any-return]
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _ops().real_div(other, self)  # type: ignore[no-any-return]
+
+    def __neg__(self) -> Tensor:
+        return _ops().neg(self)  # type: ignore[no-any-return]
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _ops().mat_mul(self, other)  # type: ignore[no-any-return]
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _ops().mat_mul(other, self)  # type: ignore[no-any-return]
+
+
+class Variable(Tensor):
+    """A mutable tensor: the only thing a ``Ref`` input accepts.
+
+    Kernels receive its native array and may update it in place.
+    """
+
+    __slots__ = ("trainable", "name")
+
+    def __init__(self, initial_value: Any, dtype: Any = None, *, trainable: bool = True, name: str | None = None) -> None:
+        from .engine import to_tensor
+
+        t = to_tensor(initial_value, dtype)
+        super().__init__(t._value, t._dtype, t._backend)
+        self.trainable = trainable
+        self.name = name
+
+    def __repr__(self) -> str:
+        return "ok.Variable" + super().__repr__()[len("ok.Tensor"):]

@@ -1,0 +1,68 @@
+"""The conformance kit for op and backend authors.
+
+``assert_all_close`` compares with dtype-aware tolerances; ``isolated_registries``
+undoes every registration made inside it (tests register throwaway ops,
+kernels, gradients and plugins through it).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import numpy as np
+
+from .. import engine, gradients, kernels, op_registry, plugins
+from ..dtypes import as_dtype
+
+__all__ = ["assert_all_close", "default_tolerance", "isolated_registries"]
+
+_TOLERANCES = {"float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2), "float32": (1e-5, 1e-6), "complex64": (1e-5, 1e-6)}
+
+
+def default_tolerance(dtype: Any) -> tuple[float, float]:
+    """(rtol, atol) suited to ``dtype``: exact for integers, tighter for float64."""
+    dt = as_dtype(dtype)
+    if not (dt.is_floating or dt.is_complex):
+        return (0.0, 0.0)
+    return _TOLERANCES.get(dt.name, (1e-12, 1e-14))
+
+
+def assert_all_close(actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> None:
+    """Assert two tensors/arrays agree in shape and value within dtype-aware tolerances."""
+    a = np.asarray(actual)
+    e = np.asarray(expected)
+    if a.shape != e.shape:
+        raise AssertionError(f"shape mismatch: got {a.shape}, expected {e.shape}")
+    if a.dtype == object or e.dtype == object:
+        if not (a == e).all():
+            raise AssertionError(f"values differ:\n got      {a!r}\n expected {e!r}")
+        return
+    d_rtol, d_atol = default_tolerance(a.dtype if a.dtype.kind in "fc" else e.dtype)
+    np.testing.assert_allclose(
+        a.astype(np.float64) if a.dtype.kind not in "fc" else a,
+        e,
+        rtol=d_rtol if rtol is None else rtol,
+        atol=d_atol if atol is None else atol,
+    )
+
+
+@contextmanager
+def isolated_registries() -> Iterator[None]:
+    """Undo every op, kernel, gradient and hand-registered plugin added inside the block."""
+    plugins.ensure_loaded()
+    ops_snap, kern_snap, grad_snap = op_registry.snapshot(), kernels.snapshot(), gradients.snapshot()
+    before = {p.name for p in plugins.plugins()}
+    try:
+        yield
+    finally:
+        for info in plugins.plugins():
+            if info.name not in before:
+                plugins.unregister_plugin(info.name)
+        op_registry.restore(ops_snap)
+        kernels.restore(kern_snap)
+        gradients.restore(grad_snap)
+        engine._handles.clear()
+        from .. import ops
+
+        ops._invalidate()

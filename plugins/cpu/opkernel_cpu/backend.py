@@ -1,0 +1,38 @@
+"""The CPU backend: tensors are numpy arrays, shared with the caller when possible."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+import numpy as np
+
+import opkernel as ok
+
+
+class CpuBackend(ok.Backend):
+    name = "cpu"
+    priority = 0
+    array_types = (np.ndarray,)
+
+    def from_numpy(self, array: np.ndarray) -> np.ndarray:
+        return array if type(array) is np.ndarray else np.asarray(array)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return value  # type: ignore[no-any-return]
+
+    def empty(self, shape: tuple[int, ...], dtype: ok.DType) -> np.ndarray:
+        return np.empty(shape, dtype.np)
+
+    def as_output(self, value: Any, dtype: ok.DType) -> np.ndarray:
+        if type(value) is np.ndarray and value.dtype is dtype.np:
+            return value
+        return np.asarray(value, dtype.np)
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "device": platform.processor() or platform.machine(),
+            "cores": str(os.cpu_count()),
+            "numpy": np.__version__,
+        }
