@@ -78,6 +78,9 @@ def register_ops() -> None:
     register_op("ZerosLike").input("x: T").output("y: T").attr("T: type").set_shape_fn(
         shape_fns.unchanged_shape
     ).doc("Returns a tensor of zeros with the same shape and type as x.")
+    register_op("OnesLike").input("x: T").output("y: T").attr(
+        "T: {bfloat16, half, float, double, int8, uint8, int16, uint16, int32, int64, complex64, complex128, bool}"
+    ).set_shape_fn(shape_fns.unchanged_shape).doc("Returns a tensor of ones with the same shape and type as x.")
     register_op("StringToNumber").input("string_tensor: string").output("output: out_type").attr(
         "out_type: {float, int32} = DT_FLOAT"
     ).set_shape_fn(shape_fns.unchanged_shape).doc(
@@ -87,5 +90,5 @@ def register_ops() -> None:
 
 
 def register_gradients() -> None:
-    for name in ("Shape", "ZerosLike", "StringToNumber"):
+    for name in ("Shape", "ZerosLike", "OnesLike", "StringToNumber"):
         not_differentiable(name)

@@ -62,6 +62,7 @@ def register_all() -> None:
         ("Shape", shape, None, ()),
         ("Pad", pad, None, ("paddings",)),
         ("ZerosLike", lambda x, **a: np.zeros_like(x), None, ()),
+        ("OnesLike", lambda x, **a: np.ones_like(x), None, ()),
         ("StringToNumber", string_to_number, None, ()),
     ]
     for op, fn, constraints, host in table:
