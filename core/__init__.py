@@ -13,7 +13,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import errors, shape_fns
+from . import errors, nn, shape_fns
+from .autodiff import GradientTape, custom_gradient, grad, stop_recording, value_and_grad
 from .backend import Backend
 from .dtypes import (
     DType,
@@ -75,8 +76,16 @@ __all__ = [
     "use_backend", "not_differentiable", "register_gradient", "PLUGIN_API_VERSION", "hookimpl",
     "OpKernel", "OpKernelConstruction", "OpKernelContext", "register_kernel", "OpDef", "OpDefBuilder",
     "register_op", "op_def", "infer_shapes", "plugin_errors", "register_plugin", "Dimension",
-    "InferenceContext", "TensorShape", "Tensor", "Variable",
+    "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
+    "value_and_grad", "stop_recording", "stop_gradient",
 ]
+
+
+def stop_gradient(x: object) -> Tensor:
+    """``x`` unchanged, but no gradient flows through it (the StopGradient op)."""
+    from . import ops
+
+    return ops.stop_gradient(x)  # type: ignore[no-any-return]
 
 
 def op_def(name: str) -> OpDef:

@@ -23,6 +23,12 @@ __all__ = ["GradientTape", "OpRecord", "grad", "value_and_grad", "custom_gradien
 _local = threading.local()
 
 
+def _ops() -> Any:
+    from . import ops
+
+    return ops
+
+
 def active_tapes() -> list[GradientTape]:
     tapes: list[GradientTape] | None = getattr(_local, "tapes", None)
     if tapes is None:
@@ -199,7 +205,7 @@ def _flatten(x: Any) -> list[Any]:
 
 
 def _structure_like(sources: Any, grads: dict[int, Tensor], unconnected: str) -> Any:
-    from . import ops
+    ops = _ops()
 
     def one(s: Any) -> Any:
         if isinstance(s, Mapping):
@@ -217,15 +223,13 @@ def _structure_like(sources: Any, grads: dict[int, Tensor], unconnected: str) ->
 
 
 def _accumulate(grads: dict[int, Tensor], t: Tensor, g: Tensor) -> None:
-    from . import ops
-
+    ops = _ops()
     old = grads.get(id(t))
     grads[id(t)] = g if old is None else ops.add(old, g)
 
 
 def _backprop(entries: list[_Entry], targets: list[Tensor], seeds: list[Any]) -> dict[int, Tensor]:
-    from . import ops
-
+    ops = _ops()
     grads: dict[int, Tensor] = {}
     for t, seed in zip(targets, seeds):
         if not isinstance(t, Tensor):

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from . import __version__, engine, gradients, kernels, op_registry, plugins
+from . import __version__, engine, gradients, hookspecs, kernels, op_registry, plugins
 
 
 def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -34,7 +34,7 @@ def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) ->
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    print(f"opkernel {__version__}  (plugin API {plugins.hookspecs.PLUGIN_API_VERSION})\n")
+    print(f"opkernel {__version__}  (plugin API {hookspecs.PLUGIN_API_VERSION})\n")
     _table(
         "Plugins",
         ["plugin", "distribution", "version", "module"],

@@ -329,12 +329,12 @@ def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: s
         op.kversion = kernel_registry._version
     if op.fast:
         try:
-            key = (be, label, *[x._dtype if x._backend is be else None for x in inputs], *attrs.items())  # type: ignore[union-attr]
+            key = (be, label, *[x._dtype if x._backend is be else None for x in inputs], *attrs.items())
             sig = op.cache.get(key)
         except (AttributeError, TypeError):
             key, sig = None, None
         if sig is not None:
-            return _finish(sig, be, sig.run([x._value for x in inputs]), inputs)  # type: ignore[union-attr]
+            return _finish(sig, be, sig.run([x._value for x in inputs]), inputs)
     else:
         key = None
     tensors, bound = _bind(op.op_def, inputs, attrs, be)
@@ -586,7 +586,7 @@ def _packer(op_def: OpDef, lengths: list[int | None]) -> Callable[[list[Tensor]]
     names = tuple(a.name for a in op_def.outputs)
     rt = _result_types.get(op_def.name)
     if rt is None or rt._fields != names:
-        rt = _result_types[op_def.name] = namedtuple(op_def.name.replace(">", "_"), names, rename=True)  # type: ignore[misc]
+        rt = _result_types[op_def.name] = namedtuple(op_def.name.replace(">", "_"), names, rename=True)
 
     def pack(outs: list[Tensor]) -> Any:
         parts: list[Any] = []
@@ -699,9 +699,14 @@ def _invoker(
     fn = kdef.impl
     if kdef.is_generic:
         in_dtypes = [dt for arg, n in zip(op_def.inputs, in_lengths) for dt in _arg_dtypes(arg, n, attrs)]
+        makers = [
+            Variable._view if arg.is_ref else Tensor
+            for arg, n in zip(op_def.inputs, in_lengths)
+            for _ in range(1 if n is None else n)
+        ]
 
         def run_generic(flat: list[Any]) -> list[Any]:
-            tensors = [Tensor(v, dt, be) for v, dt in zip(flat, in_dtypes)]
+            tensors = [make(v, dt, be) for make, v, dt in zip(makers, flat, in_dtypes)]
             grouped = tensors if simple_inputs else _group(op_def, tensors, in_lengths)
             token = _ACTIVE.set(be)
             try:

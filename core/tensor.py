@@ -134,7 +134,10 @@ class Tensor:
 class Variable(Tensor):
     """A mutable tensor: the only thing a ``Ref`` input accepts.
 
-    Kernels receive its native array and may update it in place.
+    Kernels receive its native array and may update it in place; ``assign``,
+    ``assign_add`` and ``assign_sub`` run the registered ops of those names, so
+    they work on every backend without copying the variable.  The initial value
+    is always copied, so updates never reach the caller's data.
     """
 
     __slots__ = ("trainable", "name")
@@ -142,10 +145,38 @@ class Variable(Tensor):
     def __init__(self, initial_value: Any, dtype: Any = None, *, trainable: bool = True, name: str | None = None) -> None:
         from .engine import to_tensor
 
-        t = to_tensor(initial_value, dtype)
+        if isinstance(initial_value, Tensor):
+            t = to_tensor(initial_value.numpy().copy(), dtype or initial_value.dtype, initial_value.backend)
+        else:
+            t = to_tensor(initial_value, dtype, copy=True)
         super().__init__(t._value, t._dtype, t._backend)
         self.trainable = trainable
         self.name = name
+
+    @classmethod
+    def _view(cls, value: Any, dtype: DType, backend: Backend) -> Variable:
+        """A Variable sharing ``value`` (generic kernels receive Ref inputs this way)."""
+        v = cls.__new__(cls)
+        Tensor.__init__(v, value, dtype, backend)
+        v.trainable = False
+        v.name = None
+        return v
+
+    def assign(self, value: Any) -> Variable:
+        _ops().assign(self, value)
+        return self
+
+    def assign_add(self, value: Any) -> Variable:
+        _ops().assign_add(self, value)
+        return self
+
+    def assign_sub(self, value: Any) -> Variable:
+        _ops().assign_sub(self, value)
+        return self
+
+    def read_value(self) -> Tensor:
+        """A snapshot: a tensor that later updates of the variable do not change."""
+        return Tensor(self._backend.from_numpy(self.numpy().copy()), self._dtype, self._backend)
 
     def __repr__(self) -> str:
         return "ok.Variable" + super().__repr__()[len("ok.Tensor"):]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from . import array_ops, math_ops, nn_ops
+from . import array_ops, math_ops, nn_ops, state_ops
 
-_FAMILIES = (math_ops, array_ops, nn_ops)
+_FAMILIES = (math_ops, array_ops, nn_ops, state_ops)
 
 
 @hookimpl
@@ -18,3 +18,8 @@ def opkernel_register_ops() -> None:
 def opkernel_register_gradients() -> None:
     for family in _FAMILIES:
         family.register_gradients()
+
+
+@hookimpl
+def opkernel_register_kernels() -> None:
+    state_ops.register_generic_kernels()

@@ -1,0 +1,211 @@
+"""The few pieces a user expects to train with: layers holding Variables,
+seeded initialisers, and optimisers that update Variables in place through
+registered ops (so training runs on whichever backend is active)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .dtypes import DType, as_dtype
+from .engine import to_tensor
+from .errors import InvalidArgumentError
+from .tensor import Tensor, Variable
+
+__all__ = [
+    "glorot_uniform", "he_normal", "zeros", "Layer", "Dense", "Conv2D", "MaxPool2D", "Flatten", "Sequential",
+    "Optimizer", "SGD", "Adam", "sparse_softmax_cross_entropy",
+]
+
+Initializer = Callable[[tuple[int, ...], DType, np.random.Generator], np.ndarray]
+
+
+def _ops() -> Any:
+    from . import ops
+
+    return ops
+
+
+def glorot_uniform(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
+    """Uniform in +-sqrt(6 / (fan_in + fan_out)) (Keras's default)."""
+    receptive = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+    fan_in, fan_out = shape[-2] * receptive, shape[-1] * receptive
+    limit = math.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-limit, limit, shape).astype(dtype.np)
+
+
+def he_normal(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
+    """Normal with std sqrt(2 / fan_in), for ReLU networks."""
+    fan_in = int(np.prod(shape[:-1]))
+    return (rng.standard_normal(shape) * math.sqrt(2.0 / fan_in)).astype(dtype.np)
+
+
+def zeros(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
+    return np.zeros(shape, dtype.np)
+
+
+class Layer:
+    """A callable holding Variables; ``variables`` lists them (own and sublayers')."""
+
+    def __init__(self) -> None:
+        self._variables: list[Variable] = []
+
+    def add_variable(self, name: str, shape: tuple[int, ...], init: Initializer, dtype: Any, seed: int | None) -> Variable:
+        rng = np.random.default_rng(seed)
+        var = Variable(init(shape, as_dtype(dtype), rng), name=f"{type(self).__name__}/{name}")
+        self._variables.append(var)
+        return var
+
+    @property
+    def variables(self) -> list[Variable]:
+        return list(self._variables)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+def _activation(name: str | None) -> Callable[[Tensor], Tensor] | None:
+    if name is None:
+        return None
+    fn = getattr(_ops(), name, None)
+    if fn is None:
+        raise InvalidArgumentError(f"unknown activation {name!r}; use the name of a unary op such as 'relu'")
+    return fn  # type: ignore[no-any-return]
+
+
+class Dense(Layer):
+    """y = activation(x @ kernel + bias)."""
+
+    def __init__(self, units_in: int, units_out: int, activation: str | None = None, *, seed: int | None = 0,
+                 dtype: Any = "float32", kernel_initializer: Initializer = glorot_uniform) -> None:
+        super().__init__()
+        self.kernel = self.add_variable("kernel", (units_in, units_out), kernel_initializer, dtype, seed)
+        self.bias = self.add_variable("bias", (units_out,), zeros, dtype, seed)
+        self.activation = _activation(activation)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        ops = _ops()
+        y = ops.bias_add(ops.mat_mul(x, self.kernel), self.bias)
+        return self.activation(y) if self.activation else y
+
+
+class Conv2D(Layer):
+    """NHWC convolution with a bias: y = activation(conv2d(x, kernel) + bias)."""
+
+    def __init__(self, channels_in: int, channels_out: int, kernel_size: int | Sequence[int], *,
+                 strides: int = 1, padding: str = "SAME", activation: str | None = None,
+                 seed: int | None = 0, dtype: Any = "float32", kernel_initializer: Initializer = he_normal) -> None:
+        super().__init__()
+        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        self.kernel = self.add_variable("kernel", (kh, kw, channels_in, channels_out), kernel_initializer, dtype, seed)
+        self.bias = self.add_variable("bias", (channels_out,), zeros, dtype, seed)
+        self.strides = [1, strides, strides, 1]
+        self.padding = padding
+        self.activation = _activation(activation)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        ops = _ops()
+        y = ops.bias_add(ops.conv2d(x, self.kernel, strides=self.strides, padding=self.padding), self.bias)
+        return self.activation(y) if self.activation else y
+
+
+class MaxPool2D(Layer):
+    def __init__(self, size: int = 2, strides: int | None = None, padding: str = "VALID") -> None:
+        super().__init__()
+        s = strides or size
+        self.ksize, self.strides, self.padding = [1, size, size, 1], [1, s, s, 1], padding
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return _ops().max_pool(x, ksize=self.ksize, strides=self.strides, padding=self.padding)  # type: ignore[no-any-return]
+
+
+class Flatten(Layer):
+    def __call__(self, x: Tensor) -> Tensor:
+        return _ops().reshape(x, [x.shape[0], -1])  # type: ignore[no-any-return]
+
+
+class Sequential(Layer):
+    def __init__(self, layers: Iterable[Layer]) -> None:
+        super().__init__()
+        self.layers = list(layers)
+
+    @property
+    def variables(self) -> list[Variable]:
+        return [v for layer in self.layers for v in layer.variables]
+
+    def __call__(self, x: Tensor) -> Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def sparse_softmax_cross_entropy(logits: Tensor, labels: Any) -> Tensor:
+    """Mean cross-entropy of integer ``labels`` under ``softmax(logits)``."""
+    ops = _ops()
+    loss, _ = ops.sparse_softmax_cross_entropy_with_logits(logits, labels)
+    return ops.mean(loss, [0])  # type: ignore[no-any-return]
+
+
+class Optimizer:
+    """Applies gradients to Variables in place; slots (momentum, moments) are Variables too."""
+
+    def __init__(self) -> None:
+        self._slots: dict[int, dict[str, Variable]] = {}
+        self.iterations = 0
+
+    def slot(self, var: Variable, name: str) -> Variable:
+        slots = self._slots.setdefault(id(var), {})
+        if name not in slots:
+            zero = to_tensor(np.zeros(var.shape, var.dtype.np), backend=var.backend)
+            slots[name] = Variable(zero, trainable=False)
+        return slots[name]
+
+    def _scalar(self, value: float, var: Variable) -> Tensor:
+        return to_tensor(np.asarray(value, var.dtype.np), backend=var.backend)
+
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, Variable]]) -> None:
+        self.iterations += 1
+        for g, v in grads_and_vars:
+            if g is not None:
+                self._apply(g, v)
+
+    def _apply(self, grad: Tensor, var: Variable) -> None:
+        raise NotImplementedError
+
+
+class SGD(Optimizer):
+    """Gradient descent, with optional (Nesterov) momentum: ApplyGradientDescent / ApplyMomentum."""
+
+    def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0, nesterov: bool = False) -> None:
+        super().__init__()
+        self.learning_rate, self.momentum, self.nesterov = learning_rate, momentum, nesterov
+
+    def _apply(self, grad: Tensor, var: Variable) -> None:
+        ops = _ops()
+        lr = self._scalar(self.learning_rate, var)
+        if self.momentum:
+            ops.apply_momentum(var, self.slot(var, "momentum"), lr, grad, self._scalar(self.momentum, var),
+                               use_nesterov=self.nesterov)
+        else:
+            ops.apply_gradient_descent(var, lr, grad)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) through the ApplyAdam op."""
+
+    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-7) -> None:
+        super().__init__()
+        self.learning_rate, self.beta1, self.beta2, self.epsilon = learning_rate, beta1, beta2, epsilon
+
+    def _apply(self, grad: Tensor, var: Variable) -> None:
+        t = self.iterations
+
+        def s(x: float) -> Tensor:
+            return self._scalar(x, var)
+
+        _ops().apply_adam(
+            var, self.slot(var, "m"), self.slot(var, "v"), s(self.beta1 ** t), s(self.beta2 ** t),
+            s(self.learning_rate), s(self.beta1), s(self.beta2), s(self.epsilon), grad,
+        )

@@ -1,0 +1,210 @@
+"""``check_op``: prove an op correct on every backend with one call."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .. import engine, gradients, op_registry, plugins
+from ..dtypes import float64
+from .._infer import infer_shapes
+from ..shapes import TensorShape
+from ..tensor import Tensor, Variable
+from . import assert_all_close, default_tolerance
+from .gradient_checker import compute_gradient_error
+
+__all__ = ["CheckOpFailure", "CheckResult", "CheckOpReport", "check_op"]
+
+
+class CheckOpFailure(AssertionError):
+    """Raised by ``check_op`` with every failed check listed; ``.report`` holds them all."""
+
+    def __init__(self, report: CheckOpReport) -> None:
+        super().__init__(str(report))
+        self.report = report
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    backend: str
+    check: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class CheckOpReport:
+    op: str
+    results: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        return [r for r in self.results if not r.passed]
+
+    def __str__(self) -> str:
+        lines = [f"check_op({self.op!r}): {'passed' if self.passed else f'{len(self.failures)} failed'}"]
+        for r in self.results:
+            lines.append(f"  [{'ok' if r.passed else 'FAIL'}] {r.backend:>8}  {r.check}{': ' + r.detail if r.detail else ''}")
+        return "\n".join(lines)
+
+
+def _host(x: Any) -> Any:
+    if isinstance(x, (list, tuple)):
+        return [_host(v) for v in x]
+    return x.numpy() if isinstance(x, Tensor) else np.array(x)
+
+
+def _on(backend: str, x: Any, ref: bool) -> Any:
+    if isinstance(x, list):
+        return [_on(backend, v, False) for v in x]
+    t = engine.to_tensor(x, backend=backend)
+    return Variable(t, trainable=False) if ref else t
+
+
+def _flat(x: Any) -> list[Any]:
+    if isinstance(x, (list, tuple)):
+        return [v for item in x for v in _flat(item)]
+    return [] if x is None else [x]
+
+
+def _run(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str, Any], refs: Sequence[bool]) -> list[Tensor]:
+    args = [_on(backend, x, r) for x, r in zip(inputs, refs)]
+    with engine.use_backend(backend):
+        return _flat(engine.execute_by_name(op, *args, **attrs))
+
+
+def _check(report: CheckOpReport, backend: str, name: str, fn: Any) -> Any:
+    try:
+        value = fn()
+    except Exception as e:  # every failure is collected and reported together
+        report.results.append(CheckResult(backend, name, False, f"{type(e).__name__}: {e}"))
+        return None
+    report.results.append(CheckResult(backend, name, True, value if isinstance(value, str) else ""))
+    return value
+
+
+def check_op(
+    op_name: str,
+    inputs: Sequence[Any],
+    attrs: Mapping[str, Any] | None = None,
+    backends: Sequence[str] | None = None,
+    *,
+    check_gradients: bool = True,
+    threads: int = 4,
+    rtol: float | None = None,
+    atol: float | None = None,
+    grad_tol: float = 1e-3,
+) -> CheckOpReport:
+    """Run ``op_name`` on every requested backend (default: all available) and check:
+
+    the OpDef finalizes; outputs match the shape function and the declared
+    dtypes; results agree with the CPU backend (or the first backend) within
+    dtype-aware tolerances; the registered gradient matches finite differences;
+    inputs are not mutated; concurrent calls from ``threads`` threads agree.
+    Returns the report, or raises ``CheckOpFailure`` listing every failure.
+    """
+    attrs = dict(attrs or {})
+    plugins.ensure_loaded()
+    report = CheckOpReport(op_name)
+    op_def = _check(report, "-", "OpDef finalizes", lambda: op_registry.get_op_def(op_name))
+    if op_def is None:
+        raise CheckOpFailure(report)
+    backends = list(backends or engine.available_backends())
+    refs = [a.is_ref for a in op_def.inputs]
+    host_inputs = [_host(x) for x in inputs]
+    baseline: list[np.ndarray] | None = None
+    base_name = "cpu" if "cpu" in backends else backends[0]
+    for backend in sorted(backends, key=lambda b: b != base_name):
+        before = [np.copy(v) if not isinstance(v, list) else [np.copy(e) for e in v] for v in host_inputs]
+        outs = _check(report, backend, "runs", lambda: _run(op_name, backend, host_inputs, attrs, refs))
+        if outs is None:
+            continue
+        _check(report, backend, "outputs match the shape function and dtypes",
+               lambda: _check_shapes_dtypes(op_def, host_inputs, attrs, outs))
+        values = [o.numpy() for o in outs]
+        if baseline is None:
+            baseline = values
+        else:
+            _check(report, backend, f"agrees with {base_name}", lambda: _agree(values, baseline, rtol, atol))
+        _check(report, backend, "inputs not mutated", lambda: _unchanged(before, host_inputs, refs))
+        if threads > 1 and not op_def.is_stateful:
+            _check(report, backend, f"{threads} threads agree",
+                   lambda: _concurrent(op_name, backend, host_inputs, attrs, refs, values, threads))
+        if check_gradients and gradients.has_gradient(op_name):
+            _check(report, backend, "gradient matches finite differences",
+                   lambda: _gradient(op_name, backend, host_inputs, attrs, refs, grad_tol))
+    if not report.passed:
+        raise CheckOpFailure(report)
+    return report
+
+
+def _check_shapes_dtypes(op_def: Any, inputs: Sequence[Any], attrs: Mapping[str, Any], outs: list[Tensor]) -> str:
+    shapes = [[np.shape(v) for v in x] if isinstance(x, list) else np.shape(x) for x in inputs]
+    consts = [None if isinstance(x, list) or np.asarray(x).dtype.kind == "f" else np.asarray(x) for x in inputs]
+    given = {k: v for k, v in attrs.items() if k not in op_def.inferred_attrs}
+    predicted = infer_shapes(op_def, shapes, given, consts)
+    for i, (p, o) in enumerate(zip(predicted, outs)):
+        if not p.is_compatible_with(TensorShape(o.shape)):
+            raise AssertionError(f"output {i}: shape function says {p}, kernel produced {o.shape}")
+        native = np.asarray(o.numpy()).dtype
+        if native != o.dtype.np:
+            raise AssertionError(f"output {i}: declared {o.dtype.name}, kernel produced {native}")
+    return ""
+
+
+def _agree(values: list[np.ndarray], baseline: list[np.ndarray], rtol: float | None, atol: float | None) -> str:
+    for v, b in zip(values, baseline):
+        d_rtol, d_atol = default_tolerance(b.dtype)
+        assert_all_close(v, b, rtol=rtol if rtol is not None else max(d_rtol, 1e-5),
+                         atol=atol if atol is not None else max(d_atol, 1e-6))
+    return ""
+
+
+def _unchanged(before: list[Any], after: list[Any], refs: Sequence[bool]) -> str:
+    for b, a, r in zip(before, after, refs):
+        if not r and not all(np.array_equal(x, y) for x, y in zip(_flat(b), _flat(a))):
+            raise AssertionError("an input was modified by the kernel")
+    return ""
+
+
+def _concurrent(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str, Any], refs: Sequence[bool],
+                expected: list[np.ndarray], threads: int) -> str:
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        futures = [pool.submit(_run, op, backend, inputs, attrs, refs) for _ in range(threads * 2)]
+        for f in futures:
+            for v, e in zip(f.result(), expected):
+                assert_all_close(v.numpy(), e, rtol=0, atol=0)
+    return ""
+
+
+def _gradient(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str, Any], refs: Sequence[bool], tol: float) -> str:
+    diff = [i for i, x in enumerate(inputs) if not isinstance(x, list) and np.asarray(x).dtype.kind == "f" and not refs[i]]
+    if not diff:
+        return "no floating-point inputs"
+    be = engine.backend_instance(backend)
+    wide = be.supports_dtype(float64)
+    point = [np.asarray(inputs[i], np.float64 if wide else np.asarray(inputs[i]).dtype) for i in diff]
+    args = list(inputs)
+
+    def f(*xs: Tensor) -> Tensor:
+        call = list(args)
+        for i, x in zip(diff, xs):
+            call[i] = x
+        with engine.use_backend(backend):
+            out: Tensor = _flat(engine.execute_by_name(op, *call, **attrs))[0]
+            return out
+
+    with engine.use_backend(backend):
+        if wide:  # differentiate in float64 when the device has it: finite differences need the precision
+            args = [np.asarray(x, np.float64) if i in diff else x for i, x in enumerate(args)]
+        error = compute_gradient_error(f, [engine.to_tensor(p) for p in point])
+    if error > tol:
+        raise AssertionError(f"max |theoretical - numerical| = {error:.3g} > {tol}")
+    return f"max error {error:.2g}"
