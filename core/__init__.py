@@ -109,7 +109,9 @@ def infer_shapes(op_name: str, input_shapes: list, attrs: dict | None = None) ->
 
 def __getattr__(name: str) -> object:
     if name == "ops":
-        from . import ops
+        # import_module, not "from . import ops": that form looks the name up on
+        # this package first, which would call this __getattr__ again, forever.
+        import importlib
 
-        return ops
+        return importlib.import_module(".ops", __name__)
     raise AttributeError(f"module 'opkernel' has no attribute {name!r}")

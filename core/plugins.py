@@ -80,6 +80,7 @@ class PluginFailure:
 
 _lock = threading.RLock()
 _loaded = False
+_loading = False  # True while _load_all runs, so hooks may call back into opkernel
 _pm = pluggy.PluginManager(hookspecs.PROJECT)
 _pm.add_hookspecs(hookspecs)
 _plugins: dict[str, PluginInfo] = {}
@@ -98,17 +99,29 @@ def on_change(fn: Callable[[], None]) -> None:
 
 
 def ensure_loaded() -> None:
-    """Discover and load plugins once; cheap after the first call."""
+    """Discover and load plugins once; cheap after the first call.
+
+    Other threads wait until loading has finished; a hook calling back into
+    opkernel (the loading thread itself) sees what is registered so far.
+    """
     if _loaded:
         return
     with _lock:
-        if not _loaded:
+        if not _loaded and not _loading:
             _load_all()
 
 
 def _load_all() -> None:
-    global _loaded
-    _loaded = True  # set first: hooks may call back into opkernel
+    global _loaded, _loading
+    _loading = True
+    try:
+        _load_plugins()
+    finally:
+        _loading = False
+        _loaded = True
+
+
+def _load_plugins() -> None:
     for module_name in BUILTIN_PLUGINS:
         _activate(importlib.import_module(module_name), PluginInfo("builtin", "opkernel", _own_version(), module_name))
     if _env_flag("OPKERNEL_DISABLE_PLUGIN_AUTOLOAD"):
