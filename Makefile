@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(PIP) install -q --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml plugins/cpu/pyproject.toml
-	$(PIP) install -q $(PACKAGES) rich
+	$(PIP) install -q $(PACKAGES) rich scikit-learn
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed

@@ -54,9 +54,11 @@ from .engine import (
     execute_by_name as execute,
     get_backend,
     kernel_label_map,
+    memory,
     set_backend,
     to_tensor as tensor,
     use_backend,
+    warmup,
 )
 from .gradients import not_differentiable, register_gradient
 from .hookspecs import PLUGIN_API_VERSION, hookimpl
@@ -77,7 +79,7 @@ __all__ = [
     "OpKernel", "OpKernelConstruction", "OpKernelContext", "register_kernel", "OpDef", "OpDefBuilder",
     "register_op", "op_def", "infer_shapes", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
-    "value_and_grad", "stop_recording", "stop_gradient",
+    "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory",
 ]
 
 

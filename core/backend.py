@@ -63,6 +63,20 @@ class Backend:
     def synchronize(self) -> None:
         """Wait until all work queued on this backend has finished."""
 
+    def warmup(self) -> int:
+        """Compile or build everything ahead of time (``ok.warmup``); returns how many
+        programs were built.  Backends without compilation do nothing."""
+        return 0
+
+    def translate_error(self, error: Exception, op: str) -> Exception | None:
+        """Turn a native error raised while running ``op`` (out of memory, a driver
+        error) into an opkernel error naming the op, or None to let it through."""
+        return None
+
+    def memory(self) -> dict[str, int]:
+        """Bytes in use / held by this backend's allocator, where it can tell."""
+        return {}
+
     def describe(self) -> dict[str, str]:
         """Facts shown by ``opkernel info`` (device name, versions, capabilities)."""
         return {}

@@ -34,6 +34,7 @@ from .errors import (
     BackendUnavailableError,
     InvalidArgumentError,
     KernelNotFoundError,
+    OpkernelError,
     OpTypeError,
 )
 from .kernels import GENERIC, KernelDef, OpKernelConstruction, OpKernelContext
@@ -329,12 +330,21 @@ def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: s
         op.kversion = kernel_registry._version
     if op.fast:
         try:
-            key = (be, label, *[x._dtype if x._backend is be else None for x in inputs], *attrs.items())
+            # An attr value's class is part of the key: True, 1 and 1.0 are equal dict
+            # keys, yet a bool attr must reject 1 and an int attr 1.0 on every call.
+            key = (
+                be, label, *[x._dtype if x._backend is be else None for x in inputs],
+                *[(k, v, v.__class__) for k, v in attrs.items()],
+            )
             sig = op.cache.get(key)
         except (AttributeError, TypeError):
             key, sig = None, None
         if sig is not None:
-            return _finish(sig, be, sig.run([x._value for x in inputs]), inputs)
+            try:
+                outs = sig.run([x._value for x in inputs])
+            except Exception as e:
+                raise _translated(e, be, op.name) from e
+            return _finish(sig, be, outs, inputs)
     else:
         key = None
     tensors, bound = _bind(op.op_def, inputs, attrs, be)
@@ -343,9 +353,20 @@ def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: s
     if sig is None:
         sig = _build_signature(op, bound, be, label)
         op.cache[full_key] = sig
-    if key is not None and None not in key:
+    if key is not None and None not in key[2:]:  # None: an input on another backend (key[1], the label, may be None)
         op.cache[key] = sig
-    return _finish(sig, be, sig.run([t._value for t in tensors]), tensors)
+    try:
+        outs = sig.run([t._value for t in tensors])
+    except Exception as e:
+        raise _translated(e, be, op.name) from e
+    return _finish(sig, be, outs, tensors)
+
+
+def _translated(error: Exception, be: Backend, op: str) -> Exception:
+    """The backend's opkernel error for a native failure, or the error itself."""
+    if isinstance(error, OpkernelError):
+        return error
+    return be.translate_error(error, op) or error
 
 
 def _finish(sig: _Signature, be: Backend, outs: list[Any], inputs: Sequence[Tensor]) -> Any:
@@ -726,6 +747,18 @@ def _arg_dtypes(arg: ArgDef, n: int | None, attrs: Mapping[str, Any]) -> list[DT
     if n is None:
         return [_expected_dtype(arg, 0, attrs)]
     return [_expected_dtype(arg, i, attrs) for i in range(n)]
+
+
+def warmup(backend: str | None = None) -> int:
+    """Build every program of ``backend`` (default: the active one) ahead of time."""
+    be = backend_instance(backend) if backend else active_backend()
+    return be.warmup()
+
+
+def memory(backend: str | None = None) -> dict[str, int]:
+    """Allocator statistics of ``backend`` (default: the active one)."""
+    be = backend_instance(backend) if backend else active_backend()
+    return be.memory()
 
 
 def execute_by_name(op_name: str, *inputs: Any, _kernel: str | None = None, **attrs: Any) -> Any:

@@ -1,4 +1,5 @@
-"""The README's demo: discover backends, list kernels, run ZeroOut and a few ops.
+"""The README's demo: discover backends, list kernels, run ZeroOut and a few ops,
+then train a small CNN on the digits data set on every available backend.
 
     make demo
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import digits
 import opkernel as ok
 from opkernel.cli import main as cli
 
@@ -52,7 +54,8 @@ def main() -> int:
             print(f"[{name}] pad(a, [[1, 0], [0, 1]]).shape = {ok.ops.pad(a, [[1, 0], [0, 1]]).shape}")
             print(f"[{name}] infer_shapes(MatMul, [(2, None), (None, 7)]) = "
                   f"{ok.infer_shapes('MatMul', [[2, None], [None, 7]])}")
-    return 0
+    print()
+    return digits.main([])
 
 
 if __name__ == "__main__":
