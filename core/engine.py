@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import os
 import threading
+import warnings
 from collections import namedtuple
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -131,6 +132,7 @@ def backend_instance(name: str) -> Backend:
     inst = _instances.get(name)
     if inst is not None:
         return inst
+    plugins.ensure_loaded()  # before taking _lock: loading holds the plugin lock, then its listeners take ours
     with _lock:
         if name in _instances:
             return _instances[name]
@@ -153,20 +155,30 @@ def _default_backend() -> Backend:
     global _default
     if _default is not None:
         return _default
+    plugins.ensure_loaded()  # before taking _lock, as in backend_instance
     with _lock:
         if _default is None:
             wanted = os.environ.get("OPKERNEL_BACKEND")
-            if wanted:
-                _default = backend_instance(wanted)
-            else:
-                names = available_backends()
-                if not names:
-                    raise BackendNotFoundError(
-                        "no backend is available. Install one (pip install opkernel-cpu); "
-                        f"installed: {[(n, r) for n, _, r in backend_status()]}"
-                    )
-                _default = backend_instance(names[0])
+            _default = backend_instance(wanted) if wanted else _first_usable_backend()
         return _default
+
+
+def _first_usable_backend() -> Backend:
+    """The available backend of highest priority whose initialisation succeeds.
+
+    A backend whose ``__init__`` raises is skipped with a warning (and reported
+    as unavailable from then on), so the default does not depend on whether
+    it was tried before.
+    """
+    for name in available_backends():
+        try:
+            return backend_instance(name)
+        except BackendUnavailableError as e:
+            warnings.warn(f"{e} Falling back to the next backend.", RuntimeWarning, stacklevel=4)
+    raise BackendNotFoundError(
+        "no backend is available. Install one (pip install opkernel-cpu); "
+        f"installed: {[(n, r) for n, _, r in backend_status()]}"
+    )
 
 
 def active_backend() -> Backend:
