@@ -1,39 +1,327 @@
-"""CPU kernels of the shape and data-movement ops: one table in ``register_all``."""
+"""CPU kernels of the shape and data-movement ops: one table in ``register_all``.
+
+Integer inputs that hold shapes, axes, paddings or slice specs are host-memory
+arguments: they arrive as numpy arrays.  Results may be views of the input
+(numpy semantics); no kernel writes into an input.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
+from opkernel.ops.array_ops import range_size, strided_slice_plan
+
+
+def _error(op: str) -> Callable[[str], InvalidArgumentError]:
+    return lambda message: InvalidArgumentError(f"op '{op}': {message}", op=op)
+
+
+def _ints(values: np.ndarray, op: str, name: str, vector: bool = True) -> list[int]:
+    arr = np.asarray(values)
+    if vector and arr.ndim != 1:
+        raise _error(op)(f"'{name}' must be a vector, got shape {list(arr.shape)}")
+    return [int(v) for v in arr.reshape(-1)]
+
+
+def _scalar(value: np.ndarray, op: str, name: str) -> int:
+    arr = np.asarray(value)
+    if arr.size != 1:
+        raise _error(op)(f"'{name}' must be a scalar, got shape {list(arr.shape)}")
+    return int(arr.reshape(()))
+
+
+def _axis(axis: int, rank: int, op: str, name: str = "axis") -> int:
+    if not -rank <= axis < rank:
+        raise _error(op)(f"{name} {axis} is out of range for a tensor of rank {rank}; expected a value in [{-rank}, {rank})")
+    return axis % rank if rank else axis
+
+
+# ---------------------------------------------------------------- shapes
 
 
 def reshape(tensor: np.ndarray, shape: np.ndarray, **attrs: Any) -> np.ndarray:
-    dims = [int(d) for d in np.asarray(shape).reshape(-1)]
+    dims = _ints(shape, "Reshape", "shape", vector=False)
+    if np.ndim(shape) > 1 or dims.count(-1) > 1 or any(d < -1 for d in dims):
+        raise _error("Reshape")(f"shape must be a vector of sizes >= 0 with at most one -1, got {dims}")
     try:
         return tensor.reshape(dims)
     except ValueError as e:
-        raise InvalidArgumentError(
-            f"op 'Reshape': cannot reshape a tensor with {tensor.size} elements to shape {dims}", op="Reshape"
-        ) from e
+        raise _error("Reshape")(f"cannot reshape a tensor with {tensor.size} elements to shape {dims}") from e
 
 
 def shape(input: np.ndarray, out_type: ok.DType, **attrs: Any) -> np.ndarray:
     return np.array(input.shape, dtype=out_type.np)
 
 
+def size(input: np.ndarray, out_type: ok.DType, **attrs: Any) -> np.ndarray:
+    return np.array(input.size, dtype=out_type.np)
+
+
+def rank(input: np.ndarray, **attrs: Any) -> np.ndarray:
+    return np.array(input.ndim, dtype=np.int32)
+
+
+def transpose(x: np.ndarray, perm: np.ndarray, **attrs: Any) -> np.ndarray:
+    p = _ints(perm, "Transpose", "perm")
+    if sorted(p) != list(range(x.ndim)):
+        raise _error("Transpose")(f"perm {p} is not a permutation of the {x.ndim} dimensions of the input {list(x.shape)}")
+    return np.transpose(x, p)
+
+
+def invert_permutation(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    p = np.asarray(x)
+    if p.ndim != 1 or not np.array_equal(np.sort(p), np.arange(p.size)):
+        raise _error("InvertPermutation")(f"x must be a permutation of 0..{p.size - 1}, got {p.tolist()}")
+    out = np.empty(p.size, dtype=T.np)
+    out[p] = np.arange(p.size, dtype=T.np)
+    return out
+
+
+def expand_dims(input: np.ndarray, dim: np.ndarray, **attrs: Any) -> np.ndarray:
+    if np.size(dim) != 1:
+        raise _error("ExpandDims")(f"'dim' must hold a single value, got {np.asarray(dim).tolist()}")
+    axis = _axis(int(np.asarray(dim).reshape(())), input.ndim + 1, "ExpandDims", "dim")
+    return np.expand_dims(input, axis)
+
+
+def squeeze(input: np.ndarray, squeeze_dims: list[int], **attrs: Any) -> np.ndarray:
+    axes = {_axis(int(a), input.ndim, "Squeeze", "squeeze_dims entry") for a in squeeze_dims}
+    for a in axes:
+        if input.shape[a] != 1:
+            raise _error("Squeeze")(f"cannot squeeze dimension {a} of shape {list(input.shape)}: its size is not 1")
+    if not squeeze_dims:
+        axes = {k for k, d in enumerate(input.shape) if d == 1}
+    return np.squeeze(input, axis=tuple(sorted(axes)))
+
+
 def pad(input: np.ndarray, paddings: np.ndarray, **attrs: Any) -> np.ndarray:
     pads = np.asarray(paddings)
     if pads.shape != (input.ndim, 2):
-        raise InvalidArgumentError(
-            f"op 'Pad': paddings must have shape [{input.ndim}, 2] for an input of rank {input.ndim}, got {list(pads.shape)}",
-            op="Pad",
-        )
+        raise _error("Pad")(f"paddings must have shape [{input.ndim}, 2] for an input of rank {input.ndim}, got {list(pads.shape)}")
     if (pads < 0).any():
-        raise InvalidArgumentError(f"op 'Pad': paddings must be non-negative, got {pads.tolist()}", op="Pad")
+        raise _error("Pad")(f"paddings must be non-negative, got {pads.tolist()}")
     return np.pad(input, pads.tolist(), mode="constant")
+
+
+def broadcast_to(input: np.ndarray, shape: np.ndarray, **attrs: Any) -> np.ndarray:
+    dims = _ints(shape, "BroadcastTo", "shape")
+    try:
+        return np.array(np.broadcast_to(input, dims))
+    except ValueError as e:
+        raise _error("BroadcastTo")(f"cannot broadcast a tensor of shape {list(input.shape)} to shape {dims}") from e
+
+
+def tile(input: np.ndarray, multiples: np.ndarray, **attrs: Any) -> np.ndarray:
+    m = _ints(multiples, "Tile", "multiples")
+    if len(m) != input.ndim or any(v < 0 for v in m):
+        raise _error("Tile")(
+            f"multiples must hold {input.ndim} non-negative values for an input of shape {list(input.shape)}, got {m}"
+        )
+    return np.tile(input, m) if m else input.copy()
+
+
+def fill(dims: np.ndarray, value: np.ndarray, **attrs: Any) -> np.ndarray:
+    d = _ints(dims, "Fill", "dims")
+    if any(v < 0 for v in d):
+        raise _error("Fill")(f"dims must be non-negative, got {d}")
+    if np.ndim(value) != 0:
+        raise _error("Fill")(f"value must be a scalar, got shape {list(np.shape(value))}")
+    return np.full(d, value, dtype=value.dtype)
+
+
+# ---------------------------------------------------------------- joining and splitting
+
+
+def concat_v2(values: list[np.ndarray], axis: np.ndarray, **attrs: Any) -> np.ndarray:
+    first = values[0]
+    for k, v in enumerate(values[1:], 1):
+        if v.ndim != first.ndim:
+            raise _error("ConcatV2")(
+                f"all inputs must have the same rank, got values[0] of shape {list(first.shape)} "
+                f"and values[{k}] of shape {list(v.shape)}"
+            )
+    if first.ndim == 0:
+        raise _error("ConcatV2")("cannot concatenate scalars; use Pack")
+    a = _axis(_scalar(axis, "ConcatV2", "axis"), first.ndim, "ConcatV2")
+    for k, v in enumerate(values[1:], 1):
+        if v.shape[:a] + v.shape[a + 1 :] != first.shape[:a] + first.shape[a + 1 :]:
+            raise _error("ConcatV2")(
+                f"dimensions other than axis {a} must match, got values[0] of shape {list(first.shape)} "
+                f"and values[{k}] of shape {list(v.shape)}"
+            )
+    return np.concatenate(values, axis=a)
+
+
+def concat_offset(concat_dim: np.ndarray, shape: list[np.ndarray], shape_type: ok.DType, **attrs: Any) -> tuple[list[np.ndarray]]:
+    shapes = [np.asarray(s) for s in shape]
+    first = shapes[0]
+    a = _axis(_scalar(concat_dim, "ConcatOffset", "concat_dim"), first.size, "ConcatOffset", "concat_dim")
+    mask = np.arange(first.size) != a
+    offsets, at = [], 0
+    for k, s in enumerate(shapes):
+        if s.shape != first.shape or not np.array_equal(s[mask], first[mask]):
+            raise _error("ConcatOffset")(f"shape[{k}] = {s.tolist()} does not match shape[0] = {first.tolist()} outside concat_dim {a}")
+        off = np.zeros(first.size, dtype=shape_type.np)
+        off[a] = at
+        at += int(s[a])
+        offsets.append(off)
+    return (offsets,)
+
+
+def pack(values: list[np.ndarray], axis: int, **attrs: Any) -> np.ndarray:
+    first = values[0]
+    for k, v in enumerate(values[1:], 1):
+        if v.shape != first.shape:
+            raise _error("Pack")(
+                f"all inputs must have the same shape, got values[0] of shape {list(first.shape)} "
+                f"and values[{k}] of shape {list(v.shape)}"
+            )
+    return np.stack(values, axis=_axis(axis, first.ndim + 1, "Pack"))
+
+
+def unpack(value: np.ndarray, num: int, axis: int, **attrs: Any) -> tuple[list[np.ndarray]]:
+    a = _axis(axis, value.ndim, "Unpack")
+    if value.shape[a] != num:
+        raise _error("Unpack")(f"num={num} must equal dimension {a} of the input shape {list(value.shape)}")
+    moved = np.moveaxis(value, a, 0)
+    return ([moved[k] for k in range(num)],)
+
+
+def split(split_dim: np.ndarray, value: np.ndarray, num_split: int, **attrs: Any) -> tuple[list[np.ndarray]]:
+    a = _axis(_scalar(split_dim, "Split", "split_dim"), value.ndim, "Split", "split_dim")
+    if value.shape[a] % num_split:
+        raise _error("Split")(
+            f"num_split={num_split} does not evenly divide dimension {a} of the input shape {list(value.shape)}"
+        )
+    return (np.split(value, num_split, axis=a),)
+
+
+# ---------------------------------------------------------------- slicing and gathering
+
+
+def slice_(input: np.ndarray, begin: np.ndarray, size: np.ndarray, **attrs: Any) -> np.ndarray:
+    b, s = _ints(begin, "Slice", "begin"), _ints(size, "Slice", "size")
+    if len(b) != input.ndim or len(s) != input.ndim:
+        raise _error("Slice")(
+            f"begin and size must have {input.ndim} entries for an input of shape {list(input.shape)}, got {b} and {s}"
+        )
+    index = []
+    for k, (lo, n, d) in enumerate(zip(b, s, input.shape)):
+        n = d - lo if n == -1 else n
+        if not (0 <= lo <= d and 0 <= n <= d - lo):
+            raise _error("Slice")(
+                f"expected begin[{k}] in [0, {d}] and size[{k}] in [0, {d} - begin[{k}]] (or -1) for dimension {k} "
+                f"of shape {list(input.shape)}, got begin {b} and size {s}"
+            )
+        index.append(slice(lo, lo + n))
+    return input[tuple(index)]
+
+
+def _plan(op: str, dims: tuple[int, ...], begin: np.ndarray, end: np.ndarray, strides: np.ndarray, attrs: dict[str, Any]) -> Any:
+    b, e, s = _ints(begin, op, "begin"), _ints(end, op, "end"), _ints(strides, op, "strides")
+    return strided_slice_plan(dims, b, e, s, len(s), attrs, _error(op))
+
+
+def strided_slice(input: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, **attrs: Any) -> np.ndarray:
+    plan = _plan("StridedSlice", input.shape, begin, end, strides, attrs)
+    return input[plan.numpy_index()].reshape(plan.final_shape)
+
+
+def strided_slice_grad(
+    shape: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, dy: np.ndarray, **attrs: Any
+) -> np.ndarray:
+    dims = _ints(shape, "StridedSliceGrad", "shape")
+    plan = _plan("StridedSliceGrad", tuple(dims), begin, end, strides, attrs)
+    if tuple(dy.shape) != tuple(plan.final_shape):
+        raise _error("StridedSliceGrad")(f"dy must have shape {list(plan.final_shape)}, got {list(dy.shape)}")
+    out = np.zeros(dims, dtype=dy.dtype)
+    index = plan.numpy_index()
+    out[index] = dy.reshape(out[index].shape)
+    return out
+
+
+def _check_indices(indices: np.ndarray, limit: int, op: str) -> None:
+    bad = (indices < 0) | (indices >= limit)
+    if bad.any():
+        where = tuple(int(v) for v in np.argwhere(bad)[0])
+        raise _error(op)(f"indices{list(where)} = {int(indices[where])} is not in [0, {limit})")
+
+
+def gather_v2(params: np.ndarray, indices: np.ndarray, axis: np.ndarray, batch_dims: int, **attrs: Any) -> np.ndarray:
+    if params.ndim == 0:
+        raise _error("GatherV2")("params must be at least a vector")
+    a = _axis(_scalar(axis, "GatherV2", "axis"), params.ndim, "GatherV2")
+    if not -indices.ndim <= batch_dims <= indices.ndim:
+        raise _error("GatherV2")(f"batch_dims={batch_dims} must be in [{-indices.ndim}, {indices.ndim}] for indices of rank {indices.ndim}")
+    bd = batch_dims + indices.ndim if batch_dims < 0 else batch_dims
+    if bd > a:
+        raise _error("GatherV2")(f"batch_dims={bd} must be less than or equal to axis={a}")
+    if params.shape[:bd] != indices.shape[:bd]:
+        raise _error("GatherV2")(
+            f"the first batch_dims={bd} dimensions of params {list(params.shape)} and indices {list(indices.shape)} must match"
+        )
+    _check_indices(indices, params.shape[a], "GatherV2")
+    if bd == 0:
+        return np.take(params, indices, axis=a)
+    n_b = int(np.prod(params.shape[:bd], dtype=np.int64))
+    n_o = int(np.prod(params.shape[bd:a], dtype=np.int64))
+    n_i = int(np.prod(params.shape[a + 1 :], dtype=np.int64))
+    p = params.reshape(n_b, n_o, params.shape[a], n_i)
+    idx = indices.reshape(n_b, 1, -1)
+    out = p[np.arange(n_b)[:, None, None], np.arange(n_o)[None, :, None], idx]  # [n_b, n_o, n_j, n_i]
+    return out.reshape(params.shape[:a] + indices.shape[bd:] + params.shape[a + 1 :])
+
+
+def unsorted_segment_sum(data: np.ndarray, segment_ids: np.ndarray, num_segments: np.ndarray, **attrs: Any) -> np.ndarray:
+    op = "UnsortedSegmentSum"
+    n = _scalar(num_segments, op, "num_segments")
+    if n < 0:
+        raise _error(op)(f"num_segments must be >= 0, got {n}")
+    ids = np.asarray(segment_ids)
+    if data.shape[: ids.ndim] != ids.shape:
+        raise _error(op)(f"segment_ids shape {list(ids.shape)} must be a prefix of data shape {list(data.shape)}")
+    if (ids >= n).any():
+        where = tuple(int(v) for v in np.argwhere(ids >= n)[0])
+        raise _error(op)(f"segment_ids{list(where)} = {int(ids[where])} is out of range [0, {n})")
+    inner = data.shape[ids.ndim :]
+    flat_ids = ids.reshape(-1)
+    rows = data.reshape((flat_ids.size,) + inner)
+    keep = flat_ids >= 0
+    out = np.zeros((n,) + inner, dtype=data.dtype)
+    np.add.at(out, flat_ids[keep], rows[keep])
+    return out
+
+
+def one_hot(indices: np.ndarray, depth: np.ndarray, on_value: np.ndarray, off_value: np.ndarray, axis: int, T: ok.DType, **attrs: Any) -> np.ndarray:
+    d = _scalar(depth, "OneHot", "depth")
+    if d < 0:
+        raise _error("OneHot")(f"depth must be non-negative, got {d}")
+    if np.ndim(on_value) != 0 or np.ndim(off_value) != 0:
+        raise _error("OneHot")("on_value and off_value must be scalars")
+    if not -1 <= axis <= indices.ndim:
+        raise _error("OneHot")(f"axis {axis} is out of range for indices of rank {indices.ndim}; expected a value in [-1, {indices.ndim}]")
+    hot = indices.astype(np.int64)[..., None] == np.arange(d)
+    out = np.where(hot, on_value, off_value).astype(T.np, copy=False)
+    return out if axis == -1 else np.moveaxis(out, -1, axis)
+
+
+def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, Tidx: ok.DType, **attrs: Any) -> np.ndarray:
+    for name, v in (("start", start), ("limit", limit), ("delta", delta)):
+        if np.ndim(v) != 0:
+            raise _error("Range")(f"'{name}' must be a scalar, got shape {list(np.shape(v))}")
+    s, l, d = (np.asarray(v).item() for v in (start, limit, delta))
+    n = range_size(s, l, d, _error("Range"))
+    if Tidx.is_integer:
+        return (int(s) + np.arange(n, dtype=np.int64) * int(d)).astype(Tidx.np)
+    return (s + np.arange(n, dtype=np.float64) * d).astype(Tidx.np)
+
+
+def where(input: np.ndarray, **attrs: Any) -> np.ndarray:
+    return np.argwhere(input).astype(np.int64, copy=False)
 
 
 def string_to_number(string_tensor: np.ndarray, out_type: ok.DType, **attrs: Any) -> np.ndarray:
@@ -58,11 +346,34 @@ def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
         ("Identity", lambda input, **a: input, None, ()),
+        ("StopGradient", lambda input, **a: input, None, ()),
         ("Reshape", reshape, None, ("shape",)),
         ("Shape", shape, None, ()),
+        ("Size", size, None, ()),
+        ("Rank", rank, None, ()),
+        ("Transpose", transpose, None, ("perm",)),
+        ("InvertPermutation", invert_permutation, None, ()),
+        ("ExpandDims", expand_dims, None, ("dim",)),
+        ("Squeeze", squeeze, None, ()),
         ("Pad", pad, None, ("paddings",)),
+        ("BroadcastTo", broadcast_to, None, ("shape",)),
+        ("Tile", tile, None, ("multiples",)),
+        ("Fill", fill, None, ("dims",)),
         ("ZerosLike", lambda x, **a: np.zeros_like(x), None, ()),
         ("OnesLike", lambda x, **a: np.ones_like(x), None, ()),
+        ("ConcatV2", concat_v2, None, ("axis",)),
+        ("ConcatOffset", concat_offset, None, ("concat_dim", "shape")),
+        ("Pack", pack, None, ()),
+        ("Unpack", unpack, None, ()),
+        ("Split", split, None, ("split_dim",)),
+        ("Slice", slice_, None, ("begin", "size")),
+        ("StridedSlice", strided_slice, None, ("begin", "end", "strides")),
+        ("StridedSliceGrad", strided_slice_grad, None, ("shape", "begin", "end", "strides")),
+        ("GatherV2", gather_v2, None, ("axis",)),
+        ("UnsortedSegmentSum", unsorted_segment_sum, None, ("num_segments",)),
+        ("OneHot", one_hot, None, ("depth",)),
+        ("Range", range_, None, ("start", "limit", "delta")),
+        ("Where", where, None, ()),
         ("StringToNumber", string_to_number, None, ()),
     ]
     for op, fn, constraints, host in table:

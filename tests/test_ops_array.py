@@ -1,0 +1,475 @@
+"""The shape and data-movement ops: values, inferred shapes and gradients on every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from opkernel.errors import InvalidArgumentError, OpTypeError, ShapeError
+from opkernel.testing.gradient_checker import compute_gradient_error
+
+import optable
+from optable import OpCase
+
+FLOATS = ("float32", "float64")
+ALL = ("float32", "float64", "int32")
+
+
+def data(rng: np.random.Generator, dt: str, *shape: int) -> np.ndarray:
+    """Normal floats, or small integers for an integer dtype."""
+    if np.dtype(dt).kind in "iu":
+        return rng.integers(-9, 10, shape).astype(dt)
+    return rng.standard_normal(shape).astype(dt)
+
+
+def i32(*v: Any) -> np.ndarray:
+    return np.array(v, np.int32)
+
+
+def i64(*v: Any) -> np.ndarray:
+    return np.array(v, np.int64)
+
+
+def one(shape: tuple[int, ...], *rest: Any) -> Any:
+    """Inputs: one data tensor of ``shape`` followed by fixed (integer) inputs."""
+    return lambda rng, dt: [data(rng, dt, *shape), *rest]
+
+
+def sliced(expr: Any) -> Any:
+    """A StridedSlice reference: ``expr(x)`` is the numpy slicing it must match."""
+    return lambda x, *spec, **attrs: expr(x)
+
+
+def strided(shape: tuple[int, ...], begin: tuple[int, ...], end: tuple[int, ...], strides: tuple[int, ...]) -> Any:
+    return one(shape, i32(*begin), i32(*end), i32(*strides))
+
+
+def gather_batched(params: np.ndarray, indices: np.ndarray, axis: int, **attrs: Any) -> np.ndarray:
+    return np.stack([np.take(params[b], indices[b], axis=int(axis) - 1) for b in range(params.shape[0])])
+
+
+def segment_sum(data_: np.ndarray, ids: np.ndarray, num: Any, **attrs: Any) -> np.ndarray:
+    out = np.zeros((int(num),) + data_.shape[ids.ndim :], data_.dtype)
+    for row, i in zip(data_.reshape((ids.size,) + data_.shape[ids.ndim :]), ids.reshape(-1)):
+        if i >= 0:
+            out[i] += row
+    return out
+
+
+def one_hot_ref(indices: np.ndarray, depth: Any, on: np.ndarray, off: np.ndarray, axis: int = -1, **attrs: Any) -> np.ndarray:
+    hot = indices[..., None] == np.arange(int(depth))
+    return np.moveaxis(np.where(hot, on, off), -1, axis)
+
+
+def strided_grad_ref(shape: np.ndarray, begin: Any, end: Any, strides: Any, dy: np.ndarray, **attrs: Any) -> np.ndarray:
+    out = np.zeros(tuple(shape), dy.dtype)
+    out[1:4, ::-2] = dy
+    return out
+
+
+CASES = [
+    OpCase("identity", "Identity", one((2, 3)), lambda x: x, dtypes=ALL),
+    OpCase("stop_gradient", "StopGradient", one((2, 3)), lambda x: x, dtypes=ALL, grad=False),
+    OpCase("reshape", "Reshape", one((2, 3, 4), i32(4, -1)), lambda x, s: x.reshape(s), dtypes=ALL),
+    OpCase("reshape_int64", "Reshape", one((2, 3), i64(3, 2)), lambda x, s: x.reshape(s)),
+    OpCase("reshape_scalar", "Reshape", one((1, 1), np.zeros(0, np.int32)), lambda x, s: x.reshape(())),
+    OpCase("transpose", "Transpose", one((2, 3, 4), i32(2, 0, 1)), lambda x, p: np.transpose(x, p), dtypes=ALL),
+    OpCase("transpose_int64", "Transpose", one((3, 2), i64(1, 0)), lambda x, p: x.T),
+    OpCase(
+        "invert_permutation", "InvertPermutation", lambda rng, dt: [np.array([2, 0, 3, 1], dt)],
+        lambda p: np.argsort(p), dtypes=("int32", "int64"), grad=False,
+    ),
+    OpCase("expand_dims_0", "ExpandDims", one((2, 3), np.int32(0)), lambda x, d: x[None], dtypes=ALL),
+    OpCase("expand_dims_neg", "ExpandDims", one((2, 3), np.int64(-1)), lambda x, d: x[..., None]),
+    OpCase("expand_dims_mid", "ExpandDims", one((2, 3), np.int32(-2)), lambda x, d: x[:, None]),
+    OpCase("squeeze_all", "Squeeze", one((1, 3, 1, 2)), lambda x: np.squeeze(x), dtypes=ALL),
+    OpCase("squeeze_dims", "Squeeze", one((1, 3, 1, 2)), lambda x, **a: np.squeeze(x, 2), attrs={"squeeze_dims": [-2]}),
+    OpCase(
+        "concat_neg_axis", "ConcatV2", lambda rng, dt: [[data(rng, dt, 2, 3), data(rng, dt, 2, 2)], np.int32(-1)],
+        lambda v, a: np.concatenate(v, int(a)), dtypes=ALL, grad=False,
+    ),
+    OpCase(
+        "concat_three_int64_axis", "ConcatV2",
+        lambda rng, dt: [[data(rng, dt, 1, 3), data(rng, dt, 2, 3), data(rng, dt, 3, 3)], np.int64(0)],
+        lambda v, a: np.concatenate(v, int(a)), grad=False,
+    ),
+    OpCase(
+        "concat_offset", "ConcatOffset", lambda rng, dt: [np.int32(1), [i32(2, 3, 5), i32(2, 4, 5), i32(2, 1, 5)]],
+        lambda d, s: [i32(0, 0, 0), i32(0, 3, 0), i32(0, 7, 0)], dtypes=("int32",), grad=False,
+    ),
+    OpCase(
+        "pack", "Pack", lambda rng, dt: [[data(rng, dt, 2, 3) for _ in range(3)]],
+        lambda v, **a: np.stack(v), dtypes=ALL, grad=False,
+    ),
+    OpCase(
+        "pack_neg_axis", "Pack", lambda rng, dt: [[data(rng, dt, 2, 3) for _ in range(2)]],
+        lambda v, axis: np.stack(v, axis), attrs={"axis": -2}, grad=False,
+    ),
+    OpCase(
+        "unpack", "Unpack", one((3, 2, 4)), lambda x, num, axis: [x[:, k] for k in range(num)],
+        attrs={"num": 2, "axis": -2}, dtypes=ALL, grad_output=1,
+    ),
+    OpCase("unpack_axis0", "Unpack", one((3, 2)), lambda x, num: list(x), attrs={"num": 3}),
+    OpCase(
+        "split_neg_axis", "Split", lambda rng, dt: [np.int32(-1), data(rng, dt, 2, 6)],
+        lambda a, x, num_split: np.split(x, num_split, int(a)), attrs={"num_split": 3}, dtypes=ALL, grad_output=1,
+    ),
+    OpCase(
+        "split_one", "Split", lambda rng, dt: [np.int32(0), data(rng, dt, 2, 3)],
+        lambda a, x, num_split: [x], attrs={"num_split": 1},
+    ),
+    OpCase("slice", "Slice", one((3, 4, 5), i32(1, 0, 2), i32(2, -1, 3)), lambda x, b, s: x[1:3, :, 2:5], dtypes=ALL),
+    OpCase("slice_int64", "Slice", one((4, 3), i64(2, 1), i64(-1, 1)), lambda x, b, s: x[2:, 1:2]),
+    # StridedSlice: each row is the numpy slice it must equal.
+    OpCase(
+        "strided_basic", "StridedSlice", strided((5, 6), (1, 0), (4, 6), (1, 2)),
+        sliced(lambda x: x[1:4, 0:6:2]), dtypes=ALL,
+    ),
+    OpCase(
+        "strided_negative", "StridedSlice", strided((5, 6), (4, -1), (0, -5), (-2, -1)),
+        sliced(lambda x: x[4:0:-2, -1:-5:-1]), dtypes=ALL,
+    ),
+    OpCase(
+        "strided_reverse_masked", "StridedSlice", strided((5, 3), (0,), (0,), (-1,)),
+        sliced(lambda x: x[::-1]), attrs={"begin_mask": 1, "end_mask": 1}, dtypes=ALL,
+    ),
+    OpCase(
+        "strided_begin_end_mask", "StridedSlice", strided((5, 6), (7, 2), (3, 7), (1, 1)),
+        sliced(lambda x: x[:3, 2:]), attrs={"begin_mask": 1, "end_mask": 2},
+    ),
+    OpCase(
+        "strided_ellipsis", "StridedSlice", strided((2, 3, 4), (0, 1), (0, 3), (1, 1)),
+        sliced(lambda x: x[..., 1:3]), attrs={"ellipsis_mask": 1}, dtypes=ALL,
+    ),
+    OpCase(
+        "strided_ellipsis_new_axis", "StridedSlice", strided((2, 3), (0, 0), (0, 0), (1, 1)),
+        sliced(lambda x: x[..., None]), attrs={"ellipsis_mask": 1, "new_axis_mask": 2},
+    ),
+    OpCase(
+        "strided_new_axis_shrink", "StridedSlice", strided((3, 4), (0, 0, 1), (0, 0, 2), (1, 1, 1)),
+        sliced(lambda x: x[:, None, 1]), attrs={"begin_mask": 1, "end_mask": 1, "new_axis_mask": 2, "shrink_axis_mask": 4},
+        dtypes=ALL,
+    ),
+    OpCase(
+        "strided_shrink_negative", "StridedSlice", strided((4, 3), (-1,), (0,), (1,)),
+        sliced(lambda x: x[-1]), attrs={"shrink_axis_mask": 1},
+    ),
+    OpCase(
+        "strided_clamped", "StridedSlice", strided((4, 3), (-100, 1), (100, -100), (1, -1)),
+        sliced(lambda x: x[-100:100, 1:-100:-1]),
+    ),
+    OpCase(
+        "strided_empty", "StridedSlice", strided((5, 2), (3,), (1,), (1,)), sliced(lambda x: x[3:1]),
+    ),
+    OpCase(
+        "strided_slice_grad", "StridedSliceGrad",
+        lambda rng, dt: [i32(5, 6), i32(1, -1), i32(4, 0), i32(1, -2), data(rng, dt, 3, 3)],
+        strided_grad_ref, attrs={"end_mask": 2}, dtypes=ALL,
+    ),
+    OpCase(
+        "gather_axis0", "GatherV2", lambda rng, dt: [data(rng, dt, 5, 3), i32(4, 0, 4, 2), np.int32(0)],
+        lambda p, i, a, **k: np.take(p, i, axis=0), dtypes=ALL,
+    ),
+    OpCase(
+        "gather_axis1", "GatherV2", lambda rng, dt: [data(rng, dt, 3, 4, 2), i64([0, 3], [3, 3]), np.int32(1)],
+        lambda p, i, a, **k: np.take(p, i, axis=1), dtypes=ALL,
+    ),
+    OpCase(
+        "gather_neg_axis", "GatherV2", lambda rng, dt: [data(rng, dt, 2, 3), i32(2, 0), np.int64(-1)],
+        lambda p, i, a, **k: np.take(p, i, axis=-1),
+    ),
+    OpCase(
+        "gather_batch_dims", "GatherV2", lambda rng, dt: [data(rng, dt, 2, 3, 4), i32([0, 2, 2], [1, 1, 0]), np.int32(2)],
+        lambda p, i, a, **k: np.stack([np.take(p[b], i[b], axis=1) for b in range(2)]),
+        attrs={"batch_dims": 1}, dtypes=ALL,
+    ),
+    OpCase(
+        "gather_batch_dims_axis", "GatherV2", lambda rng, dt: [data(rng, dt, 2, 3, 2), i32([0, 2], [1, 1]), np.int32(1)],
+        gather_batched, attrs={"batch_dims": -1},
+    ),
+    OpCase(
+        "unsorted_segment_sum", "UnsortedSegmentSum",
+        lambda rng, dt: [data(rng, dt, 5, 3), i32(0, 2, 0, -1, 1), np.int32(4)], segment_sum, dtypes=ALL,
+    ),
+    OpCase(
+        "unsorted_segment_sum_2d_ids", "UnsortedSegmentSum",
+        lambda rng, dt: [data(rng, dt, 2, 3, 2), i64([1, 1, 0], [2, 0, 2]), np.int64(3)], segment_sum,
+    ),
+    OpCase(
+        "one_hot", "OneHot", lambda rng, dt: [i64([0, 3, -1], [2, 4, 1]), np.int32(4), np.array(2, dt), np.array(-1, dt)],
+        one_hot_ref, dtypes=ALL, grad=False,
+    ),
+    OpCase(
+        "one_hot_axis0_int32", "OneHot",
+        lambda rng, dt: [i32(1, 0, 2), np.int32(3), np.array(1, dt), np.array(0, dt)],
+        one_hot_ref, attrs={"axis": 0}, dtypes=ALL, grad=False,
+    ),
+    OpCase("tile", "Tile", one((2, 3), i32(2, 1)), lambda x, m: np.tile(x, m), dtypes=ALL),
+    OpCase("tile_int64", "Tile", one((2, 1, 3), i64(1, 3, 2)), lambda x, m: np.tile(x, m)),
+    OpCase("broadcast_to", "BroadcastTo", one((3, 1), i32(2, 3, 4)), lambda x, s: np.broadcast_to(x, s), dtypes=ALL),
+    OpCase("pad", "Pad", one((2, 3), i32([1, 0], [2, 1])), lambda x, p: np.pad(x, p), dtypes=ALL),
+    OpCase("pad_int64", "Pad", one((2,), i64([0, 2])), lambda x, p: np.pad(x, p)),
+    OpCase(
+        "fill", "Fill", lambda rng, dt: [i32(2, 3), np.array(1.5 if dt != "int32" else 7, dt)],
+        lambda d, v: np.full(d, v), dtypes=ALL,
+    ),
+    OpCase("zeros_like", "ZerosLike", one((2, 3)), np.zeros_like, dtypes=ALL, grad=False),
+    OpCase("ones_like", "OnesLike", one((2, 3)), np.ones_like, dtypes=ALL, grad=False),
+    OpCase(
+        "range", "Range", lambda rng, dt: [np.array(2, dt), np.array(11, dt), np.array(3, dt)],
+        lambda s, l, d: np.arange(s, l, d), dtypes=ALL, grad=False,
+    ),
+    OpCase(
+        "range_negative_delta", "Range", lambda rng, dt: [np.array(1.5, dt), np.array(-1, dt), np.array(-0.5, dt)],
+        lambda s, l, d: np.arange(s, l, d), grad=False,
+    ),
+    OpCase("shape", "Shape", one((2, 3, 1)), lambda x: np.array(x.shape, np.int32), dtypes=ALL, grad=False),
+    OpCase(
+        "size_int64", "Size", one((2, 3, 1)), lambda x, **a: np.array(x.size, np.int64),
+        attrs={"out_type": "int64"}, dtypes=ALL, grad=False,
+    ),
+    OpCase("rank", "Rank", one((2, 3, 1)), lambda x: np.array(x.ndim, np.int32), dtypes=ALL, grad=False),
+    OpCase(
+        "where", "Where", lambda rng, dt: [rng.integers(0, 2, (3, 4)).astype(dt)], np.argwhere, dtypes=ALL, grad=False,
+    ),
+    OpCase(
+        "where_bool", "Where", lambda rng, dt: [rng.integers(0, 2, (2, 2, 3)).astype(bool)], np.argwhere,
+        dtypes=("bool",), grad=False,
+    ),
+    OpCase(
+        "string_to_number", "StringToNumber", lambda rng, dt: [np.array([b"1.5", b"-2"], object)],
+        lambda s: np.array([1.5, -2.0]), dtypes=("float32",), grad=False,
+    ),
+]
+
+
+@pytest.mark.parametrize("case,dtype", optable.value_params(CASES))
+def test_values(case: OpCase, dtype: str, backend: str) -> None:
+    optable.check_values(case, dtype, backend)
+
+
+@pytest.mark.parametrize("case,dtype", optable.value_params(CASES))
+def test_shapes(case: OpCase, dtype: str, backend: str) -> None:
+    optable.check_shapes(case, dtype, backend)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.grad], ids=str)
+def test_gradients(case: OpCase, backend: str) -> None:
+    optable.check_gradient(case, backend)
+
+
+# ---------------------------------------------------------------- list-input gradients
+
+
+def test_concat_gradient(backend: str) -> None:
+    rng = np.random.default_rng(0)
+    a, b, c = rng.standard_normal((2, 3)), rng.standard_normal((2, 1)), rng.standard_normal((2, 2))
+    error = compute_gradient_error(lambda x, y, z: ok.ops.concat_v2([x, y, z], np.int64(-1)), [a, b, c])
+    assert error < 1e-6
+
+
+def test_pack_gradient(backend: str) -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+    error = compute_gradient_error(lambda x, y: ok.ops.pack([x, y], axis=-1), [a, b])
+    assert error < 1e-6
+
+
+def test_stop_gradient_blocks_the_gradient(backend: str) -> None:
+    from opkernel.ops.array_ops import stop_gradient
+
+    x = ok.tensor(np.array([1.0, 2.0]))
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = ok.ops.add(stop_gradient(x), ok.ops.identity(x))
+    assert np.array_equal(tape.gradient(y, x).numpy(), [1.0, 1.0])
+
+
+def _second_order(f: Any, x: np.ndarray) -> np.ndarray:
+    """d/dx of sum(d/dx sum(f(x))), with nested tapes."""
+    t = ok.tensor(x)
+    with ok.GradientTape() as outer:
+        outer.watch(t)
+        with ok.GradientTape() as inner:
+            inner.watch(t)
+            y = f(t)
+        g = inner.gradient(y, t)
+    return outer.gradient(g, t).numpy()  # type: ignore[no-any-return]
+
+
+def test_strided_slice_second_order(backend: str) -> None:
+    x = np.arange(12.0).reshape(3, 4)
+
+    def f(t: Any) -> Any:
+        s = ok.ops.strided_slice(t, i32(2, 0), i32(0, 4), i32(-1, 2))
+        return ok.ops.mul(s, s)
+
+    expected = np.zeros((3, 4))
+    expected[2:0:-1, 0:4:2] = 2.0
+    np.testing.assert_allclose(_second_order(f, x), expected)
+
+
+def test_gather_second_order(backend: str) -> None:
+    x = np.arange(6.0).reshape(3, 2)
+
+    def f(t: Any) -> Any:
+        g = ok.ops.gather_v2(t, i32(2, 0, 2), np.int32(0))
+        return ok.ops.mul(g, g)
+
+    expected = np.zeros((3, 2))
+    expected[0], expected[2] = 2.0, 4.0  # index 2 is gathered twice: d2/dx2 of 2 x^2
+    np.testing.assert_allclose(_second_order(f, x), expected)
+
+
+# ---------------------------------------------------------------- shape inference with partial information
+
+
+@pytest.mark.parametrize(
+    "op,shapes,attrs,expected",
+    [
+        ("Reshape", [[2, None], [2]], {}, [None, None]),
+        ("Transpose", [[2, 3, None], [3]], {}, [None, None, None]),
+        ("ExpandDims", [[2, 3], []], {}, None),
+        ("ConcatV2", [[[2, 3], [2, None]], []], {}, [None, None]),
+        ("Pack", [[[2, None], [None, 3]]], {"axis": 1}, [2, 2, 3]),
+        ("Unpack", [[None, 2]], {"num": 2, "axis": -1}, [None]),
+        ("Split", [[], [4, None]], {"num_split": 2}, [None, None]),
+        ("Slice", [[None, 3], [2], [2]], {}, [None, None]),
+        ("StridedSlice", [[5, None], [2], [2], [2]], {"shrink_axis_mask": 1}, [None]),
+        ("GatherV2", [[5, 3], [2, 2], []], {}, [None, None, None]),
+        ("Tile", [[2, 3], [2]], {}, [None, None]),
+        ("Fill", [[3], []], {}, [None, None, None]),
+        ("Range", [[], [], []], {}, [None]),
+        ("Where", [[2, 3]], {}, [None, 2]),
+        ("OneHot", [[2, None], [], [], []], {"axis": 1}, [2, None, None]),
+        ("UnsortedSegmentSum", [[4, 3], [4], []], {}, [None, 3]),
+    ],
+)
+def test_partial_shapes(op: str, shapes: list[Any], attrs: dict[str, Any], expected: Any) -> None:
+    shape = ok.infer_shapes(op, shapes, attrs)[0]
+    assert (None if shape.rank is None else shape.as_list()) == expected
+
+
+def _infer(op: str, shapes: list[Any], attrs: dict[str, Any], tensors: list[Any]) -> list[ok.TensorShape]:
+    from opkernel._infer import infer_shapes
+
+    return infer_shapes(ok.op_def(op), shapes, attrs, tensors)
+
+
+def test_strided_slice_shape_with_unknown_dims() -> None:
+    (out,) = _infer("StridedSlice", [[None, 6], [2], [2], [2]], {}, [None, i32(0, 1), i32(2, 5), i32(1, 2)])
+    assert out.as_list() == [None, 2]
+
+
+def test_reshape_shape_infers_the_missing_dimension() -> None:
+    (out,) = _infer("Reshape", [[2, 3, 4], [2]], {}, [None, i32(-1, 6)])
+    assert out.as_list() == [4, 6]
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_reshape_incompatible_size(backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="'Reshape'") as e:
+        ok.ops.reshape(np.zeros((2, 3)), i32(4, 2))
+    assert e.value.op == "Reshape"
+
+
+def test_reshape_shape_fn_incompatible_size() -> None:
+    with pytest.raises(ShapeError, match="'Reshape'"):
+        _infer("Reshape", [[2, 3], [2]], {}, [None, i32(4, 2)])
+
+
+def test_concat_mismatched_ranks(backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="'ConcatV2'.*same rank"):
+        ok.ops.concat_v2([np.zeros((2, 3)), np.zeros(3)], np.int32(0))
+    with pytest.raises(ShapeError, match="'ConcatV2'"):
+        ok.infer_shapes("ConcatV2", [[[2, 3], [3]], []])
+
+
+def test_concat_mismatched_dims(backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="'ConcatV2'"):
+        ok.ops.concat_v2([np.zeros((2, 3)), np.zeros((3, 3))], np.int32(1))
+
+
+@pytest.mark.parametrize("op,inputs", [("ConcatV2", ([np.zeros(2)], np.int32(0))), ("Pack", ([],))])
+def test_list_below_minimum_length(op: str, inputs: tuple[Any, ...], backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=f"'{op}'"):
+        ok.execute(op, *inputs)
+
+
+def test_wrong_dtype(backend: str) -> None:
+    with pytest.raises(TypeError):
+        ok.ops.reshape(np.zeros(4), np.array([2.0, 2.0]))
+    with pytest.raises(OpTypeError, match="'ConcatV2'"):
+        ok.ops.concat_v2([np.zeros(2, np.float32), np.zeros(2, np.float64)], np.int32(0))
+    with pytest.raises(OpTypeError, match="'OneHot'"):
+        ok.ops.one_hot(np.array([1.0]), np.int32(2), np.float32(1), np.float32(0))
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: ok.ops.transpose(np.zeros((2, 3)), i32(0, 0)), "'Transpose'.*permutation"),
+        (lambda: ok.ops.expand_dims(np.zeros((2, 3)), np.int32(3)), "'ExpandDims'"),
+        (lambda: ok.ops.squeeze(np.zeros((2, 3)), squeeze_dims=[0]), "'Squeeze'.*size"),
+        (lambda: ok.ops.concat_v2([np.zeros(2), np.zeros(2)], np.int32(1)), "'ConcatV2'.*out of range"),
+        (lambda: ok.ops.pack([np.zeros(2), np.zeros(3)]), "'Pack'.*same shape"),
+        (lambda: ok.ops.pack([np.zeros(2), np.zeros(2)], axis=2), "'Pack'.*out of range"),
+        (lambda: ok.ops.unpack(np.zeros((2, 3)), num=3), "'Unpack'"),
+        (lambda: ok.ops.split(np.int32(1), np.zeros((2, 3)), num_split=2), "'Split'.*evenly"),
+        (lambda: ok.ops.slice(np.zeros((2, 3)), i32(1, 1), i32(2, 1)), "'Slice'"),
+        (lambda: ok.ops.strided_slice(np.zeros(3), i32(5), i32(6), i32(1), shrink_axis_mask=1), "'StridedSlice'.*out of bounds"),
+        (lambda: ok.ops.strided_slice(np.zeros(3), i32(0), i32(2), i32(0)), "'StridedSlice'.*non-zero"),
+        (lambda: ok.ops.strided_slice(np.zeros(3), i32(0, 0), i32(1, 1), i32(1, 1)), "'StridedSlice'.*out of range"),
+        (
+            lambda: ok.ops.strided_slice(np.zeros((2, 2)), i32(0, 0), i32(1, 1), i32(1, 1), ellipsis_mask=3),
+            "'StridedSlice'.*ellipsis",
+        ),
+        (lambda: ok.ops.gather_v2(np.zeros((2, 3)), i32(0, 3), np.int32(1)), "'GatherV2'.*not in \\[0, 3\\)"),
+        (lambda: ok.ops.gather_v2(np.zeros((2, 3)), i32(0), np.int32(2)), "'GatherV2'.*out of range"),
+        (lambda: ok.ops.unsorted_segment_sum(np.zeros(3), i32(0, 1, 5), np.int32(2)), "'UnsortedSegmentSum'"),
+        (lambda: ok.ops.one_hot(i64(1), np.int32(-1), np.float32(1), np.float32(0)), "'OneHot'"),
+        (lambda: ok.ops.tile(np.zeros((2, 3)), i32(2)), "'Tile'"),
+        (lambda: ok.ops.broadcast_to(np.zeros((2, 3)), i32(3, 3)), "'BroadcastTo'"),
+        (lambda: ok.ops.fill(i32(2, -1), np.float32(1)), "'Fill'"),
+        (lambda: ok.ops.range(np.int32(0), np.int32(5), np.int32(0)), "'Range'.*delta"),
+        (lambda: ok.ops.range(np.int32(5), np.int32(0), np.int32(1)), "'Range'"),
+        (lambda: ok.ops.pad(np.zeros((2, 3)), i32([1, 1])), "'Pad'"),
+        (lambda: ok.ops.invert_permutation(i32(0, 0)), "'InvertPermutation'"),
+    ],
+)
+def test_kernel_errors(call: Any, match: str, backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        call()
+
+
+@pytest.mark.parametrize(
+    "op,shapes,attrs,tensors,match",
+    [
+        ("Transpose", [[2, 3], [2]], {}, [None, i32(0, 2)], "permutation"),
+        ("ExpandDims", [[2, 3], []], {}, [None, np.int32(-4)], "out of range"),
+        ("Squeeze", [[2, 3]], {"squeeze_dims": [1]}, None, "squeeze"),
+        ("ConcatV2", [[[2, 3], [2, 3]], []], {}, [None, np.int32(2)], "out of range"),
+        ("ConcatV2", [[[2, 3], [3, 3]], []], {}, [None, np.int32(1)], "Dimension"),
+        ("Pack", [[[2], [3]]], {}, None, "Dimension"),
+        ("Unpack", [[2, 3]], {"num": 3}, None, "Dimension"),
+        ("Split", [[], [2, 3]], {"num_split": 2}, [np.int32(1), None], "evenly"),
+        ("Slice", [[2, 3], [2], [2]], {}, [None, i32(1, 1), i32(2, 1)], "exceeds"),
+        ("StridedSlice", [[3], [1], [1], [1]], {"shrink_axis_mask": 1}, [None, i32(3), i32(4), i32(1)], "out of bounds"),
+        ("GatherV2", [[2, 3], [2], []], {}, [None, None, np.int32(-3)], "out of range"),
+        ("GatherV2", [[2, 3], [2, 2], []], {"batch_dims": 2}, [None, None, np.int32(1)], "batch_dims"),
+        ("Tile", [[2, 3], [3]], {}, [None, None], "rank"),
+        ("BroadcastTo", [[2, 3], [2]], {}, [None, i32(3, 3)], "broadcast"),
+        ("Fill", [[2], []], {}, [i32(-1, 2), None], "non-negative"),
+        ("Range", [[], [], []], {}, [np.int32(0), np.int32(3), np.int32(0)], "delta"),
+        ("OneHot", [[2], [], [], []], {"axis": 2}, None, "axis"),
+    ],
+)
+def test_shape_fn_errors(op: str, shapes: list[Any], attrs: dict[str, Any], tensors: Any, match: str) -> None:
+    with pytest.raises(ShapeError, match=match) as e:
+        _infer(op, shapes, attrs, tensors)
+    assert e.value.op == op
