@@ -1,14 +1,127 @@
-"""Specs, shape functions and gradients of the arithmetic and linear-algebra ops."""
+"""Specs, shape functions and gradients of the arithmetic, comparison, reduction and
+linear-algebra ops (TensorFlow's ``math_ops.cc`` and ``math_grad.py``).
+
+Gradients are written with public ops only, so they run on every backend and are
+themselves differentiable (second-order gradients through nested tapes).  Complex
+gradients are not conjugated (there is no ``Conj`` op yet): they are exact for real
+dtypes only.
+"""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import numpy as np
+
 from .. import shape_fns
-from ..gradients import not_differentiable
+from ..errors import ShapeError
+from ..gradients import not_differentiable, register_gradient
 from ..op_registry import register_op
+from ..shapes import InferenceContext
+from ._grad_util import unbroadcast
 
 _BINARY_TYPES = "{bfloat16, half, float, double, uint8, int8, uint16, int16, int32, int64, complex64, complex128}"
 _NEG_TYPES = "{bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128}"
 _MATMUL_TYPES = "{bfloat16, half, float, double, int32, int64, complex64, complex128}"
+_UNARY = _NEG_TYPES
+_UNARY_REAL = "{bfloat16, half, float, double}"
+_UNARY_COMPLEX = "{bfloat16, half, float, double, complex64, complex128}"
+_ABS_TYPES = "{bfloat16, half, float, double, int8, int16, int32, int64}"
+_POW_TYPES = "{bfloat16, float, half, double, int8, int16, int32, int64, complex64, complex128}"
+_FLOOR_MOD_TYPES = "{int8, int16, int32, int64, uint8, uint16, uint32, uint64, bfloat16, half, float, double}"
+_MIN_MAX_TYPES = "{bfloat16, half, float, double, int8, uint8, int16, uint16, int32, uint32, int64, uint64}"
+_BATCH_MATMUL_TYPES = "{bfloat16, half, float, double, int16, int32, int64, complex64, complex128}"
+
+_UNARY_DOCS = {
+    "Abs": ("Computes the absolute value of a tensor element-wise: y = |x|.", _ABS_TYPES),
+    "Sign": ("Returns -1 where x < 0, 0 where x == 0, 1 where x > 0 (x / |x| for complex x != 0).", _UNARY),
+    "Square": ("Computes the square of x element-wise: y = x * x.", _UNARY),
+    "Exp": ("Computes the exponential of x element-wise: y = e^x.", _UNARY_COMPLEX),
+    "Log": ("Computes the natural logarithm of x element-wise.", _UNARY_COMPLEX),
+    "Log1p": ("Computes log(1 + x) element-wise, accurately for small x.", _UNARY_COMPLEX),
+    "Sqrt": ("Computes the square root of x element-wise.", _UNARY_COMPLEX),
+    "Rsqrt": ("Computes the reciprocal of the square root of x element-wise: y = 1 / sqrt(x).", _UNARY_COMPLEX),
+    "Sin": ("Computes the sine of x element-wise.", _UNARY_COMPLEX),
+    "Cos": ("Computes the cosine of x element-wise.", _UNARY_COMPLEX),
+    "Tanh": ("Computes the hyperbolic tangent of x element-wise.", _UNARY_COMPLEX),
+    "Sigmoid": ("Computes the logistic sigmoid of x element-wise: y = 1 / (1 + exp(-x)).", _UNARY_COMPLEX),
+    "Erf": ("Computes the Gauss error function of x element-wise.", _UNARY_REAL),
+}
+
+_COMPARISONS = {
+    "Less": "x < y",
+    "LessEqual": "x <= y",
+    "Greater": "x > y",
+    "GreaterEqual": "x >= y",
+}
+
+_REDUCTION_DOC = (
+    "\n\nReduces input along the dimensions given in reduction_indices (a scalar or vector; "
+    "negative entries count from the end, duplicates are merged). Unless keep_dims is true, "
+    "the rank of the tensor is reduced by 1 for each distinct entry in reduction_indices; "
+    "with keep_dims the reduced dimensions are kept with length 1.\n\n"
+    "input: The tensor to reduce.\n"
+    "reduction_indices: The dimensions to reduce. Must be in the range [-rank(input), rank(input)).\n"
+    "keep_dims: If true, retain reduced dimensions with length 1.\n"
+    "output: The reduced tensor."
+)
+
+
+# ---------------------------------------------------------------- shape functions
+
+
+def _equality_shape(c: InferenceContext) -> None:
+    """Broadcast shape; with ``incompatible_shape_error=false`` incompatible shapes
+    give a scalar at run time, so the shape is unknown."""
+    try:
+        c.set_output(0, c.broadcast(c.input(0), c.input(1)))
+    except ShapeError:
+        if c.get_attr("incompatible_shape_error", True):
+            raise
+        c.set_output(0, c.unknown_shape())
+
+
+def _select_shape(c: InferenceContext) -> None:
+    c.set_output(0, c.broadcast(c.broadcast(c.input(0), c.input(1)), c.input(2)))
+
+
+def _clip_by_value_shape(c: InferenceContext) -> None:
+    """Output has t's shape; each bound is a scalar or has t's shape."""
+    t = c.input(0)
+    for i in (1, 2):
+        bound = c.input(i)
+        if c.rank_known(bound) and c.rank(bound) != 0:
+            try:
+                t = c.merge(t, bound)
+            except ShapeError as e:
+                raise c.error(
+                    f"{c.input_label(i)} must be a scalar or have the shape of input 't' "
+                    f"({c.describe(c.input(0))}), got {c.describe(bound)}"
+                ) from e
+    c.set_output(0, t)
+
+
+def _arg_op_shape(c: InferenceContext) -> None:
+    """ArgMax/ArgMin: the input's shape without dimension ``dimension`` (a scalar)."""
+    data = c.input(0)
+    c.with_rank(c.input(1), 0)
+    if not c.rank_known(data):
+        c.set_output(0, c.unknown_shape())
+        return
+    rank = c.rank(data) or 0
+    dim = c.input_tensor(1)
+    if dim is None:
+        c.set_output(0, c.unknown_shape_of_rank(max(rank - 1, 0)))
+        return
+    axis = int(np.asarray(dim).reshape(()))
+    if not -rank <= axis < rank:
+        raise c.error(f"dimension {axis} is out of range for {c.describe(data)} of rank {rank}; expected [{-rank}, {rank})")
+    axis %= rank
+    c.set_output(0, c.make_shape([c.dim(data, i) for i in range(rank) if i != axis]))
+
+
+# ---------------------------------------------------------------- op specs
 
 
 def _binary(name: str, types: str, doc: str) -> None:
@@ -17,7 +130,37 @@ def _binary(name: str, types: str, doc: str) -> None:
     ).doc(doc)
 
 
-def register_ops() -> None:
+def _unary(name: str, types: str, doc: str) -> None:
+    register_op(name).input("x: T").output("y: T").attr(f"T: {types}").set_shape_fn(shape_fns.unchanged_shape).doc(doc)
+
+
+def _reduction(name: str, types: str, doc: str) -> None:
+    register_op(name).input("input: T").input("reduction_indices: Tidx").output("output: T").attr(
+        "keep_dims: bool = false"
+    ).attr(f"T: {types}").attr("Tidx: {int32, int64} = DT_INT32").set_shape_fn(shape_fns.reduction_shape).doc(
+        doc + _REDUCTION_DOC
+    )
+
+
+def _bool_reduction(name: str, doc: str) -> None:
+    register_op(name).input("input: bool").input("reduction_indices: Tidx").output("output: bool").attr(
+        "keep_dims: bool = false"
+    ).attr("Tidx: {int32, int64} = DT_INT32").set_shape_fn(shape_fns.reduction_shape).doc(doc + _REDUCTION_DOC)
+
+
+def _arg_op(name: str, doc: str) -> None:
+    register_op(name).input("input: T").input("dimension: Tidx").output("output: output_type").attr(
+        "T: {numbertype, bool}"
+    ).attr("Tidx: {int32, int64} = DT_INT32").attr("output_type: {int32, int64} = DT_INT64").set_shape_fn(
+        _arg_op_shape
+    ).doc(
+        doc + "\n\nNote that in case of ties the smallest index is returned.\n\n"
+        "dimension: A scalar in [-rank(input), rank(input)): the dimension to reduce across.\n"
+        "output_type: The dtype of the indices."
+    )
+
+
+def _register_elementwise() -> None:
     _binary(
         "Add",
         "{bfloat16, half, float, double, uint8, int8, int16, int32, int64, complex64, complex128, string}",
@@ -30,15 +173,105 @@ def register_ops() -> None:
         _BINARY_TYPES,
         "Returns x / y element-wise for real types (integer division truncates toward zero).",
     )
-    register_op("Neg").input("x: T").output("y: T").attr(f"T: {_NEG_TYPES}").set_shape_fn(
-        shape_fns.unchanged_shape
-    ).doc("Computes numerical negative value element-wise.")
+    _binary(
+        "FloorDiv",
+        _BINARY_TYPES,
+        "Returns floor(x / y) element-wise, with numpy broadcasting (integers round toward -infinity).",
+    )
+    _binary(
+        "FloorMod",
+        _FLOOR_MOD_TYPES,
+        "Returns the remainder of floor division element-wise: x - floor(x / y) * y, "
+        "so the result has the sign of y.",
+    )
+    _binary(
+        "Pow",
+        _POW_TYPES,
+        "Computes x ** y element-wise, with numpy broadcasting. Integers to negative integer powers are an error.",
+    )
+    _binary("Maximum", _MIN_MAX_TYPES, "Returns max(x, y) element-wise, with numpy broadcasting.")
+    _binary("Minimum", _MIN_MAX_TYPES, "Returns min(x, y) element-wise, with numpy broadcasting.")
+    _unary("Neg", _NEG_TYPES, "Computes numerical negative value element-wise.")
+    for name, (doc, types) in _UNARY_DOCS.items():
+        _unary(name, types, doc)
+
+
+def _register_comparisons() -> None:
+    for name, expr in _COMPARISONS.items():
+        register_op(name).input("x: T").input("y: T").output("z: bool").attr("T: realnumbertype").set_shape_fn(
+            shape_fns.broadcast_binary_op_shape
+        ).doc(f"Returns the truth value of ({expr}) element-wise, with numpy broadcasting.")
+    for name, expr in (("Equal", "x == y"), ("NotEqual", "x != y")):
+        register_op(name).input("x: T").input("y: T").output("z: bool").attr("T: type").attr(
+            "incompatible_shape_error: bool = true"
+        ).set_shape_fn(_equality_shape).doc(
+            f"Returns the truth value of ({expr}) element-wise, with numpy broadcasting.\n\n"
+            "incompatible_shape_error: If false, shapes that do not broadcast give a scalar "
+            f"{'false' if name == 'Equal' else 'true'} instead of an error."
+        )
+    for name, op in (("LogicalAnd", "x AND y"), ("LogicalOr", "x OR y")):
+        register_op(name).input("x: bool").input("y: bool").output("z: bool").set_shape_fn(
+            shape_fns.broadcast_binary_op_shape
+        ).doc(f"Returns the truth value of {op} element-wise, with numpy broadcasting.")
+    register_op("LogicalNot").input("x: bool").output("y: bool").set_shape_fn(shape_fns.unchanged_shape).doc(
+        "Returns the truth value of NOT x element-wise."
+    )
+    register_op("Select").input("condition: bool").input("t: T").input("e: T").output("output: T").attr(
+        "T: type"
+    ).set_shape_fn(_select_shape).doc(
+        "Selects elements from t where condition is true and from e elsewhere. condition, t "
+        "and e broadcast together (TensorFlow's SelectV2).\n\n"
+        "condition: Where true, take the element of t, else the element of e.\n"
+        "t: Values taken where condition is true.\n"
+        "e: Values taken where condition is false."
+    )
+    register_op("ClipByValue").input("t: T").input("clip_value_min: T").input("clip_value_max: T").output(
+        "output: T"
+    ).attr("T: numbertype").set_shape_fn(_clip_by_value_shape).doc(
+        "Clips tensor values to [clip_value_min, clip_value_max]: min(max(t, clip_value_min), clip_value_max).\n\n"
+        "clip_value_min: A scalar, or a tensor of the shape of t: the minimum value to clip to.\n"
+        "clip_value_max: A scalar, or a tensor of the shape of t: the maximum value to clip to."
+    )
+
+
+def _register_reductions() -> None:
+    _reduction("Sum", "numbertype", "Computes the sum of elements across dimensions of a tensor.")
+    _reduction(
+        "Mean",
+        "numbertype",
+        "Computes the mean of elements across dimensions of a tensor (integer means truncate toward zero).",
+    )
+    _reduction("Prod", "numbertype", "Computes the product of elements across dimensions of a tensor.")
+    _reduction("Max", "{realnumbertype, quantizedtype}", "Computes the maximum of elements across dimensions of a tensor.")
+    _reduction("Min", "{realnumbertype, quantizedtype}", "Computes the minimum of elements across dimensions of a tensor.")
+    _bool_reduction("All", "Computes the logical and of elements across dimensions of a tensor.")
+    _bool_reduction("Any", "Computes the logical or of elements across dimensions of a tensor.")
+    _arg_op("ArgMax", "Returns the index with the largest value across a dimension of a tensor.")
+    _arg_op("ArgMin", "Returns the index with the smallest value across a dimension of a tensor.")
+
+
+def register_ops() -> None:
+    _register_elementwise()
+    _register_comparisons()
+    _register_reductions()
     register_op("MatMul").input("a: T").input("b: T").output("product: T").attr("transpose_a: bool = false").attr(
         "transpose_b: bool = false"
     ).attr(f"T: {_MATMUL_TYPES}").set_shape_fn(shape_fns.matmul_shape).doc(
         "Multiplies matrix a by matrix b, producing a * b.\n\n"
         "transpose_a: If true, a is transposed before multiplication.\n"
         "transpose_b: If true, b is transposed before multiplication."
+    )
+    register_op("BatchMatMul").input("x: T").input("y: T").output("output: T").attr(
+        f"T: {_BATCH_MATMUL_TYPES}"
+    ).attr("adj_x: bool = false").attr("adj_y: bool = false").set_shape_fn(shape_fns.batch_matmul_shape).doc(
+        "Multiplies slices of two tensors in batches (TensorFlow's BatchMatMulV2).\n\n"
+        "x and y have rank >= 2; their last two dimensions are multiplied as matrices and "
+        "their leading (batch) dimensions broadcast as in numpy.\n\n"
+        "x: A tensor of shape [..., r_x, c_x].\n"
+        "y: A tensor of shape [..., r_y, c_y].\n"
+        "output: A tensor of shape [..., r_o, c_o], r_o = c_x if adj_x else r_x, c_o = r_y if adj_y else c_y.\n"
+        "adj_x: If true, adjoint (transpose and conjugate) the slices of x.\n"
+        "adj_y: If true, adjoint (transpose and conjugate) the slices of y."
     )
     register_op("AddN").input("inputs: N * T").output("sum: T").attr("N: int >= 1").attr("T: numbertype").set_shape_fn(
         shape_fns.merge_all_inputs
@@ -48,8 +281,300 @@ def register_ops() -> None:
     ).set_shape_fn(shape_fns.unchanged_shape).doc("Casts x to DstT.")
 
 
+# ---------------------------------------------------------------- gradients
+
+
+def _ops() -> Any:
+    from .. import ops
+
+    return ops
+
+
+def _pair(grad_x: Any, grad_y: Any, op: Any) -> list[Any]:
+    """Gradients of a broadcasting binary op, reduced back to each input's shape."""
+    x, y = op.inputs
+    return [unbroadcast(grad_x, x.shape), unbroadcast(grad_y, y.shape)]
+
+
+def _add_grad(op: Any, grad: Any) -> list[Any]:
+    return _pair(grad, grad, op)
+
+
+def _sub_grad(op: Any, grad: Any) -> list[Any]:
+    return _pair(grad, _ops().neg(grad), op)
+
+
+def _mul_grad(op: Any, grad: Any) -> list[Any]:
+    ops = _ops()
+    x, y = op.inputs
+    return _pair(ops.mul(grad, y), ops.mul(x, grad), op)
+
+
+def _real_div_grad(op: Any, grad: Any) -> list[Any]:
+    ops = _ops()
+    x, y = op.inputs
+    return _pair(ops.real_div(grad, y), ops.mul(grad, ops.real_div(ops.real_div(ops.neg(x), y), y)), op)
+
+
+def _floor_mod_grad(op: Any, grad: Any) -> list[Any]:
+    ops = _ops()
+    x, y = op.inputs
+    return _pair(grad, ops.mul(grad, ops.neg(ops.floor_div(x, y))), op)
+
+
+def _pow_grad(op: Any, grad: Any) -> list[Any]:
+    """d/dx = y x^(y-1); d/dy = z log(x), taken as 0 where x <= 0 (as TensorFlow does)."""
+    ops = _ops()
+    x, y = op.inputs
+    z = op.outputs[0]
+    gx = ops.mul(grad, ops.mul(y, ops.pow(x, ops.sub(y, 1))))
+    positive = ops.not_equal(x, 0) if x.dtype.is_complex else ops.greater(x, 0)
+    safe_x = ops.select(positive, x, ops.ones_like(x))
+    log_x = ops.select(positive, ops.log(safe_x), ops.zeros_like(x))
+    gy = ops.mul(grad, ops.mul(z, log_x))
+    return _pair(gx, gy, op)
+
+
+def _min_max_grad(select_x: str) -> Any:
+    """Maximum/Minimum: the gradient goes to the selected input; ties go to x."""
+
+    def grad_fn(op: Any, grad: Any) -> list[Any]:
+        ops = _ops()
+        x, y = op.inputs
+        x_wins = getattr(ops, select_x)(x, y)
+        zeros = ops.zeros_like(grad)
+        return _pair(ops.select(x_wins, grad, zeros), ops.select(x_wins, zeros, grad), op)
+
+    return grad_fn
+
+
+def _unary_grad(rule: Any) -> Any:
+    """The gradient ``rule(ops, grad, x, y)`` of an elementwise unary op ``y = f(x)``."""
+
+    def grad_fn(op: Any, grad: Any) -> list[Any]:
+        return [rule(_ops(), grad, op.inputs[0], op.outputs[0])]
+
+    return grad_fn
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+def _sigmoid_rule(ops: Any, gy: Any, y: Any) -> Any:
+    return ops.sub(gy, ops.mul(gy, y))  # grad * y * (1 - y)
+
+
+# Written to avoid scalar constants where an identity allows (1 - y*y -> grad - grad*y*y):
+# each constant is one more op, and one more gradient, at every higher order.
+_UNARY_RULES = {
+    "Abs": lambda ops, g, x, y: ops.mul(g, ops.sign(x)),
+    "Exp": lambda ops, g, x, y: ops.mul(g, y),
+    "Log": lambda ops, g, x, y: ops.real_div(g, x),
+    "Log1p": lambda ops, g, x, y: ops.real_div(g, ops.add(x, 1)),
+    "Sqrt": lambda ops, g, x, y: ops.real_div(g, ops.add(y, y)),
+    "Rsqrt": lambda ops, g, x, y: ops.mul(ops.mul(g, ops.mul(ops.square(y), y)), -0.5),
+    "Square": lambda ops, g, x, y: ops.mul(g, ops.add(x, x)),
+    "Sin": lambda ops, g, x, y: ops.mul(g, ops.cos(x)),
+    "Cos": lambda ops, g, x, y: ops.neg(ops.mul(g, ops.sin(x))),
+    "Tanh": lambda ops, g, x, y: ops.sub(g, ops.mul(ops.mul(g, y), y)),
+    "Sigmoid": lambda ops, g, x, y: _sigmoid_rule(ops, ops.mul(g, y), y),
+    "Erf": lambda ops, g, x, y: ops.mul(g, ops.mul(ops.exp(ops.neg(ops.square(x))), _TWO_OVER_SQRT_PI)),
+}
+
+
+def _neg_grad(op: Any, grad: Any) -> list[Any]:
+    return [_ops().neg(grad)]
+
+
+def _sign_grad(op: Any, grad: Any) -> list[Any]:
+    return [_ops().zeros_like(op.inputs[0])]
+
+
+def _select_grad(op: Any, grad: Any) -> list[Any]:
+    ops = _ops()
+    cond, t, e = op.inputs
+    zeros = ops.zeros_like(grad)
+    return [None, unbroadcast(ops.select(cond, grad, zeros), t.shape), unbroadcast(ops.select(cond, zeros, grad), e.shape)]
+
+
+def _clip_by_value_grad(op: Any, grad: Any) -> list[Any]:
+    """To t where it lies inside [min, max]; to a bound where it clipped t."""
+    ops = _ops()
+    t, lo, hi = op.inputs
+    below, above = ops.less(t, lo), ops.greater(t, hi)
+    zeros = ops.zeros_like(grad)
+    return [
+        ops.select(ops.logical_or(below, above), zeros, grad),
+        unbroadcast(ops.select(below, grad, zeros), lo.shape),
+        unbroadcast(ops.select(above, grad, zeros), hi.shape),
+    ]
+
+
+def _cast_grad(op: Any, grad: Any) -> list[Any]:
+    src, dst = op.get_attr("SrcT"), op.get_attr("DstT")
+    if (src.is_floating or src.is_complex) and (dst.is_floating or dst.is_complex):
+        return [_ops().cast(grad, DstT=src)]
+    return [None]
+
+
+def _add_n_grad(op: Any, grad: Any) -> list[Any]:
+    return [grad] * len(op.inputs)
+
+
+# -- reductions
+
+
+def reduction_axes(op: Any) -> tuple[int, ...]:
+    """The sorted, distinct, non-negative axes a recorded reduction reduced.
+
+    The axes input is host metadata (a small integer tensor), read back as
+    TensorFlow's gradients read a constant ``reduction_indices``.
+    """
+    rank = len(op.inputs[0].shape)
+    axes = np.asarray(op.inputs[1].numpy()).reshape(-1)
+    return tuple(sorted({int(a) % rank for a in axes})) if rank else ()
+
+
+def _int32(values: Any) -> np.ndarray:
+    """A constant int32 vector (an empty one too, which a Python [] would not give)."""
+    return np.asarray(values, dtype=np.int32).reshape(-1)
+
+
+def _kept_shape(op: Any) -> np.ndarray:
+    axes = set(reduction_axes(op))
+    return _int32([1 if i in axes else d for i, d in enumerate(op.inputs[0].shape)])
+
+
+def _with_kept_dims(op: Any, t: Any) -> Any:
+    """``t`` (shaped like the reduction's output) reshaped as if keep_dims were true."""
+    if op.get_attr("keep_dims"):
+        return t
+    return _ops().reshape(t, _kept_shape(op))
+
+
+def _sum_grad(op: Any, grad: Any) -> list[Any]:
+    x = op.inputs[0]
+    g = _with_kept_dims(op, grad)
+    if tuple(g.shape) != tuple(x.shape):
+        g = _ops().broadcast_to(g, _int32(x.shape))
+    return [g, None]
+
+
+def _mean_grad(op: Any, grad: Any) -> list[Any]:
+    x, y = op.inputs[0], op.outputs[0]
+    count = int(np.prod(x.shape, dtype=np.int64)) // max(int(np.prod(y.shape, dtype=np.int64)), 1)
+    g = _sum_grad(op, grad)[0]
+    return [_ops().real_div(g, float(max(count, 1))), None]
+
+
+def _min_max_reduction_grad(op: Any, grad: Any) -> list[Any]:
+    """To the positions that hold the extreme value, split evenly among ties."""
+    ops = _ops()
+    x = op.inputs[0]
+    y = _with_kept_dims(op, op.outputs[0])
+    g = _with_kept_dims(op, grad)
+    picked = ops.cast(ops.equal(y, x), DstT=grad.dtype)
+    count = ops.sum(picked, _int32(reduction_axes(op)), keep_dims=True)
+    return [ops.mul(ops.real_div(picked, count), g), None]
+
+
+def _prod_grad(op: Any, grad: Any) -> list[Any]:
+    """d prod / d x_i = product of the other elements, exact with zeros: with no zero
+    in a slice it is prod / x_i; with exactly one zero, only the zero's position gets
+    the product of the others; with two or more zeros it is 0 everywhere."""
+    ops = _ops()
+    x = op.inputs[0]
+    axes = _int32(reduction_axes(op))
+    g = _with_kept_dims(op, grad)
+    is_zero = ops.equal(x, 0)
+    zeros_in_slice = ops.sum(ops.cast(is_zero, DstT=x.dtype), axes, keep_dims=True)
+    safe_x = ops.select(is_zero, ops.ones_like(x), x)
+    others = ops.prod(safe_x, axes, keep_dims=True)  # product of the non-zero entries
+    zero = ops.zeros_like(x)
+    at_nonzero = ops.select(ops.equal(zeros_in_slice, 0), ops.real_div(others, safe_x), zero)
+    at_zero = ops.select(ops.equal(zeros_in_slice, 1), others, zero)  # Select broadcasts
+    return [ops.mul(ops.select(is_zero, at_zero, at_nonzero), g), None]
+
+
+# -- linear algebra
+
+
+def _mat_mul_grad(op: Any, grad: Any) -> list[Any]:
+    """TensorFlow's _MatMulGrad: every transpose combination without a Transpose op."""
+    mm = _ops().mat_mul
+    a, b = op.inputs
+    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    if not ta and not tb:
+        return [mm(grad, b, transpose_b=True), mm(a, grad, transpose_a=True)]
+    if not ta and tb:
+        return [mm(grad, b), mm(grad, a, transpose_a=True)]
+    if ta and not tb:
+        return [mm(b, grad, transpose_b=True), mm(a, grad)]
+    return [mm(b, grad, transpose_a=True, transpose_b=True), mm(grad, a, transpose_a=True, transpose_b=True)]
+
+
+def _batch_mat_mul_grad(op: Any, grad: Any) -> list[Any]:
+    """TensorFlow's _BatchMatMulV2: as MatMul, then summed over broadcast batch dims."""
+    bmm = _ops().batch_mat_mul
+    x, y = op.inputs
+    ax, ay = op.get_attr("adj_x"), op.get_attr("adj_y")
+    if not ax and not ay:
+        gx, gy = bmm(grad, y, adj_y=True), bmm(x, grad, adj_x=True)
+    elif not ax and ay:
+        gx, gy = bmm(grad, y), bmm(grad, x, adj_x=True)
+    elif ax and not ay:
+        gx, gy = bmm(y, grad, adj_y=True), bmm(x, grad)
+    else:
+        gx, gy = bmm(y, grad, adj_x=True, adj_y=True), bmm(grad, x, adj_x=True, adj_y=True)
+    return [unbroadcast(gx, x.shape), unbroadcast(gy, y.shape)]
+
+
+_NOT_DIFFERENTIABLE = (
+    "FloorDiv",
+    "Equal",
+    "NotEqual",
+    "Less",
+    "LessEqual",
+    "Greater",
+    "GreaterEqual",
+    "LogicalAnd",
+    "LogicalOr",
+    "LogicalNot",
+    "ArgMax",
+    "ArgMin",
+    "All",
+    "Any",
+)
+
+
 def register_gradients() -> None:
-    """Gradient functions arrive with autodiff; nothing here is non-differentiable."""
+    table: dict[str, Any] = {
+        "Add": _add_grad,
+        "Sub": _sub_grad,
+        "Mul": _mul_grad,
+        "RealDiv": _real_div_grad,
+        "FloorMod": _floor_mod_grad,
+        "Pow": _pow_grad,
+        "Maximum": _min_max_grad("greater_equal"),
+        "Minimum": _min_max_grad("less_equal"),
+        "Neg": _neg_grad,
+        "Sign": _sign_grad,
+        "Select": _select_grad,
+        "ClipByValue": _clip_by_value_grad,
+        "Cast": _cast_grad,
+        "AddN": _add_n_grad,
+        "Sum": _sum_grad,
+        "Mean": _mean_grad,
+        "Max": _min_max_reduction_grad,
+        "Min": _min_max_reduction_grad,
+        "Prod": _prod_grad,
+        "MatMul": _mat_mul_grad,
+        "BatchMatMul": _batch_mat_mul_grad,
+    }
+    table.update({name: _unary_grad(rule) for name, rule in _UNARY_RULES.items()})
+    for name, fn in table.items():
+        register_gradient(name)(fn)
+    for name in _NOT_DIFFERENTIABLE:
+        not_differentiable(name)
 
 
-__all__ = ["register_ops", "register_gradients", "not_differentiable"]
+__all__ = ["register_ops", "register_gradients", "reduction_axes"]

@@ -1,51 +1,350 @@
-"""CPU kernels of the arithmetic and linear-algebra ops: one table in ``register_all``."""
+"""CPU kernels of the arithmetic, comparison, reduction and linear-algebra ops:
+one table in ``register_all``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 
+Kernel = Callable[..., Any]
 
-def _unary(fn: Any) -> Any:
+# numbertype without the quantized dtypes, which have no arithmetic here.
+_NUMBER = [
+    "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+    "uint8", "uint16", "uint32", "uint64", "complex64", "complex128",
+]
+_REAL = [t for t in _NUMBER if not t.startswith("complex")]
+
+
+def _fail(op: str, message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"op '{op}': {message}", op=op)
+
+
+def _incompatible(op: str, *arrays: np.ndarray) -> InvalidArgumentError:
+    shapes = " vs. ".join(str(list(a.shape)) for a in arrays)
+    return _fail(op, f"Incompatible shapes: {shapes}")
+
+
+# ---------------------------------------------------------------- elementwise
+
+
+def _binary(op: str, fn: Kernel, quiet: bool = False) -> Kernel:
+    """A broadcasting binary kernel; ``quiet`` silences numpy's inf/nan warnings
+    (TensorFlow returns inf and nan without a word)."""
+
+    def kernel(x: np.ndarray, y: np.ndarray, **attrs: Any) -> Any:
+        try:
+            if quiet:
+                with np.errstate(all="ignore"):
+                    return fn(x, y)
+            return fn(x, y)
+        except ValueError as e:
+            if x.shape != y.shape:
+                raise _incompatible(op, x, y) from e
+            raise
+
+    kernel.__name__ = op
+    return kernel
+
+
+def _unary(fn: Kernel, quiet: bool = False) -> Kernel:
+    if quiet:
+
+        def kernel(x: np.ndarray, **attrs: Any) -> Any:
+            with np.errstate(all="ignore"):
+                return fn(x)
+
+        return kernel
     return lambda x, **attrs: fn(x)
 
 
-def _binary(fn: Any) -> Any:
-    return lambda x, y, **attrs: fn(x, y)
+def _check_nonzero(op: str, y: np.ndarray) -> None:
+    if not np.all(y):
+        raise _fail(op, "Integer division by zero")
+
+
+_real_div_int = _binary("RealDiv", np.floor_divide)
+_real_div_float = _binary("RealDiv", np.true_divide, quiet=True)
+_floor_div_int = _binary("FloorDiv", np.floor_divide)
+# floor(x / y), as TensorFlow computes it: numpy's floor_divide rounds differently for floats.
+_floor_div_float = _binary("FloorDiv", lambda a, b: np.floor(np.true_divide(a, b)), quiet=True)
+_floor_mod = _binary("FloorMod", np.mod, quiet=True)
+_pow = _binary("Pow", np.power, quiet=True)
 
 
 def real_div(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     if T.is_integer:
-        if not np.all(y):
-            raise InvalidArgumentError("op 'RealDiv': integer division by zero", op="RealDiv")
-        q = np.abs(x) // np.abs(y)  # C semantics: truncate toward zero
+        _check_nonzero("RealDiv", y)
+        q = _real_div_int(np.abs(x), np.abs(y))  # C semantics: truncate toward zero
         return np.where((x < 0) != (y < 0), -q, q).astype(T.np)
-    return np.true_divide(x, y)
+    return _real_div_float(x, y)  # type: ignore[no-any-return]
+
+
+def floor_div(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    if T.is_integer:
+        _check_nonzero("FloorDiv", y)
+        return _floor_div_int(x, y)  # type: ignore[no-any-return]
+    return _floor_div_float(x, y)  # type: ignore[no-any-return]
+
+
+def floor_mod(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    if T.is_integer:
+        _check_nonzero("FloorMod", y)
+    return _floor_mod(x, y)  # type: ignore[no-any-return]
+
+
+def pow_(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    if T.is_integer and np.any(y < 0):
+        raise _fail("Pow", "Integers to negative integer powers are not allowed")
+    return _pow(x, y)  # type: ignore[no-any-return]
+
+
+def sign(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    if T.is_complex:  # x / |x|, 0 at 0 (numpy < 2 takes the sign of the real part)
+        magnitude = np.abs(x)
+        with np.errstate(all="ignore"):
+            return np.where(magnitude == 0, 0, x / np.where(magnitude == 0, 1, magnitude)).astype(T.np)
+    return np.sign(x)
+
+
+def rsqrt(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        root = np.sqrt(x)
+        return np.reciprocal(root, out=root)
+
+
+def sigmoid(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if T.is_complex:
+            return 1 / (1 + np.exp(-x))  # type: ignore[no-any-return]
+        e = np.exp(-np.abs(x))  # never overflows
+        return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(T.np)
+
+
+# W. J. Cody, "Rational Chebyshev approximations for the error function",
+# Math. Comp. 23 (1969) 631-637: the coefficients of Netlib SPECFUN's CALERF.
+_ERF_A = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02, 3.20937758913846947e03, 1.85777706184603153e-1)
+_ERF_B = (2.36012909523441209e01, 2.44024637934444173e02, 1.28261652607737228e03, 2.84423683343917062e03)
+_ERF_C = (
+    5.64188496988670089e-1, 8.88314979438837594e00, 6.61191906371416295e01, 2.98635138197400131e02,
+    8.81952221241769090e02, 1.71204761263407058e03, 2.05107837782607147e03, 1.23033935479799725e03,
+    2.15311535474403846e-8,
+)
+_ERF_D = (
+    1.57449261107098347e01, 1.17693950891312499e02, 5.37181101862009858e02, 1.62138957456669019e03,
+    3.29079923573345963e03, 4.36261909014324716e03, 3.43936767414372164e03, 1.23033935480374942e03,
+)
+_ERF_P = (3.05326634961232344e-1, 3.60344899949804439e-1, 1.25781726111229246e-1, 1.60837851487422766e-2, 6.58749161529837803e-4, 1.63153871373020978e-2)
+_ERF_Q = (2.56852019228982242e00, 1.87295284992346047e00, 5.27905102951428412e-1, 6.05183413124413191e-2, 2.33520497626869185e-3)
+_ONE_OVER_SQRT_PI = 5.6418958354775628695e-1
+
+
+def _rational(z: np.ndarray, num: tuple[float, ...], den: tuple[float, ...], lead: int) -> np.ndarray:
+    """Cody's nested evaluation: ``lead`` Horner steps, then the constant terms."""
+    xnum = num[-1] * z
+    xden = z.copy()
+    for i in range(lead):
+        xnum = (xnum + num[i]) * z
+        xden = (xden + den[i]) * z
+    return (xnum + num[lead]) / (xden + den[lead])  # type: ignore[no-any-return]
+
+
+def _erfc_tail(y: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """exp(-y^2) * r, with y^2 split so the exponent stays exact (Cody's trick)."""
+    head = np.trunc(y * 16.0) / 16.0
+    return np.exp(-head * head) * np.exp(-(y - head) * (y + head)) * r  # type: ignore[no-any-return]
+
+
+def erf(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    """Vectorized Cody erf in float64: about 1e-16 relative error everywhere."""
+    x64 = np.asarray(x, np.float64)
+    y = np.abs(x64)
+    out = np.empty_like(x64)
+    small = y <= 0.46875
+    mid = (y > 0.46875) & (y <= 4.0)
+    big = y > 4.0
+    if small.any():
+        xs = x64[small]
+        out[small] = xs * _rational(xs * xs, _ERF_A, _ERF_B, 3)
+    if mid.any():
+        ym = y[mid]
+        erfc = _erfc_tail(ym, _rational(ym, _ERF_C, _ERF_D, 7))
+        out[mid] = np.copysign(1.0 - erfc, x64[mid])
+    if big.any():
+        yb = np.minimum(y[big], 27.0)  # erfc underflows to 0 well before; keeps 1/y^2 finite
+        z = 1.0 / (yb * yb)
+        r = (_ONE_OVER_SQRT_PI - z * _rational(z, _ERF_P, _ERF_Q, 4)) / yb
+        out[big] = np.copysign(1.0 - _erfc_tail(yb, r), x64[big])
+    out[np.isnan(x64)] = np.nan
+    return out.astype(T.np, copy=False)
+
+
+# ---------------------------------------------------------------- comparisons, select, clip
+
+
+def _equality(op: str, fn: Kernel, mismatch: bool) -> Kernel:
+    def kernel(x: np.ndarray, y: np.ndarray, incompatible_shape_error: bool, **attrs: Any) -> np.ndarray:
+        try:
+            return fn(x, y)  # type: ignore[no-any-return]
+        except ValueError as e:
+            if x.shape == y.shape:
+                raise
+            if incompatible_shape_error:
+                raise _incompatible(op, x, y) from e
+            return np.array(mismatch)
+
+    return kernel
+
+
+def select(condition: np.ndarray, t: np.ndarray, e: np.ndarray, **attrs: Any) -> np.ndarray:
+    try:
+        return np.where(condition, t, e)
+    except ValueError as err:
+        raise _fail(
+            "Select",
+            f"condition, t and e must be broadcastable, got shapes {list(condition.shape)}, "
+            f"{list(t.shape)} and {list(e.shape)}",
+        ) from err
+
+
+def clip_by_value(t: np.ndarray, clip_value_min: np.ndarray, clip_value_max: np.ndarray, **attrs: Any) -> np.ndarray:
+    for name, bound in (("clip_value_min", clip_value_min), ("clip_value_max", clip_value_max)):
+        if bound.ndim and bound.shape != t.shape:
+            raise _fail(
+                "ClipByValue",
+                f"{name} must be a scalar or have the shape of t {list(t.shape)}, got shape {list(bound.shape)}",
+            )
+    out = np.maximum(t, clip_value_min)
+    return np.minimum(out, clip_value_max, out=out)
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _axes(op: str, x: np.ndarray, indices: np.ndarray) -> tuple[int, ...]:
+    """The sorted distinct non-negative axes named by ``indices`` (scalar or vector)."""
+    idx = np.asarray(indices)
+    if idx.ndim > 1:
+        raise _fail(op, f"reduction_indices must be a scalar or a vector, got shape {list(idx.shape)}")
+    flat = idx.reshape(-1).astype(np.int64)
+    rank = x.ndim
+    bad = flat[(flat < -rank) | (flat >= rank)]
+    if bad.size:
+        raise _fail(op, f"Invalid reduction dimension {int(bad[0])} for input with {rank} dimensions; expected [{-rank}, {rank})")
+    return tuple(sorted(set((flat % rank).tolist()))) if rank else ()
+
+
+def _accumulator(T: ok.DType) -> Any:
+    """The dtype to accumulate in: float32 for the 16-bit floats (as TensorFlow does), else T."""
+    return np.float32 if T.name in ("float16", "bfloat16") else T.np
+
+
+def sum_(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
+    axes = _axes("Sum", input, reduction_indices)
+    return np.asarray(np.sum(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)
+
+
+def prod(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
+    axes = _axes("Prod", input, reduction_indices)
+    return np.asarray(np.prod(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)
+
+
+def mean(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
+    axes = _axes("Mean", input, reduction_indices)
+    if not T.is_integer:
+        with np.errstate(all="ignore"):  # the mean of nothing is nan
+            return np.asarray(np.mean(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)
+    total = np.asarray(np.sum(input, axis=axes, keepdims=keep_dims, dtype=T.np))
+    count = int(np.prod([input.shape[a] for a in axes], dtype=np.int64))
+    if count == 0:
+        return np.zeros_like(total)
+    q = total // count  # floor; move the negative quotients with a remainder back toward zero
+    return (q + ((total < 0) & (q * count != total))).astype(T.np)
+
+
+def _extreme(op: str, fn: Kernel, lowest: bool) -> Kernel:
+    def kernel(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
+        axes = _axes(op, input, reduction_indices)
+        if input.size == 0:  # the reduction's identity, as TensorFlow gives for an empty reduction
+            initial = (-np.inf if lowest else np.inf) if T.is_floating else (T.min if lowest else T.max)
+            return np.asarray(fn(input, axis=axes, keepdims=keep_dims, initial=initial), dtype=T.np)
+        return np.asarray(fn(input, axis=axes, keepdims=keep_dims), dtype=T.np)
+
+    return kernel
+
+
+def _bool_reduction(op: str, fn: Kernel) -> Kernel:
+    def kernel(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, **attrs: Any) -> np.ndarray:
+        return np.asarray(fn(input, axis=_axes(op, input, reduction_indices), keepdims=keep_dims))
+
+    return kernel
+
+
+def _arg(op: str, fn: Kernel) -> Kernel:
+    def kernel(input: np.ndarray, dimension: np.ndarray, output_type: ok.DType, **attrs: Any) -> np.ndarray:
+        dim = np.asarray(dimension)
+        if dim.ndim:
+            raise _fail(op, f"dimension must be a scalar, got shape {list(dim.shape)}")
+        axis, rank = int(dim), input.ndim
+        if not -rank <= axis < rank:
+            raise _fail(op, f"Expected dimension in the range [{-rank}, {rank}), but got {axis}")
+        axis %= rank
+        if input.shape[axis] == 0:
+            raise _fail(op, f"Reduction axis {axis} is empty in shape {list(input.shape)}")
+        return fn(input, axis=axis).astype(output_type.np, copy=False)  # type: ignore[no-any-return]
+
+    return kernel
+
+
+# ---------------------------------------------------------------- linear algebra
 
 
 def mat_mul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool, **attrs: Any) -> np.ndarray:
     if a.ndim != 2 or b.ndim != 2:
-        raise InvalidArgumentError(f"op 'MatMul': inputs must be matrices, got shapes {a.shape} and {b.shape}", op="MatMul")
+        raise _fail("MatMul", f"inputs must be matrices, got shapes {list(a.shape)} and {list(b.shape)}")
     a = a.T if transpose_a else a
     b = b.T if transpose_b else b
     if a.shape[1] != b.shape[0]:
-        raise InvalidArgumentError(
-            f"op 'MatMul': matrix size-incompatible: In[0]: {list(a.shape)}, In[1]: {list(b.shape)}"
+        raise _fail(
+            "MatMul",
+            f"Matrix size-incompatible: In[0]: {list(a.shape)}, In[1]: {list(b.shape)}"
             f" (transpose_a={transpose_a}, transpose_b={transpose_b})",
-            op="MatMul",
         )
     return a @ b
+
+
+def _adjoint(m: np.ndarray, complex_: bool) -> np.ndarray:
+    m = np.swapaxes(m, -1, -2)
+    return np.conj(m) if complex_ else m
+
+
+def batch_mat_mul(x: np.ndarray, y: np.ndarray, adj_x: bool, adj_y: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
+    if x.ndim < 2 or y.ndim < 2:
+        raise _fail("BatchMatMul", f"inputs must have rank >= 2, got shapes {list(x.shape)} and {list(y.shape)}")
+    a = _adjoint(x, T.is_complex) if adj_x else x
+    b = _adjoint(y, T.is_complex) if adj_y else y
+    if a.shape[-1] != b.shape[-2]:
+        raise _fail(
+            "BatchMatMul",
+            f"Matrix size-incompatible: In[0]: {list(x.shape)}, In[1]: {list(y.shape)} (adj_x={adj_x}, adj_y={adj_y})",
+        )
+    try:
+        return np.matmul(a, b)
+    except ValueError as e:
+        raise _fail(
+            "BatchMatMul", f"batch dimensions must broadcast, got shapes {list(x.shape)} and {list(y.shape)}"
+        ) from e
 
 
 def add_n(inputs: list[np.ndarray], **attrs: Any) -> np.ndarray:
     shape = inputs[0].shape
     for x in inputs[1:]:
         if x.shape != shape:
-            raise InvalidArgumentError(f"op 'AddN': all inputs must have shape {shape}, got {x.shape}", op="AddN")
+            raise _fail("AddN", f"all inputs must have shape {list(shape)}, got {list(x.shape)}")
     out = inputs[0].copy()
     for x in inputs[1:]:
         np.add(out, x, out=out)
@@ -53,19 +352,64 @@ def add_n(inputs: list[np.ndarray], **attrs: Any) -> np.ndarray:
 
 
 def cast(x: np.ndarray, DstT: ok.DType, **attrs: Any) -> np.ndarray:
-    return x.astype(DstT.np)
+    with np.errstate(all="ignore"):
+        if x.dtype.kind == "c" and not DstT.is_complex:
+            x = x.real  # C++ static_cast semantics: the imaginary part is dropped
+        return x.astype(DstT.np)
 
 
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
+    number = {"T": _NUMBER}
+    real = {"T": _REAL}
+    axes = ("reduction_indices",)
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
-        ("Add", _binary(np.add), None, ()),
-        ("Sub", _binary(np.subtract), None, ()),
-        ("Mul", _binary(np.multiply), None, ()),
+        ("Add", _binary("Add", np.add), None, ()),
+        ("Sub", _binary("Sub", np.subtract), None, ()),
+        ("Mul", _binary("Mul", np.multiply), None, ()),
         ("RealDiv", real_div, None, ()),
+        ("FloorDiv", floor_div, None, ()),
+        ("FloorMod", floor_mod, None, ()),
+        ("Pow", pow_, None, ()),
+        ("Maximum", _binary("Maximum", np.maximum), None, ()),
+        ("Minimum", _binary("Minimum", np.minimum), None, ()),
         ("Neg", _unary(np.negative), None, ()),
+        ("Abs", _unary(np.abs), None, ()),
+        ("Sign", sign, None, ()),
+        ("Square", _unary(np.square), None, ()),
+        ("Exp", _unary(np.exp, quiet=True), None, ()),
+        ("Log", _unary(np.log, quiet=True), None, ()),
+        ("Log1p", _unary(np.log1p, quiet=True), None, ()),
+        ("Sqrt", _unary(np.sqrt, quiet=True), None, ()),
+        ("Rsqrt", rsqrt, None, ()),
+        ("Sin", _unary(np.sin), None, ()),
+        ("Cos", _unary(np.cos), None, ()),
+        ("Tanh", _unary(np.tanh), None, ()),
+        ("Sigmoid", sigmoid, None, ()),
+        ("Erf", erf, None, ()),
+        ("Equal", _equality("Equal", np.equal, False), None, ()),
+        ("NotEqual", _equality("NotEqual", np.not_equal, True), None, ()),
+        ("Less", _binary("Less", np.less), None, ()),
+        ("LessEqual", _binary("LessEqual", np.less_equal), None, ()),
+        ("Greater", _binary("Greater", np.greater), None, ()),
+        ("GreaterEqual", _binary("GreaterEqual", np.greater_equal), None, ()),
+        ("LogicalAnd", _binary("LogicalAnd", np.logical_and), None, ()),
+        ("LogicalOr", _binary("LogicalOr", np.logical_or), None, ()),
+        ("LogicalNot", _unary(np.logical_not), None, ()),
+        ("Select", select, None, ()),
+        ("ClipByValue", clip_by_value, number, ()),
+        ("Sum", sum_, number, axes),
+        ("Mean", mean, number, axes),
+        ("Prod", prod, number, axes),
+        ("Max", _extreme("Max", np.max, lowest=True), real, axes),
+        ("Min", _extreme("Min", np.min, lowest=False), real, axes),
+        ("All", _bool_reduction("All", np.all), None, axes),
+        ("Any", _bool_reduction("Any", np.any), None, axes),
+        ("ArgMax", _arg("ArgMax", np.argmax), {"T": _NUMBER + ["bool"]}, ("dimension",)),
+        ("ArgMin", _arg("ArgMin", np.argmin), {"T": _NUMBER + ["bool"]}, ("dimension",)),
         ("MatMul", mat_mul, None, ()),
-        ("AddN", add_n, None, ()),
+        ("BatchMatMul", batch_mat_mul, None, ()),
+        ("AddN", add_n, number, ()),
         ("Cast", cast, None, ()),
     ]
     for op, fn, constraints, host in table:
