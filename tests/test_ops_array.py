@@ -5,16 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
-
 import opkernel as ok
+import optable
+import pytest
 from opkernel.errors import InvalidArgumentError, OpTypeError, ShapeError
 from opkernel.testing.gradient_checker import compute_gradient_error
-
-import optable
 from optable import OpCase
 
-FLOATS = ("float32", "float64")
 ALL = ("float32", "float64", "int32")
 
 

@@ -10,8 +10,9 @@ the gradient.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,10 +20,10 @@ from .. import shape_fns
 from ..dtypes import DType
 from ..gradients import not_differentiable, register_gradient
 from ..op_registry import register_op
-from ..shapes import Dimension, InferenceContext, TensorShape
+from ..shapes import Dimension, InferenceContext
 from ._grad_util import unbroadcast
 
-__all__ = ["register_ops", "register_gradients", "stop_gradient", "strided_slice_plan", "StridedSlicePlan", "range_size"]
+__all__ = ["StridedSlicePlan", "range_size", "register_gradients", "register_ops", "stop_gradient", "strided_slice_plan"]
 
 _INDEX = "{int32, int64} = DT_INT32"
 _SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
@@ -231,16 +232,16 @@ def _reshape_shape(c: InferenceContext) -> None:
         raise c.error(f"can only infer one dimension, but shape {wanted} has several -1 entries")
     out = c.make_shape_from_shape_tensor(1)
     src = c.input(0)
+    c.set_output(0, out)
     if out.dims is None or src.dims is None:
-        c.set_output(0, out)
         return
     out_unknown = [k for k, d in enumerate(out.dims) if d.value is None]
     in_unknown = [k for k, d in enumerate(src.dims) if d.value is None]
+    if len(out_unknown) > 1 or len(in_unknown) > 1:
+        return  # nothing more to learn (TensorFlow's SetOutputShapeForReshape)
     out_known = int(np.prod([d.value for d in out.dims if d.value is not None], dtype=np.int64))
     in_known = int(np.prod([d.value for d in src.dims if d.value is not None], dtype=np.int64))
-    if len(out_unknown) > 1 or len(in_unknown) > 1:
-        pass
-    elif not out_unknown and not in_unknown:
+    if not out_unknown and not in_unknown:
         if in_known != out_known:
             raise c.error(f"cannot reshape a tensor of {in_known} elements to shape {out} ({out_known} elements)")
     elif not in_unknown:

@@ -7,10 +7,10 @@ arguments: they arrive as numpy arrays.  Results may be views of the input
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
-
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 from opkernel.ops.array_ops import range_size, strided_slice_plan
