@@ -255,11 +255,12 @@ def prod(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: o
 
 def mean(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
     axes = _axes("Mean", input, reduction_indices)
-    if not T.is_integer:
-        with np.errstate(all="ignore"):  # the mean of nothing is nan
-            return np.asarray(np.mean(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)
-    total = np.asarray(np.sum(input, axis=axes, keepdims=keep_dims, dtype=T.np))
     count = int(np.prod([input.shape[a] for a in axes], dtype=np.int64))
+    if not T.is_integer:
+        total = np.sum(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T))
+        with np.errstate(all="ignore"):  # the mean of nothing is nan
+            return np.asarray(np.true_divide(total, count), dtype=T.np)
+    total = np.asarray(np.sum(input, axis=axes, keepdims=keep_dims, dtype=T.np))
     if count == 0:
         return np.zeros_like(total)
     q = total // count  # floor; move the negative quotients with a remainder back toward zero
