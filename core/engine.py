@@ -255,7 +255,7 @@ def _natural_dtype(value: Any) -> DType:
 
 def _host_array(value: Any, dtype: DType, what: str) -> np.ndarray:
     arr = np.asarray(value)
-    if arr.dtype.kind in "fc" and (dtype.is_integer or dtype.is_bool or dtype.is_quantized):
+    if arr.dtype.kind in "fc" and arr.size and (dtype.is_integer or dtype.is_bool or dtype.is_quantized):
         raise OpTypeError(f"{what}: cannot convert {value!r} (floating point) to {dtype.name} without loss")
     try:
         return np.asarray(value, dtype=dtype.np)
