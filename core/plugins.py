@@ -18,9 +18,8 @@ import os
 import threading
 import warnings
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pluggy
 
@@ -28,6 +27,9 @@ from . import gradients, hookspecs, kernels, op_registry
 from ._provenance import Provider, providing
 from .backend import Backend
 from .errors import PluginError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = [
     "PluginInfo",
@@ -87,6 +89,13 @@ _plugins: dict[str, PluginInfo] = {}
 _failures: list[PluginFailure] = []
 _backends: dict[str, tuple[type[Backend], Provider]] = {}
 _listeners: list[Callable[[], None]] = []
+
+
+def entry_points(**selection: str) -> Any:
+    """``importlib.metadata.entry_points``, imported at first discovery (it costs ~20 ms)."""
+    from importlib import metadata
+
+    return metadata.entry_points(**selection)
 
 
 def _env_flag(name: str) -> bool:
