@@ -62,13 +62,6 @@ def test_every_core_module_imports_with_warnings_as_errors(walked: dict[str, Any
     assert walked["imported"] == [], "importing core modules must not import a backend"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`from . import array_ops, ...` in opkernel/ops/_builtin.py probes the opkernel.ops package, "
-    "whose module __getattr__ (an op lookup) runs plugin discovery; importing opkernel.ops._builtin "
-    "first even leaves the built-in ops unregistered. Fix in core/ops/__init__.py: do not treat "
-    "submodule names as op lookups.",
-)
 def test_importing_core_modules_does_not_discover_plugins(walked: dict[str, Any]) -> None:
     assert walked["loaded"] is False
 

@@ -7,12 +7,15 @@ Wrappers are generated on first access from the OpDef (``ok.ops.zero_out``,
 
 from __future__ import annotations
 
+import pkgutil
 import threading
 from typing import Any, Callable
 
 from .. import engine, op_registry, plugins
 from ._gen import make_wrapper, split_namespace
 
+#: Submodules of this package: names the import system may probe, never op lookups.
+_SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__))
 _lock = threading.RLock()
 _generated: set[str] = set()
 _index: dict[tuple[str | None, str], str] = {}
@@ -56,8 +59,8 @@ class Namespace:
 
 
 def __getattr__(attr: str) -> Any:
-    if attr.startswith("__"):
-        raise AttributeError(attr)
+    if attr.startswith("__") or attr in _SUBMODULES:
+        raise AttributeError(f"module 'opkernel.ops' has no attribute {attr!r}")
     with _lock:
         index = _refresh_index()
         op_name = index.get((None, attr))
