@@ -1,11 +1,647 @@
-"""Specs, shape functions and gradients of the neural-network ops."""
+"""Specs, shape functions and gradients of the neural-network ops.
+
+Activations, softmax and the cross-entropy losses, BiasAdd, Conv2D and its two
+backprop ops, and max/average pooling with their gradient ops, following
+TensorFlow's ``nn_ops.cc``.  The window arithmetic (``window_output_size``,
+``spatial_attr``, ``explicit_padding``) is public so that backends compute
+exactly the geometry the shape functions promise.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import shape_fns
+from ..gradients import register_gradient
+from ..op_registry import register_op
+from ..shapes import Dimension, InferenceContext, TensorShape
+from ..tensor import Tensor
+from ._grad_util import unbroadcast
+
+__all__ = [
+    "SELU_ALPHA",
+    "SELU_SCALE",
+    "explicit_padding",
+    "register_gradients",
+    "register_ops",
+    "spatial_attr",
+    "window_output_size",
+]
+
+SELU_SCALE = 1.0507009873554804934193349852946
+SELU_ALPHA = 1.6732632423543772848170429916717
+
+_FLOATS = "{half, bfloat16, float, double}"
+_PADDING = "padding: {'SAME', 'VALID'}"
+_PADDING_EXPLICIT = "padding: {'SAME', 'VALID', 'EXPLICIT'}"
+_EXPLICIT_PADDINGS = "explicit_paddings: list(int) = []"
+_DATA_FORMAT = "data_format: {'NHWC', 'NCHW'} = 'NHWC'"
+
+
+# ------------------------------------------------------------ window geometry
+
+
+def window_output_size(
+    input_size: int, filter_size: int, dilation: int, stride: int, padding: str, pads: tuple[int, int] = (0, 0)
+) -> tuple[int, int, int]:
+    """TensorFlow's ``GetWindowedOutputSizeVerbose``: ``(output size, padding
+    before, padding after)`` of one spatial dimension.
+
+    ``SAME``: ``out = ceil(in / stride)``, padding total
+    ``max((out - 1) * stride + effective_filter - in, 0)``, the smaller half
+    before.  ``VALID``: no padding.  ``EXPLICIT``: ``pads``.  Raises ValueError
+    for non-positive strides/dilations or a negative output size.
+    """
+    if stride < 1:
+        raise ValueError(f"strides must be > 0, got {stride}")
+    if dilation < 1:
+        raise ValueError(f"dilations must be > 0, got {dilation}")
+    effective = (filter_size - 1) * dilation + 1
+    if padding == "VALID":
+        before = after = 0
+        out = (input_size - effective + stride) // stride
+    elif padding == "SAME":
+        out = (input_size + stride - 1) // stride
+        total = max((out - 1) * stride + effective - input_size, 0)
+        before, after = total // 2, total - total // 2
+    elif padding == "EXPLICIT":
+        before, after = pads
+        out = (input_size + before + after - effective + stride) // stride
+    else:
+        raise ValueError(f"padding must be 'SAME', 'VALID' or 'EXPLICIT', got {padding!r}")
+    if out < 0:
+        raise ValueError(
+            f"computed output size would be negative: {out} [input size {input_size}, "
+            f"effective filter size {effective}, stride {stride}, padding {before}+{after}]"
+        )
+    return out, before, after
+
+
+def spatial_attr(values: Sequence[int], data_format: str, name: str) -> tuple[int, int]:
+    """The (height, width) entries of a 4-element ``strides``/``ksize``/``dilations``
+    attr laid out as ``data_format``; every entry must be positive and the batch
+    and depth entries 1.  Raises ValueError."""
+    if len(values) != 4:
+        raise ValueError(f"attr '{name}' must specify 4 dimensions, got {list(values)}")
+    if any(v < 1 for v in values):
+        raise ValueError(f"attr '{name}' must be positive, got {list(values)}")
+    h, w = (1, 2) if data_format == "NHWC" else (2, 3)
+    c = 3 if data_format == "NHWC" else 1
+    if values[0] != 1 or values[c] != 1:
+        raise ValueError(
+            f"attr '{name}' must be 1 in the batch and depth dimensions ({data_format} layout), got {list(values)}"
+        )
+    return int(values[h]), int(values[w])
+
+
+def explicit_padding(
+    padding: str, explicit_paddings: Sequence[int], data_format: str
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((top, bottom), (left, right)) from ``explicit_paddings`` (pairs per
+    dimension of ``data_format``) when ``padding`` is ``EXPLICIT``; zeros
+    otherwise.  Raises ValueError as TensorFlow's ``CheckValidPadding`` does."""
+    if padding != "EXPLICIT":
+        if len(explicit_paddings):
+            raise ValueError(
+                f"attr 'explicit_paddings' must be empty unless padding is 'EXPLICIT', got {list(explicit_paddings)}"
+            )
+        return (0, 0), (0, 0)
+    if len(explicit_paddings) != 8:
+        raise ValueError(
+            f"attr 'explicit_paddings' must have 8 values (a pair per dimension) when padding is 'EXPLICIT', "
+            f"got {list(explicit_paddings)}"
+        )
+    if any(p < 0 for p in explicit_paddings):
+        raise ValueError(f"attr 'explicit_paddings' must be non-negative, got {list(explicit_paddings)}")
+    pairs = [tuple(explicit_paddings[i : i + 2]) for i in range(0, 8, 2)]
+    h, w, c = (1, 2, 3) if data_format == "NHWC" else (2, 3, 1)
+    if pairs[0] != (0, 0) or pairs[c] != (0, 0):
+        raise ValueError(f"attr 'explicit_paddings' must not pad the batch or depth dimension, got {list(explicit_paddings)}")
+    return (int(pairs[h][0]), int(pairs[h][1])), (int(pairs[w][0]), int(pairs[w][1]))
+
+
+# ------------------------------------------------------------ shape functions
+
+
+def _layout(fmt: str) -> tuple[int, int, int, int]:
+    """Axes (batch, height, width, depth) of a 4-D tensor in ``fmt``."""
+    return (0, 1, 2, 3) if fmt == "NHWC" else (0, 2, 3, 1)
+
+
+def _make_4d(c: InferenceContext, fmt: str, n: Dimension, h: Dimension, w: Dimension, d: Dimension) -> TensorShape:
+    return c.make_shape([n, h, w, d] if fmt == "NHWC" else [n, d, h, w])
+
+
+def _checked(c: InferenceContext, fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except ValueError as e:
+        raise c.error(str(e)) from None
+
+
+def _windowed_dim(
+    c: InferenceContext, size: Dimension, k: Dimension | int, dilation: int, stride: int, padding: str, pads: tuple[int, int]
+) -> Dimension:
+    in_size, k_size = c.value(size), c.value(k)
+    if in_size is None or k_size is None:
+        _checked(c, window_output_size, 1, 1, dilation, stride, padding, pads)  # still validate the attrs
+        return c.unknown_dim()
+    return c.make_dim(_checked(c, window_output_size, in_size, k_size, dilation, stride, padding, pads)[0])
+
+
+def _conv2d_shape(c: InferenceContext) -> None:
+    fmt = c.get_attr("data_format")
+    x = c.with_rank(c.input(0), 4)
+    f = c.with_rank(c.input(1), 4)
+    sh, sw = _checked(c, spatial_attr, c.get_attr("strides"), fmt, "strides")
+    dh, dw = _checked(c, spatial_attr, c.get_attr("dilations"), fmt, "dilations")
+    padding = c.get_attr("padding")
+    ph, pw = _checked(c, explicit_padding, padding, c.get_attr("explicit_paddings"), fmt)
+    bn, bh, bw, bd = _layout(fmt)
+    c.merge(c.dim(x, bd), c.dim(f, 2))
+    oh = _windowed_dim(c, c.dim(x, bh), c.dim(f, 0), dh, sh, padding, ph)
+    ow = _windowed_dim(c, c.dim(x, bw), c.dim(f, 1), dw, sw, padding, pw)
+    c.set_output(0, _make_4d(c, fmt, c.dim(x, bn), oh, ow, c.dim(f, 3)))
+
+
+def _shape_from_sizes(c: InferenceContext, i: int) -> TensorShape:
+    return c.with_rank(c.make_shape_from_shape_tensor(i), 4)
+
+
+def _conv2d_backprop_input_shape(c: InferenceContext) -> None:
+    fmt = c.get_attr("data_format")
+    sizes = c.input_tensor(0)
+    _checked(c, spatial_attr, c.get_attr("strides"), fmt, "strides")
+    _checked(c, spatial_attr, c.get_attr("dilations"), fmt, "dilations")
+    _checked(c, explicit_padding, c.get_attr("padding"), c.get_attr("explicit_paddings"), fmt)
+    c.with_rank(c.input(1), 4)
+    dy = c.with_rank(c.input(2), 4)
+    length = c.value(c.dim(c.with_rank(c.input(0), 1), 0))
+    if length == 2:  # just (height, width): batch and depth come from out_backprop and filter
+        h, w = (None, None) if sizes is None else (int(v) for v in np.asarray(sizes).reshape(-1))
+        bn = _layout(fmt)[0]
+        c.set_output(0, _make_4d(c, fmt, c.dim(dy, bn), c.make_dim(h), c.make_dim(w), c.dim(c.input(1), 2)))
+        return
+    c.set_output(0, _shape_from_sizes(c, 0))
+
+
+def _conv2d_backprop_filter_shape(c: InferenceContext) -> None:
+    fmt = c.get_attr("data_format")
+    _checked(c, spatial_attr, c.get_attr("strides"), fmt, "strides")
+    _checked(c, spatial_attr, c.get_attr("dilations"), fmt, "dilations")
+    _checked(c, explicit_padding, c.get_attr("padding"), c.get_attr("explicit_paddings"), fmt)
+    c.with_rank(c.input(0), 4)
+    c.with_rank(c.input(2), 4)
+    c.set_output(0, _shape_from_sizes(c, 1))
+
+
+def _pool_output(c: InferenceContext, x: TensorShape) -> TensorShape:
+    fmt = c.get_attr("data_format")
+    if fmt not in ("NHWC", "NCHW"):
+        raise c.error(f"data_format {fmt!r} is not supported; use 'NHWC' or 'NCHW'")
+    x = c.with_rank(x, 4)
+    kh, kw = _checked(c, spatial_attr, c.get_attr("ksize"), fmt, "ksize")
+    sh, sw = _checked(c, spatial_attr, c.get_attr("strides"), fmt, "strides")
+    padding = c.get_attr("padding")
+    ph, pw = _checked(c, explicit_padding, padding, c.get_attr("explicit_paddings", ()), fmt)
+    bn, bh, bw, bd = _layout(fmt)
+    oh = _windowed_dim(c, c.dim(x, bh), kh, 1, sh, padding, ph)
+    ow = _windowed_dim(c, c.dim(x, bw), kw, 1, sw, padding, pw)
+    return _make_4d(c, fmt, c.dim(x, bn), oh, ow, c.dim(x, bd))
+
+
+def _pool_shape(c: InferenceContext) -> None:
+    c.set_output(0, _pool_output(c, c.input(0)))
+
+
+def _max_pool_grad_shape(c: InferenceContext) -> None:
+    out = _pool_output(c, c.input(0))
+    c.merge(c.input(1), out)
+    c.merge(c.input(2), out)
+    c.set_output(0, c.with_rank(c.input(0), 4))
+
+
+def _max_pool_grad_grad_shape(c: InferenceContext) -> None:
+    out = _pool_output(c, c.input(0))
+    c.merge(c.input(0), c.input(2))
+    c.set_output(0, c.merge(c.input(1), out))
+
+
+def _avg_pool_grad_shape(c: InferenceContext) -> None:
+    _checked(c, spatial_attr, c.get_attr("ksize"), c.get_attr("data_format"), "ksize")
+    _checked(c, spatial_attr, c.get_attr("strides"), c.get_attr("data_format"), "strides")
+    c.with_rank(c.input(1), 4)
+    c.set_output(0, _shape_from_sizes(c, 0))
+
+
+def _channel_axis(c: InferenceContext, x: TensorShape) -> int:
+    return 1 if c.get_attr("data_format") == "NCHW" else -1
+
+
+def _bias_add_shape(c: InferenceContext) -> None:
+    x = c.with_rank_at_least(c.input(0), 2)
+    bias = c.with_rank(c.input(1), 1)
+    if not c.rank_known(x):
+        c.set_output(0, c.unknown_shape())
+        return
+    axis = _channel_axis(c, x)
+    c.set_output(0, c.replace_dim(x, axis, c.merge(c.dim(x, axis), c.dim(bias, 0))))
+
+
+def _bias_add_grad_shape(c: InferenceContext) -> None:
+    x = c.with_rank_at_least(c.input(0), 2)
+    c.set_output(0, c.vector(c.dim(x, _channel_axis(c, x))))
+
+
+def _xent_shape(c: InferenceContext) -> None:
+    features = c.with_rank(c.input(0), 2)
+    labels = c.with_rank(c.input(1), 2)
+    both = c.broadcast(features, labels)
+    c.set_output(0, c.vector(c.dim(both, 0)))
+    c.set_output(1, both)
+
+
+def _sparse_xent_shape(c: InferenceContext) -> None:
+    features = c.with_rank(c.input(0), 2)
+    labels = c.with_rank(c.input(1), 1)
+    batch = c.merge(c.dim(features, 0), c.dim(labels, 0))
+    c.set_output(0, c.vector(batch))
+    c.set_output(1, c.replace_dim(features, 0, batch))
+
+
+# ------------------------------------------------------------ specs
+
+
+def _activation(name: str, types: str, doc: str) -> None:
+    register_op(name).input("features: T").output("activations: T").attr(f"T: {types}").set_shape_fn(
+        shape_fns.unchanged_shape
+    ).doc(doc)
+
+
+_CONV_DOC = (
+    "strides: The stride of the sliding window for each dimension of input, in data_format order; "
+    "batch and depth strides must be 1.\n"
+    "padding: The type of padding algorithm to use ('SAME': output size ceil(in / stride), "
+    "'VALID': no padding, 'EXPLICIT': explicit_paddings).\n"
+    "explicit_paddings: With padding 'EXPLICIT', (before, after) pairs for each dimension in "
+    "data_format order; batch and depth pairs must be 0.\n"
+    "data_format: 'NHWC' ([batch, height, width, channels]) or 'NCHW' ([batch, channels, height, width]).\n"
+    "dilations: The dilation factor for each dimension of input, in data_format order; "
+    "batch and depth dilations must be 1.\n"
+    "use_cudnn_on_gpu: Accepted for compatibility; backends choose their own algorithm."
+)
+
+_POOL_DOC = (
+    "ksize: The size of the window for each dimension of the input, in data_format order; "
+    "batch and depth entries must be 1.\n"
+    "strides: The stride of the sliding window for each dimension of the input.\n"
+    "padding: The type of padding algorithm to use.\n"
+    "data_format: 'NHWC' ([batch, height, width, channels]) or 'NCHW' ([batch, channels, height, width])."
+)
+
+
+def _conv_op(name: str, types: str) -> Any:
+    return (
+        register_op(name)
+        .attr(f"T: {types}")
+        .attr("strides: list(int)")
+        .attr("use_cudnn_on_gpu: bool = true")
+        .attr(_PADDING_EXPLICIT)
+        .attr(_EXPLICIT_PADDINGS)
+        .attr(_DATA_FORMAT)
+        .attr("dilations: list(int) = [1, 1, 1, 1]")
+    )
+
+
+def _pool_attrs(builder: Any, explicit: bool) -> Any:
+    builder = builder.attr("ksize: list(int) >= 4").attr("strides: list(int) >= 4")
+    if explicit:
+        return builder.attr(_PADDING_EXPLICIT).attr(_EXPLICIT_PADDINGS)
+    return builder.attr(_PADDING)
 
 
 def register_ops() -> None:
     """Neural-network op specs."""
+    _activation("Relu", "{realnumbertype, qint8}", "Computes rectified linear: max(features, 0).")
+    _activation("Relu6", "realnumbertype", "Computes rectified linear 6: min(max(features, 0), 6).")
+    _activation(
+        "Elu", _FLOATS, "Computes the exponential linear function: features if > 0, exp(features) - 1 otherwise."
+    )
+    _activation(
+        "Selu",
+        _FLOATS,
+        "Computes the scaled exponential linear function: scale * features if > 0, "
+        "scale * alpha * (exp(features) - 1) otherwise, with alpha = 1.6732632423543772848170429916717 "
+        "and scale = 1.0507009873554804934193349852946.",
+    )
+    _activation("Softplus", _FLOATS, "Computes softplus: log(exp(features) + 1).")
+
+    register_op("Softmax").input("logits: T").output("softmax: T").attr(f"T: {_FLOATS}").set_shape_fn(
+        shape_fns.unchanged_shape_with_rank_at_least(1)
+    ).doc(
+        "Computes softmax activations over the last dimension: exp(logits) / sum(exp(logits), -1).\n\n"
+        "logits: A non-empty tensor of rank >= 1."
+    )
+    register_op("LogSoftmax").input("logits: T").output("logsoftmax: T").attr(f"T: {_FLOATS}").set_shape_fn(
+        shape_fns.unchanged_shape_with_rank_at_least(1)
+    ).doc(
+        "Computes log softmax activations over the last dimension: logits - log(sum(exp(logits), -1)).\n\n"
+        "logits: A non-empty tensor of rank >= 1."
+    )
+    register_op("SoftmaxCrossEntropyWithLogits").input("features: T").input("labels: T").output("loss: T").output(
+        "backprop: T"
+    ).attr(f"T: {_FLOATS}").set_shape_fn(_xent_shape).doc(
+        "Computes softmax cross entropy cost and gradients to backpropagate.\n\n"
+        "features: batch_size x num_classes matrix of logits.\n"
+        "labels: batch_size x num_classes matrix, a probability distribution per row "
+        "(broadcast against features).\n"
+        "loss: Per example loss (batch_size vector).\n"
+        "backprop: backpropagated gradients (batch_size x num_classes matrix): softmax(features) - labels."
+    )
+    register_op("SparseSoftmaxCrossEntropyWithLogits").input("features: T").input("labels: Tlabels").output(
+        "loss: T"
+    ).output("backprop: T").attr(f"T: {_FLOATS}").attr("Tlabels: {int32, int64} = DT_INT64").set_shape_fn(
+        _sparse_xent_shape
+    ).doc(
+        "Computes softmax cross entropy cost and gradients to backpropagate, with class indices as labels.\n\n"
+        "features: batch_size x num_classes matrix of logits.\n"
+        "labels: batch_size vector with values in [0, num_classes): the index of the true class.\n"
+        "loss: Per example loss (batch_size vector).\n"
+        "backprop: backpropagated gradients (batch_size x num_classes matrix)."
+    )
+
+    register_op("BiasAdd").attr("T: numbertype").input("value: T").input("bias: T").attr(_DATA_FORMAT).output(
+        "output: T"
+    ).set_shape_fn(_bias_add_shape).doc(
+        "Adds bias to value along its channel dimension (the last for 'NHWC', dimension 1 for 'NCHW').\n\n"
+        "value: Any number of dimensions, at least 2.\n"
+        "bias: 1-D with size the channel dimension of value."
+    )
+    register_op("BiasAddGrad").attr("T: numbertype").input("out_backprop: T").attr(_DATA_FORMAT).output(
+        "output: T"
+    ).set_shape_fn(_bias_add_grad_shape).doc(
+        "The backward operation for BiasAdd: sums out_backprop over every dimension but the channel one.\n\n"
+        "out_backprop: Any number of dimensions, at least 2.\n"
+        "output: 1-D with size the channel dimension of out_backprop."
+    )
+
+    _conv_op("Conv2D", "{half, bfloat16, float, double, int32}").input("input: T").input("filter: T").output(
+        "output: T"
+    ).set_shape_fn(_conv2d_shape).doc(
+        "Computes a 2-D convolution given 4-D input and filter tensors.\n\n"
+        "output[b, i, j, k] = sum_{di, dj, q} input[b, strides[1] * i + dilations[1] * di, "
+        "strides[2] * j + dilations[2] * dj, q] * filter[di, dj, q, k] (NHWC, after padding).\n\n"
+        "input: 4-D tensor laid out as data_format.\n"
+        "filter: 4-D tensor of shape [filter_height, filter_width, in_channels, out_channels].\n" + _CONV_DOC
+    )
+    _conv_op("Conv2DBackpropInput", "{half, bfloat16, float, double, int32}").input("input_sizes: int32").input(
+        "filter: T"
+    ).input("out_backprop: T").output("output: T").set_shape_fn(_conv2d_backprop_input_shape).doc(
+        "Computes the gradients of convolution with respect to the input.\n\n"
+        "input_sizes: The shape of the input of the convolution (4 values in data_format order, or just "
+        "[height, width]).\n"
+        "filter: 4-D [filter_height, filter_width, in_channels, out_channels].\n"
+        "out_backprop: 4-D gradients with respect to the output of the convolution.\n" + _CONV_DOC
+    )
+    _conv_op("Conv2DBackpropFilter", _FLOATS).input("input: T").input("filter_sizes: int32").input(
+        "out_backprop: T"
+    ).output("output: T").set_shape_fn(_conv2d_backprop_filter_shape).doc(
+        "Computes the gradients of convolution with respect to the filter.\n\n"
+        "input: 4-D input of the convolution.\n"
+        "filter_sizes: The shape of the filter: [filter_height, filter_width, in_channels, out_channels].\n"
+        "out_backprop: 4-D gradients with respect to the output of the convolution.\n" + _CONV_DOC
+    )
+
+    _pool_attrs(
+        register_op("MaxPool").attr(
+            "T: {half, bfloat16, float, double, int32, int64, uint8, int16, int8, uint16, qint8} = DT_FLOAT"
+        ),
+        explicit=True,
+    ).attr("data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'").input("input: T").output("output: T").set_shape_fn(
+        _pool_shape
+    ).doc(
+        "Performs max pooling on the input: each output is the maximum of its window (padding never wins).\n\n"
+        "input: 4-D input to pool over.\n" + _POOL_DOC + "\nexplicit_paddings: With padding 'EXPLICIT', "
+        "(before, after) pairs per dimension.\n'NCHW_VECT_C' is accepted by the spec but not supported."
+    )
+    _pool_attrs(register_op("MaxPoolGrad"), explicit=True).attr(_DATA_FORMAT).input("orig_input: T").input(
+        "orig_output: T"
+    ).input("grad: T").output("output: T").attr("T: realnumbertype = DT_FLOAT").set_shape_fn(
+        _max_pool_grad_shape
+    ).doc(
+        "Computes gradients of the maxpooling function: each grad value goes to the position of its "
+        "window's maximum in orig_input (the first in row-major window order on ties).\n\n"
+        "orig_input: The original input tensor.\norig_output: The original output tensor.\n"
+        "grad: 4-D gradients with respect to the output of max_pool.\n" + _POOL_DOC
+    )
+    # TensorFlow's MaxPoolGradGrad has no EXPLICIT padding; it is added here (defaults keep
+    # TensorFlow's calls valid) so that MaxPoolGrad is differentiable for every MaxPool.
+    _pool_attrs(register_op("MaxPoolGradGrad"), explicit=True).attr(_DATA_FORMAT).input("orig_input: T").input(
+        "orig_output: T"
+    ).input("grad: T").output("output: T").attr("T: realnumbertype").set_shape_fn(_max_pool_grad_grad_shape).doc(
+        "Computes second-order gradients of the maxpooling function: each output takes the grad value at "
+        "the position of its window's maximum in orig_input.  (TensorFlow's spec has no 'EXPLICIT' "
+        "padding; it is added so every MaxPoolGrad is differentiable.)\n\n"
+        "orig_input: The original input tensor.\norig_output: The original output tensor.\n"
+        "grad: 4-D gradients of gradients with respect to the input of max_pool.\n" + _POOL_DOC
+    )
+    _pool_attrs(register_op("AvgPool").input("value: T").output("output: T"), explicit=False).attr(_DATA_FORMAT).attr(
+        f"T: {_FLOATS}"
+    ).set_shape_fn(_pool_shape).doc(
+        "Performs average pooling on the input: each output is the mean of its window; with 'SAME' padding "
+        "only the elements inside the input are counted.\n\n"
+        "value: 4-D input to pool over.\n" + _POOL_DOC
+    )
+    _pool_attrs(register_op("AvgPoolGrad").input("orig_input_shape: int32").input("grad: T").output("output: T"), False).attr(
+        _DATA_FORMAT
+    ).attr(f"T: {_FLOATS}").set_shape_fn(_avg_pool_grad_shape).doc(
+        "Computes gradients of the average pooling function.\n\n"
+        "orig_input_shape: 1-D. Shape of the original input to avg_pool.\n"
+        "grad: 4-D gradients with respect to the output of avg_pool.\n" + _POOL_DOC
+    )
+
+
+# ------------------------------------------------------------ gradients
+
+
+def _ops() -> Any:
+    from .. import ops
+
+    return ops
+
+
+def _mask(cond: Tensor, like: Tensor) -> Tensor:
+    """A boolean tensor as 0/1 of ``like``'s dtype."""
+    return _ops().cast(cond, DstT=like.dtype)  # type: ignore[no-any-return]
+
+
+def _relu_grad(op: Any, grad: Tensor) -> list[Any]:
+    return [_ops().mul(grad, _mask(_ops().greater(op.outputs[0], 0), grad))]
+
+
+def _relu6_grad(op: Any, grad: Tensor) -> list[Any]:
+    ops, x = _ops(), op.inputs[0]
+    inside = ops.mul(_mask(ops.greater(x, 0), grad), _mask(ops.less(x, 6), grad))
+    return [ops.mul(grad, inside)]
+
+
+def _elu_grad(op: Any, grad: Tensor) -> list[Any]:
+    # d/dx = 1 where x > 0, else exp(x) = y + 1; written with y so it stays differentiable.
+    ops, y = _ops(), op.outputs[0]
+    pos = _mask(ops.greater(op.inputs[0], 0), grad)
+    slope = ops.add(pos, ops.mul(ops.sub(1, pos), ops.add(y, 1)))
+    return [ops.mul(grad, slope)]
+
+
+def _selu_grad(op: Any, grad: Tensor) -> list[Any]:
+    # d/dx = scale where x > 0, else scale * alpha * exp(x) = y + scale * alpha.
+    ops, y = _ops(), op.outputs[0]
+    pos = _mask(ops.greater(op.inputs[0], 0), grad)
+    slope = ops.add(ops.mul(pos, SELU_SCALE), ops.mul(ops.sub(1, pos), ops.add(y, SELU_SCALE * SELU_ALPHA)))
+    return [ops.mul(grad, slope)]
+
+
+def _softplus_grad(op: Any, grad: Tensor) -> list[Any]:
+    ops = _ops()
+    return [ops.real_div(grad, ops.add(1, ops.exp(ops.neg(op.inputs[0]))))]
+
+
+def _softmax_vjp(grad: Tensor, softmax: Tensor) -> Any:
+    """(grad - sum(grad * softmax, -1)) * softmax: the softmax Jacobian applied to ``grad``."""
+    ops = _ops()
+    return ops.mul(ops.sub(grad, ops.sum(ops.mul(grad, softmax), -1, keep_dims=True)), softmax)
+
+
+def _softmax_grad(op: Any, grad: Tensor) -> list[Any]:
+    return [_softmax_vjp(grad, op.outputs[0])]
+
+
+def _log_softmax_grad(op: Any, grad: Tensor) -> list[Any]:
+    ops = _ops()
+    softmax = ops.exp(op.outputs[0])
+    return [ops.sub(grad, ops.mul(ops.sum(grad, -1, keep_dims=True), softmax))]
+
+
+def _xent_features_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> Any:
+    """d/dfeatures through both outputs: loss' derivative is ``backprop``; backprop's
+    (softmax - labels) is the softmax Jacobian."""
+    ops = _ops()
+    grad = ops.mul(ops.reshape(grad_loss, [-1, 1]), op.outputs[1])
+    return ops.add(grad, _softmax_vjp(grad_backprop, ops.softmax(op.inputs[0])))
+
+
+def _xent_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> list[Any]:
+    ops = _ops()
+    features, labels = op.inputs
+    d_features = _xent_features_grad(op, grad_loss, grad_backprop)
+    d_labels = ops.sub(
+        ops.mul(ops.reshape(grad_loss, [-1, 1]), ops.neg(ops.log_softmax(features))), grad_backprop
+    )
+    return [unbroadcast(d_features, features.shape), unbroadcast(d_labels, labels.shape)]
+
+
+def _sparse_xent_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> list[Any]:
+    return [_xent_features_grad(op, grad_loss, grad_backprop), None]
+
+
+def _bias_add_grad(op: Any, grad: Tensor) -> list[Any]:
+    return [grad, _ops().bias_add_grad(grad, data_format=op.get_attr("data_format"))]
+
+
+def _bias_add_grad_grad(op: Any, grad: Tensor) -> list[Any]:
+    # BiasAddGrad sums over all but the channel axis; its adjoint broadcasts back.
+    ops = _ops()
+    return [ops.bias_add(ops.zeros_like(op.inputs[0]), grad, data_format=op.get_attr("data_format"))]
+
+
+_CONV_ATTRS = ("strides", "use_cudnn_on_gpu", "padding", "explicit_paddings", "data_format", "dilations")
+
+
+def _conv_attrs(op: Any) -> dict[str, Any]:
+    return {name: op.get_attr(name) for name in _CONV_ATTRS}
+
+
+def _conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
+    ops, attrs = _ops(), _conv_attrs(op)
+    x, w = op.inputs
+    return [
+        ops.conv2d_backprop_input(list(x.shape), w, grad, **attrs),
+        ops.conv2d_backprop_filter(x, list(w.shape), grad, **attrs),
+    ]
+
+
+def _conv2d_backprop_input_grad(op: Any, grad: Tensor) -> list[Any]:
+    # output = dx(filter, dy) is linear in each of filter and dy.
+    ops, attrs = _ops(), _conv_attrs(op)
+    _, w, dy = op.inputs
+    return [None, ops.conv2d_backprop_filter(grad, list(w.shape), dy, **attrs), ops.conv2d(grad, w, **attrs)]
+
+
+def _conv2d_backprop_filter_grad(op: Any, grad: Tensor) -> list[Any]:
+    ops, attrs = _ops(), _conv_attrs(op)
+    x, _, dy = op.inputs
+    return [ops.conv2d_backprop_input(list(x.shape), grad, dy, **attrs), None, ops.conv2d(x, grad, **attrs)]
+
+
+def _pool_attrs_of(op: Any, explicit: bool) -> dict[str, Any]:
+    attrs = {name: op.get_attr(name) for name in ("ksize", "strides", "padding", "data_format")}
+    if explicit:
+        attrs["explicit_paddings"] = op.get_attr("explicit_paddings")
+    return attrs
+
+
+def _max_pool_grad(op: Any, grad: Tensor) -> list[Any]:
+    return [_ops().max_pool_grad(op.inputs[0], op.outputs[0], grad, **_pool_attrs_of(op, explicit=True))]
+
+
+def _max_pool_grad_grad(op: Any, grad: Tensor) -> list[Any]:
+    # Piecewise constant in orig_input (the argmax choice) and orig_output (unused): only
+    # the incoming gradient carries a derivative, and that map is the gather MaxPoolGradGrad does.
+    attrs = _pool_attrs_of(op, explicit=True)
+    return [None, None, _ops().max_pool_grad_grad(op.inputs[0], op.inputs[1], grad, **attrs)]
+
+
+def _max_pool_grad_grad_grad(op: Any, grad: Tensor) -> list[Any]:
+    attrs = _pool_attrs_of(op, explicit=True)
+    return [None, None, _ops().max_pool_grad(op.inputs[0], op.inputs[1], grad, **attrs)]
+
+
+def _avg_pool_grad(op: Any, grad: Tensor) -> list[Any]:
+    return [_ops().avg_pool_grad(list(op.inputs[0].shape), grad, **_pool_attrs_of(op, explicit=False))]
+
+
+def _avg_pool_grad_grad(op: Any, grad: Tensor) -> list[Any]:
+    return [None, _ops().avg_pool(grad, **_pool_attrs_of(op, explicit=False))]
+
+
+_GRADIENTS: dict[str, Any] = {
+    "Relu": _relu_grad,
+    "Relu6": _relu6_grad,
+    "Elu": _elu_grad,
+    "Selu": _selu_grad,
+    "Softplus": _softplus_grad,
+    "Softmax": _softmax_grad,
+    "LogSoftmax": _log_softmax_grad,
+    "SoftmaxCrossEntropyWithLogits": _xent_grad,
+    "SparseSoftmaxCrossEntropyWithLogits": _sparse_xent_grad,
+    "BiasAdd": _bias_add_grad,
+    "BiasAddGrad": _bias_add_grad_grad,
+    "Conv2D": _conv2d_grad,
+    "Conv2DBackpropInput": _conv2d_backprop_input_grad,
+    "Conv2DBackpropFilter": _conv2d_backprop_filter_grad,
+    "MaxPool": _max_pool_grad,
+    "MaxPoolGrad": _max_pool_grad_grad,
+    "MaxPoolGradGrad": _max_pool_grad_grad_grad,
+    "AvgPool": _avg_pool_grad,
+    "AvgPoolGrad": _avg_pool_grad_grad,
+}
 
 
 def register_gradients() -> None:
-    """Neural-network op gradients."""
+    """Neural-network op gradients: every op here is differentiable."""
+    for name, fn in _GRADIENTS.items():
+        register_gradient(name)(fn)
+

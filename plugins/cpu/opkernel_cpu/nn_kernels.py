@@ -1,17 +1,518 @@
-"""CPU kernels of the neural-network ops: one table in ``register_all``."""
+"""CPU kernels of the neural-network ops: one table in ``register_all``.
+
+Convolutions are im2col on the padded input (a strided view, copied once) and
+one BLAS matmul; their backprops are one matmul plus a loop over the kernel
+positions (never over pixels).  Pooling loops over the window positions on
+strided slices.  Half and bfloat16 compute in float32.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
-
 import opkernel as ok
+from numpy.lib.stride_tricks import as_strided
 from opkernel.errors import InvalidArgumentError
+from opkernel.ops.nn_ops import (
+    SELU_ALPHA,
+    SELU_SCALE,
+    explicit_padding,
+    spatial_attr,
+    window_output_size,
+)
+
+_FLOATS = ["float16", "bfloat16", "float32", "float64"]
+_REAL = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+_NUMBER = _REAL + ["complex64", "complex128"]
+
+
+def _error(op: str, message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"op '{op}': {message}", op=op)
+
+
+def _work_type(T: ok.DType) -> Any:
+    """The numpy type to compute in: float32 for the 16-bit floats."""
+    return np.float32 if T.name in ("float16", "bfloat16") else T.np
+
+
+def _widened(fn: Any) -> Any:
+    """Run an elementwise kernel in float32 for half/bfloat16 and cast back."""
+
+    def kernel(features: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+        return np.asarray(fn(features.astype(_work_type(T), copy=False))).astype(T.np, copy=False)
+
+    return kernel
+
+
+# ------------------------------------------------------------ activations
+
+
+def relu(features: np.ndarray, **attrs: Any) -> np.ndarray:
+    return np.maximum(features, features.dtype.type(0))
+
+
+def relu6(features: np.ndarray, **attrs: Any) -> np.ndarray:
+    return np.minimum(np.maximum(features, features.dtype.type(0)), features.dtype.type(6))
+
+
+def _elu(x: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+def _selu(x: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, SELU_SCALE * x, (SELU_SCALE * SELU_ALPHA) * np.expm1(np.minimum(x, 0))).astype(x.dtype)
+
+
+# ------------------------------------------------------------ softmax and losses
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _last_axis(op: str, logits: np.ndarray) -> None:
+    if logits.ndim < 1 or logits.shape[-1] == 0:
+        raise _error(op, f"logits must have rank >= 1 and a non-empty last dimension, got shape {list(logits.shape)}")
+
+
+def softmax(logits: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    _last_axis("Softmax", logits)
+    return _softmax(logits.astype(_work_type(T), copy=False)).astype(T.np, copy=False)
+
+
+def log_softmax(logits: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    _last_axis("LogSoftmax", logits)
+    return _log_softmax(logits.astype(_work_type(T), copy=False)).astype(T.np, copy=False)
+
+
+def softmax_cross_entropy_with_logits(
+    features: np.ndarray, labels: np.ndarray, T: ok.DType, **attrs: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    op = "SoftmaxCrossEntropyWithLogits"
+    if features.ndim != 2 or labels.ndim != 2:
+        raise _error(op, f"features and labels must be 2-D, got shapes {list(features.shape)} and {list(labels.shape)}")
+    try:
+        shape = np.broadcast_shapes(features.shape, labels.shape)
+    except ValueError:
+        raise _error(
+            op, f"features and labels must be broadcastable, got shapes {list(features.shape)} and {list(labels.shape)}"
+        ) from None
+    wt = _work_type(T)
+    logp = _log_softmax(np.broadcast_to(features.astype(wt, copy=False), shape))
+    y = np.broadcast_to(labels.astype(wt, copy=False), shape)
+    loss = -(y * logp).sum(axis=-1)
+    backprop = np.exp(logp) - y
+    return loss.astype(T.np, copy=False), backprop.astype(T.np, copy=False)
+
+
+def sparse_softmax_cross_entropy_with_logits(
+    features: np.ndarray, labels: np.ndarray, T: ok.DType, **attrs: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    op = "SparseSoftmaxCrossEntropyWithLogits"
+    if features.ndim != 2 or labels.ndim != 1 or labels.shape[0] != features.shape[0]:
+        raise _error(
+            op,
+            "features must be 2-D [batch, classes] and labels 1-D [batch], "
+            f"got shapes {list(features.shape)} and {list(labels.shape)}",
+        )
+    classes = features.shape[1]
+    bad = (labels < 0) | (labels >= classes)
+    if bad.any():
+        raise _error(
+            op,
+            f"received a label value of {int(labels[bad][0])} which is outside the valid range of [0, {classes}); "
+            f"label values: {labels.tolist() if labels.size <= 16 else '...'}",
+        )
+    logp = _log_softmax(features.astype(_work_type(T), copy=False))
+    rows = np.arange(features.shape[0])
+    loss = -logp[rows, labels]
+    backprop = np.exp(logp)
+    backprop[rows, labels] -= 1
+    return loss.astype(T.np, copy=False), backprop.astype(T.np, copy=False)
+
+
+# ------------------------------------------------------------ bias
+
+
+def _channel_axis(op: str, x: np.ndarray, data_format: str) -> int:
+    if x.ndim < 2:
+        raise _error(op, f"input must be at least 2-D, got shape {list(x.shape)}")
+    return 1 if data_format == "NCHW" else x.ndim - 1
+
+
+def bias_add(value: np.ndarray, bias: np.ndarray, data_format: str, **attrs: Any) -> np.ndarray:
+    axis = _channel_axis("BiasAdd", value, data_format)
+    if bias.ndim != 1 or bias.shape[0] != value.shape[axis]:
+        raise _error(
+            "BiasAdd",
+            f"bias must be 1-D with size the channel dimension of value ({value.shape[axis]}, {data_format}), "
+            f"got shapes {list(value.shape)} and {list(bias.shape)}",
+        )
+    shape = [1] * value.ndim
+    shape[axis] = bias.shape[0]
+    return value + bias.reshape(shape)
+
+
+def bias_add_grad(out_backprop: np.ndarray, data_format: str, **attrs: Any) -> np.ndarray:
+    axis = _channel_axis("BiasAddGrad", out_backprop, data_format)
+    return out_backprop.sum(axis=tuple(a for a in range(out_backprop.ndim) if a != axis), dtype=out_backprop.dtype)
+
+
+# ------------------------------------------------------------ window geometry
+
+
+def _to_nhwc(x: np.ndarray, data_format: str) -> np.ndarray:
+    return x if data_format == "NHWC" else x.transpose(0, 2, 3, 1)
+
+
+def _from_nhwc(x: np.ndarray, data_format: str) -> np.ndarray:
+    return x if data_format == "NHWC" else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+
+
+def _nhwc_dims(values: Any, data_format: str) -> tuple[int, int, int, int]:
+    v = [int(d) for d in values]
+    return (v[0], v[1], v[2], v[3]) if data_format == "NHWC" else (v[0], v[2], v[3], v[1])
+
+
+class _Window(NamedTuple):
+    """One 2-D window geometry (NHWC)."""
+
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    oh: int
+    ow: int
+    pads: tuple[tuple[int, int], tuple[int, int]]
+
+    def padded(self, x: np.ndarray, value: Any = 0) -> np.ndarray:
+        (t, b), (l, r) = self.pads
+        if not (t or b or l or r):
+            return x
+        return np.pad(x, ((0, 0), (t, b), (l, r), (0, 0)), constant_values=value)
+
+    def padded_shape(self, n: int, h: int, w: int, c: int) -> tuple[int, int, int, int]:
+        (t, b), (l, r) = self.pads
+        return n, h + t + b, w + l + r, c
+
+    def crop(self, xp: np.ndarray, h: int, w: int) -> np.ndarray:
+        (t, _), (l, _) = self.pads
+        return xp[:, t : t + h, l : l + w, :]
+
+    def tap(self, i: int, j: int) -> tuple[slice, slice, slice, slice]:
+        """Where kernel position (i, j) reads the padded input, for every output position."""
+        r0, c0 = i * self.dh, j * self.dw
+        return (
+            slice(None),
+            slice(r0, r0 + (self.oh - 1) * self.sh + 1, self.sh),
+            slice(c0, c0 + (self.ow - 1) * self.sw + 1, self.sw),
+            slice(None),
+        )
+
+    def windows(self, xp: np.ndarray) -> np.ndarray:
+        """A read-only (n, oh, ow, kh, kw, c) view of the padded input's windows."""
+        n, _, _, c = xp.shape
+        s0, s1, s2, s3 = xp.strides
+        return as_strided(
+            xp,
+            (n, self.oh, self.ow, self.kh, self.kw, c),
+            (s0, s1 * self.sh, s2 * self.sw, s1 * self.dh, s2 * self.dw, s3),
+            writeable=False,
+        )
+
+
+def _window(
+    op: str, hw: tuple[int, int], khw: tuple[int, int], strides: Any, dilations: Any, padding: str,
+    explicit_paddings: Any, data_format: str,
+) -> _Window:
+    try:
+        sh, sw = spatial_attr(strides, data_format, "strides")
+        dh, dw = spatial_attr(dilations, data_format, "dilations") if dilations is not None else (1, 1)
+        ph, pw = explicit_padding(padding, explicit_paddings, data_format)
+        oh, pt, pb = window_output_size(hw[0], khw[0], dh, sh, padding, ph)
+        ow, pl, pr = window_output_size(hw[1], khw[1], dw, sw, padding, pw)
+    except ValueError as e:
+        raise _error(op, str(e)) from None
+    return _Window(khw[0], khw[1], sh, sw, dh, dw, oh, ow, ((pt, pb), (pl, pr)))
+
+
+def _check_format(op: str, data_format: str) -> None:
+    if data_format not in ("NHWC", "NCHW"):
+        raise _error(op, f"data_format {data_format!r} is not supported on this backend; use 'NHWC' or 'NCHW'")
+
+
+def _check_rank4(op: str, **arrays: np.ndarray) -> None:
+    for name, a in arrays.items():
+        if a.ndim != 4:
+            raise _error(op, f"input '{name}' must be 4-D, got shape {list(a.shape)}")
+
+
+def _sizes(op: str, name: str, sizes: np.ndarray, allowed: tuple[int, ...] = (4,)) -> list[int]:
+    values = [int(v) for v in np.asarray(sizes).reshape(-1)]
+    if np.asarray(sizes).ndim != 1 or len(values) not in allowed or any(v < 0 for v in values):
+        raise _error(op, f"input '{name}' must be a vector of {' or '.join(map(str, allowed))} sizes >= 0, got {values}")
+    return values
+
+
+def _check_out(op: str, name: str, got: tuple[int, ...], want: tuple[int, ...], data_format: str) -> None:
+    if tuple(got) != tuple(want):
+        raise _error(op, f"input '{name}' must have shape {list(want)} (NHWC order; data_format {data_format}), got {list(got)}")
+
+
+# ------------------------------------------------------------ convolution
+
+
+class _Conv(NamedTuple):
+    x_shape: tuple[int, int, int, int]  # NHWC
+    win: _Window
+    out_channels: int
+
+
+def _conv_geometry(
+    op: str, x_shape: tuple[int, int, int, int], f_shape: tuple[int, ...], attrs: dict[str, Any]
+) -> _Conv:
+    data_format = attrs["data_format"]
+    _check_format(op, data_format)
+    _, h, w, c = x_shape
+    kh, kw, fc, oc = f_shape
+    if fc != c:
+        raise _error(
+            op,
+            f"input depth {c} must equal the filter's in_channels {fc} "
+            f"(input shape {list(x_shape)} in NHWC order, filter shape {list(f_shape)})",
+        )
+    win = _window(
+        op, (h, w), (kh, kw), attrs["strides"], attrs["dilations"], attrs["padding"], attrs["explicit_paddings"], data_format
+    )
+    return _Conv(x_shape, win, oc)
+
+
+def _im2col(x: np.ndarray, win: _Window) -> np.ndarray:
+    """(n * oh * ow, kh * kw * c): each row one window of the padded input."""
+    n, _, _, c = x.shape
+    return win.windows(win.padded(x)).reshape(n * win.oh * win.ow, win.kh * win.kw * c)
+
+
+def conv2d(input: np.ndarray, filter: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    _check_rank4("Conv2D", input=input, filter=filter)
+    x = _to_nhwc(input, attrs["data_format"])
+    g = _conv_geometry("Conv2D", x.shape, filter.shape, attrs)
+    wt = _work_type(T)
+    n, win = x.shape[0], g.win
+    out = _im2col(x.astype(wt, copy=False), win) @ filter.astype(wt, copy=False).reshape(-1, g.out_channels)
+    return _from_nhwc(out.reshape(n, win.oh, win.ow, g.out_channels).astype(T.np, copy=False), attrs["data_format"])
+
+
+def conv2d_backprop_input(
+    input_sizes: np.ndarray, filter: np.ndarray, out_backprop: np.ndarray, T: ok.DType, **attrs: Any
+) -> np.ndarray:
+    op, data_format = "Conv2DBackpropInput", attrs["data_format"]
+    _check_rank4(op, filter=filter, out_backprop=out_backprop)
+    _check_format(op, data_format)
+    sizes = _sizes(op, "input_sizes", input_sizes, (4, 2))
+    dy = _to_nhwc(out_backprop, data_format)
+    if len(sizes) == 2:
+        x_shape = (dy.shape[0], sizes[0], sizes[1], filter.shape[2])
+    else:
+        x_shape = _nhwc_dims(sizes, data_format)
+    g = _conv_geometry(op, x_shape, filter.shape, attrs)
+    n, h, w, c = x_shape
+    win = g.win
+    _check_out(op, "out_backprop", dy.shape, (n, win.oh, win.ow, g.out_channels), data_format)
+    wt = _work_type(T)
+    dxp = np.zeros(win.padded_shape(n, h, w, c), wt)
+    if dy.size and dxp.size:
+        dcols = dy.astype(wt, copy=False).reshape(-1, g.out_channels) @ filter.astype(wt, copy=False).reshape(-1, g.out_channels).T
+        dcols = dcols.reshape(n, win.oh, win.ow, win.kh, win.kw, c)
+        for i in range(win.kh):
+            for j in range(win.kw):
+                dxp[win.tap(i, j)] += dcols[:, :, :, i, j, :]
+    return _from_nhwc(win.crop(dxp, h, w).astype(T.np), data_format)
+
+
+def conv2d_backprop_filter(
+    input: np.ndarray, filter_sizes: np.ndarray, out_backprop: np.ndarray, T: ok.DType, **attrs: Any
+) -> np.ndarray:
+    op, data_format = "Conv2DBackpropFilter", attrs["data_format"]
+    _check_rank4(op, input=input, out_backprop=out_backprop)
+    _check_format(op, data_format)
+    f_shape = tuple(_sizes(op, "filter_sizes", filter_sizes))
+    x = _to_nhwc(input, data_format)
+    dy = _to_nhwc(out_backprop, data_format)
+    g = _conv_geometry(op, x.shape, f_shape, attrs)
+    win = g.win
+    _check_out(op, "out_backprop", dy.shape, (x.shape[0], win.oh, win.ow, g.out_channels), data_format)
+    wt = _work_type(T)
+    cols = _im2col(x.astype(wt, copy=False), win)
+    dw = cols.T @ dy.astype(wt, copy=False).reshape(-1, g.out_channels)
+    return dw.reshape(f_shape).astype(T.np, copy=False)
+
+
+# ------------------------------------------------------------ pooling
+
+
+def _pool_geometry(op: str, x_shape: tuple[int, int, int, int], attrs: dict[str, Any]) -> _Window:
+    data_format = attrs["data_format"]
+    _check_format(op, data_format)
+    try:
+        kh, kw = spatial_attr(attrs["ksize"], data_format, "ksize")
+    except ValueError as e:
+        raise _error(op, f"{e}; pooling over the batch or depth dimension is not supported") from None
+    return _window(
+        op, x_shape[1:3], (kh, kw), attrs["strides"], None, attrs["padding"], attrs.get("explicit_paddings", ()), data_format
+    )
+
+
+def _lowest(dtype: np.dtype[Any]) -> Any:
+    return -np.inf if dtype.kind in "fV" else np.iinfo(dtype).min
+
+
+def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
+    """Flat indices into the padded NHWC input of each window's maximum: the first in
+    row-major window order on ties, never a padding position (TensorFlow's CPU rule)."""
+    n, h, w, c = x.shape
+    xp = win.padded(x, _lowest(x.dtype))
+    _, hp, wp, _ = xp.shape
+    (t, _), (l, _) = win.pads
+    padded = hp != h or wp != w
+    if padded:  # which window positions are real input, so that padding never wins
+        inside = (((np.arange(hp) >= t) & (np.arange(hp) < t + h))[:, None]
+                  & ((np.arange(wp) >= l) & (np.arange(wp) < l + w))[None, :])
+    tap = win.tap(0, 0)
+    best = xp[tap].copy()
+    best_k = np.zeros(best.shape, np.intp)
+    if padded:
+        best_ok = np.broadcast_to(inside[tap[1], tap[2]][None, :, :, None], best.shape).copy()
+    for k in range(1, win.kh * win.kw):
+        tap = win.tap(*divmod(k, win.kw))
+        v = xp[tap]
+        take = v > best
+        if padded:
+            ok_ = inside[tap[1], tap[2]][None, :, :, None]
+            take = ok_ & (take | ~best_ok)
+            best_ok |= take
+        np.copyto(best, v, where=take)
+        np.copyto(best_k, k, where=take)
+    di, dj = np.divmod(best_k, win.kw)
+    r = np.arange(win.oh)[None, :, None, None] * win.sh + di
+    q = np.arange(win.ow)[None, None, :, None] * win.sw + dj
+    return ((np.arange(n)[:, None, None, None] * hp + r) * wp + q) * c + np.arange(c)
+
+
+def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
+    data_format = attrs["data_format"]
+    _check_rank4("MaxPool", input=input)
+    x = _to_nhwc(input, data_format)
+    win = _pool_geometry("MaxPool", x.shape, attrs)
+    xp = win.padded(x, _lowest(x.dtype))
+    out = np.empty((x.shape[0], win.oh, win.ow, x.shape[3]), x.dtype)
+    for i in range(win.kh):
+        for j in range(win.kw):
+            if i == j == 0:
+                out[...] = xp[win.tap(0, 0)]
+            else:
+                np.maximum(out, xp[win.tap(i, j)], out=out)
+    return _from_nhwc(out, data_format)
+
+
+def max_pool_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    op, data_format = "MaxPoolGrad", attrs["data_format"]
+    _check_rank4(op, orig_input=orig_input, orig_output=orig_output, grad=grad)
+    x = _to_nhwc(orig_input, data_format)
+    win = _pool_geometry(op, x.shape, attrs)
+    n, h, w, c = x.shape
+    for name, a in (("orig_output", orig_output), ("grad", grad)):
+        _check_out(op, name, _to_nhwc(a, data_format).shape, (n, win.oh, win.ow, c), data_format)
+    dxp = np.zeros(win.padded_shape(n, h, w, c), _work_type(T))
+    np.add.at(dxp.reshape(-1), _argmax(x, win).reshape(-1), _to_nhwc(grad, data_format).reshape(-1))
+    return _from_nhwc(win.crop(dxp, h, w).astype(T.np), data_format)
+
+
+def max_pool_grad_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndarray, **attrs: Any) -> np.ndarray:
+    op, data_format = "MaxPoolGradGrad", attrs["data_format"]
+    _check_rank4(op, orig_input=orig_input, orig_output=orig_output, grad=grad)
+    x = _to_nhwc(orig_input, data_format)
+    win = _pool_geometry(op, x.shape, attrs)
+    n, _, _, c = x.shape
+    _check_out(op, "orig_output", _to_nhwc(orig_output, data_format).shape, (n, win.oh, win.ow, c), data_format)
+    _check_out(op, "grad", _to_nhwc(grad, data_format).shape, x.shape, data_format)
+    ggp = win.padded(_to_nhwc(grad, data_format))
+    return _from_nhwc(ggp.reshape(-1)[_argmax(x, win)], data_format)
+
+
+def _counts(h: int, w: int, win: _Window) -> np.ndarray:
+    """(oh, ow, 1): how many elements of each window lie inside the input."""
+    (t, _), (l, _) = win.pads
+
+    def inside(size: int, out: int, k: int, s: int, before: int) -> np.ndarray:
+        start = np.arange(out) * s - before
+        return np.minimum(start + k, size) - np.maximum(start, 0)
+
+    return (inside(h, win.oh, win.kh, win.sh, t)[:, None] * inside(w, win.ow, win.kw, win.sw, l)[None, :])[:, :, None]
+
+
+def avg_pool(value: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    data_format = attrs["data_format"]
+    _check_rank4("AvgPool", value=value)
+    x = _to_nhwc(value, data_format)
+    win = _pool_geometry("AvgPool", x.shape, attrs)
+    n, h, w, c = x.shape
+    xp = win.padded(x.astype(_work_type(T), copy=False))
+    out = np.zeros((n, win.oh, win.ow, c), xp.dtype)
+    for i in range(win.kh):
+        for j in range(win.kw):
+            out += xp[win.tap(i, j)]
+    out /= np.maximum(_counts(h, w, win), 1)
+    return _from_nhwc(out.astype(T.np, copy=False), data_format)
+
+
+def avg_pool_grad(orig_input_shape: np.ndarray, grad: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    op, data_format = "AvgPoolGrad", attrs["data_format"]
+    _check_rank4(op, grad=grad)
+    n, h, w, c = _nhwc_dims(_sizes(op, "orig_input_shape", orig_input_shape), data_format)
+    win = _pool_geometry(op, (n, h, w, c), attrs)
+    dy = _to_nhwc(grad, data_format)
+    _check_out(op, "grad", dy.shape, (n, win.oh, win.ow, c), data_format)
+    wt = _work_type(T)
+    share = dy.astype(wt) / np.maximum(_counts(h, w, win), 1)
+    dxp = np.zeros(win.padded_shape(n, h, w, c), wt)
+    for i in range(win.kh):
+        for j in range(win.kw):
+            dxp[win.tap(i, j)] += share
+    return _from_nhwc(win.crop(dxp, h, w).astype(T.np), data_format)
 
 
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
-    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = []
+    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
+        ("Relu", relu, {"T": _REAL}, ()),
+        ("Relu6", relu6, {"T": _REAL}, ()),
+        ("Elu", _widened(_elu), None, ()),
+        ("Selu", _widened(_selu), None, ()),
+        ("Softplus", _widened(lambda x: np.logaddexp(x, x.dtype.type(0))), None, ()),
+        ("Softmax", softmax, None, ()),
+        ("LogSoftmax", log_softmax, None, ()),
+        ("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits, None, ()),
+        ("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits, None, ()),
+        ("BiasAdd", bias_add, {"T": _NUMBER}, ()),
+        ("BiasAddGrad", bias_add_grad, {"T": _NUMBER}, ()),
+        ("Conv2D", conv2d, None, ()),
+        ("Conv2DBackpropInput", conv2d_backprop_input, None, ("input_sizes",)),
+        ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),
+        ("MaxPool", max_pool, {"T": _REAL}, ()),
+        ("MaxPoolGrad", max_pool_grad, None, ()),
+        ("MaxPoolGradGrad", max_pool_grad_grad, None, ()),
+        ("AvgPool", avg_pool, None, ()),
+        ("AvgPoolGrad", avg_pool_grad, None, ("orig_input_shape",)),
+    ]
     for op, fn, constraints, host in table:
         ok.register_kernel(op, backend="cpu", type_constraints=constraints, host_memory=host)(fn)

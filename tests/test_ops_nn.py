@@ -1,0 +1,675 @@
+"""Neural-network ops: activations, softmax and losses, bias, convolution and pooling,
+against straightforward numpy references, on every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import opkernel as ok
+import optable
+import pytest
+from opkernel import ops
+from opkernel.autodiff import GradientTape
+from opkernel.errors import InvalidArgumentError, OpTypeError, ShapeError
+from opkernel.testing.gradient_checker import compute_gradient_error
+from optable import OpCase
+
+FLOATS = ("float32", "float64")
+SCALE = 1.0507009873554804934193349852946
+ALPHA = 1.6732632423543772848170429916717
+
+
+def randn(rng: np.random.Generator, dt: str, *shape: int, scale: float = 1.0) -> np.ndarray:
+    if np.dtype(dt).kind in "iu":
+        return rng.integers(-4, 5, shape).astype(dt)
+    return (rng.standard_normal(shape) * scale).astype(dt)
+
+
+def i32(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int32)
+
+
+# ---------------------------------------------------------------- references (NHWC, plain loops)
+
+
+def to_nhwc(x: np.ndarray, fmt: str) -> np.ndarray:
+    return x if fmt == "NHWC" else x.transpose(0, 2, 3, 1)
+
+
+def from_nhwc(x: np.ndarray, fmt: str) -> np.ndarray:
+    return x if fmt == "NHWC" else x.transpose(0, 3, 1, 2)
+
+
+def hw(values: Any, fmt: str) -> tuple[int, int]:
+    return (values[1], values[2]) if fmt == "NHWC" else (values[2], values[3])
+
+
+def geometry(size: int, k: int, stride: int, dilation: int, padding: str, pads: tuple[int, int]) -> tuple[int, int]:
+    """(output size, padding before) as TensorFlow defines them."""
+    eff = (k - 1) * dilation + 1
+    if padding == "VALID":
+        return (size - eff) // stride + 1, 0
+    if padding == "SAME":
+        out = -(-size // stride)
+        return out, max((out - 1) * stride + eff - size, 0) // 2
+    return (size + pads[0] + pads[1] - eff) // stride + 1, pads[0]
+
+
+def explicit(attrs: dict[str, Any], fmt: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    p = list(attrs.get("explicit_paddings", ())) or [0] * 8
+    pairs = [(p[i], p[i + 1]) for i in range(0, 8, 2)]
+    return (pairs[1], pairs[2]) if fmt == "NHWC" else (pairs[2], pairs[3])
+
+
+def conv_setup(x_shape: tuple[int, ...], k: tuple[int, int], attrs: dict[str, Any]) -> Any:
+    fmt = attrs.get("data_format", "NHWC")
+    sh, sw = hw(attrs["strides"], fmt)
+    dh, dw = hw(attrs.get("dilations", (1, 1, 1, 1)), fmt)
+    ph, pw = explicit(attrs, fmt)
+    oh, top = geometry(x_shape[1], k[0], sh, dh, attrs["padding"], ph)
+    ow, left = geometry(x_shape[2], k[1], sw, dw, attrs["padding"], pw)
+    return fmt, (sh, sw), (dh, dw), (oh, ow), (top, left)
+
+
+def ref_conv2d(x: np.ndarray, w: np.ndarray, **attrs: Any) -> np.ndarray:
+    fmt = attrs.get("data_format", "NHWC")
+    x = to_nhwc(x, fmt)
+    fmt, (sh, sw), (dh, dw), (oh, ow), (top, left) = conv_setup(x.shape, w.shape[:2], attrs)
+    out = np.zeros((x.shape[0], oh, ow, w.shape[3]), np.result_type(x, w))
+    for i in range(oh):
+        for j in range(ow):
+            for a in range(w.shape[0]):
+                for b in range(w.shape[1]):
+                    r, c = i * sh + a * dh - top, j * sw + b * dw - left
+                    if 0 <= r < x.shape[1] and 0 <= c < x.shape[2]:
+                        out[:, i, j, :] += x[:, r, c, :] @ w[a, b]
+    return from_nhwc(out, fmt)
+
+
+def ref_conv2d_backprop_input(sizes: np.ndarray, w: np.ndarray, dy: np.ndarray, **attrs: Any) -> np.ndarray:
+    fmt = attrs.get("data_format", "NHWC")
+    shape = tuple(int(s) for s in sizes)
+    x_shape = shape if fmt == "NHWC" else (shape[0], shape[2], shape[3], shape[1])
+    dy = to_nhwc(dy, fmt)
+    fmt, (sh, sw), (dh, dw), (oh, ow), (top, left) = conv_setup(x_shape, w.shape[:2], attrs)
+    dx = np.zeros(x_shape, dy.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            for a in range(w.shape[0]):
+                for b in range(w.shape[1]):
+                    r, c = i * sh + a * dh - top, j * sw + b * dw - left
+                    if 0 <= r < x_shape[1] and 0 <= c < x_shape[2]:
+                        dx[:, r, c, :] += dy[:, i, j, :] @ w[a, b].T
+    return from_nhwc(dx, fmt)
+
+
+def ref_conv2d_backprop_filter(x: np.ndarray, sizes: np.ndarray, dy: np.ndarray, **attrs: Any) -> np.ndarray:
+    fmt = attrs.get("data_format", "NHWC")
+    x, dy = to_nhwc(x, fmt), to_nhwc(dy, fmt)
+    kh, kw, _, _ = (int(s) for s in sizes)
+    fmt, (sh, sw), (dh, dw), (oh, ow), (top, left) = conv_setup(x.shape, (kh, kw), attrs)
+    dw_ = np.zeros(tuple(int(s) for s in sizes), x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            for a in range(kh):
+                for b in range(kw):
+                    r, c = i * sh + a * dh - top, j * sw + b * dw - left
+                    if 0 <= r < x.shape[1] and 0 <= c < x.shape[2]:
+                        dw_[a, b] += x[:, r, c, :].T @ dy[:, i, j, :]
+    return dw_
+
+
+def pool_windows(x_shape: tuple[int, ...], attrs: dict[str, Any]) -> Any:
+    """Yield (i, j, row slice, col slice) of every output's window, clipped to the input."""
+    fmt = attrs.get("data_format", "NHWC")
+    kh, kw = hw(attrs["ksize"], fmt)
+    fmt, (sh, sw), _, (oh, ow), (top, left) = conv_setup(x_shape, (kh, kw), attrs)
+    for i in range(oh):
+        for j in range(ow):
+            r0, c0 = i * sh - top, j * sw - left
+            yield i, j, slice(max(r0, 0), min(r0 + kh, x_shape[1])), slice(max(c0, 0), min(c0 + kw, x_shape[2]))
+
+
+def pool_out_shape(x_shape: tuple[int, ...], attrs: dict[str, Any]) -> tuple[int, int, int, int]:
+    fmt = attrs.get("data_format", "NHWC")
+    _, _, _, (oh, ow), _ = conv_setup(x_shape, hw(attrs["ksize"], fmt), attrs)
+    return x_shape[0], oh, ow, x_shape[3]
+
+
+def ref_max_pool(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    fmt = attrs.get("data_format", "NHWC")
+    x = to_nhwc(x, fmt)
+    out = np.zeros(pool_out_shape(x.shape, attrs), x.dtype)
+    for i, j, rows, cols in pool_windows(x.shape, attrs):
+        out[:, i, j, :] = x[:, rows, cols, :].max(axis=(1, 2))
+    return from_nhwc(out, fmt)
+
+
+def argmax_positions(x: np.ndarray, attrs: dict[str, Any]) -> Any:
+    """Yield (n, i, j, ch, r, c): output (n, i, j, ch) takes its max from input (n, r, c, ch)."""
+    for i, j, rows, cols in pool_windows(x.shape, attrs):
+        for n in range(x.shape[0]):
+            for ch in range(x.shape[3]):
+                window = x[n, rows, cols, ch]
+                r, c = np.unravel_index(np.argmax(window), window.shape)  # first max, row-major
+                yield n, i, j, ch, rows.start + r, cols.start + c
+
+
+def ref_max_pool_grad(x: np.ndarray, y: np.ndarray, g: np.ndarray, **attrs: Any) -> np.ndarray:
+    fmt = attrs.get("data_format", "NHWC")
+    x, g = to_nhwc(x, fmt), to_nhwc(g, fmt)
+    dx = np.zeros_like(x)
+    for n, i, j, ch, r, c in argmax_positions(x, attrs):
+        dx[n, r, c, ch] += g[n, i, j, ch]
+    return from_nhwc(dx, fmt)
+
+
+def ref_max_pool_grad_grad(x: np.ndarray, y: np.ndarray, gg: np.ndarray, **attrs: Any) -> np.ndarray:
+    fmt = attrs.get("data_format", "NHWC")
+    x, gg = to_nhwc(x, fmt), to_nhwc(gg, fmt)
+    out = np.zeros(pool_out_shape(x.shape, attrs), x.dtype)
+    for n, i, j, ch, r, c in argmax_positions(x, attrs):
+        out[n, i, j, ch] = gg[n, r, c, ch]
+    return from_nhwc(out, fmt)
+
+
+def ref_avg_pool(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    fmt = attrs.get("data_format", "NHWC")
+    x = to_nhwc(x, fmt)
+    out = np.zeros(pool_out_shape(x.shape, attrs), x.dtype)
+    for i, j, rows, cols in pool_windows(x.shape, attrs):
+        out[:, i, j, :] = x[:, rows, cols, :].mean(axis=(1, 2))
+    return from_nhwc(out, fmt)
+
+
+def ref_avg_pool_grad(sizes: np.ndarray, g: np.ndarray, **attrs: Any) -> np.ndarray:
+    fmt = attrs.get("data_format", "NHWC")
+    shape = tuple(int(s) for s in sizes)
+    x_shape = shape if fmt == "NHWC" else (shape[0], shape[2], shape[3], shape[1])
+    g = to_nhwc(g, fmt)
+    dx = np.zeros(x_shape, g.dtype)
+    for i, j, rows, cols in pool_windows(x_shape, attrs):
+        count = (rows.stop - rows.start) * (cols.stop - cols.start)
+        dx[:, rows, cols, :] += g[:, i, j, None, None, :] / count
+    return from_nhwc(dx, fmt)
+
+
+def ref_softmax(x: np.ndarray, **_: Any) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def ref_log_softmax(x: np.ndarray, **_: Any) -> np.ndarray:
+    return np.log(ref_softmax(x))
+
+
+def ref_xent(features: np.ndarray, labels: np.ndarray, **_: Any) -> tuple[np.ndarray, np.ndarray]:
+    features, labels = np.broadcast_arrays(features, labels)
+    return -(labels * ref_log_softmax(features)).sum(axis=-1), ref_softmax(features) - labels
+
+
+def ref_sparse_xent(features: np.ndarray, labels: np.ndarray, **_: Any) -> tuple[np.ndarray, np.ndarray]:
+    onehot = np.eye(features.shape[1])[labels]
+    return ref_xent(features, onehot)
+
+
+def ref_bias_add(x: np.ndarray, b: np.ndarray, data_format: str = "NHWC", **_: Any) -> np.ndarray:
+    if data_format == "NCHW":
+        return x + b.reshape((-1,) + (1,) * (x.ndim - 2))
+    return x + b
+
+
+def ref_bias_add_grad(g: np.ndarray, data_format: str = "NHWC", **_: Any) -> np.ndarray:
+    axis = 1 if data_format == "NCHW" else g.ndim - 1
+    return g.sum(axis=tuple(a for a in range(g.ndim) if a != axis))
+
+
+def unary(fn: Any) -> Any:
+    return lambda x, **_: fn(x)
+
+
+# ---------------------------------------------------------------- rows
+
+
+def one(shape: tuple[int, ...], scale: float = 1.0) -> Any:
+    return lambda rng, dt: [randn(rng, dt, *shape, scale=scale)]
+
+
+def probabilities(rng: np.random.Generator, dt: str, *shape: int) -> np.ndarray:
+    return ref_softmax(rng.standard_normal(shape)).astype(dt)
+
+
+ACTIVATION_CASES = [
+    OpCase("Relu", "Relu", one((3, 4)), unary(lambda x: np.maximum(x, 0))),
+    OpCase("Relu-int32", "Relu", one((3, 4)), unary(lambda x: np.maximum(x, 0)), dtypes=("int32",), grad=False),
+    OpCase("Relu6", "Relu6", one((3, 4), 5.0), unary(lambda x: np.clip(x, 0, 6))),
+    OpCase("Relu6-int32", "Relu6", lambda rng, dt: [rng.integers(-3, 10, (3, 4)).astype(dt)],
+           unary(lambda x: np.clip(x, 0, 6)), dtypes=("int32",), grad=False),
+    OpCase("Elu", "Elu", one((3, 4), 2.0), unary(lambda x: np.where(x > 0, x, np.exp(x) - 1))),
+    OpCase("Elu-half", "Elu", one((3, 4), 2.0), unary(lambda x: np.where(x > 0, x, np.exp(x) - 1)),
+           dtypes=("float16",), grad=False),
+    OpCase("Selu", "Selu", one((3, 4), 2.0), unary(lambda x: SCALE * np.where(x > 0, x, ALPHA * (np.exp(x) - 1)))),
+    OpCase("Softplus", "Softplus", one((3, 4), 3.0), unary(lambda x: np.log1p(np.exp(x)))),
+    OpCase("Softplus-extreme", "Softplus", lambda rng, dt: [np.array([-200.0, -30.0, 0.0, 30.0, 200.0], dt)],
+           unary(lambda x: np.where(x > 30, x, np.log1p(np.exp(np.minimum(x, 30))))), grad=False),
+]
+
+SOFTMAX_CASES = [
+    OpCase("Softmax-2d", "Softmax", one((2, 5)), ref_softmax),
+    OpCase("Softmax-3d", "Softmax", one((2, 2, 3)), ref_softmax),
+    OpCase("Softmax-large", "Softmax", lambda rng, dt: [np.array([[1000.0, 1001.0, 999.0]], dt)], ref_softmax, grad=False),
+    OpCase("Softmax-half", "Softmax", one((2, 5)), ref_softmax, dtypes=("float16",), grad=False),
+    OpCase("LogSoftmax-2d", "LogSoftmax", one((2, 5)), ref_log_softmax),
+    OpCase("LogSoftmax-3d", "LogSoftmax", one((2, 2, 3)), ref_log_softmax),
+    OpCase("LogSoftmax-large", "LogSoftmax", lambda rng, dt: [np.array([[1000.0, 1001.0, -1000.0]], dt)],
+           lambda x: np.array([[-1.3132616875182228, -0.3132616875182228, -2001.3132616875182]]), grad=False),
+    OpCase("Xent", "SoftmaxCrossEntropyWithLogits",
+           lambda rng, dt: [randn(rng, dt, 3, 4), probabilities(rng, dt, 3, 4)], ref_xent),
+    OpCase("Xent-backprop", "SoftmaxCrossEntropyWithLogits",
+           lambda rng, dt: [randn(rng, dt, 3, 4), probabilities(rng, dt, 3, 4)], ref_xent, grad_output=1),
+    OpCase("Xent-broadcast-labels", "SoftmaxCrossEntropyWithLogits",
+           lambda rng, dt: [randn(rng, dt, 3, 4), probabilities(rng, dt, 1, 4)], ref_xent),
+    OpCase("Xent-large", "SoftmaxCrossEntropyWithLogits",
+           lambda rng, dt: [np.array([[1000.0, 0.0, -1000.0]], dt), np.array([[0.0, 0.5, 0.5]], dt)],
+           lambda f, l: (np.array([1500.0]), np.array([[1.0, -0.5, -0.5]])), grad=False),
+    OpCase("SparseXent", "SparseSoftmaxCrossEntropyWithLogits",
+           lambda rng, dt: [randn(rng, dt, 3, 4), np.array([0, 3, 1], np.int64)], ref_sparse_xent),
+    OpCase("SparseXent-backprop", "SparseSoftmaxCrossEntropyWithLogits",
+           lambda rng, dt: [randn(rng, dt, 3, 4), np.array([0, 3, 1], np.int64)], ref_sparse_xent, grad_output=1),
+    OpCase("SparseXent-int32", "SparseSoftmaxCrossEntropyWithLogits",
+           lambda rng, dt: [randn(rng, dt, 4, 3), np.array([2, 2, 0, 1], np.int32)], ref_sparse_xent),
+]
+
+BIAS_CASES = [
+    OpCase("BiasAdd-nhwc", "BiasAdd", lambda rng, dt: [randn(rng, dt, 2, 3, 4), randn(rng, dt, 4)], ref_bias_add),
+    OpCase("BiasAdd-2d", "BiasAdd", lambda rng, dt: [randn(rng, dt, 3, 2), randn(rng, dt, 2)], ref_bias_add),
+    OpCase("BiasAdd-nchw", "BiasAdd", lambda rng, dt: [randn(rng, dt, 2, 3, 2, 2), randn(rng, dt, 3)], ref_bias_add,
+           attrs={"data_format": "NCHW"}),
+    OpCase("BiasAdd-int32", "BiasAdd", lambda rng, dt: [randn(rng, dt, 2, 3), randn(rng, dt, 3)], ref_bias_add,
+           dtypes=("int32",), grad=False),
+    OpCase("BiasAddGrad-nhwc", "BiasAddGrad", one((2, 3, 4)), ref_bias_add_grad),
+    OpCase("BiasAddGrad-nchw", "BiasAddGrad", one((2, 3, 2, 2)), ref_bias_add_grad, attrs={"data_format": "NCHW"}),
+]
+
+
+def conv_rows(name: str, x: tuple[int, ...], w: tuple[int, ...], attrs: dict[str, Any], **kw: Any) -> list[OpCase]:
+    """Conv2D and its two backprop ops on one geometry."""
+    full = {"dilations": [1, 1, 1, 1], **attrs}
+    fmt = full.get("data_format", "NHWC")
+    x_nhwc = x if fmt == "NHWC" else (x[0], x[2], x[3], x[1])
+    y_shape = np.shape(ref_conv2d(np.zeros(x), np.zeros(w), **full))
+    return [
+        OpCase(f"Conv2D-{name}", "Conv2D", lambda rng, dt: [randn(rng, dt, *x), randn(rng, dt, *w)], ref_conv2d,
+               attrs=full, **kw),
+        OpCase(f"Conv2DBackpropInput-{name}", "Conv2DBackpropInput",
+               lambda rng, dt: [i32(*x), randn(rng, dt, *w), randn(rng, dt, *y_shape)], ref_conv2d_backprop_input,
+               attrs=full, **kw),
+        OpCase(f"Conv2DBackpropFilter-{name}", "Conv2DBackpropFilter",
+               lambda rng, dt: [randn(rng, dt, *x), i32(*w), randn(rng, dt, *y_shape)], ref_conv2d_backprop_filter,
+               attrs=full, **kw),
+    ] if x_nhwc[3] == w[2] else []
+
+
+CONV_CASES = [
+    *conv_rows("valid", (2, 4, 4, 2), (3, 3, 2, 3), {"strides": [1, 1, 1, 1], "padding": "VALID"}),
+    *conv_rows("same-s2-odd-total", (1, 6, 6, 2), (3, 3, 2, 2), {"strides": [1, 2, 2, 1], "padding": "SAME"}),
+    *conv_rows("same-s21", (1, 5, 4, 2), (2, 3, 2, 2), {"strides": [1, 2, 1, 1], "padding": "SAME"}),
+    *conv_rows("same-even-kernel", (1, 4, 5, 1), (2, 2, 1, 2), {"strides": [1, 1, 1, 1], "padding": "SAME"}),
+    *conv_rows("same-dilated", (1, 5, 5, 2), (2, 2, 2, 2),
+               {"strides": [1, 1, 1, 1], "padding": "SAME", "dilations": [1, 2, 2, 1]}),
+    *conv_rows("valid-s2-dilated", (1, 7, 6, 1), (2, 2, 1, 2),
+               {"strides": [1, 2, 2, 1], "padding": "VALID", "dilations": [1, 2, 1, 1]}),
+    *conv_rows("valid-s3-ragged", (1, 7, 5, 1), (2, 2, 1, 1), {"strides": [1, 3, 2, 1], "padding": "VALID"}),
+    *conv_rows("explicit", (1, 4, 4, 2), (3, 2, 2, 2),
+               {"strides": [1, 2, 1, 1], "padding": "EXPLICIT", "explicit_paddings": [0, 0, 1, 2, 0, 1, 0, 0]}),
+    *conv_rows("nchw", (1, 2, 5, 4), (3, 2, 2, 3),
+               {"strides": [1, 1, 2, 1], "padding": "SAME", "data_format": "NCHW"}),
+    *conv_rows("nchw-explicit-dilated", (1, 1, 5, 5), (2, 2, 1, 2),
+               {"strides": [1, 1, 1, 2], "padding": "EXPLICIT", "explicit_paddings": [0, 0, 0, 0, 1, 1, 2, 0],
+                "data_format": "NCHW", "dilations": [1, 1, 2, 1]}),
+    OpCase("Conv2D-int32", "Conv2D", lambda rng, dt: [randn(rng, dt, 1, 4, 4, 2), randn(rng, dt, 2, 2, 2, 3)],
+           ref_conv2d, attrs={"strides": [1, 1, 1, 1], "padding": "SAME"}, dtypes=("int32",), grad=False),
+    OpCase("Conv2D-half", "Conv2D", lambda rng, dt: [randn(rng, dt, 1, 4, 4, 2), randn(rng, dt, 2, 2, 2, 3)],
+           ref_conv2d, attrs={"strides": [1, 1, 1, 1], "padding": "SAME"}, dtypes=("float16",), grad=False,
+           tol={"float16": (1e-2, 1e-2)}),
+    OpCase("Conv2DBackpropInput-hw-sizes", "Conv2DBackpropInput",
+           lambda rng, dt: [i32(5, 5), randn(rng, dt, 3, 3, 2, 3), randn(rng, dt, 2, 3, 3, 3)],
+           lambda s, w, dy, **a: ref_conv2d_backprop_input(i32(2, 5, 5, 2), w, dy, **a),
+           attrs={"strides": [1, 2, 2, 1], "padding": "SAME"}),
+]
+
+
+def pool_rows(name: str, x: tuple[int, ...], attrs: dict[str, Any], avg: bool = True) -> list[OpCase]:
+    """MaxPool, MaxPoolGrad, MaxPoolGradGrad (and AvgPool, AvgPoolGrad) on one geometry."""
+    y_shape = np.shape(ref_max_pool(np.zeros(x), **attrs))
+
+    def with_output(rng: np.random.Generator, dt: str, grad_shape: tuple[int, ...]) -> list[np.ndarray]:
+        orig = randn(rng, dt, *x)
+        return [orig, ref_max_pool(orig, **attrs).astype(dt), randn(rng, dt, *grad_shape)]
+
+    rows = [
+        OpCase(f"MaxPool-{name}", "MaxPool", one(x), ref_max_pool, attrs=attrs),
+        OpCase(f"MaxPoolGrad-{name}", "MaxPoolGrad", lambda rng, dt: with_output(rng, dt, y_shape), ref_max_pool_grad,
+               attrs=attrs),
+    ]
+    rows.append(OpCase(f"MaxPoolGradGrad-{name}", "MaxPoolGradGrad", lambda rng, dt: with_output(rng, dt, x),
+                       ref_max_pool_grad_grad, attrs=attrs))
+    if avg:
+        rows += [
+            OpCase(f"AvgPool-{name}", "AvgPool", one(x), ref_avg_pool, attrs=attrs),
+            OpCase(f"AvgPoolGrad-{name}", "AvgPoolGrad", lambda rng, dt: [i32(*x), randn(rng, dt, *y_shape)],
+                   ref_avg_pool_grad, attrs=attrs),
+        ]
+    return rows
+
+
+def pool(k: tuple[int, int], s: tuple[int, int], padding: str, fmt: str = "NHWC", **extra: Any) -> dict[str, Any]:
+    if fmt == "NHWC":
+        return {"ksize": [1, *k, 1], "strides": [1, *s, 1], "padding": padding, **extra}
+    return {"ksize": [1, 1, *k], "strides": [1, 1, *s], "padding": padding, "data_format": fmt, **extra}
+
+
+POOL_CASES = [
+    *pool_rows("valid-2x2", (2, 4, 4, 2), pool((2, 2), (2, 2), "VALID")),
+    *pool_rows("valid-k3s2", (1, 6, 5, 2), pool((3, 3), (2, 2), "VALID")),
+    *pool_rows("same-k3s2", (1, 5, 5, 2), pool((3, 3), (2, 2), "SAME")),
+    *pool_rows("same-k2s1", (1, 3, 4, 2), pool((2, 2), (1, 1), "SAME")),
+    *pool_rows("same-k3s1x2", (2, 4, 5, 1), pool((3, 2), (1, 2), "SAME")),
+    *pool_rows("nchw-same", (1, 2, 5, 4), pool((2, 3), (2, 2), "SAME", "NCHW")),
+    *pool_rows("explicit", (1, 4, 4, 2), pool((2, 2), (2, 1), "EXPLICIT", explicit_paddings=[0, 0, 1, 0, 0, 1, 0, 0]),
+               avg=False),
+    OpCase("MaxPool-int32", "MaxPool", one((1, 4, 4, 2)), ref_max_pool, attrs=pool((2, 2), (1, 1), "SAME"),
+           dtypes=("int32",), grad=False),
+    OpCase("AvgPool-half", "AvgPool", one((1, 4, 4, 2)), ref_avg_pool, attrs=pool((3, 3), (2, 2), "SAME"),
+           dtypes=("float16",), grad=False),
+]
+
+CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + CONV_CASES + POOL_CASES
+
+
+@pytest.mark.parametrize("case,dtype", optable.value_params(CASES))
+def test_values(case: OpCase, dtype: str, backend: str) -> None:
+    optable.check_values(case, dtype, backend)
+
+
+@pytest.mark.parametrize("case,dtype", optable.value_params(CASES))
+def test_shapes(case: OpCase, dtype: str, backend: str) -> None:
+    optable.check_shapes(case, dtype, backend)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.grad], ids=str)
+def test_gradients(case: OpCase, backend: str) -> None:
+    optable.check_gradient(case, backend)
+
+
+def test_every_op_has_rows() -> None:
+    names = {"Relu", "Relu6", "Elu", "Selu", "Softplus", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
+             "SparseSoftmaxCrossEntropyWithLogits", "BiasAdd", "BiasAddGrad", "Conv2D", "Conv2DBackpropInput",
+             "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"}
+    assert names <= {c.op for c in CASES}
+    assert names <= {c.op for c in CASES if c.grad}
+
+
+# ---------------------------------------------------------------- specific behaviour
+
+
+def test_max_pool_grad_ties_go_to_first_in_window(backend: str) -> None:
+    x = np.ones((1, 3, 3, 1), np.float32)
+    attrs = pool((2, 2), (1, 1), "VALID")
+    y = ops.max_pool(x, **attrs)
+    dx = ops.max_pool_grad(x, y, np.ones((1, 2, 2, 1), np.float32), **attrs).numpy()[0, :, :, 0]
+    np.testing.assert_array_equal(dx, [[1, 1, 0], [1, 1, 0], [0, 0, 0]])
+
+
+def test_max_pool_same_padding_never_wins(backend: str) -> None:
+    x = -np.arange(1, 10, dtype=np.float32).reshape(1, 3, 3, 1) * 100
+    attrs = pool((3, 3), (2, 2), "SAME")
+    np.testing.assert_array_equal(ops.max_pool(x, **attrs).numpy().ravel(), [-100, -200, -400, -500])
+    dx = ops.max_pool_grad(x, ops.max_pool(x, **attrs), np.ones((1, 2, 2, 1), np.float32), **attrs).numpy()
+    np.testing.assert_array_equal(dx[0, :, :, 0], [[1, 1, 0], [1, 1, 0], [0, 0, 0]])
+
+
+def test_avg_pool_same_counts_only_inside(backend: str) -> None:
+    x = np.ones((1, 3, 3, 1), np.float64)
+    out = ops.avg_pool(x, **pool((3, 3), (1, 1), "SAME")).numpy()
+    np.testing.assert_array_equal(out, np.ones_like(x))
+
+
+def test_conv2d_nchw_matches_nhwc(backend: str) -> None:
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((2, 5, 6, 3)), rng.standard_normal((3, 2, 3, 4))
+    nhwc = ops.conv2d(x, w, strides=[1, 2, 1, 1], padding="SAME", dilations=[1, 1, 2, 1]).numpy()
+    nchw = ops.conv2d(x.transpose(0, 3, 1, 2), w, strides=[1, 1, 2, 1], padding="SAME", dilations=[1, 1, 1, 2],
+                      data_format="NCHW").numpy()
+    np.testing.assert_allclose(nchw.transpose(0, 2, 3, 1), nhwc, rtol=1e-12)
+
+
+def test_digits_sized_conv_is_fast_enough_to_train(backend: str) -> None:
+    """A batch-64 8x8 forward+backward through the conv kernels: shapes and dtypes line up."""
+    rng = np.random.default_rng(0)
+    x = ok.tensor(rng.standard_normal((64, 8, 8, 8)).astype(np.float32))
+    w = ok.tensor(rng.standard_normal((3, 3, 8, 16)).astype(np.float32))
+    with GradientTape() as tape:
+        tape.watch([x, w])
+        y = ops.conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME")
+        p = ops.max_pool(y, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+    dx, dw = tape.gradient(p, [x, w])
+    assert y.shape == (64, 8, 8, 16) and p.shape == (64, 4, 4, 16)
+    assert dx.shape == x.shape and dw.shape == w.shape and dw.dtype == ok.float32
+
+
+# ---------------------------------------------------------------- second order
+
+
+def grad_of(f: Any, wrt: int, seed_with_output: bool = True) -> Any:
+    """x -> d(0.5 * |f(x)|^2)/dx[wrt], written as a VJP seeded with f(x) itself."""
+
+    def g(*xs: ok.Tensor) -> ok.Tensor:
+        with GradientTape() as tape:
+            tape.watch(list(xs))
+            y = f(*xs)
+        return tape.gradient(y, xs[wrt], output_gradients=y)  # type: ignore[no-any-return]
+
+    return g
+
+
+CONV_ATTRS = {"strides": [1, 2, 1, 1], "padding": "SAME", "dilations": [1, 1, 2, 1]}
+
+
+@pytest.mark.parametrize("wrt", [0, 1], ids=["input", "filter"])
+def test_conv2d_second_order(wrt: int, backend: str) -> None:
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((1, 4, 4, 2)), rng.standard_normal((2, 2, 2, 2))
+    f = grad_of(lambda a, b: ops.conv2d(a, b, **CONV_ATTRS), wrt)
+    assert compute_gradient_error(f, [x, w]) < 1e-6
+
+
+@pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
+def test_pool_second_order(op: str, backend: str) -> None:
+    x = np.random.default_rng(3).standard_normal((1, 5, 5, 2))
+    attrs = pool((3, 3), (2, 2), "SAME")
+    f = grad_of(lambda a: getattr(ops, op)(a, **attrs), 0)
+    assert compute_gradient_error(f, [x]) < 1e-6
+
+
+def test_max_pool_third_order_through_grad_grad(backend: str) -> None:
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 4, 4, 1))
+    attrs = pool((2, 2), (1, 1), "VALID")
+    y = ops.max_pool(x, **attrs)
+    f = grad_of(lambda g: ops.max_pool_grad(x, y, g, **attrs), 0)
+    assert compute_gradient_error(f, [rng.standard_normal((1, 3, 3, 1))]) < 1e-6
+
+
+def test_bias_add_grad_second_order(backend: str) -> None:
+    rng = np.random.default_rng(5)
+    f = grad_of(lambda v, b: ops.bias_add(v, b, data_format="NCHW"), 1)
+    assert compute_gradient_error(f, [rng.standard_normal((2, 3, 2)), rng.standard_normal(3)]) < 1e-6
+
+
+@pytest.mark.parametrize("op", ["elu", "selu", "softplus", "softmax", "log_softmax"])
+def test_activation_second_order(op: str, backend: str) -> None:
+    x = np.random.default_rng(6).standard_normal((2, 3)) * 2
+    assert compute_gradient_error(grad_of(getattr(ops, op), 0), [x]) < 1e-6
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_xent_second_order(sparse: bool, backend: str) -> None:
+    rng = np.random.default_rng(7)
+    logits = rng.standard_normal((2, 3))
+    labels = np.array([2, 0], np.int64) if sparse else ref_softmax(rng.standard_normal((2, 3)))
+    op = ops.sparse_softmax_cross_entropy_with_logits if sparse else ops.softmax_cross_entropy_with_logits
+    f = grad_of(lambda a: op(a, labels).loss, 0)
+    assert compute_gradient_error(f, [logits]) < 1e-6
+
+
+# ---------------------------------------------------------------- errors
+
+X4 = np.zeros((1, 4, 4, 2), np.float32)
+W4 = np.zeros((2, 2, 2, 3), np.float32)
+
+
+@pytest.mark.parametrize(
+    "attrs,match",
+    [
+        ({"strides": [1, 1, 1], "padding": "SAME"}, "must specify 4 dimensions"),
+        ({"strides": [2, 1, 1, 1], "padding": "SAME"}, "batch and depth"),
+        ({"strides": [1, 0, 1, 1], "padding": "SAME"}, "must be positive"),
+        ({"strides": [1, 1, 1, 1], "padding": "SAME", "dilations": [1, 1, 1, 2]}, "batch and depth"),
+        ({"strides": [1, 1, 1, 1], "padding": "FULL"}, "'padding'"),
+        ({"strides": [1, 1, 1, 1], "padding": "EXPLICIT", "explicit_paddings": [0, 0, 1, 1]}, "8 values"),
+        ({"strides": [1, 1, 1, 1], "padding": "EXPLICIT", "explicit_paddings": [1, 0, 0, 0, 0, 0, 0, 0]}, "batch or depth"),
+        ({"strides": [1, 1, 1, 1], "padding": "VALID", "explicit_paddings": [0] * 8}, "must be empty"),
+        ({"strides": [1, 1, 1, 1], "padding": "VALID", "dilations": [1, 5, 1, 1]}, "negative"),
+    ],
+)
+def test_conv2d_bad_attrs(attrs: dict[str, Any], match: str, backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=f"op 'Conv2D'.*{match}"):
+        ops.conv2d(X4, W4, **attrs)
+
+
+def test_conv2d_bad_attrs_in_shape_fn() -> None:
+    with pytest.raises(ShapeError, match="op 'Conv2D'.*must specify 4 dimensions"):
+        ok.infer_shapes("Conv2D", [(1, 4, 4, 2), (2, 2, 2, 3)], {"strides": [1, 1], "padding": "SAME"})
+
+
+def test_conv2d_mismatched_channels(backend: str) -> None:
+    w = np.zeros((2, 2, 3, 3), np.float32)
+    with pytest.raises(InvalidArgumentError, match="op 'Conv2D'.*depth 2 must equal the filter's in_channels 3"):
+        ops.conv2d(X4, w, strides=[1, 1, 1, 1], padding="SAME")
+    with pytest.raises(ShapeError, match="op 'Conv2D'"):
+        ok.infer_shapes("Conv2D", [(1, 4, 4, 2), (2, 2, 3, 3)], {"strides": [1, 1, 1, 1], "padding": "SAME"})
+
+
+def test_conv2d_rank(backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="op 'Conv2D'.*'input' must be 4-D"):
+        ops.conv2d(np.zeros((4, 4, 2), np.float32), W4, strides=[1, 1, 1, 1], padding="SAME")
+    with pytest.raises(ShapeError, match="op 'Conv2D'.*rank 4"):
+        ok.infer_shapes("Conv2D", [(4, 4, 2), (2, 2, 2, 3)], {"strides": [1, 1, 1, 1], "padding": "SAME"})
+
+
+def test_conv2d_shape_fn_partial() -> None:
+    attrs = {"strides": [1, 2, 2, 1], "padding": "SAME"}
+    (s,) = ok.infer_shapes("Conv2D", [(None, 5, None, 2), (3, 3, None, 4)], attrs)
+    assert s.as_list() == [None, 3, None, 4]
+    (s,) = ok.infer_shapes("Conv2D", [None, (3, 3, 2, 4)], attrs)
+    assert s.as_list() == [None, None, None, 4]
+    (s,) = ok.infer_shapes("Conv2D", [(1, 2, 7, 7), (3, 3, 2, 4)], {**attrs, "strides": [1, 1, 2, 3], "data_format": "NCHW"})
+    assert s.as_list() == [1, 4, 4, 3]
+
+
+def test_conv2d_backprop_shape_errors(backend: str) -> None:
+    attrs = {"strides": [1, 1, 1, 1], "padding": "VALID"}
+    with pytest.raises(InvalidArgumentError, match="op 'Conv2DBackpropInput'.*'out_backprop' must have shape"):
+        ops.conv2d_backprop_input(i32(1, 4, 4, 2), W4, np.zeros((1, 4, 4, 3), np.float32), **attrs)
+    with pytest.raises(InvalidArgumentError, match="op 'Conv2DBackpropInput'.*'input_sizes'"):
+        ops.conv2d_backprop_input(i32(1, 4, 4), W4, np.zeros((1, 3, 3, 3), np.float32), **attrs)
+    with pytest.raises(InvalidArgumentError, match="op 'Conv2DBackpropFilter'.*in_channels"):
+        ops.conv2d_backprop_filter(X4, i32(2, 2, 5, 3), np.zeros((1, 3, 3, 3), np.float32), **attrs)
+
+
+@pytest.mark.parametrize(
+    "op,attrs,error,match",
+    [
+        ("max_pool", {"ksize": [1, 2, 2], "strides": [1, 1, 1, 1], "padding": "VALID"}, InvalidArgumentError,
+         "'ksize' must have at least 4"),
+        ("max_pool", {"ksize": [1, 2, 2, 2], "strides": [1, 1, 1, 1], "padding": "VALID"}, InvalidArgumentError,
+         "batch and depth"),
+        ("max_pool", {"ksize": [1, 2, 2, 1], "strides": [1, 1, 1, 1], "padding": "VALID", "data_format": "NCHW_VECT_C"},
+         InvalidArgumentError, "NCHW_VECT_C"),
+        ("avg_pool", {"ksize": [1, 2, 2, 1], "strides": [1, 1, 1, 1], "padding": "EXPLICIT"}, InvalidArgumentError,
+         "'padding'"),
+        ("avg_pool", {"ksize": [1, 6, 2, 1], "strides": [1, 1, 1, 1], "padding": "VALID"}, InvalidArgumentError,
+         "negative"),
+        ("avg_pool", {"ksize": [1, 2, 2, 1], "strides": [2, 1, 1, 1], "padding": "VALID"}, InvalidArgumentError,
+         "batch and depth"),
+    ],
+)
+def test_pool_bad_attrs(op: str, attrs: dict[str, Any], error: type[Exception], match: str, backend: str) -> None:
+    name = "MaxPool" if op == "max_pool" else "AvgPool"
+    with pytest.raises(error, match=f"op '{name}'.*{match}"):
+        getattr(ops, op)(X4, **attrs)
+
+
+def test_pool_grad_shape_errors(backend: str) -> None:
+    attrs = pool((2, 2), (2, 2), "VALID")
+    with pytest.raises(InvalidArgumentError, match="op 'MaxPoolGrad'.*'grad' must have shape"):
+        ops.max_pool_grad(X4, np.zeros((1, 2, 2, 2), np.float32), np.zeros((1, 3, 3, 2), np.float32), **attrs)
+    with pytest.raises(InvalidArgumentError, match="op 'AvgPoolGrad'.*'grad' must have shape"):
+        ops.avg_pool_grad(i32(1, 4, 4, 2), np.zeros((1, 2, 2, 3), np.float32), **attrs)
+    with pytest.raises(ShapeError, match="op 'MaxPoolGrad'"):
+        ok.infer_shapes("MaxPoolGrad", [(1, 4, 4, 2), (1, 2, 2, 2), (1, 3, 3, 2)], attrs)
+
+
+@pytest.mark.parametrize("label", [3, -1])
+def test_sparse_xent_out_of_range_label(label: int, backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=rf"op 'SparseSoftmaxCrossEntropyWithLogits'.*{label}.*\[0, 3\)"):
+        ops.sparse_softmax_cross_entropy_with_logits(np.zeros((2, 3), np.float32), np.array([0, label], np.int64))
+
+
+def test_sparse_xent_labels_must_be_integers(backend: str) -> None:
+    with pytest.raises(OpTypeError, match="SparseSoftmaxCrossEntropyWithLogits"):
+        ops.sparse_softmax_cross_entropy_with_logits(np.zeros((2, 3), np.float32), np.zeros(2, np.float32))
+
+
+def test_xent_shape_errors(backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="op 'SparseSoftmaxCrossEntropyWithLogits'.*labels 1-D"):
+        ops.sparse_softmax_cross_entropy_with_logits(np.zeros((2, 3), np.float32), np.zeros(3, np.int64))
+    with pytest.raises(InvalidArgumentError, match="op 'SoftmaxCrossEntropyWithLogits'.*broadcastable"):
+        ops.softmax_cross_entropy_with_logits(np.zeros((2, 3), np.float32), np.zeros((2, 4), np.float32))
+    with pytest.raises(ShapeError, match="op 'SparseSoftmaxCrossEntropyWithLogits'"):
+        ok.infer_shapes("SparseSoftmaxCrossEntropyWithLogits", [(2, 3), (3,)])
+
+
+def test_bias_add_errors(backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="op 'BiasAdd'.*bias must be 1-D with size"):
+        ops.bias_add(np.zeros((2, 3), np.float32), np.zeros(2, np.float32))
+    with pytest.raises(InvalidArgumentError, match="op 'BiasAdd'.*at least 2-D"):
+        ops.bias_add(np.zeros(3, np.float32), np.zeros(3, np.float32))
+    with pytest.raises(ShapeError, match="op 'BiasAdd'"):
+        ok.infer_shapes("BiasAdd", [(2, 3, 4), (3,)])
+    (s,) = ok.infer_shapes("BiasAdd", [(2, 3, 4), (3,)], {"data_format": "NCHW"})
+    assert s.as_list() == [2, 3, 4]
+
+
+def test_softmax_needs_rank_1(backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="op 'Softmax'"):
+        ops.softmax(np.float32(1.0))
+    with pytest.raises(ShapeError, match="op 'LogSoftmax'"):
+        ok.infer_shapes("LogSoftmax", [()])
+
+
+def test_kernels_do_not_mutate_inputs(backend: str) -> None:
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((1, 4, 4, 2)), rng.standard_normal((2, 2, 2, 2))
+    dy = rng.standard_normal((1, 4, 4, 2))
+    saved = [a.copy() for a in (x, w, dy)]
+    attrs = {"strides": [1, 1, 1, 1], "padding": "SAME"}
+    ops.conv2d(x, w, **attrs)
+    ops.conv2d_backprop_input(i32(1, 4, 4, 2), w, dy, **attrs)
+    ops.conv2d_backprop_filter(x, i32(2, 2, 2, 2), dy, **attrs)
+    ops.max_pool_grad(x, x, dy, **pool((1, 1), (1, 1), "SAME"))
+    ops.sparse_softmax_cross_entropy_with_logits(x.reshape(8, 4), np.arange(8) % 4)
+    for a, b in zip((x, w, dy), saved):
+        np.testing.assert_array_equal(a, b)
