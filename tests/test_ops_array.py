@@ -207,6 +207,7 @@ CASES = [
     OpCase("tile", "Tile", one((2, 3), i32(2, 1)), lambda x, m: np.tile(x, m), dtypes=ALL),
     OpCase("tile_int64", "Tile", one((2, 1, 3), i64(1, 3, 2)), lambda x, m: np.tile(x, m)),
     OpCase("broadcast_to", "BroadcastTo", one((3, 1), i32(2, 3, 4)), lambda x, s: np.broadcast_to(x, s), dtypes=ALL),
+    OpCase("broadcast_to_scalar", "BroadcastTo", one((), i32(2, 3)), lambda x, s: np.broadcast_to(x, s)),
     OpCase("pad", "Pad", one((2, 3), i32([1, 0], [2, 1])), lambda x, p: np.pad(x, p), dtypes=ALL),
     OpCase("pad_int64", "Pad", one((2,), i64([0, 2])), lambda x, p: np.pad(x, p)),
     OpCase(

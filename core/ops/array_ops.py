@@ -884,14 +884,19 @@ def _tile_grad(op: Any, grad: Any) -> list[Any]:
     return [ops.reshape(summed, _shape_const(shape)), None]
 
 
+def _sum_all(grad: Any) -> Any:
+    if not grad.shape:
+        return grad
+    return _ops().sum(grad, _shape_const(range(len(grad.shape))), keep_dims=False)
+
+
 def _broadcast_to_grad(op: Any, grad: Any) -> list[Any]:
-    return [unbroadcast(grad, tuple(op.inputs[0].shape)), None]
+    shape = tuple(op.inputs[0].shape)
+    return [_sum_all(grad) if not shape else unbroadcast(grad, shape), None]
 
 
 def _fill_grad(op: Any, grad: Any) -> list[Any]:
-    if not grad.shape:
-        return [None, grad]
-    return [None, _ops().sum(grad, _shape_const(range(len(grad.shape))), keep_dims=False)]
+    return [None, _sum_all(grad)]
 
 
 def register_gradients() -> None:
