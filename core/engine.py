@@ -616,6 +616,8 @@ def _packer(op_def: OpDef, lengths: list[int | None]) -> Callable[[list[Tensor]]
         return lambda outs: outs[0]
     if not lengths:
         return lambda outs: None
+    if len(lengths) == 1:  # a single list output is returned as a plain list, as TensorFlow's API does
+        return lambda outs: list(outs)
     names = tuple(a.name for a in op_def.outputs)
     rt = _result_types.get(op_def.name)
     if rt is None or rt._fields != names:
@@ -666,6 +668,8 @@ def _flatten_outputs(op_def: OpDef, result: Any, lengths: list[int | None]) -> l
         return [result]
     if not lengths:
         return []
+    if len(lengths) == 1:  # a kernel of an op whose only output is a list returns that list
+        result = (result,)
     if not isinstance(result, (tuple, list)) or len(result) != len(lengths):
         raise InvalidArgumentError(
             f"op {op_def.name!r}: kernel must return {len(lengths)} values "

@@ -63,13 +63,6 @@ def _shape_const(shape: Sequence[int], dtype: DType | None = None) -> np.ndarray
     return np.asarray(list(shape), dtype=np.int32 if dtype is None else dtype.np)
 
 
-def _list_output(result: Any) -> list[Any]:
-    """The tensors of an op whose only output is a list (Unpack, Split, ConcatOffset)."""
-    if hasattr(result, "_fields"):  # the namedtuple of outputs
-        result = result[0]
-    return list(result)
-
-
 # ---------------------------------------------------------------- StridedSlice
 
 
@@ -768,13 +761,13 @@ def _concat_grad(op: Any, grad: Any) -> list[Any]:
     if axis.dtype.name != "int32":
         axis = ops.cast(axis, DstT="int32")
     shapes = [_shape_const(v.shape) for v in values]
-    offsets = _list_output(ops.concat_offset(axis, shapes))
+    offsets = ops.concat_offset(axis, shapes)
     return [ops.slice(grad, off, size) for off, size in zip(offsets, shapes)] + [None]
 
 
 def _pack_grad(op: Any, grad: Any) -> list[Any]:
     n = len(op.inputs)
-    return _list_output(_ops().unpack(grad, num=n, axis=op.get_attr("axis")))[:n]
+    return _ops().unpack(grad, num=n, axis=op.get_attr("axis"))[:n]
 
 
 def _unpack_grad(op: Any, *grads: Any) -> list[Any]:

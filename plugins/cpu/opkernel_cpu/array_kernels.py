@@ -169,7 +169,7 @@ def concat_offset(concat_dim: np.ndarray, shape: list[np.ndarray], shape_type: o
         off[a] = at
         at += int(s[a])
         offsets.append(off)
-    return (offsets,)
+    return offsets
 
 
 def pack(values: list[np.ndarray], axis: int, **attrs: Any) -> np.ndarray:
@@ -188,7 +188,7 @@ def unpack(value: np.ndarray, num: int, axis: int, **attrs: Any) -> tuple[list[n
     if value.shape[a] != num:
         raise _error("Unpack")(f"num={num} must equal dimension {a} of the input shape {list(value.shape)}")
     moved = np.moveaxis(value, a, 0)
-    return ([moved[k] for k in range(num)],)
+    return [moved[k] for k in range(num)]
 
 
 def split(split_dim: np.ndarray, value: np.ndarray, num_split: int, **attrs: Any) -> tuple[list[np.ndarray]]:
@@ -197,7 +197,7 @@ def split(split_dim: np.ndarray, value: np.ndarray, num_split: int, **attrs: Any
         raise _error("Split")(
             f"num_split={num_split} does not evenly divide dimension {a} of the input shape {list(value.shape)}"
         )
-    return (np.split(value, num_split, axis=a),)
+    return np.split(value, num_split, axis=a)
 
 
 # ---------------------------------------------------------------- slicing and gathering
