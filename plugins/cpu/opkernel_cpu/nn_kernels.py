@@ -160,9 +160,10 @@ def bias_add(value: np.ndarray, bias: np.ndarray, data_format: str, **attrs: Any
     return value + bias.reshape(shape)
 
 
-def bias_add_grad(out_backprop: np.ndarray, data_format: str, **attrs: Any) -> np.ndarray:
+def bias_add_grad(out_backprop: np.ndarray, T: ok.DType, data_format: str, **attrs: Any) -> np.ndarray:
     axis = _channel_axis("BiasAddGrad", out_backprop, data_format)
-    return out_backprop.sum(axis=tuple(a for a in range(out_backprop.ndim) if a != axis), dtype=out_backprop.dtype)
+    others = tuple(a for a in range(out_backprop.ndim) if a != axis)
+    return out_backprop.sum(axis=others, dtype=_work_type(T)).astype(T.np, copy=False)
 
 
 # ------------------------------------------------------------ window geometry
