@@ -767,7 +767,8 @@ def _concat_grad(op: Any, grad: Any) -> list[Any]:
 
 def _pack_grad(op: Any, grad: Any) -> list[Any]:
     n = len(op.inputs)
-    return _ops().unpack(grad, num=n, axis=op.get_attr("axis"))[:n]
+    parts: list[Any] = _ops().unpack(grad, num=n, axis=op.get_attr("axis"))
+    return parts
 
 
 def _unpack_grad(op: Any, *grads: Any) -> list[Any]:
