@@ -1,0 +1,333 @@
+"""The OpenCL backend: tensors are ``pyopencl.array.Array`` on one device.
+
+pyopencl is imported when the backend is first initialised (``availability``
+imports it lazily, inside a try), never when the plugin is imported.
+
+Work is queued on one in-order command queue and nothing waits for the device
+after an op: the only synchronisation points are ``to_numpy`` (and so
+host-memory inputs computed on the device) and ``synchronize``.  Small host
+arrays uploaded through ``from_numpy`` keep a host copy, so shapes, axes and
+other host-memory arguments never need a round trip.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from typing import Any, ClassVar
+
+import numpy as np
+
+import opkernel as ok
+from opkernel.errors import InternalError, ResourceExhaustedError
+
+from .programs import ProgramCache, cache_dir, configure_environment
+
+ENV_DEVICE = "OPKERNEL_OPENCL_DEVICE"
+
+#: Host arrays up to this many bytes keep a host copy next to the device buffer.
+HOST_COPY_BYTES = 1 << 16
+
+_OOM_CODES = {-4, -5, -6}  # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY
+
+_TYPE_NAMES = {
+    "bool": "uchar", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
+    "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong",
+    "float16": "half", "float32": "float", "float64": "double",
+}
+
+
+def ctype(dtype: ok.DType) -> str:
+    """The OpenCL C type holding ``dtype`` (bool is one byte, as in numpy)."""
+    return _TYPE_NAMES[dtype.name]
+
+
+class DeviceOutOfMemory(MemoryError):
+    """An allocation the device refused; ``translate_error`` names the op."""
+
+    def __init__(self, requested: int, device: str, cause: str) -> None:
+        super().__init__(f"could not allocate {requested} bytes on {device}: {cause}")
+        self.requested = requested
+        self.cause = cause
+
+
+def _find_device(cl: Any, spec: str) -> tuple[Any, str | None]:
+    """(device, None), or (None, why not).  ``spec`` is ``platform:device`` or a name substring."""
+    try:
+        platforms = cl.get_platforms()
+    except Exception as e:  # no ICD loader entry at all
+        return None, (
+            f"no OpenCL platform found ({type(e).__name__}: {e}); install a device driver (an ICD), "
+            "or pip install 'opkernel-opencl[pocl]' for a CPU device"
+        )
+    found: list[tuple[int, int, Any, Any]] = []
+    for pi, p in enumerate(platforms):
+        try:
+            devices = p.get_devices()
+        except Exception:  # a platform with no device raises DEVICE_NOT_FOUND
+            devices = []
+        found.extend((pi, di, p, d) for di, d in enumerate(devices))
+    if not found:
+        names = ", ".join(repr(p.name) for p in platforms)
+        return None, f"OpenCL platform(s) {names} have no device"
+    listing = "; ".join(f"{pi}:{di} {d.name.strip()!r} ({p.name.strip()})" for pi, di, p, d in found)
+    spec = spec.strip()
+    if spec:
+        if ":" in spec and all(part.strip().isdigit() for part in spec.split(":", 1)):
+            want = tuple(int(part) for part in spec.split(":", 1))
+            chosen = [d for pi, di, _, d in found if (pi, di) == want]
+        else:
+            low = spec.lower()
+            chosen = [d for _, _, p, d in found if low in d.name.lower() or low in p.name.lower()]
+        if not chosen:
+            return None, f"no OpenCL device matches {ENV_DEVICE}={spec!r}; devices: {listing}"
+        return chosen[0], None
+    rank = {cl.device_type.GPU: 0, cl.device_type.ACCELERATOR: 1}
+    found.sort(key=lambda f: rank.get(f[3].type & (cl.device_type.GPU | cl.device_type.ACCELERATOR), 2))
+    return found[0][3], None
+
+
+class OpenCLBackend(ok.Backend):
+    name = "opencl"
+    priority = 10
+    array_types: ClassVar[tuple[type, ...]] = ()  # pyopencl.array.Array, filled in at initialisation
+
+    _availability: ClassVar[dict[str, str | None]] = {}
+
+    @classmethod
+    def availability(cls) -> str | None:
+        spec = os.environ.get(ENV_DEVICE, "")
+        if spec in cls._availability:
+            return cls._availability[spec]
+        try:
+            configure_environment()
+            import pyopencl as cl
+        except Exception as e:
+            reason: str | None = f"pyopencl cannot be imported ({type(e).__name__}: {e}); pip install opkernel-opencl"
+        else:
+            try:
+                reason = _find_device(cl, spec)[1]
+            except Exception as e:  # never raise from here
+                reason = f"OpenCL device query failed: {type(e).__name__}: {e}"
+        cls._availability[spec] = reason
+        return reason
+
+    def __init__(self) -> None:
+        configure_environment()
+        import pyopencl as cl
+        import pyopencl.array as cl_array
+        import pyopencl.tools as cl_tools
+
+        device, reason = _find_device(cl, os.environ.get(ENV_DEVICE, ""))
+        if device is None:
+            raise RuntimeError(reason)
+        type(self).array_types = (cl_array.Array,)
+        self.cl = cl
+        self.Array = cl_array.Array
+        self.device = device
+        self.device_name = device.name.strip()
+        self.context = cl.Context([device])
+        self.queue = cl.CommandQueue(self.context, device)
+        self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
+        ext = device.extensions.split()
+        self.fp64 = "cl_khr_fp64" in ext or bool(getattr(device, "double_fp_config", 0))
+        self.fp16 = "cl_khr_fp16" in ext
+        self.is_cpu = bool(device.type & cl.device_type.CPU)
+        self.max_alloc = int(device.max_mem_alloc_size)
+        self.max_work_group = int(device.max_work_group_size)
+        self.programs = ProgramCache(self)
+        self.launch_lock = threading.Lock()  # a Kernel's arguments are shared state
+        self._pending: deque[Any] = deque()  # events of uploads still reading host memory
+        self._tls = threading.local()
+        self.syncs = 0  # blocking waits for the device (to_numpy, synchronize): tests watch this
+
+    # ------------------------------------------------------------ arrays
+
+    def _allocate(self, nbytes: int) -> Any:
+        self._tls.requested = nbytes
+        if nbytes > self.max_alloc:
+            raise DeviceOutOfMemory(nbytes, self.device_name, f"larger than the device's largest allocation ({self.max_alloc} bytes)")
+        try:
+            return self._pool.allocate(nbytes)
+        except self.cl.Error as e:
+            if getattr(e, "code", None) not in _OOM_CODES and not isinstance(e, self.cl.MemoryError):
+                raise
+            self._pool.free_held()
+            try:
+                return self._pool.allocate(nbytes)
+            except self.cl.Error as e2:
+                raise DeviceOutOfMemory(nbytes, self.device_name, str(e2)) from e2
+
+    def new_array(self, shape: tuple[int, ...], dtype: np.dtype[Any], data: Any = None) -> Any:
+        """A C-contiguous device array (pyopencl's fast constructor: no per-call validation)."""
+        size = 1
+        for d in shape:
+            size *= d
+        item = dtype.itemsize
+        strides = []
+        acc = item
+        for d in reversed(shape):
+            strides.append(acc)
+            acc *= max(d, 1)
+        if data is None and size:
+            data = self._allocate(size * item)
+        return self.Array(
+            None, shape, dtype, data=data, strides=tuple(reversed(strides)), _fast=True, _size=size,
+            _context=self.context, _queue=self.queue,
+        )
+
+    def empty(self, shape: tuple[int, ...], dtype: ok.DType) -> Any:
+        return self.new_array(tuple(int(d) for d in shape), dtype.np)
+
+    def empty_like(self, x: Any, dtype: np.dtype[Any] | None = None, shape: tuple[int, ...] | None = None) -> Any:
+        return self.new_array(x.shape if shape is None else shape, x.dtype if dtype is None else dtype)
+
+    def view(self, x: Any, shape: tuple[int, ...]) -> Any:
+        """The same buffer under another C-contiguous shape (Reshape, ExpandDims, Squeeze)."""
+        # No host copy travels with a view: the buffer may be a Variable's, which
+        # kernels update in place.
+        return self.new_array(tuple(shape), x.dtype, data=x.base_data)
+
+    def from_numpy(self, array: np.ndarray) -> Any:
+        if array.dtype.kind in "OUSV" or array.dtype.kind == "c":
+            raise ok.errors.OpTypeError(f"backend 'opencl' cannot hold arrays of dtype {array.dtype}")
+        small = array.nbytes <= HOST_COPY_BYTES
+        host = np.array(array, order="C", copy=True) if small else np.ascontiguousarray(array)
+        try:
+            out = self.new_array(host.shape, host.dtype)
+        except DeviceOutOfMemory as e:
+            raise ResourceExhaustedError(
+                f"ok.tensor: out of memory on OpenCL device {self.device_name!r} uploading {e.requested} bytes: {e.cause}",
+                requested_bytes=e.requested, backend=self.name,
+            ) from e
+        if out.size:
+            # Non-blocking: a blocking write would wait for every kernel queued before it.
+            evt = self.cl.enqueue_copy(self.queue, out.base_data, host, is_blocking=False)
+            self._track_upload(evt)
+        if small:
+            out._ok_host = host
+        return out
+
+    def _track_upload(self, evt: Any) -> None:
+        pending = self._pending
+        pending.append(evt)
+        if len(pending) > 32:  # drop finished uploads; dropping an unfinished one would wait
+            complete = self.cl.command_execution_status.COMPLETE
+            while pending and pending[0].command_execution_status == complete:
+                pending.popleft()
+
+    def host(self, value: Any) -> np.ndarray | None:
+        """The host copy of a small array uploaded from numpy, if it has one (no waiting)."""
+        return getattr(value, "_ok_host", None)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        if isinstance(value, np.ndarray):
+            return value
+        host = getattr(value, "_ok_host", None)
+        if host is not None:
+            return host.copy()
+        out = np.empty(value.shape, value.dtype)
+        if value.size:
+            self.cl.enqueue_copy(self.queue, out, value.base_data, src_offset=value.offset, is_blocking=True)
+            self.syncs += 1
+            self._pending.clear()  # an in-order queue: every earlier upload has finished
+        return out
+
+    def as_output(self, value: Any, dtype: ok.DType) -> Any:
+        if isinstance(value, self.Array):
+            if value.dtype == dtype.np and value.offset == 0 and value.flags.c_contiguous:
+                return value
+            raise InternalError(f"an OpenCL kernel returned a {value.dtype} array with offset/strides, expected {dtype.name}")
+        return self.from_numpy(np.asarray(value, dtype.np))
+
+    def dirty(self, value: Any) -> None:
+        """Forget the host copy of an array a kernel writes in place (Ref inputs)."""
+        if getattr(value, "_ok_host", None) is not None:
+            value._ok_host = None
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+        self.syncs += 1
+        self._pending.clear()
+
+    # ------------------------------------------------------------ programs
+
+    def warmup(self) -> int:
+        return self.programs.build_all()
+
+    def launch(self, kernel: Any, gsize: tuple[int, ...], lsize: tuple[int, ...] | None, *args: Any,
+               offset: tuple[int, ...] | None = None) -> None:
+        """Queue one kernel launch; never waits."""
+        with self.launch_lock:
+            kernel(self.queue, gsize, lsize, *args, global_offset=offset)
+
+    def launch1d(self, kernel: Any, n: int, *args: Any) -> None:
+        """One work-item per element, for kernels without a bounds check: the bulk in
+        work-groups of 64 (PoCL vectorises those), the remainder in groups of 1."""
+        main = n - n % 64
+        with self.launch_lock:
+            if main:
+                kernel(self.queue, (main,), (64,), *args)
+            if n != main:
+                kernel(self.queue, (n - main,), (1,), *args, global_offset=(main,))
+
+    # ------------------------------------------------------------ errors and facts
+
+    def translate_error(self, error: Exception, op: str) -> Exception | None:
+        cl = self.cl
+        if isinstance(error, DeviceOutOfMemory):
+            return self._oom(op, error.requested, error.cause)
+        if isinstance(error, cl.Error):
+            code = getattr(error, "code", None)
+            routine = getattr(error, "routine", "") or "?"
+            try:
+                code_name = cl.status_code.to_string(code) if code is not None else "?"
+            except Exception:
+                code_name = str(code)
+            if isinstance(error, cl.MemoryError) or code in _OOM_CODES:
+                return self._oom(op, getattr(self._tls, "requested", None), f"{code_name} in {routine}")
+            return InternalError(
+                f"op {op!r}: OpenCL error {code_name} ({code}) in {routine} on device {self.device_name!r}: {error}",
+                op=op, backend=self.name, cl_error=code_name,
+            )
+        return None
+
+    def _oom(self, op: str, requested: int | None, cause: str) -> ResourceExhaustedError:
+        stats = self.memory()
+        amount = f"{requested} bytes ({requested / 2**20:.1f} MiB)" if requested is not None else "memory"
+        return ResourceExhaustedError(
+            f"op {op!r}: out of memory on OpenCL device {self.device_name!r} allocating {amount}: {cause}. "
+            f"The backend holds {stats.get('active_bytes', 0)} bytes in live tensors; the device's largest "
+            f"allocation is {self.max_alloc} bytes.",
+            op=op, backend=self.name, requested_bytes=requested,
+        )
+
+    def memory(self) -> dict[str, int]:
+        pool = self._pool
+        return {
+            "active_bytes": int(pool.active_bytes), "held_bytes": int(pool.managed_bytes),
+            "active_blocks": int(pool.active_blocks), "held_blocks": int(pool.held_blocks),
+        }
+
+    def describe(self) -> dict[str, str]:
+        d = self.device
+        return {
+            "device": self.device_name,
+            "platform": d.platform.name.strip(),
+            "opencl": d.version.strip(),
+            "driver": d.driver_version.strip(),
+            "compute_units": str(d.max_compute_units),
+            "global_memory": f"{d.global_mem_size / 2**30:.1f} GiB",
+            "float64": "yes" if self.fp64 else "no",
+            "float16": "yes" if self.fp16 else "no",
+            "pyopencl": self.cl.VERSION_TEXT,
+            "program_cache": cache_dir() or "off",
+        }
+
+    def supports_dtype(self, dtype: ok.DType) -> bool:
+        if dtype.name == "float64":
+            return self.fp64
+        if dtype.name == "float16":
+            return self.fp16
+        return dtype.name in _TYPE_NAMES

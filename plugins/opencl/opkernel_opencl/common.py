@@ -1,0 +1,83 @@
+"""Host-side helpers shared by the kernel modules: errors, broadcasting, strides."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from opkernel.errors import InvalidArgumentError
+
+MAX_RANK = 8
+
+FLOATS = ("float32", "float64")
+SIGNED = ("int8", "int16", "int32", "int64")
+UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
+INTS = SIGNED + UNSIGNED
+REALS = FLOATS + INTS
+ALL = REALS + ("bool",)
+
+
+def fail(op: str, message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"op '{op}': {message}", op=op)
+
+
+def dims(values: Sequence[int]) -> np.ndarray:
+    """A ``dims_t`` kernel argument (a struct of 8 ints, passed by value)."""
+    out = np.zeros(MAX_RANK, np.int32)
+    out[: len(values)] = values
+    return out
+
+
+def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise fail(op, "Incompatible shapes: " + " vs. ".join(str(list(s)) for s in shapes)) from None
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * max(int(shape[i + 1]), 1)
+    return strides
+
+
+def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
+    """Element strides reading a C-contiguous ``shape`` at each index of ``out_shape`` (0 where broadcast)."""
+    lead = len(out_shape) - len(shape)
+    own = contiguous_strides(shape)
+    return [0] * lead + [0 if d == 1 and o != 1 else s for d, o, s in zip(shape, out_shape[lead:], own)]
+
+
+def collapse(shape: Sequence[int], *strides: Sequence[int]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dimensions and merge neighbours that are contiguous for every operand."""
+    keep = [i for i, d in enumerate(shape) if d != 1]
+    out_shape = [int(shape[i]) for i in keep]
+    out_strides = [[int(s[i]) for i in keep] for s in strides]
+    i = len(out_shape) - 1
+    while i > 0:
+        if all(st[i - 1] == st[i] * out_shape[i] for st in out_strides):
+            out_shape[i - 1] *= out_shape[i]
+            del out_shape[i]
+            for st in out_strides:
+                st[i - 1] = st[i]
+                del st[i]
+        i -= 1
+    if not out_shape:
+        out_shape = [1]
+        out_strides = [[0] for _ in strides]
+    return out_shape, out_strides
+
+
+def scalar(dtype: np.dtype[Any], value: Any) -> Any:
+    """A by-value kernel argument of ``dtype`` (bool travels as uchar)."""
+    if dtype == np.bool_:
+        return np.uint8(bool(value))
+    return dtype.type(value)
+
+
+def literal(value: float, dtype: str) -> str:
+    """An OpenCL C literal of a floating ``dtype``."""
+    text = repr(float(value))
+    return text + "f" if dtype == "float32" else text

@@ -1,0 +1,415 @@
+"""The elementwise kernel generator and its table: unary, binary and ternary ops
+with numpy broadcasting, comparisons, logical ops, Select, ClipByValue, Cast,
+the activations, Fill/ZerosLike/OnesLike, AddN and BiasAdd.
+
+Every op becomes one program per dtype with these kernels, one element per
+work-item and no bounds check (``launch1d`` sizes the launch exactly):
+
+* ``k_v..``: every input has the output's shape (the contiguous fast path);
+* ``k_vs`` / ``k_sv``: one input of a binary op is a single element;
+* ``k_bc``: general broadcasting; the host computes each input's element strides
+  over the output's (collapsed) shape and passes them by value.
+
+An expression sees its inputs as ``a``, ``b``, ``c`` of the input type ``T``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+import opkernel as ok
+
+from .backend import OpenCLBackend, ctype
+from .common import ALL, FLOATS, INTS, REALS, SIGNED, broadcast_shape, broadcast_strides, collapse, dims, fail, literal, scalar
+from .programs import family
+
+_VARS = "abc"
+
+
+@dataclass(frozen=True)
+class Ew:
+    """One elementwise op: ``exprs`` maps a dtype class ('f', 'i', 'u', 'b') or a dtype
+    name to an OpenCL C expression; ``out`` fixes the output dtype ('bool')."""
+
+    op: str
+    arity: int
+    exprs: dict[str, str]
+    dtypes: tuple[str, ...]
+    out: str | None = None
+    type_attr: str | None = "T"
+    fixed_input: str | None = None  # the input dtype of ops without a type attr (logical ops)
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def expr(self, dtype: str) -> str:
+        if dtype in self.exprs:
+            return self.exprs[dtype]
+        kind = "b" if dtype == "bool" else ("f" if dtype.startswith("float") else ("u" if dtype.startswith("uint") else "i"))
+        if kind in self.exprs:
+            return self.exprs[kind]
+        if kind == "u" and "i" in self.exprs:
+            return self.exprs["i"]
+        return self.exprs["*"]
+
+
+def _variants(arity: int) -> list[str]:
+    if arity == 1:
+        return ["v"]
+    if arity == 2:
+        return ["vv", "vs", "sv", "bc"]
+    return ["v" * arity, "bc"]
+
+
+def render(spec: Ew, dtype: str) -> str:
+    T = ctype(ok.as_dtype(dtype))
+    R = ctype(ok.as_dtype(spec.out)) if spec.out else T
+    expr = spec.expr(dtype)
+    if spec.op == "Select":  # the condition is bool; t and e have type T
+        types = ["uchar", T, T]
+    else:
+        types = [T] * spec.arity
+    helpers = _FLOAT_HELPERS if dtype in FLOATS else (_INT_HELPERS if dtype in INTS else "")
+    lines = [f"#define T {T}", f"#define R {R}", helpers]
+    ins = ", ".join(f"__global const {t}* restrict x{j}" for j, t in enumerate(types))
+    for variant in _variants(spec.arity):
+        if variant == "bc":
+            strides = ", ".join(f"dims_t s{j}" for j in range(spec.arity))
+            body = [
+                "  int r = i;",
+                "  " + " ".join(f"int o{j} = 0;" for j in range(spec.arity)),
+                "  for (int d = rank - 1; d >= 0; --d) {",
+                "    int n = shape.v[d]; int k = r % n; r /= n;",
+                "    " + " ".join(f"o{j} += k * s{j}.v[d];" for j in range(spec.arity)),
+                "  }",
+            ] + [f"  {t} {_VARS[j]} = x{j}[o{j}];" for j, t in enumerate(types)]
+            sig = f"__global R* restrict out, {ins}, int rank, dims_t shape, {strides}"
+        else:
+            body = [f"  {t} {_VARS[j]} = x{j}[{'i' if m == 'v' else '0'}];" for j, (t, m) in enumerate(zip(types, variant))]
+            sig = f"__global R* restrict out, {ins}"
+        lines.append(f"__kernel void k_{variant}({sig}) {{\n  int i = get_global_id(0);\n" + "\n".join(body) + f"\n  out[i] = (R)({expr});\n}}")
+    return "\n".join(lines) + "\n#undef T\n#undef R\n"
+
+
+class ElementwiseKernel(ok.OpKernel):
+    """Runs one ``Ew`` spec; subclasses set ``spec``."""
+
+    spec: ClassVar[Ew]
+
+    def __init__(self, ctx: ok.OpKernelConstruction) -> None:
+        spec = self.spec
+        self.be: OpenCLBackend = ctx.backend  # type: ignore[assignment]
+        self.dtype = spec.fixed_input or ctx.get_attr(spec.type_attr).name  # type: ignore[arg-type]
+        self.fam = f"ew:{spec.op}"
+        self.kernels = {v: self.be.programs.kernel(self.fam, self.dtype, f"k_{v}", spec.op) for v in _variants(spec.arity)}
+        self.out_np = ok.as_dtype(spec.out).np if spec.out else ok.as_dtype(self.dtype).np
+
+    def compute(self, ctx: ok.OpKernelContext) -> None:
+        ctx.set_output(0, self.run(list(ctx.inputs)))
+
+    def run(self, xs: list[Any]) -> Any:
+        be = self.be
+        shapes = [x.shape for x in xs]
+        shape = shapes[0] if all(s == shapes[0] for s in shapes) else broadcast_shape(self.spec.op, *shapes)
+        out = be.new_array(shape, self.out_np)
+        n = out.size
+        if n == 0:
+            return out
+        bufs = [x.base_data for x in xs]
+        if all(s == shape for s in shapes):
+            be.launch1d(self.kernels["v" * len(xs)], n, out.base_data, *bufs)
+            return out
+        if len(xs) == 2 and (xs[0].size == 1 or xs[1].size == 1) and (shapes[0] == shape or shapes[1] == shape):
+            variant = "sv" if xs[0].size == 1 and shapes[1] == shape else "vs"
+            be.launch1d(self.kernels[variant], n, out.base_data, *bufs)
+            return out
+        cshape, cstrides = collapse(shape, *[broadcast_strides(s, shape) for s in shapes])
+        if len(cshape) > 8:
+            raise fail(self.spec.op, f"broadcasting over more than 8 non-trivial dimensions is not supported, got {list(shape)}")
+        be.launch1d(self.kernels["bc"], n, out.base_data, *bufs, np.int32(len(cshape)), dims(cshape), *[dims(s) for s in cstrides])
+        return out
+
+
+# ---------------------------------------------------------------- ops with checks
+
+
+def _host_or_device(be: OpenCLBackend, x: Any) -> np.ndarray:
+    """The values of ``x`` for a data check: its host copy, else a read (synchronises)."""
+    h = be.host(x)
+    return h if h is not None else be.to_numpy(x)
+
+
+class IntegerDivisionKernel(ElementwiseKernel):
+    """RealDiv, FloorDiv, FloorMod: integer division by zero is an error, as on CPU."""
+
+    def run(self, xs: list[Any]) -> Any:
+        if self.dtype in INTS and not np.all(_host_or_device(self.be, xs[1])):
+            raise fail(self.spec.op, "Integer division by zero")
+        return super().run(xs)
+
+
+class PowKernel(ElementwiseKernel):
+    def run(self, xs: list[Any]) -> Any:
+        if self.dtype in SIGNED and np.any(_host_or_device(self.be, xs[1]) < 0):
+            raise fail("Pow", "Integers to negative integer powers are not allowed")
+        return super().run(xs)
+
+
+class EqualityKernel(ElementwiseKernel):
+    """Equal/NotEqual: with ``incompatible_shape_error=false`` shapes that do not
+    broadcast give a scalar."""
+
+    def __init__(self, ctx: ok.OpKernelConstruction) -> None:
+        super().__init__(ctx)
+        self.strict = ctx.get_attr("incompatible_shape_error")
+
+    def run(self, xs: list[Any]) -> Any:
+        if not self.strict:
+            try:
+                np.broadcast_shapes(xs[0].shape, xs[1].shape)
+            except ValueError:
+                return self.be.from_numpy(np.array(self.spec.op == "NotEqual"))
+        return super().run(xs)
+
+
+class ClipKernel(ElementwiseKernel):
+    def run(self, xs: list[Any]) -> Any:
+        t = xs[0]
+        for name, bound in (("clip_value_min", xs[1]), ("clip_value_max", xs[2])):
+            if bound.ndim and bound.shape != t.shape:
+                raise fail(
+                    "ClipByValue",
+                    f"{name} must be a scalar or have the shape of t {list(t.shape)}, got shape {list(bound.shape)}",
+                )
+        return super().run(xs)
+
+
+class SelectKernel(ElementwiseKernel):
+    def run(self, xs: list[Any]) -> Any:
+        try:
+            np.broadcast_shapes(*[x.shape for x in xs])
+        except ValueError:
+            raise fail(
+                "Select",
+                f"condition, t and e must be broadcastable, got shapes {list(xs[0].shape)}, "
+                f"{list(xs[1].shape)} and {list(xs[2].shape)}",
+            ) from None
+        return super().run(xs)
+
+
+class AddNKernel(ElementwiseKernel):
+    """AddN as a chain of contiguous adds (a fresh output each time: kernels never
+    write into an input)."""
+
+    def compute(self, ctx: ok.OpKernelContext) -> None:
+        xs = ctx.inputs[0]
+        shape = xs[0].shape
+        for x in xs[1:]:
+            if x.shape != shape:
+                raise fail("AddN", f"all inputs must have shape {list(shape)}, got {list(x.shape)}")
+        if len(xs) == 1:
+            out = self.be.new_array(shape, xs[0].dtype)
+            if out.size:
+                self.be.launch1d(self.be.programs.kernel("copy", "1", f"copy{xs[0].dtype.itemsize}", "AddN"), out.size, out.base_data, xs[0].base_data)
+            ctx.set_output(0, out)
+            return
+        acc = self.run([xs[0], xs[1]])
+        for x in xs[2:]:
+            acc = self.run([acc, x])
+        ctx.set_output(0, acc)
+
+
+class BiasAddKernel(ElementwiseKernel):
+    def __init__(self, ctx: ok.OpKernelConstruction) -> None:
+        super().__init__(ctx)
+        self.nchw = ctx.get_attr("data_format") == "NCHW"
+
+    def compute(self, ctx: ok.OpKernelContext) -> None:
+        value, bias = ctx.inputs
+        if value.ndim < 2:
+            raise fail("BiasAdd", f"value must have rank >= 2, got shape {list(value.shape)}")
+        if bias.ndim != 1:
+            raise fail("BiasAdd", f"bias must be a vector, got shape {list(bias.shape)}")
+        axis = 1 if self.nchw else value.ndim - 1
+        if bias.shape[0] != value.shape[axis]:
+            raise fail(
+                "BiasAdd",
+                f"bias of length {bias.shape[0]} does not match dimension {axis} of value {list(value.shape)}",
+            )
+        shape = [1] * value.ndim
+        shape[axis] = bias.shape[0]
+        ctx.set_output(0, self.run([value, self.be.view(bias, tuple(shape))]))
+
+
+class FillKernel(ok.OpKernel):
+    """Fill, ZerosLike, OnesLike: one by-value scalar written everywhere."""
+
+    def __init__(self, ctx: ok.OpKernelConstruction) -> None:
+        self.be: OpenCLBackend = ctx.backend  # type: ignore[assignment]
+        self.op = ctx.op_name
+        self.dtype = ctx.get_attr("T")
+        self.np = self.dtype.np
+
+    def fill(self, shape: tuple[int, ...], value: Any) -> Any:
+        out = self.be.new_array(shape, self.np)
+        if out.size:
+            k = self.be.programs.kernel("fill", self.dtype.name, "fill", self.op)
+            self.be.launch1d(k, out.size, out.base_data, scalar(self.np, value))
+        return out
+
+    def compute(self, ctx: ok.OpKernelContext) -> None:
+        if self.op == "Fill":
+            dims_, value = ctx.inputs
+            d = [int(v) for v in np.asarray(dims_).reshape(-1)]
+            if np.ndim(dims_) != 1:
+                raise fail("Fill", f"'dims' must be a vector, got shape {list(np.shape(dims_))}")
+            if any(v < 0 for v in d):
+                raise fail("Fill", f"dims must be non-negative, got {d}")
+            if np.ndim(value) != 0:
+                raise fail("Fill", f"value must be a scalar, got shape {list(np.shape(value))}")
+            ctx.set_output(0, self.fill(tuple(d), np.asarray(value).item()))
+        else:
+            ctx.set_output(0, self.fill(ctx.inputs[0].shape, 0 if self.op == "ZerosLike" else 1))
+
+
+@family("fill", ALL)
+def _fill_source(dtype: str) -> str:
+    T = ctype(ok.as_dtype(dtype))
+    return f"__kernel void fill(__global {T}* out, {T} v) {{ out[get_global_id(0)] = v; }}\n"
+
+
+class CastKernel(ok.OpKernel):
+    def __init__(self, ctx: ok.OpKernelConstruction) -> None:
+        self.be: OpenCLBackend = ctx.backend  # type: ignore[assignment]
+        src, dst = ctx.get_attr("SrcT"), ctx.get_attr("DstT")
+        self.dst = dst.np
+        if not self.be.supports_dtype(dst):
+            raise fail("Cast", f"device {self.be.device_name!r} has no {dst.name}")
+        self.k = self.be.programs.kernel("cast", src.name, f"to_{dst.name}", "Cast")
+
+    def compute(self, ctx: ok.OpKernelContext) -> None:
+        x = ctx.inputs[0]
+        out = self.be.new_array(x.shape, self.dst)
+        if out.size:
+            self.be.launch1d(self.k, out.size, out.base_data, x.base_data)
+        ctx.set_output(0, out)
+
+
+@family("cast", ALL)
+def _cast_source(src: str) -> str:
+    S = ctype(ok.as_dtype(src))
+    out = []
+    for dst in ALL:
+        D = ctype(ok.as_dtype(dst))
+        conv = "x[i] != 0" if dst == "bool" else f"({D})x[i]"
+        k = f"__kernel void to_{dst}(__global {D}* out, __global const {S}* x) {{ int i = get_global_id(0); out[i] = {conv}; }}"
+        out.append(f"#ifdef OK_FP64\n{k}\n#endif" if dst == "float64" else k)
+    return "\n".join(out) + "\n"
+
+
+@family("copy", ("1",))
+def _copy_source(_: str) -> str:
+    types = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
+    return "\n".join(
+        f"__kernel void copy{n}(__global {t}* restrict out, __global const {t}* restrict x) "
+        "{ int i = get_global_id(0); out[i] = x[i]; }"
+        for n, t in types.items()
+    ) + "\n"
+
+
+# ---------------------------------------------------------------- the table
+
+_INT_HELPERS = """
+inline T ok_floordiv(T a, T b) { T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q; }
+inline T ok_floormod(T a, T b) { T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
+inline T ok_ipow(T a, T b) { T r = 1; while (b > 0) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
+"""
+_FLOAT_HELPERS = """
+inline T ok_floormod(T a, T b) { T r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
+inline T ok_sigmoid(T a) { T e = exp(-fabs(a)); return a >= 0 ? 1 / (1 + e) : e / (1 + e); }
+inline T ok_softplus(T a) { return fmax(a, (T)0) + log1p(exp(-fabs(a))); }
+"""
+
+_SELU_SCALE, _SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
+
+
+def _table() -> list[tuple[Ew, type[ElementwiseKernel]]]:
+    arith = FLOATS + INTS
+    E = ElementwiseKernel
+    rows: list[tuple[Ew, type[ElementwiseKernel]]] = [
+        (Ew("Add", 2, {"*": "a + b"}, arith), E),
+        (Ew("Sub", 2, {"*": "a - b"}, arith), E),
+        (Ew("Mul", 2, {"*": "a * b"}, arith), E),
+        (Ew("RealDiv", 2, {"*": "a / b"}, arith), IntegerDivisionKernel),
+        (Ew("FloorDiv", 2, {"f": "floor(a / b)", "i": "ok_floordiv(a, b)"}, arith), IntegerDivisionKernel),
+        (Ew("FloorMod", 2, {"f": "ok_floormod(a, b)", "i": "ok_floormod(a, b)"}, arith), IntegerDivisionKernel),
+        (Ew("Pow", 2, {"f": "pow(a, b)", "i": "ok_ipow(a, b)"}, arith), PowKernel),
+        (Ew("Maximum", 2, {"f": "(a >= b || isnan(a)) ? a : b", "i": "a >= b ? a : b"}, REALS), E),
+        (Ew("Minimum", 2, {"f": "(a <= b || isnan(a)) ? a : b", "i": "a <= b ? a : b"}, REALS), E),
+        (Ew("Neg", 1, {"*": "-a"}, FLOATS + SIGNED), E),
+        (Ew("Abs", 1, {"f": "fabs(a)", "i": "a < 0 ? -a : a"}, FLOATS + SIGNED), E),
+        (Ew("Sign", 1, {"f": "isnan(a) ? a : (T)((a > 0) - (a < 0))", "i": "(a > 0) - (a < 0)"}, FLOATS + SIGNED), E),
+        (Ew("Square", 1, {"*": "a * a"}, FLOATS + SIGNED), E),
+        (Ew("Exp", 1, {"f": "exp(a)"}, FLOATS), E),
+        (Ew("Log", 1, {"f": "log(a)"}, FLOATS), E),
+        (Ew("Log1p", 1, {"f": "log1p(a)"}, FLOATS), E),
+        (Ew("Sqrt", 1, {"f": "sqrt(a)"}, FLOATS), E),
+        (Ew("Rsqrt", 1, {"f": "1 / sqrt(a)"}, FLOATS), E),
+        (Ew("Sin", 1, {"f": "sin(a)"}, FLOATS), E),
+        (Ew("Cos", 1, {"f": "cos(a)"}, FLOATS), E),
+        (Ew("Tanh", 1, {"f": "tanh(a)"}, FLOATS), E),
+        (Ew("Sigmoid", 1, {"f": "ok_sigmoid(a)"}, FLOATS), E),
+        (Ew("Erf", 1, {"f": "erf(a)"}, FLOATS), E),
+        (Ew("Equal", 2, {"*": "a == b"}, ALL, out="bool"), EqualityKernel),
+        (Ew("NotEqual", 2, {"*": "a != b"}, ALL, out="bool"), EqualityKernel),
+        (Ew("Less", 2, {"*": "a < b"}, REALS, out="bool"), E),
+        (Ew("LessEqual", 2, {"*": "a <= b"}, REALS, out="bool"), E),
+        (Ew("Greater", 2, {"*": "a > b"}, REALS, out="bool"), E),
+        (Ew("GreaterEqual", 2, {"*": "a >= b"}, REALS, out="bool"), E),
+        (Ew("LogicalAnd", 2, {"*": "a && b"}, ("bool",), type_attr=None, fixed_input="bool"), E),
+        (Ew("LogicalOr", 2, {"*": "a || b"}, ("bool",), type_attr=None, fixed_input="bool"), E),
+        (Ew("LogicalNot", 1, {"*": "!a"}, ("bool",), type_attr=None, fixed_input="bool"), E),
+        (Ew("Select", 3, {"*": "a ? b : c"}, ALL), SelectKernel),
+        (Ew("ClipByValue", 3, {"f": "fmin(fmax(a, b), c)", "i": "min(max(a, b), c)"}, REALS), ClipKernel),
+        (Ew("AddN", 2, {"*": "a + b"}, arith), AddNKernel),
+        (Ew("BiasAdd", 2, {"*": "a + b"}, arith), BiasAddKernel),
+        (Ew("Relu", 1, {"*": "a > 0 ? a : (T)0"}, REALS), E),
+        (Ew("Relu6", 1, {"*": "a > 0 ? (a < 6 ? a : (T)6) : (T)0"}, REALS), E),
+        (Ew("Elu", 1, {"f": "a > 0 ? a : expm1(a)"}, FLOATS), E),
+        (Ew("Softplus", 1, {"f": "ok_softplus(a)"}, FLOATS), E),
+    ]
+    rows.append((Ew("Selu", 1, {d: f"a > 0 ? {literal(_SELU_SCALE, d)} * a : {literal(_SELU_SCALE * _SELU_ALPHA, d)} * expm1(a)" for d in FLOATS}, FLOATS), E))
+    return rows
+
+
+_ROWS = _table()
+
+
+def _declare(spec: Ew) -> None:
+    family(f"ew:{spec.op}", spec.dtypes)(lambda dtype, spec=spec: render(spec, dtype))
+
+
+for _spec, _ in _ROWS:
+    _declare(_spec)
+
+
+def kernel_class(spec: Ew, base: type[ElementwiseKernel]) -> type[ElementwiseKernel]:
+    return type(f"{spec.op}Kernel", (base,), {"spec": spec})
+
+
+def register_all() -> None:
+    """(op, kernel, type constraints, host-memory args), one row per kernel."""
+    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = []
+    for spec, base in _ROWS:
+        constraints = {spec.type_attr: list(spec.dtypes)} if spec.type_attr else None
+        table.append((spec.op, kernel_class(spec, base), constraints, ()))
+    table += [
+        ("Cast", CastKernel, {"SrcT": list(ALL), "DstT": list(ALL)}, ()),
+        ("Fill", FillKernel, {"T": list(ALL)}, ("dims", "value")),
+        ("ZerosLike", FillKernel, {"T": list(ALL)}, ()),
+        ("OnesLike", FillKernel, {"T": list(ALL)}, ()),
+    ]
+    for op, fn, constraints, host in table:
+        ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)
+

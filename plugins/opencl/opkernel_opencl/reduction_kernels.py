@@ -1,0 +1,5 @@
+"""placeholder"""
+
+
+def register_all() -> None:
+    pass
