@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 import opkernel as ok
-from opkernel.errors import InvalidArgumentError
 
 from .backend import ExampleArray
 
@@ -33,7 +32,7 @@ def reshape(tensor: ExampleArray, shape: np.ndarray, **attrs: Any) -> ExampleArr
     try:
         return ExampleArray(tensor.data.reshape(dims))
     except ValueError as e:
-        raise InvalidArgumentError(
+        raise ok.errors.InvalidArgumentError(
             f"op 'Reshape': cannot reshape a tensor with {tensor.data.size} elements to shape {dims}", op="Reshape"
         ) from e
 
