@@ -230,7 +230,22 @@ def _reset_backends_for_tests() -> None:
         _handles.clear()
 
 
-plugins.on_change(lambda: _handles.clear())
+def _on_plugins_changed() -> None:
+    """Drop op handles, and instances of backends whose class is no longer provided
+    (a removed plugin's backend must not stay usable through the instance cache)."""
+    global _default
+    _handles.clear()
+    with _lock:
+        provided = {n: c for n, (c, _) in plugins.backend_classes().items()}
+        for name in [n for n, inst in _instances.items() if provided.get(n) is not type(inst)]:
+            del _instances[name]
+        for name in [n for n in _init_errors if n not in provided]:
+            del _init_errors[name]
+        if _default is not None and _instances.get(_default.name) is not _default:
+            _default = None
+
+
+plugins.on_change(_on_plugins_changed)
 
 # ---------------------------------------------------------------- tensors
 
