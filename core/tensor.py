@@ -76,7 +76,10 @@ class Tensor:
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         a = self.numpy()
-        return a.astype(dtype) if dtype is not None else a
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        # np.array(t) asks for a copy: without one, writing to it would change the tensor.
+        return a.copy() if copy else a
 
     def __len__(self) -> int:
         if not self._value.shape:
