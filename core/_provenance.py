@@ -32,14 +32,20 @@ class Provider:
 
 CURRENT_PROVIDER: ContextVar[Provider | None] = ContextVar("opkernel_provider", default=None)
 
-_OWN_PREFIXES = ("opkernel.", "pluggy.", "contextlib", "functools")
+# The registration machinery: frames of these modules are never "the caller".
+# Op-library modules (opkernel.ops.math_ops, plugins) are callers like any other.
+_MACHINERY = (
+    "opkernel._provenance", "opkernel.op_registry", "opkernel.spec", "opkernel.kernels", "opkernel.gradients",
+    "opkernel.plugins", "opkernel.engine", "opkernel.ops._builtin", "pluggy", "contextlib", "functools",
+    "importlib",
+)
 
 
 def _first_foreign_frame() -> tuple[str, str, int]:
     frame = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__", "?")
-        if module != "opkernel" and not module.startswith(_OWN_PREFIXES):
+        if module != "opkernel" and not module.startswith(_MACHINERY):
             return module, frame.f_code.co_filename, frame.f_lineno
         frame = frame.f_back  # type: ignore[assignment]
     return "?", "?", 0

@@ -370,7 +370,10 @@ def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: s
             try:
                 outs = sig.run([x._value for x in inputs])
             except Exception as e:
-                raise _translated(e, be, op.name) from e
+                translated = _translated(e, be, op.name)
+                if translated is e:
+                    raise
+                raise translated from e
             return _finish(sig, be, outs, inputs)
     else:
         key = None
@@ -385,7 +388,10 @@ def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: s
     try:
         outs = sig.run([t._value for t in tensors])
     except Exception as e:
-        raise _translated(e, be, op.name) from e
+        translated = _translated(e, be, op.name)
+        if translated is e:
+            raise
+        raise translated from e
     return _finish(sig, be, outs, tensors)
 
 

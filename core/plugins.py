@@ -161,15 +161,16 @@ def _load_entry_point(ep: EntryPoint) -> None:
     _activate(plugin, info)
 
 
-def _fail(info: PluginInfo, error: BaseException) -> None:
+def _fail(info: PluginInfo, error: BaseException, *, warn: bool = True) -> None:
     failure = PluginFailure(info.name, info.distribution, info.version, error)
     _failures.append(failure)
     if _env_flag("OPKERNEL_STRICT_PLUGINS"):
         raise PluginError(str(failure), plugin=info.name) from error
-    warnings.warn(str(failure), PluginWarning, stacklevel=4)
+    if warn:
+        warnings.warn(str(failure), PluginWarning, stacklevel=4)
 
 
-def _activate(plugin: Any, info: PluginInfo) -> bool:
+def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
     """Register ``plugin`` with pluggy and run its hooks as one transaction."""
     provider = info.provider
     try:
@@ -183,7 +184,7 @@ def _activate(plugin: Any, info: PluginInfo) -> bool:
                             _add_backends(result or [], provider)
     except Exception as e:
         _rollback(plugin, provider)
-        _fail(info, e)
+        _fail(info, e, warn=warn)
         return False
     _plugins[info.name] = info
     for listener in _listeners:
@@ -226,7 +227,7 @@ def register_plugin(plugin: ModuleType | Any, name: str | None = None) -> str:
         if plugin_name in _plugins:
             raise PluginError(f"a plugin named {plugin_name!r} is already registered", plugin=plugin_name)
         module = getattr(plugin, "__name__", type(plugin).__name__)
-        if not _activate(plugin, PluginInfo(plugin_name, None, None, module)):
+        if not _activate(plugin, PluginInfo(plugin_name, None, None, module), warn=False):
             raise PluginError(str(_failures[-1]), plugin=plugin_name) from _failures[-1].error
         return plugin_name
 
