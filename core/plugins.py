@@ -173,6 +173,13 @@ def _fail(info: PluginInfo, error: BaseException, *, warn: bool = True) -> None:
 def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
     """Register ``plugin`` with pluggy and run its hooks as one transaction."""
     provider = info.provider
+    if _pm.is_registered(plugin):  # the same module behind a second entry point: its hooks already ran
+        warnings.warn(
+            f"plugin {info.name!r} is the module already loaded as {_pm.get_name(plugin)!r}; not loaded twice",
+            PluginWarning,
+            stacklevel=3,
+        )
+        return False
     try:
         _pm.register(plugin, name=info.name)
         with providing(provider):
