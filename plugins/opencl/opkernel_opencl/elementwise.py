@@ -203,7 +203,7 @@ class AddNKernel(ElementwiseKernel):
     write into an input)."""
 
     def compute(self, ctx: ok.OpKernelContext) -> None:
-        xs = ctx.inputs[0]
+        xs = list(ctx.inputs)  # class kernels see list inputs flattened
         shape = xs[0].shape
         for x in xs[1:]:
             if x.shape != shape:

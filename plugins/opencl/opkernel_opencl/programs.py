@@ -144,7 +144,7 @@ class ProgramCache:
             with self._lock:
                 k = self._kernels.get(key)
                 if k is None:
-                    k = self._kernels[key] = getattr(prg, name)
+                    k = self._kernels[key] = self._be.cl.Kernel(prg, name)
         return k
 
     def _build(self, src: str, opts: str, what: str, op: str) -> Any:

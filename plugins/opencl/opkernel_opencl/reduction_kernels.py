@@ -1,5 +1,242 @@
-"""placeholder"""
+"""OpenCL kernels of the reductions: Sum, Mean, Prod, Max, Min, All, Any, ArgMax,
+ArgMin.  One table in ``register_all``.
+
+The host groups the input as [outer, reduced, inner] (transposing first when
+the reduced axes are not adjacent) and picks one of three kernels:
+
+* ``cols``  (inner > 1): one work-item per output, striding through the reduced axis;
+* ``rows1`` (inner == 1, short rows or many of them): one work-item per row;
+* ``tree``  (inner == 1, long rows): a work-group of 64 per chunk of a row, a tree
+  reduction in local memory; rows split into several chunks get a second pass
+  over the partial results, so one long row still uses every compute unit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import opkernel as ok
+
+from .array_kernels import BE, gather_view, zeros
+from .backend import OpenCLBackend, ctype
+from .common import ALL, FLOATS, INTS, REALS, fail, scalar
+from .programs import family
+
+LS = 64
+
+_COMBINE = {
+    "Sum": ("a + b", "a + b"), "Mean": ("a + b", "a + b"), "Prod": ("a * b", "a * b"),
+    "Max": ("(a >= b || isnan(a)) ? a : b", "a >= b ? a : b"),
+    "Min": ("(a <= b || isnan(a)) ? a : b", "a <= b ? a : b"),
+    "All": ("a && b", "a && b"), "Any": ("a || b", "a || b"),
+}
+
+
+def _identity(op: str, dtype: str) -> str:
+    if op in ("Sum", "Mean", "Any"):
+        return "0"
+    if op in ("Prod", "All"):
+        return "1"
+    if dtype in FLOATS:
+        return "-INFINITY" if op == "Max" else "INFINITY"
+    info = np.iinfo(np.dtype(dtype))
+    v = info.min if op == "Max" else info.max
+    suffix = "L" if dtype in ("int64",) else ("UL" if dtype == "uint64" else "")
+    return f"({v}{suffix})" if not (dtype == "int64" and v == info.min) else "(-9223372036854775807L - 1)"
+
+
+def _source(op: str, dtype: str) -> str:
+    T = ctype(ok.as_dtype(dtype))
+    combine = _COMBINE[op][0 if dtype in FLOATS else 1]
+    final = "(a / (T)count)" if op == "Mean" else "a"
+    return f"""
+#define T {T}
+#define LS {LS}
+inline T combine(T a, T b) {{ return {combine}; }}
+inline T finish(T a, int count) {{ return {final}; }}
+__kernel void rows1(__global T* out, __global const T* x, int R, int count) {{
+  int o = get_global_id(0); __global const T* p = x + (long)o * R; T acc = {_identity(op, dtype)};
+  for (int r = 0; r < R; ++r) acc = combine(acc, p[r]);
+  out[o] = finish(acc, count);
+}}
+__kernel void cols(__global T* out, __global const T* x, int R, int I, int count) {{
+  int g = get_global_id(0); int o = g / I; int i = g % I;
+  __global const T* p = x + (long)o * R * I + i; T acc = {_identity(op, dtype)};
+  for (int r = 0; r < R; ++r) acc = combine(acc, p[(long)r * I]);
+  out[g] = finish(acc, count);
+}}
+__kernel void tree(__global T* out, __global const T* x, int R, int G, int chunk, int count, int last) {{
+  __local T scratch[LS];
+  int grp = get_group_id(0); int o = grp / G; int g = grp % G; int lid = get_local_id(0);
+  int lo = g * chunk; int hi = min(R, lo + chunk);
+  __global const T* p = x + (long)o * R;
+  T acc = {_identity(op, dtype)};
+  for (int r = lo + lid; r < hi; r += LS) acc = combine(acc, p[r]);
+  scratch[lid] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = LS / 2; s > 0; s >>= 1) {{
+    if (lid < s) scratch[lid] = combine(scratch[lid], scratch[lid + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  if (lid == 0) out[grp] = last ? finish(scratch[0], count) : scratch[0];
+}}
+#undef T
+"""
+
+
+_OPS = {
+    "Sum": FLOATS + INTS, "Mean": FLOATS + INTS, "Prod": FLOATS + INTS,
+    "Max": REALS, "Min": REALS, "All": ("bool",), "Any": ("bool",),
+}
+for _op, _dts in _OPS.items():
+    family(f"reduce:{_op}", _dts)(lambda dtype, op=_op: _source(op, dtype))
+
+
+def _axes(op: str, rank: int, indices: Any) -> tuple[int, ...]:
+    idx = np.asarray(indices)
+    if idx.ndim > 1:
+        raise fail(op, f"reduction_indices must be a scalar or a vector, got shape {list(idx.shape)}")
+    flat = idx.reshape(-1).astype(np.int64)
+    bad = flat[(flat < -rank) | (flat >= rank)]
+    if bad.size:
+        raise fail(op, f"Invalid reduction dimension {int(bad[0])} for input with {rank} dimensions; expected [{-rank}, {rank})")
+    return tuple(sorted(set((flat % rank).tolist()))) if rank else ()
+
+
+def _group(be: OpenCLBackend, op: str, x: Any, axes: tuple[int, ...]) -> tuple[Any, int, int, int]:
+    """x as [O, R, I] (a transposed copy when the reduced axes are not adjacent)."""
+    shape = x.shape
+    if axes and axes != tuple(range(axes[0], axes[-1] + 1)):
+        rest = [d for d in range(len(shape)) if d not in axes]
+        x = gather_view(be, op, x, lambda g: np.transpose(g, rest + list(axes)))
+        shape = x.shape
+        axes = tuple(range(len(rest), len(shape)))
+    if not axes:
+        return x, int(np.prod(shape, dtype=np.int64)), 1, 1
+    O = int(np.prod(shape[: axes[0]], dtype=np.int64))
+    R = int(np.prod(shape[axes[0] : axes[-1] + 1], dtype=np.int64))
+    I = int(np.prod(shape[axes[-1] + 1 :], dtype=np.int64))
+    return x, O, R, I
+
+
+def _out_shape(shape: tuple[int, ...], axes: tuple[int, ...], keep: bool) -> tuple[int, ...]:
+    if keep:
+        return tuple(1 if d in axes else n for d, n in enumerate(shape))
+    return tuple(n for d, n in enumerate(shape) if d not in axes)
+
+
+def reduce(be: OpenCLBackend, op: str, x: Any, axes: tuple[int, ...], keep: bool, dtype: str) -> Any:
+    out_shape = _out_shape(x.shape, axes, keep)
+    grouped, O, R, I = _group(be, op, x, axes)
+    n_out = O * I
+    if n_out == 0:
+        return be.new_array(out_shape, x.dtype)
+    if R == 0:
+        if op == "Mean" and dtype in FLOATS:
+            value: Any = np.nan
+        else:
+            value = {"Sum": 0, "Mean": 0, "Prod": 1, "All": 1, "Any": 0}.get(op)
+            if value is None:
+                value = (-np.inf if op == "Max" else np.inf) if dtype in FLOATS else (
+                    np.iinfo(x.dtype).min if op == "Max" else np.iinfo(x.dtype).max)
+        out = be.new_array(out_shape, x.dtype)
+        be.launch1d(be.programs.kernel("fill", dtype, "fill", op), out.size, out.base_data, scalar(x.dtype, value))
+        return out
+    fam = f"reduce:{op}"
+    out = be.new_array(out_shape, x.dtype)
+    count = np.int32(R)
+    if I > 1:
+        be.launch1d(be.programs.kernel(fam, dtype, "cols", op), n_out, out.base_data, grouped.base_data, np.int32(R), np.int32(I), count)
+        return out
+    if R <= 256 or (O >= 64 and R <= 8192):
+        be.launch1d(be.programs.kernel(fam, dtype, "rows1", op), O, out.base_data, grouped.base_data, np.int32(R), count)
+        return out
+    tree = be.programs.kernel(fam, dtype, "tree", op)
+    G = max(1, min(-(-R // (LS * 64)), -(-64 // O), 256))
+    chunk = -(-R // G)
+    if G == 1:
+        be.launch(tree, (O * LS,), (LS,), out.base_data, grouped.base_data, np.int32(R), np.int32(1), np.int32(chunk), count, np.int32(1))
+        return out
+    partial = be.new_array((O, G), x.dtype)
+    be.launch(tree, (O * G * LS,), (LS,), partial.base_data, grouped.base_data, np.int32(R), np.int32(G), np.int32(chunk), count, np.int32(0))
+    be.launch(tree, (O * LS,), (LS,), out.base_data, partial.base_data, np.int32(G), np.int32(1), np.int32(G), count, np.int32(1))
+    return out
+
+
+def _reduction(op: str) -> Any:
+    def kernel(input: Any, reduction_indices: np.ndarray, keep_dims: bool, **attrs: Any) -> Any:
+        axes = _axes(op, input.ndim, reduction_indices)
+        dtype = "bool" if op in ("All", "Any") else attrs["T"].name
+        return reduce(BE(), op, input, axes, keep_dims, dtype)
+
+    kernel.__name__ = op
+    return kernel
+
+
+# ---------------------------------------------------------------- ArgMax / ArgMin
+
+
+def _arg_source(op: str, key: str) -> str:
+    dtype, index = key.split(":")
+    T, I = ctype(ok.as_dtype(dtype)), ctype(ok.as_dtype(index))
+    cmp = ">" if op == "ArgMax" else "<"
+    nan = "|| (isnan(v) && !isnan(best))" if dtype in FLOATS else ""
+    return f"""
+#define T {T}
+__kernel void arg(__global {I}* out, __global const T* x, int R, int I) {{
+  int g = get_global_id(0); int o = g / I; int i = g % I;
+  __global const T* p = x + (long)o * R * I + i;
+  T best = p[0]; int at = 0;
+  for (int r = 1; r < R; ++r) {{ T v = p[(long)r * I]; if (v {cmp} best {nan}) {{ best = v; at = r; }} }}
+  out[g] = at;
+}}
+#undef T
+"""
+
+
+_ARG_KEYS = tuple(f"{t}:{i}" for t in ALL for i in ("int32", "int64"))
+for _op in ("ArgMax", "ArgMin"):
+    family(f"arg:{_op}", _ARG_KEYS)(lambda key, op=_op: _arg_source(op, key))
+
+
+def _arg(op: str) -> Any:
+    def kernel(input: Any, dimension: np.ndarray, output_type: ok.DType, T: ok.DType, **attrs: Any) -> Any:
+        dim = np.asarray(dimension)
+        if dim.ndim:
+            raise fail(op, f"dimension must be a scalar, got shape {list(dim.shape)}")
+        axis, rank = int(dim), input.ndim
+        if not -rank <= axis < rank:
+            raise fail(op, f"Expected dimension in the range [{-rank}, {rank}), but got {axis}")
+        axis %= rank
+        if input.shape[axis] == 0:
+            raise fail(op, f"Reduction axis {axis} is empty in shape {list(input.shape)}")
+        be = BE()
+        out = be.new_array(tuple(n for d, n in enumerate(input.shape) if d != axis), output_type.np)
+        if out.size:
+            R = input.shape[axis]
+            I = int(np.prod(input.shape[axis + 1 :], dtype=np.int64))
+            k = be.programs.kernel(f"arg:{op}", f"{T.name}:{output_type.name}", "arg", op)
+            be.launch1d(k, out.size, out.base_data, input.base_data, np.int32(R), np.int32(I))
+        return out
+
+    kernel.__name__ = op
+    return kernel
 
 
 def register_all() -> None:
-    pass
+    """(op, function, type constraints, host-memory args), one row per kernel."""
+    axes = ("reduction_indices",)
+    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
+        (op, _reduction(op), None if op in ("All", "Any") else {"T": list(dts)}, axes) for op, dts in _OPS.items()
+    ]
+    table += [
+        ("ArgMax", _arg("ArgMax"), {"T": list(ALL)}, ("dimension",)),
+        ("ArgMin", _arg("ArgMin"), {"T": list(ALL)}, ("dimension",)),
+    ]
+    for op, fn, constraints, host in table:
+        ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)
+
+
+__all__ = ["reduce", "register_all", "zeros"]
