@@ -525,6 +525,7 @@ def _infer_type_attrs(op_def: OpDef, groups: list[list[Any]], bound: dict[str, A
         elif attr.type == "list(type)":
             for dt in value:
                 op_def.check_type_attr(name, dt, sources.get(name, name))
+            op_def.coerce_attr(name, value)  # its minimum length
         else:
             op_def.coerce_attr(name, value)
 
