@@ -10,6 +10,8 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 
+from .xp import xp_of
+
 Kernel = Callable[..., Any]
 
 # numbertype without the quantized dtypes, which have no arithmetic here.
@@ -63,7 +65,7 @@ def _unary(fn: Kernel, quiet: bool = False) -> Kernel:
 
 
 def _check_nonzero(op: str, y: np.ndarray) -> None:
-    if not np.all(y):
+    if not xp_of(y).all(y):
         raise _fail(op, "Integer division by zero")
 
 
@@ -79,8 +81,9 @@ _pow = _binary("Pow", np.power, quiet=True)
 def real_div(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     if T.is_integer:
         _check_nonzero("RealDiv", y)
-        q = _real_div_int(np.abs(x), np.abs(y))  # C semantics: truncate toward zero
-        return np.where((x < 0) != (y < 0), -q, q).astype(T.np)
+        xp = xp_of(x, y)
+        q = _real_div_int(xp.abs(x), xp.abs(y))  # C semantics: truncate toward zero
+        return xp.where((x < 0) != (y < 0), -q, q).astype(T.np)
     return _real_div_float(x, y)  # type: ignore[no-any-return]
 
 
@@ -98,31 +101,34 @@ def floor_mod(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.nda
 
 
 def pow_(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
-    if T.is_integer and np.any(y < 0):
+    if T.is_integer and xp_of(y).any(y < 0):
         raise _fail("Pow", "Integers to negative integer powers are not allowed")
     return _pow(x, y)  # type: ignore[no-any-return]
 
 
 def sign(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    xp = xp_of(x)
     if T.is_complex:  # x / |x|, 0 at 0 (numpy < 2 takes the sign of the real part)
-        magnitude = np.abs(x)
+        magnitude = xp.abs(x)
         with np.errstate(all="ignore"):
-            return np.where(magnitude == 0, 0, x / np.where(magnitude == 0, 1, magnitude)).astype(T.np)
-    return np.sign(x)
+            return xp.where(magnitude == 0, 0, x / xp.where(magnitude == 0, 1, magnitude)).astype(T.np)  # type: ignore[no-any-return]
+    return xp.sign(x)  # type: ignore[no-any-return]
 
 
 def rsqrt(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    xp = xp_of(x)
     with np.errstate(all="ignore"):
-        root = np.sqrt(x)
-        return np.reciprocal(root, out=root)
+        root = xp.sqrt(x)
+        return xp.reciprocal(root, out=root)  # type: ignore[no-any-return]
 
 
 def sigmoid(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    xp = xp_of(x)
     with np.errstate(all="ignore"):
         if T.is_complex:
-            return 1 / (1 + np.exp(-x))  # type: ignore[no-any-return]
-        e = np.exp(-np.abs(x))  # never overflows
-        return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(T.np)
+            return 1 / (1 + xp.exp(-x))  # type: ignore[no-any-return]
+        e = xp.exp(-xp.abs(x))  # never overflows
+        return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(T.np)  # type: ignore[no-any-return]
 
 
 # W. J. Cody, "Rational Chebyshev approximations for the error function",
@@ -195,14 +201,14 @@ def _equality(op: str, fn: Kernel, mismatch: bool) -> Kernel:
                 raise
             if incompatible_shape_error:
                 raise _incompatible(op, x, y) from e
-            return np.array(mismatch)
+            return xp_of(x, y).array(mismatch)  # type: ignore[no-any-return]
 
     return kernel
 
 
 def select(condition: np.ndarray, t: np.ndarray, e: np.ndarray, **attrs: Any) -> np.ndarray:
     try:
-        return np.where(condition, t, e)
+        return xp_of(condition, t, e).where(condition, t, e)  # type: ignore[no-any-return]
     except ValueError as err:
         raise _fail(
             "Select",
@@ -218,8 +224,9 @@ def clip_by_value(t: np.ndarray, clip_value_min: np.ndarray, clip_value_max: np.
                 "ClipByValue",
                 f"{name} must be a scalar or have the shape of t {list(t.shape)}, got shape {list(bound.shape)}",
             )
-    out = np.maximum(t, clip_value_min)
-    return np.minimum(out, clip_value_max, out=out)
+    xp = xp_of(t, clip_value_min, clip_value_max)
+    out = xp.maximum(t, clip_value_min)
+    return xp.minimum(out, clip_value_max, out=out)  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- reductions
@@ -245,24 +252,27 @@ def _accumulator(T: ok.DType) -> Any:
 
 def sum_(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
     axes = _axes("Sum", input, reduction_indices)
-    return np.asarray(np.sum(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)
+    xp = xp_of(input)
+    return xp.asarray(xp.sum(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)  # type: ignore[no-any-return]
 
 
 def prod(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
     axes = _axes("Prod", input, reduction_indices)
-    return np.asarray(np.prod(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)
+    xp = xp_of(input)
+    return xp.asarray(xp.prod(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)  # type: ignore[no-any-return]
 
 
 def mean(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
     axes = _axes("Mean", input, reduction_indices)
     count = int(np.prod([input.shape[a] for a in axes], dtype=np.int64))
+    xp = xp_of(input)
     if not T.is_integer:
-        total = np.sum(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T))
+        total = xp.sum(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T))
         with np.errstate(all="ignore"):  # the mean of nothing is nan
-            return np.asarray(np.true_divide(total, count), dtype=T.np)
-    total = np.asarray(np.sum(input, axis=axes, keepdims=keep_dims, dtype=T.np))
+            return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
+    total = xp.asarray(xp.sum(input, axis=axes, keepdims=keep_dims, dtype=T.np))
     if count == 0:
-        return np.zeros_like(total)
+        return xp.zeros_like(total)  # type: ignore[no-any-return]
     q = total // count  # floor; move the negative quotients with a remainder back toward zero
     return (q + ((total < 0) & (q * count != total))).astype(T.np)
 
@@ -272,15 +282,15 @@ def _extreme(op: str, fn: Kernel, lowest: bool) -> Kernel:
         axes = _axes(op, input, reduction_indices)
         if input.size == 0:  # the reduction's identity, as TensorFlow gives for an empty reduction
             initial = (-np.inf if lowest else np.inf) if T.is_floating else (T.min if lowest else T.max)
-            return np.asarray(fn(input, axis=axes, keepdims=keep_dims, initial=initial), dtype=T.np)
-        return np.asarray(fn(input, axis=axes, keepdims=keep_dims), dtype=T.np)
+            return xp_of(input).asarray(fn(input, axis=axes, keepdims=keep_dims, initial=initial), dtype=T.np)  # type: ignore[no-any-return]
+        return xp_of(input).asarray(fn(input, axis=axes, keepdims=keep_dims), dtype=T.np)  # type: ignore[no-any-return]
 
     return kernel
 
 
 def _bool_reduction(op: str, fn: Kernel) -> Kernel:
     def kernel(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, **attrs: Any) -> np.ndarray:
-        return np.asarray(fn(input, axis=_axes(op, input, reduction_indices), keepdims=keep_dims))
+        return xp_of(input).asarray(fn(input, axis=_axes(op, input, reduction_indices), keepdims=keep_dims))  # type: ignore[no-any-return]
 
     return kernel
 
@@ -319,8 +329,9 @@ def mat_mul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool, 
 
 
 def _adjoint(m: np.ndarray, complex_: bool) -> np.ndarray:
-    m = np.swapaxes(m, -1, -2)
-    return np.conj(m) if complex_ else m
+    xp = xp_of(m)
+    m = xp.swapaxes(m, -1, -2)
+    return xp.conj(m) if complex_ else m
 
 
 def batch_mat_mul(x: np.ndarray, y: np.ndarray, adj_x: bool, adj_y: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
@@ -334,7 +345,7 @@ def batch_mat_mul(x: np.ndarray, y: np.ndarray, adj_x: bool, adj_y: bool, T: ok.
             f"Matrix size-incompatible: In[0]: {list(x.shape)}, In[1]: {list(y.shape)} (adj_x={adj_x}, adj_y={adj_y})",
         )
     try:
-        return np.matmul(a, b)
+        return xp_of(a, b).matmul(a, b)  # type: ignore[no-any-return]
     except ValueError as e:
         raise _fail(
             "BatchMatMul", f"batch dimensions must broadcast, got shapes {list(x.shape)} and {list(y.shape)}"
@@ -347,8 +358,9 @@ def add_n(inputs: list[np.ndarray], **attrs: Any) -> np.ndarray:
         if x.shape != shape:
             raise _fail("AddN", f"all inputs must have shape {list(shape)}, got {list(x.shape)}")
     out = inputs[0].copy()
+    xp = xp_of(out)
     for x in inputs[1:]:
-        np.add(out, x, out=out)
+        xp.add(out, x, out=out)
     return out
 
 
