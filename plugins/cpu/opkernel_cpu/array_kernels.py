@@ -15,6 +15,8 @@ import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 from opkernel.ops.array_ops import range_size, strided_slice_plan
 
+from .xp import xp_of
+
 
 def _error(op: str) -> Callable[[str], InvalidArgumentError]:
     return lambda message: InvalidArgumentError(f"op '{op}': {message}", op=op)
@@ -69,15 +71,16 @@ def transpose(x: np.ndarray, perm: np.ndarray, **attrs: Any) -> np.ndarray:
     p = _ints(perm, "Transpose", "perm")
     if sorted(p) != list(range(x.ndim)):
         raise _error("Transpose")(f"perm {p} is not a permutation of the {x.ndim} dimensions of the input {list(x.shape)}")
-    return np.transpose(x, p)
+    return xp_of(x).transpose(x, p)  # type: ignore[no-any-return]
 
 
 def invert_permutation(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
-    p = np.asarray(x)
-    if p.ndim != 1 or not np.array_equal(np.sort(p), np.arange(p.size)):
+    xp = xp_of(x)
+    p = xp.asarray(x)
+    if p.ndim != 1 or not xp.array_equal(xp.sort(p), xp.arange(p.size)):
         raise _error("InvertPermutation")(f"x must be a permutation of 0..{p.size - 1}, got {p.tolist()}")
-    out = np.empty(p.size, dtype=T.np)
-    out[p] = np.arange(p.size, dtype=T.np)
+    out = xp.empty(p.size, dtype=T.np)
+    out[p] = xp.arange(p.size, dtype=T.np)
     return out
 
 
@@ -85,7 +88,7 @@ def expand_dims(input: np.ndarray, dim: np.ndarray, **attrs: Any) -> np.ndarray:
     if np.size(dim) != 1:
         raise _error("ExpandDims")(f"'dim' must hold a single value, got {np.asarray(dim).tolist()}")
     axis = _axis(int(np.asarray(dim).reshape(())), input.ndim + 1, "ExpandDims", "dim")
-    return np.expand_dims(input, axis)
+    return xp_of(input).expand_dims(input, axis)  # type: ignore[no-any-return]
 
 
 def squeeze(input: np.ndarray, squeeze_dims: list[int], **attrs: Any) -> np.ndarray:
@@ -95,7 +98,7 @@ def squeeze(input: np.ndarray, squeeze_dims: list[int], **attrs: Any) -> np.ndar
             raise _error("Squeeze")(f"cannot squeeze dimension {a} of shape {list(input.shape)}: its size is not 1")
     if not squeeze_dims:
         axes = {k for k, d in enumerate(input.shape) if d == 1}
-    return np.squeeze(input, axis=tuple(sorted(axes)))
+    return xp_of(input).squeeze(input, axis=tuple(sorted(axes)))  # type: ignore[no-any-return]
 
 
 def pad(input: np.ndarray, paddings: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -104,13 +107,14 @@ def pad(input: np.ndarray, paddings: np.ndarray, **attrs: Any) -> np.ndarray:
         raise _error("Pad")(f"paddings must have shape [{input.ndim}, 2] for an input of rank {input.ndim}, got {list(pads.shape)}")
     if (pads < 0).any():
         raise _error("Pad")(f"paddings must be non-negative, got {pads.tolist()}")
-    return np.pad(input, pads.tolist(), mode="constant")
+    return xp_of(input).pad(input, pads.tolist(), mode="constant")  # type: ignore[no-any-return]
 
 
 def broadcast_to(input: np.ndarray, shape: np.ndarray, **attrs: Any) -> np.ndarray:
     dims = _ints(shape, "BroadcastTo", "shape")
     try:
-        return np.array(np.broadcast_to(input, dims))
+        xp = xp_of(input)
+        return xp.array(xp.broadcast_to(input, dims))  # type: ignore[no-any-return]
     except ValueError as e:
         raise _error("BroadcastTo")(f"cannot broadcast a tensor of shape {list(input.shape)} to shape {dims}") from e
 
@@ -121,7 +125,7 @@ def tile(input: np.ndarray, multiples: np.ndarray, **attrs: Any) -> np.ndarray:
         raise _error("Tile")(
             f"multiples must hold {input.ndim} non-negative values for an input of shape {list(input.shape)}, got {m}"
         )
-    return np.tile(input, m) if m else input.copy()
+    return xp_of(input).tile(input, m) if m else input.copy()  # type: ignore[no-any-return]
 
 
 def fill(dims: np.ndarray, value: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -130,7 +134,7 @@ def fill(dims: np.ndarray, value: np.ndarray, **attrs: Any) -> np.ndarray:
         raise _error("Fill")(f"dims must be non-negative, got {d}")
     if np.ndim(value) != 0:
         raise _error("Fill")(f"value must be a scalar, got shape {list(np.shape(value))}")
-    return np.full(d, value, dtype=value.dtype)
+    return xp_of(value).full(d, value, dtype=value.dtype)  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- joining and splitting
@@ -153,7 +157,7 @@ def concat_v2(values: list[np.ndarray], axis: np.ndarray, **attrs: Any) -> np.nd
                 f"dimensions other than axis {a} must match, got values[0] of shape {list(first.shape)} "
                 f"and values[{k}] of shape {list(v.shape)}"
             )
-    return np.concatenate(values, axis=a)
+    return xp_of(*values).concatenate(values, axis=a)  # type: ignore[no-any-return]
 
 
 def concat_offset(concat_dim: np.ndarray, shape: list[np.ndarray], shape_type: ok.DType, **attrs: Any) -> tuple[list[np.ndarray]]:
@@ -180,14 +184,14 @@ def pack(values: list[np.ndarray], axis: int, **attrs: Any) -> np.ndarray:
                 f"all inputs must have the same shape, got values[0] of shape {list(first.shape)} "
                 f"and values[{k}] of shape {list(v.shape)}"
             )
-    return np.stack(values, axis=_axis(axis, first.ndim + 1, "Pack"))
+    return xp_of(*values).stack(values, axis=_axis(axis, first.ndim + 1, "Pack"))  # type: ignore[no-any-return]
 
 
 def unpack(value: np.ndarray, num: int, axis: int, **attrs: Any) -> tuple[list[np.ndarray]]:
     a = _axis(axis, value.ndim, "Unpack")
     if value.shape[a] != num:
         raise _error("Unpack")(f"num={num} must equal dimension {a} of the input shape {list(value.shape)}")
-    moved = np.moveaxis(value, a, 0)
+    moved = xp_of(value).moveaxis(value, a, 0)
     return [moved[k] for k in range(num)]
 
 
@@ -197,7 +201,7 @@ def split(split_dim: np.ndarray, value: np.ndarray, num_split: int, **attrs: Any
         raise _error("Split")(
             f"num_split={num_split} does not evenly divide dimension {a} of the input shape {list(value.shape)}"
         )
-    return np.split(value, num_split, axis=a)
+    return xp_of(value).split(value, num_split, axis=a)  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- slicing and gathering
@@ -238,7 +242,7 @@ def strided_slice_grad(
     plan = _plan("StridedSliceGrad", tuple(dims), begin, end, strides, attrs)
     if tuple(dy.shape) != tuple(plan.final_shape):
         raise _error("StridedSliceGrad")(f"dy must have shape {list(plan.final_shape)}, got {list(dy.shape)}")
-    out = np.zeros(dims, dtype=dy.dtype)
+    out = xp_of(dy).zeros(dims, dtype=dy.dtype)
     index = plan.numpy_index()
     out[index] = dy.reshape(out[index].shape)
     return out
@@ -247,7 +251,7 @@ def strided_slice_grad(
 def _check_indices(indices: np.ndarray, limit: int, op: str) -> None:
     bad = (indices < 0) | (indices >= limit)
     if bad.any():
-        where = tuple(int(v) for v in np.argwhere(bad)[0])
+        where = tuple(int(v) for v in xp_of(indices).argwhere(bad)[0])
         raise _error(op)(f"indices{list(where)} = {int(indices[where])} is not in [0, {limit})")
 
 
@@ -265,14 +269,15 @@ def gather_v2(params: np.ndarray, indices: np.ndarray, axis: np.ndarray, batch_d
             f"the first batch_dims={bd} dimensions of params {list(params.shape)} and indices {list(indices.shape)} must match"
         )
     _check_indices(indices, params.shape[a], "GatherV2")
+    xp = xp_of(params, indices)
     if bd == 0:
-        return np.take(params, indices, axis=a)
+        return xp.take(params, indices, axis=a)  # type: ignore[no-any-return]
     n_b = int(np.prod(params.shape[:bd], dtype=np.int64))
     n_o = int(np.prod(params.shape[bd:a], dtype=np.int64))
     n_i = int(np.prod(params.shape[a + 1 :], dtype=np.int64))
     p = params.reshape(n_b, n_o, params.shape[a], n_i)
     idx = indices.reshape(n_b, 1, -1)
-    out = p[np.arange(n_b)[:, None, None], np.arange(n_o)[None, :, None], idx]  # [n_b, n_o, n_j, n_i]
+    out = p[xp.arange(n_b)[:, None, None], xp.arange(n_o)[None, :, None], idx]  # [n_b, n_o, n_j, n_i]
     return out.reshape(params.shape[:a] + indices.shape[bd:] + params.shape[a + 1 :])
 
 
@@ -281,18 +286,19 @@ def unsorted_segment_sum(data: np.ndarray, segment_ids: np.ndarray, num_segments
     n = _scalar(num_segments, op, "num_segments")
     if n < 0:
         raise _error(op)(f"num_segments must be >= 0, got {n}")
-    ids = np.asarray(segment_ids)
+    xp = xp_of(data, segment_ids)
+    ids = xp.asarray(segment_ids)
     if data.shape[: ids.ndim] != ids.shape:
         raise _error(op)(f"segment_ids shape {list(ids.shape)} must be a prefix of data shape {list(data.shape)}")
     if (ids >= n).any():
-        where = tuple(int(v) for v in np.argwhere(ids >= n)[0])
+        where = tuple(int(v) for v in xp.argwhere(ids >= n)[0])
         raise _error(op)(f"segment_ids{list(where)} = {int(ids[where])} is out of range [0, {n})")
     inner = data.shape[ids.ndim :]
     flat_ids = ids.reshape(-1)
     rows = data.reshape((flat_ids.size,) + inner)
     keep = flat_ids >= 0
-    out = np.zeros((n,) + inner, dtype=data.dtype)
-    np.add.at(out, flat_ids[keep], rows[keep])
+    out = xp.zeros((n,) + inner, dtype=data.dtype)
+    xp.add.at(out, flat_ids[keep], rows[keep])
     return out
 
 
@@ -304,9 +310,10 @@ def one_hot(indices: np.ndarray, depth: np.ndarray, on_value: np.ndarray, off_va
         raise _error("OneHot")("on_value and off_value must be scalars")
     if not -1 <= axis <= indices.ndim:
         raise _error("OneHot")(f"axis {axis} is out of range for indices of rank {indices.ndim}; expected a value in [-1, {indices.ndim}]")
-    hot = indices.astype(np.int64)[..., None] == np.arange(d)
-    out = np.where(hot, on_value, off_value).astype(T.np, copy=False)
-    return out if axis == -1 else np.moveaxis(out, -1, axis)
+    xp = xp_of(indices, on_value, off_value)
+    hot = indices.astype(np.int64)[..., None] == xp.arange(d)
+    out = xp.where(hot, on_value, off_value).astype(T.np, copy=False)
+    return out if axis == -1 else xp.moveaxis(out, -1, axis)  # type: ignore[no-any-return]
 
 
 def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, Tidx: ok.DType, **attrs: Any) -> np.ndarray:
@@ -321,7 +328,7 @@ def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, Tidx: ok.DTy
 
 
 def where(input: np.ndarray, **attrs: Any) -> np.ndarray:
-    return np.argwhere(input).astype(np.int64, copy=False)
+    return xp_of(input).argwhere(input).astype(np.int64, copy=False)  # type: ignore[no-any-return]
 
 
 def string_to_number(string_tensor: np.ndarray, out_type: ok.DType, **attrs: Any) -> np.ndarray:
@@ -359,8 +366,8 @@ def register_all() -> None:
         ("BroadcastTo", broadcast_to, None, ("shape",)),
         ("Tile", tile, None, ("multiples",)),
         ("Fill", fill, None, ("dims",)),
-        ("ZerosLike", lambda x, **a: np.zeros_like(x), None, ()),
-        ("OnesLike", lambda x, **a: np.ones_like(x), None, ()),
+        ("ZerosLike", lambda x, **a: xp_of(x).zeros_like(x), None, ()),
+        ("OnesLike", lambda x, **a: xp_of(x).ones_like(x), None, ()),
         ("ConcatV2", concat_v2, None, ("axis",)),
         ("ConcatOffset", concat_offset, None, ("concat_dim", "shape")),
         ("Pack", pack, None, ()),
