@@ -1,5 +1,173 @@
-"""placeholder"""
+"""OpenCL kernels of MatMul and BatchMatMul: one table in ``register_all``.
+
+C = A B runs as three launches, the structure of a CPU BLAS:
+
+1. ``pack_a`` copies A into row panels, Ap[batch][M/RM][K][RM] (transposes,
+   batch broadcasting and the zero padding of the last panel happen here, so the
+   multiply itself never checks bounds);
+2. ``pack_b`` copies B into column panels, Bp[batch][N/RN][K][RN];
+3. ``mm``: each work-item computes an RM x RN block of C held in registers:
+   per step of k it loads one vector of RN values of B (a vector load from the
+   panel) and broadcasts RM scalars of A, RM fused multiply-adds on vectors.
+
+The panels are what local-memory tiles give a GPU kernel: every work-item streams
+two contiguous panels, which on a CPU device (PoCL) stay in L1/L2 cache, with no
+barriers.  On PoCL the OpenCL built-ins vload/vstore/fma are calls, not inlined,
+and a call in the loop forces the accumulators out of registers: the loop uses
+plain pointer loads and ``a * b + c`` (contracted to FMA by the compiler).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+import opkernel as ok
+
+from .array_kernels import BE, zeros
+from .backend import OpenCLBackend, ctype
+from .common import broadcast_strides, contiguous_strides, dims, fail
+from .programs import family
+
+#: dtype -> (vector width = RN, rows per work-item = RM)
+TILES = {"float32": (8, 8), "float64": (4, 8), "int32": (8, 8), "int64": (4, 8)}
+DTYPES = tuple(TILES)
+
+
+@family("matmul", DTYPES)
+def _matmul_source(dtype: str) -> str:
+    T = ctype(ok.as_dtype(dtype))
+    RN, RM = TILES[dtype]
+    VT = f"{T}{RN}"
+    acc = "\n".join(f"  {VT} c{r} = ({VT})(0);" for r in range(RM))
+    fma = "\n".join(f"    c{r} += pa[{r}] * b;" for r in range(RM))
+    store = "\n".join(
+        f"  if (row + {r} < M) {{ vstore{RN}(c{r}, 0, tmp); for (int j = 0; j < nv; ++j) C[(long)(row + {r}) * N + col + j] = tmp[j]; }}"
+        for r in range(RM)
+    )
+    return f"""
+#define T {T}
+#define RM {RM}
+#define RN {RN}
+// Ap[b][M/RM][K][RM] from A: element (m, k) of batch b at a_off(b) + m*sm + k*sk.
+__kernel void pack_a(__global T* restrict Ap, __global const T* restrict A, int M, int K, int Mp,
+                     int sm, int sk, int brank, dims_t bshape, dims_t bstr) {{
+  int i = get_global_id(0);
+  int r = i % RM; int t = i / RM; int k = t % K; t /= K; int mb = t % (Mp / RM); int b = t / (Mp / RM);
+  int off = 0; int q = b;
+  for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; off += (q % n) * bstr.v[d]; q /= n; }}
+  int m = mb * RM + r;
+  Ap[i] = m < M ? A[off + m * sm + k * sk] : (T)0;
+}}
+// Bp[b][N/RN][K][RN] from B: element (k, n) at b_off(b) + k*sk + n*sn.
+__kernel void pack_b(__global T* restrict Bp, __global const T* restrict B, int K, int N, int Np,
+                     int sk, int sn, int brank, dims_t bshape, dims_t bstr) {{
+  int i = get_global_id(0);
+  int c = i % RN; int t = i / RN; int k = t % K; t /= K; int nb = t % (Np / RN); int b = t / (Np / RN);
+  int off = 0; int q = b;
+  for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; off += (q % n) * bstr.v[d]; q /= n; }}
+  int n = nb * RN + c;
+  Bp[i] = n < N ? B[off + k * sk + n * sn] : (T)0;
+}}
+__kernel void mm(__global T* restrict C, __global const T* restrict Ap, __global const T* restrict Bp,
+                 int M, int N, int K, int Mp, int Np) {{
+  int mb = get_global_id(0); int nb = get_global_id(1); int b = get_global_id(2);
+  __global const T* pa = Ap + ((long)b * Mp + (long)mb * RM) * K;
+  __global const {VT}* pb = (__global const {VT}*)(Bp + ((long)b * Np + (long)nb * RN) * K);
+{acc}
+  for (int k = 0; k < K; ++k) {{
+    {VT} b = pb[k];
+{fma}
+    pa += RM;
+  }}
+  C += (long)b * M * N;
+  int row = mb * RM; int col = nb * RN; int nv = min(RN, N - col);
+  T tmp[RN];
+{store}
+}}
+#undef T
+"""
+
+
+def gemm(
+    be: OpenCLBackend, op: str, dtype: str, a: Any, b: Any, M: int, N: int, K: int,
+    a_mk: tuple[int, int], b_kn: tuple[int, int], batch: Sequence[int] = (),
+    a_batch: Sequence[int] = (), b_batch: Sequence[int] = (),
+) -> Any:
+    """C[batch..., M, N] = A B, where element (m, k) of A's batch b is at
+    a_off(b) + m*a_mk[0] + k*a_mk[1] (likewise B), a_off from ``a_batch`` strides."""
+    out = be.new_array(tuple(batch) + (M, N), a.dtype)
+    if out.size == 0:
+        return out
+    if K == 0:
+        return zeros(be, op, out.shape, a.dtype)
+    RN, RM = TILES[dtype]
+    nb = int(np.prod(batch, dtype=np.int64)) if batch else 1
+    Mp, Np = -(-M // RM) * RM, -(-N // RN) * RN
+    k = lambda name: be.programs.kernel("matmul", dtype, name, op)  # noqa: E731
+    brank = np.int32(len(batch))
+    bshape = dims(batch)
+    ap = be.new_array((nb * Mp * K,), a.dtype)
+    bp = be.new_array((nb * Np * K,), a.dtype)
+    be.launch1d(k("pack_a"), ap.size, ap.base_data, a.base_data, np.int32(M), np.int32(K), np.int32(Mp),
+                np.int32(a_mk[0]), np.int32(a_mk[1]), brank, bshape, dims(a_batch))
+    be.launch1d(k("pack_b"), bp.size, bp.base_data, b.base_data, np.int32(K), np.int32(N), np.int32(Np),
+                np.int32(b_kn[0]), np.int32(b_kn[1]), brank, bshape, dims(b_batch))
+    be.launch(k("mm"), (Mp // RM, Np // RN, nb), (1, 1, 1), out.base_data, ap.base_data, bp.base_data,
+              np.int32(M), np.int32(N), np.int32(K), np.int32(Mp), np.int32(Np))
+    return out
+
+
+def mat_mul(a: Any, b: Any, transpose_a: bool, transpose_b: bool, T: ok.DType, **attrs: Any) -> Any:
+    if a.ndim != 2 or b.ndim != 2:
+        raise fail("MatMul", f"inputs must be matrices, got shapes {list(a.shape)} and {list(b.shape)}")
+    M, K = (a.shape[1], a.shape[0]) if transpose_a else a.shape
+    K2, N = (b.shape[1], b.shape[0]) if transpose_b else b.shape
+    if K != K2:
+        ea = [M, K]
+        eb = [K2, N]
+        raise fail(
+            "MatMul",
+            f"Matrix size-incompatible: In[0]: {ea}, In[1]: {eb} (transpose_a={transpose_a}, transpose_b={transpose_b})",
+        )
+    sa = (1, a.shape[1]) if transpose_a else (a.shape[1], 1)
+    sb = (1, b.shape[1]) if transpose_b else (b.shape[1], 1)
+    return gemm(BE(), "MatMul", T.name, a, b, M, N, K, sa, sb)
+
+
+def batch_mat_mul(x: Any, y: Any, adj_x: bool, adj_y: bool, T: ok.DType, **attrs: Any) -> Any:
+    op = "BatchMatMul"
+    if x.ndim < 2 or y.ndim < 2:
+        raise fail(op, f"inputs must have rank >= 2, got shapes {list(x.shape)} and {list(y.shape)}")
+    rx, cx = x.shape[-2:]
+    ry, cy = y.shape[-2:]
+    M, K = (cx, rx) if adj_x else (rx, cx)
+    K2, N = (cy, ry) if adj_y else (ry, cy)
+    if K != K2:
+        raise fail(op, f"Matrix size-incompatible: In[0]: {list(x.shape)}, In[1]: {list(y.shape)} (adj_x={adj_x}, adj_y={adj_y})")
+    try:
+        batch = tuple(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]))
+    except ValueError:
+        raise fail(op, f"batch dimensions must broadcast, got shapes {list(x.shape)} and {list(y.shape)}") from None
+    if len(batch) > 8:
+        raise fail(op, f"at most 8 batch dimensions are supported, got {len(batch)}")
+    xs, ys = contiguous_strides(x.shape), contiguous_strides(y.shape)
+    sa = (xs[-1], xs[-2]) if adj_x else (xs[-2], xs[-1])
+    sb = (ys[-1], ys[-2]) if adj_y else (ys[-2], ys[-1])
+    xb = broadcast_strides(x.shape[:-2], batch) if batch else []
+    yb = broadcast_strides(y.shape[:-2], batch) if batch else []
+    # broadcast_strides counts in batch elements; scale to matrix elements
+    xb = [s * rx * cx for s in xb]
+    yb = [s * ry * cy for s in yb]
+    return gemm(BE(), op, T.name, x, y, M, N, K, sa, sb, batch, xb, yb)
 
 
 def register_all() -> None:
-    pass
+    """(op, function, type constraints, host-memory args), one row per kernel."""
+    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
+        ("MatMul", mat_mul, {"T": list(DTYPES)}, ()),
+        ("BatchMatMul", batch_mat_mul, {"T": list(DTYPES)}, ()),
+    ]
+    for op, fn, constraints, host in table:
+        ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)

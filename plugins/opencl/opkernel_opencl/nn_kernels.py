@@ -1,5 +1,510 @@
-"""placeholder"""
+"""OpenCL kernels of the neural-network ops: one table in ``register_all``.
+
+(Relu, Relu6, Elu, Selu, Softplus and BiasAdd are elementwise: see
+``elementwise``.)  Softmax and the losses run one work-item per row.  Conv2D is
+im2col + the packed MatMul of ``linalg_kernels``; its input gradient is one
+MatMul plus col2im, its filter gradient one MatMul over the im2col columns.
+Pooling and the pooling gradients are direct kernels, written as gathers (each
+work-item owns one output element), so no atomics are needed and results are
+deterministic.  Layout NCHW is handled by transposing to NHWC and back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import opkernel as ok
+from opkernel.ops.nn_ops import explicit_padding, spatial_attr, window_output_size
+
+from .array_kernels import BE, gather_view, zeros
+from .backend import OpenCLBackend, ctype
+from .common import FLOATS, dims, fail
+from .linalg_kernels import TILES, gemm
+from .programs import family
+from .reduction_kernels import reduce
+
+POOL_TYPES = FLOATS + ("int32", "int64")
+
+
+@family("softmax", FLOATS)
+def _softmax_source(dtype: str) -> str:
+    T = ctype(ok.as_dtype(dtype))
+    return f"""
+#define T {T}
+inline T row_max(__global const T* p, int C) {{ T m = p[0]; for (int c = 1; c < C; ++c) m = fmax(m, p[c]); return m; }}
+__kernel void softmax(__global T* out, __global const T* x, int C, int logs) {{
+  int r = get_global_id(0); __global const T* p = x + (long)r * C; __global T* q = out + (long)r * C;
+  T m = row_max(p, C); T s = 0;
+  for (int c = 0; c < C; ++c) s += exp(p[c] - m);
+  if (logs) {{ T ls = log(s); for (int c = 0; c < C; ++c) q[c] = p[c] - m - ls; }}
+  else {{ T inv = 1 / s; for (int c = 0; c < C; ++c) q[c] = exp(p[c] - m) * inv; }}
+}}
+__kernel void xent(__global T* loss, __global T* back, __global const T* x, __global const T* y, int C) {{
+  int r = get_global_id(0); __global const T* p = x + (long)r * C; __global const T* l = y + (long)r * C;
+  __global T* b = back + (long)r * C;
+  T m = row_max(p, C); T s = 0;
+  for (int c = 0; c < C; ++c) s += exp(p[c] - m);
+  T ls = log(s); T acc = 0;
+  for (int c = 0; c < C; ++c) {{ T lp = p[c] - m - ls; acc -= l[c] * lp; b[c] = exp(lp) - l[c]; }}
+  loss[r] = acc;
+}}
+__kernel void sparse_xent_int(__global T* loss, __global T* back, __global const T* x, __global const int* y, int C) {{
+  int r = get_global_id(0); __global const T* p = x + (long)r * C; __global T* b = back + (long)r * C;
+  T m = row_max(p, C); T s = 0;
+  for (int c = 0; c < C; ++c) s += exp(p[c] - m);
+  T ls = log(s); int label = y[r];
+  for (int c = 0; c < C; ++c) b[c] = exp(p[c] - m - ls) - (c == label ? 1 : 0);
+  loss[r] = (label >= 0 && label < C) ? -(p[label] - m - ls) : NAN;
+}}
+__kernel void sparse_xent_long(__global T* loss, __global T* back, __global const T* x, __global const long* y, int C) {{
+  int r = get_global_id(0); __global const T* p = x + (long)r * C; __global T* b = back + (long)r * C;
+  T m = row_max(p, C); T s = 0;
+  for (int c = 0; c < C; ++c) s += exp(p[c] - m);
+  T ls = log(s); long label = y[r];
+  for (int c = 0; c < C; ++c) b[c] = exp(p[c] - m - ls) - (c == label ? 1 : 0);
+  loss[r] = (label >= 0 && label < C) ? -(p[label] - m - ls) : NAN;
+}}
+#undef T
+"""
+
+
+def _rows(op: str, logits: Any) -> tuple[int, int]:
+    if logits.ndim < 1 or logits.shape[-1] == 0:
+        raise fail(op, f"logits must have rank >= 1 and a non-empty last dimension, got shape {list(logits.shape)}")
+    C = logits.shape[-1]
+    return int(np.prod(logits.shape[:-1], dtype=np.int64)), C
+
+
+def _softmax(op: str, logs: int) -> Any:
+    def kernel(logits: Any, T: ok.DType, **attrs: Any) -> Any:
+        rows, C = _rows(op, logits)
+        be = BE()
+        out = be.new_array(logits.shape, logits.dtype)
+        if rows:
+            be.launch1d(be.programs.kernel("softmax", T.name, "softmax", op), rows, out.base_data, logits.base_data, np.int32(C), np.int32(logs))
+        return out
+
+    kernel.__name__ = op
+    return kernel
+
+
+def softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, **attrs: Any) -> tuple[Any, Any]:
+    op = "SoftmaxCrossEntropyWithLogits"
+    if features.ndim != 2 or labels.ndim != 2:
+        raise fail(op, f"features and labels must be 2-D, got shapes {list(features.shape)} and {list(labels.shape)}")
+    try:
+        shape = tuple(np.broadcast_shapes(features.shape, labels.shape))
+    except ValueError:
+        raise fail(op, f"features and labels must be broadcastable, got shapes {list(features.shape)} and {list(labels.shape)}") from None
+    be = BE()
+    if features.shape != shape:
+        features = gather_view(be, op, features, lambda g: np.broadcast_to(g, shape))
+    if labels.shape != shape:
+        labels = gather_view(be, op, labels, lambda g: np.broadcast_to(g, shape))
+    loss = be.new_array(shape[:1], features.dtype)
+    back = be.new_array(shape, features.dtype)
+    if shape[0] and shape[1]:
+        be.launch1d(be.programs.kernel("softmax", T.name, "xent", op), shape[0], loss.base_data, back.base_data,
+                    features.base_data, labels.base_data, np.int32(shape[1]))
+    return loss, back
+
+
+def sparse_softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, Tlabels: ok.DType, **attrs: Any) -> tuple[Any, Any]:
+    op = "SparseSoftmaxCrossEntropyWithLogits"
+    if features.ndim != 2 or labels.ndim != 1 or labels.shape[0] != features.shape[0]:
+        raise fail(op, "features must be 2-D [batch, classes] and labels 1-D [batch], "
+                   f"got shapes {list(features.shape)} and {list(labels.shape)}")
+    be = BE()
+    classes = features.shape[1]
+    host = be.host(labels)
+    if host is not None:
+        bad = (host < 0) | (host >= classes)
+        if bad.any():
+            raise fail(op, f"received a label value of {int(host[bad][0])} which is outside the valid range of [0, {classes}); "
+                       f"label values: {host.tolist() if host.size <= 16 else '...'}")
+    loss = be.new_array(features.shape[:1], features.dtype)
+    back = be.new_array(features.shape, features.dtype)
+    if features.size:
+        name = "sparse_xent_int" if Tlabels.name == "int32" else "sparse_xent_long"
+        be.launch1d(be.programs.kernel("softmax", T.name, name, op), features.shape[0], loss.base_data, back.base_data,
+                    features.base_data, labels.base_data, np.int32(classes))
+    return loss, back
+
+
+def bias_add_grad(out_backprop: Any, T: ok.DType, data_format: str, **attrs: Any) -> Any:
+    if out_backprop.ndim < 2:
+        raise fail("BiasAddGrad", f"input must be at least 2-D, got shape {list(out_backprop.shape)}")
+    axis = 1 if data_format == "NCHW" else out_backprop.ndim - 1
+    others = tuple(a for a in range(out_backprop.ndim) if a != axis)
+    return reduce(BE(), "Sum", out_backprop, others, False, T.name)
+
+
+# ------------------------------------------------------------ windows
+
+
+class Window(NamedTuple):
+    n: int
+    h: int
+    w: int
+    c: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+
+    def args(self, oc: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        return dims(self[:8]), dims(list(self[8:]) + [oc])
+
+
+def _window(op: str, x_shape: tuple[int, ...], khw: tuple[int, int], attrs: dict[str, Any], dilations: Any) -> Window:
+    fmt = attrs["data_format"]
+    if fmt not in ("NHWC", "NCHW"):
+        raise fail(op, f"data_format {fmt!r} is not supported on this backend; use 'NHWC' or 'NCHW'")
+    try:
+        sh, sw = spatial_attr(attrs["strides"], fmt, "strides")
+        dh, dw = spatial_attr(dilations, fmt, "dilations") if dilations is not None else (1, 1)
+        ph, pw = explicit_padding(attrs["padding"], attrs.get("explicit_paddings", ()), fmt)
+        oh, pt, _ = window_output_size(x_shape[1], khw[0], dh, sh, attrs["padding"], ph)
+        ow, pl, _ = window_output_size(x_shape[2], khw[1], dw, sw, attrs["padding"], pw)
+    except ValueError as e:
+        raise fail(op, str(e)) from None
+    n, h, w, c = x_shape
+    return Window(n, h, w, c, oh, ow, khw[0], khw[1], sh, sw, dh, dw, pt, pl)
+
+
+def _nhwc(be: OpenCLBackend, op: str, x: Any, fmt: str) -> Any:
+    return x if fmt == "NHWC" else gather_view(be, op, x, lambda g: np.transpose(g, (0, 2, 3, 1)))
+
+
+def _from_nhwc(be: OpenCLBackend, op: str, x: Any, fmt: str) -> Any:
+    return x if fmt == "NHWC" else gather_view(be, op, x, lambda g: np.transpose(g, (0, 3, 1, 2)))
+
+
+def _nhwc_dims(values: Any, fmt: str) -> tuple[int, int, int, int]:
+    v = [int(d) for d in values]
+    return (v[0], v[1], v[2], v[3]) if fmt == "NHWC" else (v[0], v[2], v[3], v[1])
+
+
+def _rank4(op: str, **arrays: Any) -> None:
+    for name, a in arrays.items():
+        if a.ndim != 4:
+            raise fail(op, f"input '{name}' must be 4-D, got shape {list(a.shape)}")
+
+
+def _sizes(op: str, name: str, sizes: np.ndarray, allowed: tuple[int, ...] = (4,)) -> list[int]:
+    values = [int(v) for v in np.asarray(sizes).reshape(-1)]
+    if np.asarray(sizes).ndim != 1 or len(values) not in allowed or any(v < 0 for v in values):
+        raise fail(op, f"input '{name}' must be a vector of {' or '.join(map(str, allowed))} sizes >= 0, got {values}")
+    return values
+
+
+def _check_out(op: str, name: str, got: tuple[int, ...], want: tuple[int, ...], fmt: str) -> None:
+    if tuple(got) != tuple(want):
+        raise fail(op, f"input '{name}' must have shape {list(want)} (NHWC order; data_format {fmt}), got {list(got)}")
+
+
+_GEOMETRY = """
+#define N g1.v[0]
+#define H g1.v[1]
+#define W g1.v[2]
+#define C g1.v[3]
+#define OH g1.v[4]
+#define OW g1.v[5]
+#define KH g1.v[6]
+#define KW g1.v[7]
+#define SH g2.v[0]
+#define SW g2.v[1]
+#define DH g2.v[2]
+#define DW g2.v[3]
+#define PT g2.v[4]
+#define PL g2.v[5]
+"""
+
+
+@family("window", POOL_TYPES)
+def _window_source(dtype: str) -> str:
+    T = ctype(ok.as_dtype(dtype))
+    lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
+    return f"""
+#define T {T}
+{_GEOMETRY}
+__kernel void im2col(__global T* cols, __global const T* x, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int j = t % KW; t /= KW; int ii = t % KH; t /= KH;
+  int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  int h = oh * SH - PT + ii * DH; int w = ow * SW - PL + j * DW;
+  cols[i] = (h >= 0 && h < H && w >= 0 && w < W) ? x[((n * H + h) * W + w) * C + c] : (T)0;
+}}
+// dx[n, h, w, c] = sum of the column entries that im2col copied from (n, h, w, c).
+__kernel void col2im(__global T* dx, __global const T* dcols, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int w = t % W; t /= W; int h = t % H; int n = t / H;
+  T acc = 0;
+  for (int ii = 0; ii < KH; ++ii) {{
+    int hh = h + PT - ii * DH; if (hh < 0 || hh % SH) continue; int oh = hh / SH; if (oh >= OH) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int ww = w + PL - j * DW; if (ww < 0 || ww % SW) continue; int ow = ww / SW; if (ow >= OW) continue;
+      acc += dcols[((((n * OH + oh) * OW + ow) * KH + ii) * KW + j) * C + c];
+    }}
+  }}
+  dx[i] = acc;
+}}
+// The first maximum of a window in row-major order, never a padding position: h * W + w.
+inline int window_argmax(__global const T* x, int n, int oh, int ow, int c, dims_t g1, dims_t g2) {{
+  int best_at = -1; T best = {lowest};
+  for (int ii = 0; ii < KH; ++ii) {{
+    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      T v = x[((n * H + h) * W + w) * C + c];
+      if (best_at < 0 || v > best) {{ best = v; best_at = h * W + w; }}
+    }}
+  }}
+  return best_at;
+}}
+__kernel void max_pool(__global T* out, __global const T* x, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  T best = {lowest};
+  for (int ii = 0; ii < KH; ++ii) {{
+    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      T v = x[((n * H + h) * W + w) * C + c]; best = v > best ? v : best;
+    }}
+  }}
+  out[i] = best;
+}}
+__kernel void max_pool_grad(__global T* dx, __global const T* x, __global const T* dy, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int w = t % W; t /= W; int h = t % H; int n = t / H;
+  T acc = 0;
+  for (int ii = 0; ii < KH; ++ii) {{
+    int hh = h + PT - ii; if (hh < 0 || hh % SH) continue; int oh = hh / SH; if (oh >= OH) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int ww = w + PL - j; if (ww < 0 || ww % SW) continue; int ow = ww / SW; if (ow >= OW) continue;
+      if (window_argmax(x, n, oh, ow, c, g1, g2) == h * W + w) acc += dy[((n * OH + oh) * OW + ow) * C + c];
+    }}
+  }}
+  dx[i] = acc;
+}}
+__kernel void max_pool_grad_grad(__global T* out, __global const T* x, __global const T* gg, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  int a = window_argmax(x, n, oh, ow, c, g1, g2);
+  out[i] = a < 0 ? (T)0 : gg[(n * H * W + a) * C + c];
+}}
+inline int window_count(int oh, int ow, dims_t g1, dims_t g2) {{
+  int hs = oh * SH - PT; int he = min(hs + KH, H); hs = max(hs, 0);
+  int ws = ow * SW - PL; int we = min(ws + KW, W); ws = max(ws, 0);
+  return max((he - hs) * (we - ws), 1);
+}}
+__kernel void avg_pool(__global T* out, __global const T* x, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  T acc = 0;
+  for (int ii = 0; ii < KH; ++ii) {{
+    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      acc += x[((n * H + h) * W + w) * C + c];
+    }}
+  }}
+  out[i] = acc / (T)window_count(oh, ow, g1, g2);
+}}
+__kernel void avg_pool_grad(__global T* dx, __global const T* dy, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int w = t % W; t /= W; int h = t % H; int n = t / H;
+  T acc = 0;
+  for (int ii = 0; ii < KH; ++ii) {{
+    int hh = h + PT - ii; if (hh < 0 || hh % SH) continue; int oh = hh / SH; if (oh >= OH) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int ww = w + PL - j; if (ww < 0 || ww % SW) continue; int ow = ww / SW; if (ow >= OW) continue;
+      acc += dy[((n * OH + oh) * OW + ow) * C + c] / (T)window_count(oh, ow, g1, g2);
+    }}
+  }}
+  dx[i] = acc;
+}}
+#undef T
+"""
+
+
+def _conv_window(op: str, x_shape: tuple[int, ...], f_shape: tuple[int, ...], attrs: dict[str, Any]) -> Window:
+    kh, kw, fc, _ = f_shape
+    if fc != x_shape[3]:
+        raise fail(op, f"input depth {x_shape[3]} must equal the filter's in_channels {fc} "
+                   f"(input shape {list(x_shape)} in NHWC order, filter shape {list(f_shape)})")
+    return _window(op, x_shape, (kh, kw), attrs, attrs["dilations"])
+
+
+def _im2col(be: OpenCLBackend, op: str, x: Any, win: Window, dtype: str) -> Any:
+    cols = be.new_array((win.n * win.oh * win.ow, win.kh * win.kw * win.c), x.dtype)
+    if cols.size:
+        be.launch1d(be.programs.kernel("window", dtype, "im2col", op), cols.size, cols.base_data, x.base_data, *win.args())
+    return cols
+
+
+def _check_conv_type(op: str, T: ok.DType) -> str:
+    if T.name not in TILES:
+        raise fail(op, f"T={T.name} is not supported by the OpenCL convolution")
+    return T.name
+
+
+def conv2d(input: Any, filter: Any, T: ok.DType, **attrs: Any) -> Any:
+    op = "Conv2D"
+    _rank4(op, input=input, filter=filter)
+    be = BE()
+    if attrs["data_format"] not in ("NHWC", "NCHW"):
+        raise fail(op, f"data_format {attrs['data_format']!r} is not supported on this backend; use 'NHWC' or 'NCHW'")
+    x = _nhwc(be, op, input, attrs["data_format"])
+    win = _conv_window(op, x.shape, filter.shape, attrs)
+    oc = filter.shape[3]
+    cols = _im2col(be, op, x, win, T.name)
+    K = win.kh * win.kw * win.c
+    out = gemm(be, op, _check_conv_type(op, T), cols, filter, cols.shape[0], oc, K, (K, 1), (oc, 1))
+    out = be.view(out, (win.n, win.oh, win.ow, oc))
+    return _from_nhwc(be, op, out, attrs["data_format"])
+
+
+def conv2d_backprop_input(input_sizes: np.ndarray, filter: Any, out_backprop: Any, T: ok.DType, **attrs: Any) -> Any:
+    op, fmt = "Conv2DBackpropInput", attrs["data_format"]
+    _rank4(op, filter=filter, out_backprop=out_backprop)
+    if fmt not in ("NHWC", "NCHW"):
+        raise fail(op, f"data_format {fmt!r} is not supported on this backend; use 'NHWC' or 'NCHW'")
+    be = BE()
+    sizes = _sizes(op, "input_sizes", input_sizes, (4, 2))
+    dy = _nhwc(be, op, out_backprop, fmt)
+    x_shape = (dy.shape[0], sizes[0], sizes[1], filter.shape[2]) if len(sizes) == 2 else _nhwc_dims(sizes, fmt)
+    win = _conv_window(op, x_shape, filter.shape, attrs)
+    oc = filter.shape[3]
+    _check_out(op, "out_backprop", dy.shape, (win.n, win.oh, win.ow, oc), fmt)
+    K = win.kh * win.kw * win.c
+    P = win.n * win.oh * win.ow
+    dcols = gemm(be, op, _check_conv_type(op, T), dy, filter, P, K, oc, (oc, 1), (1, oc))
+    dx = be.new_array(x_shape, dy.dtype)
+    if dx.size:
+        be.launch1d(be.programs.kernel("window", T.name, "col2im", op), dx.size, dx.base_data, dcols.base_data, *win.args())
+    return _from_nhwc(be, op, dx, fmt)
+
+
+def conv2d_backprop_filter(input: Any, filter_sizes: np.ndarray, out_backprop: Any, T: ok.DType, **attrs: Any) -> Any:
+    op, fmt = "Conv2DBackpropFilter", attrs["data_format"]
+    _rank4(op, input=input, out_backprop=out_backprop)
+    if fmt not in ("NHWC", "NCHW"):
+        raise fail(op, f"data_format {fmt!r} is not supported on this backend; use 'NHWC' or 'NCHW'")
+    be = BE()
+    f_shape = tuple(_sizes(op, "filter_sizes", filter_sizes))
+    x = _nhwc(be, op, input, fmt)
+    dy = _nhwc(be, op, out_backprop, fmt)
+    win = _conv_window(op, x.shape, f_shape, attrs)
+    oc = f_shape[3]
+    _check_out(op, "out_backprop", dy.shape, (x.shape[0], win.oh, win.ow, oc), fmt)
+    cols = _im2col(be, op, x, win, T.name)
+    K = win.kh * win.kw * win.c
+    P = cols.shape[0]
+    dw = gemm(be, op, _check_conv_type(op, T), cols, dy, K, oc, P, (1, K), (oc, 1))
+    return be.view(dw, f_shape)
+
+
+def _pool_window(op: str, x_shape: tuple[int, ...], attrs: dict[str, Any]) -> Window:
+    fmt = attrs["data_format"]
+    if fmt not in ("NHWC", "NCHW"):
+        raise fail(op, f"data_format {fmt!r} is not supported on this backend; use 'NHWC' or 'NCHW'")
+    try:
+        kh, kw = spatial_attr(attrs["ksize"], fmt, "ksize")
+    except ValueError as e:
+        raise fail(op, f"{e}; pooling over the batch or depth dimension is not supported") from None
+    return _window(op, x_shape, (kh, kw), attrs, None)
+
+
+def _pool(op: str, name: str) -> Any:
+    def kernel(*inputs: Any, T: ok.DType, **attrs: Any) -> Any:
+        fmt = attrs["data_format"]
+        x = inputs[0]
+        _rank4(op, **{"input" if op == "MaxPool" else "value": x})
+        be = BE()
+        x = _nhwc(be, op, x, fmt)
+        win = _pool_window(op, x.shape, attrs)
+        out = be.new_array((win.n, win.oh, win.ow, win.c), x.dtype)
+        if out.size:
+            be.launch1d(be.programs.kernel("window", T.name, name, op), out.size, out.base_data, x.base_data, *win.args())
+        return _from_nhwc(be, op, out, fmt)
+
+    kernel.__name__ = op
+    return kernel
+
+
+def max_pool_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType, **attrs: Any) -> Any:
+    op, fmt = "MaxPoolGrad", attrs["data_format"]
+    _rank4(op, orig_input=orig_input, orig_output=orig_output, grad=grad)
+    be = BE()
+    x = _nhwc(be, op, orig_input, fmt)
+    win = _pool_window(op, x.shape, attrs)
+    dy = _nhwc(be, op, grad, fmt)
+    for nm, a in (("orig_output", orig_output), ("grad", grad)):
+        _check_out(op, nm, _nhwc_dims(a.shape, fmt), (win.n, win.oh, win.ow, win.c), fmt)
+    dx = be.new_array(x.shape, x.dtype)
+    if dx.size:
+        be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad", op), dx.size, dx.base_data, x.base_data, dy.base_data, *win.args())
+    return _from_nhwc(be, op, dx, fmt)
+
+
+def max_pool_grad_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType, **attrs: Any) -> Any:
+    op, fmt = "MaxPoolGradGrad", attrs["data_format"]
+    _rank4(op, orig_input=orig_input, orig_output=orig_output, grad=grad)
+    be = BE()
+    x = _nhwc(be, op, orig_input, fmt)
+    win = _pool_window(op, x.shape, attrs)
+    _check_out(op, "orig_output", _nhwc_dims(orig_output.shape, fmt), (win.n, win.oh, win.ow, win.c), fmt)
+    _check_out(op, "grad", _nhwc_dims(grad.shape, fmt), x.shape, fmt)
+    gg = _nhwc(be, op, grad, fmt)
+    out = be.new_array((win.n, win.oh, win.ow, win.c), x.dtype)
+    if out.size:
+        be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad_grad", op), out.size, out.base_data, x.base_data, gg.base_data, *win.args())
+    return _from_nhwc(be, op, out, fmt)
+
+
+def avg_pool_grad(orig_input_shape: np.ndarray, grad: Any, T: ok.DType, **attrs: Any) -> Any:
+    op, fmt = "AvgPoolGrad", attrs["data_format"]
+    _rank4(op, grad=grad)
+    be = BE()
+    shape = _nhwc_dims(_sizes(op, "orig_input_shape", orig_input_shape), fmt)
+    win = _pool_window(op, shape, attrs)
+    dy = _nhwc(be, op, grad, fmt)
+    _check_out(op, "grad", dy.shape, (win.n, win.oh, win.ow, win.c), fmt)
+    dx = be.new_array(shape, grad.dtype)
+    if dx.size:
+        be.launch1d(be.programs.kernel("window", T.name, "avg_pool_grad", op), dx.size, dx.base_data, dy.base_data, *win.args())
+    return _from_nhwc(be, op, dx, fmt)
 
 
 def register_all() -> None:
-    pass
+    """(op, function, type constraints, host-memory args), one row per kernel."""
+    floats = {"T": list(FLOATS)}
+    pools = {"T": list(POOL_TYPES)}
+    conv = {"T": [t for t in TILES if t in POOL_TYPES]}
+    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
+        ("Softmax", _softmax("Softmax", 0), floats, ()),
+        ("LogSoftmax", _softmax("LogSoftmax", 1), floats, ()),
+        ("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits, floats, ()),
+        ("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits, floats, ()),
+        ("BiasAddGrad", bias_add_grad, {"T": list(FLOATS) + ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]}, ()),
+        ("Conv2D", conv2d, conv, ()),
+        ("Conv2DBackpropInput", conv2d_backprop_input, conv, ("input_sizes",)),
+        ("Conv2DBackpropFilter", conv2d_backprop_filter, conv, ("filter_sizes",)),
+        ("MaxPool", _pool("MaxPool", "max_pool"), pools, ()),
+        ("MaxPoolGrad", max_pool_grad, pools, ()),
+        ("MaxPoolGradGrad", max_pool_grad_grad, pools, ()),
+        ("AvgPool", _pool("AvgPool", "avg_pool"), pools, ()),
+        ("AvgPoolGrad", avg_pool_grad, pools, ("orig_input_shape",)),
+    ]
+    for op, fn, constraints, host in table:
+        ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)
