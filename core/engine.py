@@ -15,6 +15,7 @@ The path of one call (``ok.ops.add(x, y)``):
 from __future__ import annotations
 
 import difflib
+import inspect
 import os
 import threading
 import warnings
@@ -79,7 +80,10 @@ config = _Config()
 _ACTIVE: ContextVar[Backend | None] = ContextVar("opkernel_backend", default=None)
 _LABELS: ContextVar[Mapping[str, str] | None] = ContextVar("opkernel_kernel_labels", default=None)
 _lock = threading.RLock()
-_default: Backend | None = None
+#: The process-wide default backend, in a cell that generated wrappers read directly.
+_DEFAULT: list[Backend | None] = [None]
+#: How many kernel_label_map blocks are open in any context; 0 lets dispatch skip the lookup.
+_LABEL_SCOPES = [0]
 _instances: dict[str, Backend] = {}
 _init_errors: dict[str, str] = {}
 
@@ -152,15 +156,16 @@ def backend_instance(name: str) -> Backend:
 
 
 def _default_backend() -> Backend:
-    global _default
-    if _default is not None:
-        return _default
+    be = _DEFAULT[0]
+    if be is not None:
+        return be
     plugins.ensure_loaded()  # before taking _lock, as in backend_instance
     with _lock:
-        if _default is None:
+        be = _DEFAULT[0]
+        if be is None:
             wanted = os.environ.get("OPKERNEL_BACKEND")
-            _default = backend_instance(wanted) if wanted else _first_usable_backend()
-        return _default
+            be = _DEFAULT[0] = backend_instance(wanted) if wanted else _first_usable_backend()
+        return be
 
 
 def _first_usable_backend() -> Backend:
@@ -196,8 +201,7 @@ def set_backend(name: str) -> None:
 
     ``use_backend`` overrides it for one context (thread or asyncio task).
     """
-    global _default
-    _default = backend_instance(name)
+    _DEFAULT[0] = backend_instance(name)
 
 
 @contextmanager
@@ -215,34 +219,35 @@ def kernel_label_map(labels: Mapping[str, str]) -> Iterator[None]:
     """Choose kernels by label per op inside the block (TensorFlow's ``_kernel`` attr)."""
     outer = _LABELS.get() or {}
     token = _LABELS.set({**outer, **labels})
+    _LABEL_SCOPES[0] += 1
     try:
         yield
     finally:
+        _LABEL_SCOPES[0] -= 1
         _LABELS.reset(token)
 
 
 def _reset_backends_for_tests() -> None:
-    global _default
     with _lock:
-        _default = None
+        _DEFAULT[0] = None
         _instances.clear()
         _init_errors.clear()
-        _handles.clear()
+        _reset_handles()
 
 
 def _on_plugins_changed() -> None:
     """Drop op handles, and instances of backends whose class is no longer provided
     (a removed plugin's backend must not stay usable through the instance cache)."""
-    global _default
-    _handles.clear()
+    _reset_handles()
     with _lock:
         provided = {n: c for n, (c, _) in plugins.backend_classes().items()}
         for name in [n for n, inst in _instances.items() if provided.get(n) is not type(inst)]:
             del _instances[name]
         for name in [n for n in _init_errors if n not in provided]:
             del _init_errors[name]
-        if _default is not None and _instances.get(_default.name) is not _default:
-            _default = None
+        default = _DEFAULT[0]
+        if default is not None and _instances.get(default.name) is not default:
+            _DEFAULT[0] = None
 
 
 plugins.on_change(_on_plugins_changed)
@@ -304,13 +309,17 @@ def transfer(t: Tensor, backend: str) -> Tensor:
 # ---------------------------------------------------------------- dispatch
 
 class _Signature:
-    """Everything about one call signature that is worth computing once."""
+    """Everything about one call signature that is worth computing once.
 
-    __slots__ = ("run", "out_dtypes", "pack", "kernel", "op_def", "attrs")
+    ``call(*tensors)`` runs the whole call for tensors already on the backend:
+    the kernel, output wrapping, tape recording and error translation.
+    """
+
+    __slots__ = ("run", "out_dtypes", "pack", "kernel", "op_def", "attrs", "backend", "call")
 
     def __init__(
         self, run: Callable[[list[Any]], list[Any]], out_dtypes: list[DType], pack: Callable[[list[Tensor]], Any],
-        kernel: KernelDef, op_def: OpDef, attrs: dict[str, Any],
+        kernel: KernelDef, op_def: OpDef, attrs: dict[str, Any], backend: Backend,
     ) -> None:
         self.run = run
         self.out_dtypes = out_dtypes
@@ -318,81 +327,111 @@ class _Signature:
         self.kernel = kernel
         self.op_def = op_def
         self.attrs = attrs
+        self.backend = backend
+        self.call: Callable[..., Any] = self._call
+
+    def _call(self, *inputs: Tensor) -> Any:
+        try:
+            outs = self.run([x._value for x in inputs])
+        except Exception as e:
+            translated = _translated(e, self.backend, self.op_def.name)
+            if translated is e:
+                raise
+            raise translated from e
+        return _finish(self, self.backend, outs, inputs)
 
 
 class OpHandle:
-    """Per-op dispatch state: the finalized OpDef and its signature caches."""
+    """Per-op dispatch state: the finalized OpDef and its signature caches.
 
-    __slots__ = ("name", "op_def", "fast", "cache", "kversion", "_validated")
+    A handle lives as long as the process; when plugins or kernels change it is
+    reset in place, so generated wrappers can hold on to it.
+    ``fast`` maps ``(backend, input dtypes..., attr value, attr class, ...)``
+    to a signature's ``call``, for calls whose inputs are all tensors on the
+    active backend; ``cache`` maps the fully bound signature.
+    """
 
-    def __init__(self, op_def: OpDef) -> None:
-        self.name = op_def.name
-        self.op_def = op_def
-        self.fast = not any(a.is_list or a.is_ref for a in op_def.inputs)
+    __slots__ = ("name", "_op_def", "fast_ok", "cache", "fast", "_validated")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._op_def: OpDef | None = None
+        self.fast_ok = False
         self.cache: dict[Any, _Signature] = {}
-        self.kversion = kernel_registry.version()
+        self.fast: dict[Any, Callable[..., Any]] = {}
         self._validated: set[int] = set()
+
+    @property
+    def op_def(self) -> OpDef:
+        op_def = self._op_def
+        if op_def is None:
+            plugins.ensure_loaded()
+            op_def = self._op_def = op_registry.get_op_def(self.name)
+            self.fast_ok = not any(a.is_list or a.is_ref for a in op_def.inputs)
+        return op_def
+
+    def reset(self) -> None:
+        self.cache.clear()
+        self.fast.clear()
+        self._validated.clear()
+        self._op_def = None
 
 
 _handles: dict[str, OpHandle] = {}
 
 
 def op_handle(name: str) -> OpHandle:
+    """The handle of op ``name`` (finalizing the op)."""
     h = _handles.get(name)
     if h is None:
-        plugins.ensure_loaded()
-        h = _handles[name] = OpHandle(op_registry.get_op_def(name))
+        h = _handles.setdefault(name, OpHandle(name))
+    h.op_def  # noqa: B018 -- finalize now, so unknown ops fail here
     return h
 
 
+def _reset_handles() -> None:
+    """Forget every cached signature (plugins, ops or kernels changed)."""
+    for h in list(_handles.values()):
+        h.reset()
+
+
+kernel_registry.on_change(_reset_handles)
+
+
 def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: str | None = None) -> Any:
-    """Run ``op`` on the active backend.  ``attrs`` holds the non-inferred attrs given by the caller."""
+    """Run ``op`` on the active backend.  ``attrs`` holds the non-inferred attrs given by the caller.
+
+    Generated wrappers try ``op.fast`` themselves first; this is the general path.
+    """
     be = _ACTIVE.get() or _default_backend()
-    if label is None:
+    if label is None and _LABEL_SCOPES[0]:
         labels = _LABELS.get()
         if labels is not None:
             label = labels.get(op.name)
-    if op.kversion != kernel_registry._version:
-        op.cache.clear()
-        op.kversion = kernel_registry._version
-    if op.fast:
-        try:
-            # An attr value's class is part of the key: True, 1 and 1.0 are equal dict
-            # keys, yet a bool attr must reject 1 and an int attr 1.0 on every call.
-            key = (
-                be, label, *[x._dtype if x._backend is be else None for x in inputs],
-                *[(k, v, v.__class__) for k, v in attrs.items()],
-            )
-            sig = op.cache.get(key)
-        except (AttributeError, TypeError):
-            key, sig = None, None
-        if sig is not None:
-            try:
-                outs = sig.run([x._value for x in inputs])
-            except Exception as e:
-                translated = _translated(e, be, op.name)
-                if translated is e:
-                    raise
-                raise translated from e
-            return _finish(sig, be, outs, inputs)
-    else:
-        key = None
-    tensors, bound = _bind(op.op_def, inputs, attrs, be)
+    op_def = op.op_def
+    tensors, bound = _bind(op_def, inputs, attrs, be)
     full_key = (be, label, *[t._dtype for t in tensors], *_hashable_items(bound))
     sig = op.cache.get(full_key)
     if sig is None:
         sig = _build_signature(op, bound, be, label)
         op.cache[full_key] = sig
-    if key is not None and None not in key[2:]:  # None: an input on another backend (key[1], the label, may be None)
-        op.cache[key] = sig
-    try:
-        outs = sig.run([t._value for t in tensors])
-    except Exception as e:
-        translated = _translated(e, be, op.name)
-        if translated is e:
-            raise
-        raise translated from e
-    return _finish(sig, be, outs, tensors)
+    if label is None and op.fast_ok and all(isinstance(x, Tensor) and x._backend is be for x in inputs):
+        try:
+            op.fast[_fast_key(be, inputs, attrs)] = sig.call
+        except TypeError:  # an unhashable attr value (a list): such calls take this path
+            pass
+    return sig.call(*tensors)
+
+
+def _fast_key(be: Backend, inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The key generated wrappers build inline.  An attr value's class is part of it:
+    True, 1 and 1.0 are equal dict keys, yet a bool attr must reject 1 on every call."""
+    key: list[Any] = [be]
+    key.extend(x._dtype for x in inputs)
+    for v in attrs.values():
+        key.append(v)
+        key.append(v.__class__)
+    return tuple(key)
 
 
 def _translated(error: Exception, be: Backend, op: str) -> Exception:
@@ -718,7 +757,11 @@ def _build_signature(op: OpHandle, attrs: dict[str, Any], be: Backend, label: st
     out_dtypes, out_lengths = _output_dtypes(op_def, attrs)
     in_lengths = _input_lengths(op_def, attrs)
     run = _invoker(op_def, kdef, attrs, be, out_dtypes, in_lengths, out_lengths)
-    return _Signature(run, out_dtypes, _packer(op_def, out_lengths), kdef, op_def, attrs)
+    sig = _Signature(run, out_dtypes, _packer(op_def, out_lengths), kdef, op_def, attrs, be)
+    fast = _fast_call(sig, kdef, in_lengths, out_lengths)
+    if fast is not None:
+        sig.call = fast
+    return sig
 
 
 def _host_positions(op_def: OpDef, kdef: KernelDef, in_lengths: list[int | None]) -> list[int]:
@@ -776,9 +819,94 @@ def _invoker(
             return [o._value if isinstance(o, Tensor) else o for o in outs]
 
         return run_generic
+    kw = kernel_kwargs(fn, attrs)
     if simple_inputs and not host and out_lengths == [None]:
-        return lambda flat: [fn(*flat, **attrs)]
-    return lambda flat: _flatten_outputs(op_def, fn(*prepare(flat), **attrs), out_lengths)
+        return lambda flat: [fn(*flat, **kw)]
+    return lambda flat: _flatten_outputs(op_def, fn(*prepare(flat), **kw), out_lengths)
+
+
+def kernel_kwargs(fn: Callable[..., Any], attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The attrs a function kernel receives: all of them if it takes ``**kwargs``, else
+    the ones it names; a callable without an inspectable signature (a numpy ufunc
+    registered directly) receives none.  Decided once per signature."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return dict(attrs)
+    names = {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return {k: v for k, v in attrs.items() if k in names}
+
+
+def _raise_translated(error: Exception, be: Backend, op: str) -> None:
+    translated = _translated(error, be, op)
+    if translated is error:
+        raise error
+    raise translated from error
+
+
+def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], out_lengths: list[int | None]) -> Callable[..., Any] | None:
+    """A closure running the whole call for the common case — a function kernel, single
+    tensors in, one tensor out, nothing in host memory — with no per-call work beyond
+    the kernel, the output check and the tape check."""
+    if kdef.is_class or kdef.is_generic or kdef.host_memory or out_lengths != [None] or any(n is not None for n in in_lengths):
+        return None
+    fn, be, op_def, attrs = kdef.impl, sig.backend, sig.op_def, sig.attrs
+    kw = kernel_kwargs(fn, attrs)
+    dt = sig.out_dtypes[0]
+    native: Any = (be.array_types or (None,))[0]
+    npdt, conv, name = dt.np, be.as_output, op_def.name
+
+    def wrap(v: Any, inputs: tuple[Tensor, ...]) -> Tensor:
+        if type(v) is not native or getattr(v, "dtype", None) is not npdt:
+            v = conv(v, dt)
+        t = Tensor(v, dt, be)
+        if RECORDING[0]:
+            record_op(op_def, attrs, inputs, (t,))
+        return t
+
+    if len(in_lengths) == 2 and not kw:
+        def call2(x: Tensor, y: Tensor) -> Tensor:
+            try:
+                v: Any = fn(x._value, y._value)
+            except Exception as e:
+                _raise_translated(e, be, name)
+            if type(v) is not native or getattr(v, "dtype", None) is not npdt:
+                return wrap(v, (x, y))
+            t = Tensor(v, dt, be)
+            if RECORDING[0]:
+                record_op(op_def, attrs, (x, y), (t,))
+            return t
+
+        return call2
+    if len(in_lengths) == 2:
+        def call2kw(x: Tensor, y: Tensor) -> Tensor:
+            try:
+                v: Any = fn(x._value, y._value, **kw)
+            except Exception as e:
+                _raise_translated(e, be, name)
+            return wrap(v, (x, y))
+
+        return call2kw
+    if len(in_lengths) == 1 and not kw:
+        def call1(x: Tensor) -> Tensor:
+            try:
+                v: Any = fn(x._value)
+            except Exception as e:
+                _raise_translated(e, be, name)
+            return wrap(v, (x,))
+
+        return call1
+
+    def call(*xs: Tensor) -> Tensor:
+        try:
+            v: Any = fn(*[x._value for x in xs], **kw)
+        except Exception as e:
+            _raise_translated(e, be, name)
+        return wrap(v, xs)
+
+    return call
 
 
 def _arg_dtypes(arg: ArgDef, n: int | None, attrs: Mapping[str, Any]) -> list[DType]:

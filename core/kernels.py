@@ -186,6 +186,19 @@ class OpKernel:
 _lock = threading.RLock()
 _kernels: dict[tuple[str, str], list[KernelDef]] = {}
 _version = 0
+_listeners: list[Callable[[], None]] = []
+
+
+def on_change(fn: Callable[[], None]) -> None:
+    """Call ``fn`` after every change to the registry (the engine drops cached signatures)."""
+    _listeners.append(fn)
+
+
+def _changed() -> None:
+    global _version
+    _version += 1
+    for fn in _listeners:
+        fn()
 
 
 def version() -> int:
@@ -235,7 +248,7 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
         else:
             bucket.append(kernel)
         bucket.sort(key=lambda k: -k.priority)
-        _version += 1
+        _changed()
 
 
 def register_kernel(
@@ -291,7 +304,7 @@ def remove_provider(provider: Provider) -> None:
             bucket[:] = [k for k in bucket if k.provider != provider]
             if not bucket:
                 del _kernels[key]
-        _version += 1
+        _changed()
 
 
 def snapshot() -> dict[tuple[str, str], list[KernelDef]]:
@@ -304,4 +317,4 @@ def restore(snap: dict[tuple[str, str], list[KernelDef]]) -> None:
     with _lock:
         _kernels.clear()
         _kernels.update({k: list(v) for k, v in snap.items()})
-        _version += 1
+        _changed()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -99,39 +99,59 @@ class Tensor:
         body = np.array2string(self.numpy(), separator=", ", threshold=20, edgeitems=3, prefix="ok.Tensor(")
         return f"ok.Tensor({body}, dtype={self._dtype.name}, backend={self.backend!r})"
 
-    # Operators map to registered ops, so they dispatch like any other call.
+    # Operators map to registered ops and dispatch like any other call.  Each is
+    # bound to the op's generated wrapper on first use (see _bind_operator).
     def __add__(self, other: Any) -> Tensor:
-        return _ops().add(self, other)  # type: ignore[no-any-return]
+        return _bind_operator("__add__")(self, other)
 
     def __radd__(self, other: Any) -> Tensor:
-        return _ops().add(other, self)  # type: ignore[no-any-return]
+        return _bind_operator("__radd__")(self, other)
 
     def __sub__(self, other: Any) -> Tensor:
-        return _ops().sub(self, other)  # type: ignore[no-any-return]
+        return _bind_operator("__sub__")(self, other)
 
     def __rsub__(self, other: Any) -> Tensor:
-        return _ops().sub(other, self)  # type: ignore[no-any-return]
+        return _bind_operator("__rsub__")(self, other)
 
     def __mul__(self, other: Any) -> Tensor:
-        return _ops().mul(self, other)  # type: ignore[no-any-return]
+        return _bind_operator("__mul__")(self, other)
 
     def __rmul__(self, other: Any) -> Tensor:
-        return _ops().mul(other, self)  # type: ignore[no-any-return]
+        return _bind_operator("__rmul__")(self, other)
 
     def __truediv__(self, other: Any) -> Tensor:
-        return _ops().real_div(self, other)  # type: ignore[no-any-return]
+        return _bind_operator("__truediv__")(self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        return _ops().real_div(other, self)  # type: ignore[no-any-return]
+        return _bind_operator("__rtruediv__")(self, other)
 
     def __neg__(self) -> Tensor:
-        return _ops().neg(self)  # type: ignore[no-any-return]
+        return _bind_operator("__neg__")(self)
 
     def __matmul__(self, other: Any) -> Tensor:
-        return _ops().mat_mul(self, other)  # type: ignore[no-any-return]
+        return _bind_operator("__matmul__")(self, other)
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        return _ops().mat_mul(other, self)  # type: ignore[no-any-return]
+        return _bind_operator("__rmatmul__")(self, other)
+
+
+_OPERATORS = {
+    "__add__": ("add", False), "__radd__": ("add", True), "__sub__": ("sub", False), "__rsub__": ("sub", True),
+    "__mul__": ("mul", False), "__rmul__": ("mul", True), "__truediv__": ("real_div", False),
+    "__rtruediv__": ("real_div", True), "__neg__": ("neg", False), "__matmul__": ("mat_mul", False),
+    "__rmatmul__": ("mat_mul", True),
+}
+
+
+def _bind_operator(dunder: str) -> Callable[..., Tensor]:
+    """Replace ``Tensor.<dunder>`` by the op's wrapper itself (or its argument swap),
+    so later uses cost one call; returns it.  The wrapper holds the op's handle,
+    which stays valid when plugins change."""
+    op_name, swapped = _OPERATORS[dunder]
+    fn = getattr(_ops(), op_name)
+    method: Callable[..., Tensor] = (lambda self, other: fn(other, self)) if swapped else fn
+    setattr(Tensor, dunder, method)
+    return method
 
 
 class Variable(Tensor):

@@ -34,7 +34,8 @@ def _refresh_index() -> dict[tuple[str | None, str], str]:
 
 def wrapper(op_name: str) -> Callable[..., Any]:
     """The generated wrapper of ``op_name`` (finalizes the op)."""
-    return make_wrapper(engine.op_handle(op_name).op_def, engine.execute, engine.op_handle, engine._REQUIRED)
+    handle = engine.op_handle(op_name)
+    return make_wrapper(handle.op_def, handle, engine)
 
 
 class Namespace:

@@ -110,29 +110,50 @@ def docstring(op_def: OpDef) -> str:
     return "\n".join(lines)
 
 
-def make_wrapper(op_def: OpDef, execute: Callable[..., Any], handle: Callable[[str], Any], required: Any) -> Callable[..., Any]:
+def make_wrapper(op_def: OpDef, handle: Any, engine: Any) -> Callable[..., Any]:
     """Compile a wrapper function for ``op_def`` (real parameters, so help() and
-    IDEs see the signature, and no per-call argument parsing)."""
+    IDEs see the signature, and no per-call argument parsing).
+
+    For ops whose inputs are single tensors, the wrapper first looks the call up
+    in the op handle's ``fast`` table — keyed by the active backend, the input
+    dtypes and the attr values with their classes — and runs the cached
+    signature directly; anything else (literals, another backend, a kernel
+    label, a first call) goes through ``engine.execute``.
+    """
     fname = split_namespace(op_def.name)[1]
     inputs = [param_name(a.name) for a in op_def.inputs]
     attrs = [a for a in op_def.attrs if a.name not in op_def.inferred_attrs]
     required_attrs = [a for a in attrs if not a.has_default]
     optional_attrs = [a for a in attrs if a.has_default]
+    ordered = required_attrs + optional_attrs
     params = inputs + [f"{param_name(a.name)}=_REQUIRED" for a in required_attrs]
     params += [f"{param_name(a.name)}=_D_{i}" for i, a in enumerate(optional_attrs)]
     params += ["name=None", "*", "_kernel=None"]
-    attr_dict = ", ".join(f"{a.name!r}: {param_name(a.name)}" for a in required_attrs + optional_attrs)
+    attr_dict = ", ".join(f"{a.name!r}: {param_name(a.name)}" for a in ordered)
     tuple_expr = "(" + "".join(f"{p}, " for p in inputs) + ")"
-    src = (
-        f"def {fname}({', '.join(params)}):\n"
-        f"    return _execute(_handles.get({op_def.name!r}) or _handle({op_def.name!r}), {tuple_expr}, {{{attr_dict}}}, _kernel)\n"
-    )
-    from ..engine import _handles
-
-    namespace: dict[str, Any] = {"_execute": execute, "_handle": handle, "_handles": _handles, "_REQUIRED": required}
+    lines = [f"def {fname}({', '.join(params)}):"]
+    if not any(a.is_list or a.is_ref for a in op_def.inputs):
+        key = ", ".join(["be"] + [f"{p}._dtype" for p in inputs] + [f"{param_name(a.name)}, {param_name(a.name)}.__class__" for a in ordered])
+        same = " and ".join(f"{p}._backend is be" for p in inputs) or "True"
+        lines += [
+            "    if _kernel is None and not _LABEL_SCOPES[0]:",
+            "        be = _active() or _DEFAULT[0]",
+            "        try:",
+            f"            call = _fast[{key}]",
+            "        except (KeyError, AttributeError, TypeError):",
+            "            pass",
+            "        else:",
+            f"            if {same}:",
+            f"                return call({', '.join(inputs)})",
+        ]
+    lines.append(f"    return _execute(_handle, {tuple_expr}, {{{attr_dict}}}, _kernel)")
+    namespace: dict[str, Any] = {
+        "_execute": engine.execute, "_handle": handle, "_fast": handle.fast, "_REQUIRED": engine._REQUIRED,
+        "_active": engine._ACTIVE.get, "_DEFAULT": engine._DEFAULT, "_LABEL_SCOPES": engine._LABEL_SCOPES,
+    }
     for i, a in enumerate(optional_attrs):
         namespace[f"_D_{i}"] = a.default
-    exec(compile(src, f"<opkernel wrapper {op_def.name}>", "exec"), namespace)
+    exec(compile("\n".join(lines) + "\n", f"<opkernel wrapper {op_def.name}>", "exec"), namespace)
     fn: Callable[..., Any] = namespace[fname]
     fn.__doc__ = docstring(op_def)
     fn.__module__ = "opkernel.ops"

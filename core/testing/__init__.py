@@ -62,7 +62,7 @@ def isolated_registries() -> Iterator[None]:
         op_registry.restore(ops_snap)
         kernels.restore(kern_snap)
         gradients.restore(grad_snap)
-        engine._handles.clear()
+        engine._reset_handles()
         from .. import ops
 
         ops._invalidate()

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 import opkernel as ok
+from opkernel.errors import InvalidArgumentError
 
 
 class CpuBackend(ok.Backend):
@@ -29,6 +30,15 @@ class CpuBackend(ok.Backend):
         if type(value) is np.ndarray and value.dtype is dtype.np:
             return value
         return np.asarray(value, dtype.np)
+
+    def translate_error(self, error: Exception, op: str) -> Exception | None:
+        """numpy's ValueErrors (broadcasting, bad reshapes) name the op, as TensorFlow's do."""
+        if isinstance(error, ValueError):
+            text = str(error)
+            if "broadcast" in text:
+                return InvalidArgumentError(f"op {op!r}: Incompatible shapes: {text}", op=op)
+            return InvalidArgumentError(f"op {op!r}: {text}", op=op)
+        return None
 
     def describe(self) -> dict[str, str]:
         return {

@@ -36,14 +36,18 @@ def _incompatible(op: str, *arrays: np.ndarray) -> InvalidArgumentError:
 
 def _binary(op: str, fn: Kernel, quiet: bool = False) -> Kernel:
     """A broadcasting binary kernel; ``quiet`` silences numpy's inf/nan warnings
-    (TensorFlow returns inf and nan without a word)."""
+    (TensorFlow returns inf and nan without a word).
 
-    def kernel(x: np.ndarray, y: np.ndarray, **attrs: Any) -> Any:
+    Without ``quiet`` the ufunc itself is the kernel (no wrapper call per op): a
+    broadcasting failure becomes InvalidArgumentError in CpuBackend.translate_error.
+    """
+    if not quiet:
+        return fn
+
+    def kernel(x: np.ndarray, y: np.ndarray) -> Any:
         try:
-            if quiet:
-                with np.errstate(all="ignore"):
-                    return fn(x, y)
-            return fn(x, y)
+            with np.errstate(all="ignore"):
+                return fn(x, y)
         except ValueError as e:
             if x.shape != y.shape:
                 raise _incompatible(op, x, y) from e
@@ -54,14 +58,14 @@ def _binary(op: str, fn: Kernel, quiet: bool = False) -> Kernel:
 
 
 def _unary(fn: Kernel, quiet: bool = False) -> Kernel:
-    if quiet:
+    if not quiet:
+        return fn
 
-        def kernel(x: np.ndarray, **attrs: Any) -> Any:
-            with np.errstate(all="ignore"):
-                return fn(x)
+    def kernel(x: np.ndarray) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(x)
 
-        return kernel
-    return lambda x, **attrs: fn(x)
+    return kernel
 
 
 def _check_nonzero(op: str, y: np.ndarray) -> None:
@@ -314,7 +318,7 @@ def _arg(op: str, fn: Kernel) -> Kernel:
 # ---------------------------------------------------------------- linear algebra
 
 
-def mat_mul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool, **attrs: Any) -> np.ndarray:
+def mat_mul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
     if a.ndim != 2 or b.ndim != 2:
         raise _fail("MatMul", f"inputs must be matrices, got shapes {list(a.shape)} and {list(b.shape)}")
     a = a.T if transpose_a else a
