@@ -22,6 +22,8 @@ from opkernel.ops.nn_ops import (
     window_output_size,
 )
 
+from .xp import xp_of
+
 _FLOATS = ["float16", "bfloat16", "float32", "float64"]
 _REAL = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 _NUMBER = _REAL + ["complex64", "complex128"]
@@ -40,7 +42,7 @@ def _widened(fn: Any) -> Any:
     """Run an elementwise kernel in float32 for half/bfloat16 and cast back."""
 
     def kernel(features: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
-        return np.asarray(fn(features.astype(_work_type(T), copy=False))).astype(T.np, copy=False)
+        return xp_of(features).asarray(fn(features.astype(_work_type(T), copy=False))).astype(T.np, copy=False)  # type: ignore[no-any-return]
 
     return kernel
 
@@ -49,31 +51,35 @@ def _widened(fn: Any) -> Any:
 
 
 def relu(features: np.ndarray, **attrs: Any) -> np.ndarray:
-    return np.maximum(features, features.dtype.type(0))
+    return xp_of(features).maximum(features, features.dtype.type(0))  # type: ignore[no-any-return]
 
 
 def relu6(features: np.ndarray, **attrs: Any) -> np.ndarray:
-    return np.minimum(np.maximum(features, features.dtype.type(0)), features.dtype.type(6))
+    xp = xp_of(features)
+    return xp.minimum(xp.maximum(features, features.dtype.type(0)), features.dtype.type(6))  # type: ignore[no-any-return]
 
 
 def _elu(x: np.ndarray) -> np.ndarray:
-    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+    xp = xp_of(x)
+    return xp.where(x > 0, x, xp.expm1(xp.minimum(x, 0)))  # type: ignore[no-any-return]
 
 
 def _selu(x: np.ndarray) -> np.ndarray:
-    return np.where(x > 0, SELU_SCALE * x, (SELU_SCALE * SELU_ALPHA) * np.expm1(np.minimum(x, 0))).astype(x.dtype)
+    xp = xp_of(x)
+    return xp.where(x > 0, SELU_SCALE * x, (SELU_SCALE * SELU_ALPHA) * xp.expm1(xp.minimum(x, 0))).astype(x.dtype)  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------ softmax and losses
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
+    xp = xp_of(x)
     shifted = x - x.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))  # type: ignore[no-any-return]
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    e = xp_of(x).exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
 
@@ -105,8 +111,9 @@ def softmax_cross_entropy_with_logits(
             op, f"features and labels must be broadcastable, got shapes {list(features.shape)} and {list(labels.shape)}"
         ) from None
     wt = _work_type(T)
-    logp = _log_softmax(np.broadcast_to(features.astype(wt, copy=False), shape))
-    y = np.broadcast_to(labels.astype(wt, copy=False), shape)
+    xp = xp_of(features, labels)
+    logp = _log_softmax(xp.broadcast_to(features.astype(wt, copy=False), shape))
+    y = xp.broadcast_to(labels.astype(wt, copy=False), shape)
     loss = -(y * logp).sum(axis=-1)
     backprop = np.exp(logp) - y
     return loss.astype(T.np, copy=False), backprop.astype(T.np, copy=False)
@@ -131,7 +138,7 @@ def sparse_softmax_cross_entropy_with_logits(
             f"label values: {labels.tolist() if labels.size <= 16 else '...'}",
         )
     logp = _log_softmax(features.astype(_work_type(T), copy=False))
-    rows = np.arange(features.shape[0])
+    rows = xp_of(features, labels).arange(features.shape[0])
     loss = -logp[rows, labels]
     backprop = np.exp(logp)
     backprop[rows, labels] -= 1
@@ -174,7 +181,7 @@ def _to_nhwc(x: np.ndarray, data_format: str) -> np.ndarray:
 
 
 def _from_nhwc(x: np.ndarray, data_format: str) -> np.ndarray:
-    return x if data_format == "NHWC" else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    return x if data_format == "NHWC" else xp_of(x).ascontiguousarray(x.transpose(0, 3, 1, 2))  # type: ignore[no-any-return]
 
 
 def _nhwc_dims(values: Any, data_format: str) -> tuple[int, int, int, int]:
@@ -199,7 +206,7 @@ class _Window(NamedTuple):
         (t, b), (l, r) = self.pads
         if not (t or b or l or r):
             return x
-        return np.pad(x, ((0, 0), (t, b), (l, r), (0, 0)), constant_values=value)
+        return xp_of(x).pad(x, ((0, 0), (t, b), (l, r), (0, 0)), constant_values=value)  # type: ignore[no-any-return]
 
     def padded_shape(self, n: int, h: int, w: int, c: int) -> tuple[int, int, int, int]:
         (t, b), (l, r) = self.pads
@@ -499,7 +506,7 @@ def register_all() -> None:
         ("Relu6", relu6, {"T": _REAL}, ()),
         ("Elu", _widened(_elu), None, ()),
         ("Selu", _widened(_selu), None, ()),
-        ("Softplus", _widened(lambda x: np.logaddexp(x, x.dtype.type(0))), None, ()),
+        ("Softplus", _widened(lambda x: xp_of(x).logaddexp(x, x.dtype.type(0))), None, ()),
         ("Softmax", softmax, None, ()),
         ("LogSoftmax", log_softmax, None, ()),
         ("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits, None, ()),

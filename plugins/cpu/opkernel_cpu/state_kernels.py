@@ -9,6 +9,8 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 
+from .xp import xp_of
+
 
 def _same_shape(op: str, ref: np.ndarray, value: np.ndarray) -> None:
     if ref.shape != value.shape:
@@ -19,18 +21,18 @@ def _same_shape(op: str, ref: np.ndarray, value: np.ndarray) -> None:
 
 def assign(ref: np.ndarray, value: np.ndarray, **attrs: Any) -> np.ndarray:
     _same_shape("Assign", ref, value)
-    np.copyto(ref, value)
+    xp_of(ref, value).copyto(ref, value)
     return ref
 
 
 def assign_add(ref: np.ndarray, value: np.ndarray, **attrs: Any) -> np.ndarray:
     _same_shape("AssignAdd", ref, value)
-    return np.add(ref, value, out=ref)
+    return xp_of(ref, value).add(ref, value, out=ref)  # type: ignore[no-any-return]
 
 
 def assign_sub(ref: np.ndarray, value: np.ndarray, **attrs: Any) -> np.ndarray:
     _same_shape("AssignSub", ref, value)
-    return np.subtract(ref, value, out=ref)
+    return xp_of(ref, value).subtract(ref, value, out=ref)  # type: ignore[no-any-return]
 
 
 def apply_gradient_descent(var: np.ndarray, alpha: np.ndarray, delta: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -56,11 +58,12 @@ def apply_adam(
     use_nesterov: bool, **attrs: Any,
 ) -> np.ndarray:
     _same_shape("ApplyAdam", var, grad)
-    lr_t = lr * np.sqrt(1 - beta2_power) / (1 - beta1_power)
+    xp = xp_of(var, grad)
+    lr_t = lr * xp.sqrt(1 - beta2_power) / (1 - beta1_power)
     m += (grad - m) * (1 - beta1)
     v += (grad * grad - v) * (1 - beta2)
     direction = m * beta1 + grad * (1 - beta1) if use_nesterov else m
-    var -= lr_t * direction / (np.sqrt(v) + epsilon)
+    var -= lr_t * direction / (xp.sqrt(v) + epsilon)
     return var
 
 
