@@ -190,7 +190,7 @@ class OpenCLBackend(ok.Backend):
         return self.new_array(tuple(shape), x.dtype, data=x.base_data)
 
     def from_numpy(self, array: np.ndarray) -> Any:
-        if array.dtype.kind in "OUSV" or array.dtype.kind == "c":
+        if array.dtype.kind in "OUSV":
             raise ok.errors.OpTypeError(f"backend 'opencl' cannot hold arrays of dtype {array.dtype}")
         small = array.nbytes <= HOST_COPY_BYTES
         host = np.array(array, order="C", copy=True) if small else np.ascontiguousarray(array)

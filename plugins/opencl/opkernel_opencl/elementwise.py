@@ -228,14 +228,13 @@ class BiasAddKernel(ElementwiseKernel):
     def compute(self, ctx: ok.OpKernelContext) -> None:
         value, bias = ctx.inputs
         if value.ndim < 2:
-            raise fail("BiasAdd", f"value must have rank >= 2, got shape {list(value.shape)}")
-        if bias.ndim != 1:
-            raise fail("BiasAdd", f"bias must be a vector, got shape {list(bias.shape)}")
+            raise fail("BiasAdd", f"input must be at least 2-D, got shape {list(value.shape)}")
         axis = 1 if self.nchw else value.ndim - 1
-        if bias.shape[0] != value.shape[axis]:
+        if bias.ndim != 1 or bias.shape[0] != value.shape[axis]:
             raise fail(
                 "BiasAdd",
-                f"bias of length {bias.shape[0]} does not match dimension {axis} of value {list(value.shape)}",
+                f"bias must be 1-D with size the channel dimension of value ({value.shape[axis]}, "
+                f"{'NCHW' if self.nchw else 'NHWC'}), got shapes {list(value.shape)} and {list(bias.shape)}",
             )
         shape = [1] * value.ndim
         shape[axis] = bias.shape[0]
