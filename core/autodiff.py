@@ -40,17 +40,28 @@ def active_tapes() -> list[GradientTape]:
 RECORDING = [0]
 
 
+Backward = Callable[[list[Tensor]], Sequence[Tensor | None]]
+
+
 class OpRecord:
-    """What a gradient function receives as ``op``: the forward call."""
+    """One recorded step, and what a gradient function receives as ``op``.
 
-    __slots__ = ("type", "op_def", "inputs", "outputs", "attrs")
+    ``backward`` is None for a registered op (its gradient is looked up when the
+    tape is differentiated) and the function of a ``custom_gradient``.
+    """
 
-    def __init__(self, op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        self.type: str = op_def.name
+    __slots__ = ("type", "op_def", "inputs", "outputs", "attrs", "backward")
+
+    def __init__(
+        self, name: str, op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], outputs: Sequence[Tensor],
+        backward: Backward | None = None,
+    ) -> None:
+        self.type = name
         self.op_def = op_def
-        self.inputs = tuple(inputs)
-        self.outputs = tuple(outputs)
+        self.inputs = inputs
+        self.outputs = outputs
         self.attrs = attrs
+        self.backward = backward
 
     def get_attr(self, name: str) -> Any:
         return self.attrs[name]
@@ -59,41 +70,27 @@ class OpRecord:
         return f"<OpRecord {self.type}>"
 
 
-Backward = Callable[[list[Tensor]], Sequence[Tensor | None]]
-
-
-class _Entry:
-    __slots__ = ("name", "inputs", "outputs", "backward")
-
-    def __init__(self, name: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backward: Backward) -> None:
-        self.name = name
-        self.inputs = inputs
-        self.outputs = outputs
-        self.backward = backward
-
-
 def _differentiable(dtype: DType) -> bool:
     return dtype.is_floating or dtype.is_complex
 
 
-def _registered_backward(record: OpRecord) -> Backward:
-    def backward(output_grads: list[Tensor]) -> Sequence[Tensor | None]:
-        entry = gradients.get_gradient(record.type)
-        if entry.fn is None:
-            return [None] * len(record.inputs)
-        result = entry.fn(record, *output_grads)
-        if isinstance(result, Tensor) or result is None:
-            result = [result]
-        result = list(result)
-        if len(result) != len(record.inputs):
-            raise InvalidArgumentError(
-                f"op {record.type!r}: gradient function returned {len(result)} values for "
-                f"{len(record.inputs)} inputs",
-                op=record.type,
-            )
-        return result
-
-    return backward
+def _run_backward(record: OpRecord, output_grads: list[Tensor]) -> Sequence[Tensor | None]:
+    """Input gradients of one recorded step (a registered gradient or a custom one)."""
+    if record.backward is not None:
+        return record.backward(output_grads)
+    entry = gradients.get_gradient(record.type)
+    if entry.fn is None:
+        return [None] * len(record.inputs)
+    result = entry.fn(record, *output_grads)
+    if isinstance(result, Tensor) or result is None:
+        result = [result]
+    result = list(result)
+    if len(result) != len(record.inputs):
+        raise InvalidArgumentError(
+            f"op {record.type!r}: gradient function returned {len(result)} values for {len(record.inputs)} inputs",
+            op=record.type,
+        )
+    return result
 
 
 class GradientTape:
@@ -108,7 +105,7 @@ class GradientTape:
         self.persistent = persistent
         self.watch_accessed_variables = watch_accessed_variables
         self._tracked: dict[int, Tensor] = {}
-        self._entries: list[_Entry] = []
+        self._entries: list[OpRecord] = []
         self._used = False
         self._recording = False
 
@@ -159,13 +156,16 @@ class GradientTape:
             return True
         return False
 
-    def record(self, name: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backward: Backward) -> None:
-        """Record one differentiable step if any input is tracked."""
-        if not any(self._is_tracked(t) for t in inputs):
-            return
-        self._entries.append(_Entry(name, inputs, outputs, backward))
-        for o in outputs:
-            self._tracked[id(o)] = o
+    def _takes(self, record: OpRecord) -> bool:
+        """Record ``record`` if any of its inputs is tracked; its outputs become tracked."""
+        for t in record.inputs:
+            if self._is_tracked(t):
+                self._entries.append(record)
+                tracked = self._tracked
+                for o in record.outputs:
+                    tracked[id(o)] = o
+                return True
+        return False
 
     def gradient(
         self,
@@ -228,7 +228,7 @@ def _accumulate(grads: dict[int, Tensor], t: Tensor, g: Tensor) -> None:
     grads[id(t)] = g if old is None else ops.add(old, g)
 
 
-def _backprop(entries: list[_Entry], targets: list[Tensor], seeds: list[Any]) -> dict[int, Tensor]:
+def _backprop(entries: list[OpRecord], targets: list[Tensor], seeds: list[Any]) -> dict[int, Tensor]:
     ops = _ops()
     grads: dict[int, Tensor] = {}
     for t, seed in zip(targets, seeds):
@@ -243,9 +243,9 @@ def _backprop(entries: list[_Entry], targets: list[Tensor], seeds: list[Any]) ->
             continue
         filled = [g if g is not None else ops.zeros_like(o) for g, o in zip(out_grads, entry.outputs)]
         try:
-            in_grads = entry.backward(filled)
+            in_grads = _run_backward(entry, filled)
         except GradientNotFoundError as e:
-            raise GradientNotFoundError(str(e), op=entry.name) from None
+            raise GradientNotFoundError(str(e), op=entry.type) from None
         for x, g in zip(entry.inputs, in_grads):
             if g is not None and _differentiable(x.dtype):
                 _accumulate(grads, x, g)
@@ -253,14 +253,24 @@ def _backprop(entries: list[_Entry], targets: list[Tensor], seeds: list[Any]) ->
 
 
 def record_op(op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-    """Called by the engine after an op ran while some tape is recording."""
-    tapes = getattr(_local, "tapes", None)
-    if not tapes or gradients.is_not_differentiable(op_def.name):
+    """Called by the engine after an op ran while some tape is recording (hot: kept inline)."""
+    tapes = _local.__dict__.get("tapes")
+    if not tapes:
         return
-    record = OpRecord(op_def, attrs, inputs, outputs)
-    backward = _registered_backward(record)
-    for tape in list(tapes):
-        tape.record(op_def.name, inputs, outputs, backward)
+    record = None
+    for tape in tapes:
+        tracked = tape._tracked
+        for t in inputs:
+            if id(t) in tracked or (type(t) is Variable and tape._is_tracked(t)):
+                if record is None:
+                    entry = gradients._gradients.get(op_def.name)
+                    if entry is not None and entry.fn is None:  # not differentiable: nothing to record
+                        return
+                    record = OpRecord(op_def.name, op_def, attrs, inputs, outputs)
+                tape._entries.append(record)
+                for o in outputs:
+                    tracked[id(o)] = o
+                break
 
 
 @contextmanager
@@ -290,8 +300,9 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
             result = grad_fn(*output_grads)
             return [result] if isinstance(result, Tensor) or result is None else list(result)
 
+        record = OpRecord(getattr(f, "__name__", "custom_gradient"), None, {}, inputs, outputs, backward)
         for tape in list(active_tapes()):
-            tape.record(getattr(f, "__name__", "custom_gradient"), inputs, outputs, backward)
+            tape._takes(record)
         return y
 
     wrapped.__name__ = getattr(f, "__name__", "custom_gradient")
