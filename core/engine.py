@@ -273,14 +273,14 @@ def _natural_dtype(value: Any) -> DType:
     return as_dtype(arr.dtype)
 
 
-def _host_array(value: Any, dtype: DType, what: str) -> np.ndarray:
+def _host_array(value: Any, dtype: DType, what: str, op: str | None = None) -> np.ndarray:
     arr = np.asarray(value)
     if arr.dtype.kind in "fc" and arr.size and (dtype.is_integer or dtype.is_bool or dtype.is_quantized):
-        raise OpTypeError(f"{what}: cannot convert {value!r} (floating point) to {dtype.name} without loss")
+        raise OpTypeError(f"{what}: cannot convert {value!r} (floating point) to {dtype.name} without loss", op=op)
     try:
         return np.asarray(value, dtype=dtype.np)
     except (TypeError, ValueError) as e:
-        raise OpTypeError(f"{what}: cannot convert {value!r} to {dtype.name}: {e}") from e
+        raise OpTypeError(f"{what}: cannot convert {value!r} to {dtype.name}: {e}", op=op) from e
 
 
 def to_tensor(data: Any, dtype: Any = None, backend: str | None = None, *, copy: bool = False) -> Tensor:
@@ -515,7 +515,16 @@ def _bind(op_def: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], be: Ba
         for i, item in enumerate(items):
             tensors.append(_convert(op_def, arg, i, item, bound, be))
     for name, value in attrs.items():
-        bound[name] = value if value is _REQUIRED else op_def.coerce_attr(name, value)
+        if value is not _REQUIRED:
+            value = op_def.coerce_attr(name, value)
+            if name in op_def.inferred_attrs and bound.get(name, value) != value:
+                error = InvalidArgumentError if op_def.attr(name).type == "int" else OpTypeError
+                raise error(
+                    f"op {op_def.name!r}: attr {name!r} was given as {_fmt(value)} but the inputs have "
+                    f"{name}={_fmt(bound[name])}",
+                    op=op_def.name,
+                )
+        bound[name] = value
     for attr in op_def.attrs:
         if bound.get(attr.name, _REQUIRED) is _REQUIRED:
             if not attr.has_default:
@@ -613,7 +622,7 @@ def _convert(op_def: OpDef, arg: ArgDef, index: int, x: Any, bound: Mapping[str,
             f"{_what(op_def, arg)}: expected dtype {want.name}, got a numpy array of {as_dtype(x.dtype).name}",
             op=op_def.name,
         )
-    return Tensor(be.from_numpy(_host_array(x, want, _what(op_def, arg))), want, be)
+    return Tensor(be.from_numpy(_host_array(x, want, _what(op_def, arg), op_def.name)), want, be)
 
 
 # ------------------------------------------------------------ kernels
