@@ -1,0 +1,306 @@
+"""Behaviour specific to the OpenCL backend (opkernel-opencl): device selection,
+availability reasons, no synchronisation per op, the program cache and warmup,
+build errors, out-of-memory and driver errors, threads, kernel coverage.
+
+Skipped as a whole when the plugin is not installed; when it is installed but
+no OpenCL device is available, the tests that need the device are skipped with
+the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from opkernel import engine, kernels, op_registry
+from opkernel.errors import InternalError, ResourceExhaustedError
+
+ocl = pytest.importorskip("opkernel_opencl", reason="opkernel-opencl is not installed")
+
+from opkernel_opencl import programs  # noqa: E402
+from opkernel_opencl.backend import ENV_DEVICE, OpenCLBackend  # noqa: E402
+
+#: Ops that have no OpenCL kernel on purpose (documented in docs/opencl.md).
+CPU_ONLY = {"StringToNumber": "string tensors cannot live in an OpenCL buffer"}
+
+
+@pytest.fixture
+def be() -> Iterator[Any]:
+    reason = dict((n, r) for n, _, r in engine.backend_status()).get("opencl")
+    if reason is not None:
+        pytest.skip(f"backend 'opencl' unavailable: {reason}")
+    backend = engine.backend_instance("opencl")
+    with engine.use_backend("opencl"):
+        yield backend
+
+
+@pytest.fixture
+def fresh_availability(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(OpenCLBackend, "_availability", {})
+    yield
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
+
+
+# ---------------------------------------------------------------- discovery and devices
+
+
+def test_plugin_import_does_not_import_pyopencl() -> None:
+    r = _run("import sys, opkernel_opencl; import opkernel as ok; assert 'pyopencl' not in sys.modules; print('ok')")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+
+
+def test_no_matching_device_is_an_availability_reason(fresh_availability: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_DEVICE, "no-such-device-xyz")
+    reason = OpenCLBackend.availability()
+    assert reason is not None and "no OpenCL device matches" in reason and "no-such-device-xyz" in reason
+
+
+def test_no_platform_is_an_availability_reason(fresh_availability: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    cl = pytest.importorskip("pyopencl")
+
+    def no_icd() -> list[Any]:
+        raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
+
+    monkeypatch.setattr(cl, "get_platforms", no_icd)
+    reason = OpenCLBackend.availability()
+    assert reason is not None and "no OpenCL platform" in reason and "pocl" in reason
+
+
+def test_device_selection_by_index_and_name(be: Any, fresh_availability: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_DEVICE, "0:0")
+    assert OpenCLBackend.availability() is None
+    monkeypatch.setenv(ENV_DEVICE, be.device_name[:6].lower())
+    assert OpenCLBackend.availability() is None
+    monkeypatch.setenv(ENV_DEVICE, "7:7")
+    assert "no OpenCL device matches" in (OpenCLBackend.availability() or "")
+
+
+def test_unavailable_opencl_leaves_cpu_usable() -> None:
+    code = (
+        "import opkernel as ok, numpy as np\n"
+        "assert 'opencl' not in ok.available_backends(), ok.available_backends()\n"
+        "assert ok.get_backend() == 'cpu'\n"
+        "print(ok.ops.add(np.ones(2), np.ones(2)).numpy().tolist())\n"
+    )
+    r = _run(code, **{ENV_DEVICE: "no-such-device-xyz"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[2.0, 2.0]"
+
+
+def test_describe_and_dtypes(be: Any) -> None:
+    facts = be.describe()
+    assert facts["device"] == be.device_name
+    assert facts["opencl"].startswith("OpenCL")
+    assert facts["float64"] == ("yes" if be.fp64 else "no")
+    assert be.supports_dtype(ok.float32) and be.supports_dtype(ok.int32)
+    assert be.supports_dtype(ok.float64) == be.fp64
+    assert be.supports_dtype(ok.float16) == be.fp16
+    assert not be.supports_dtype(ok.string)
+
+
+def test_tensors_hold_pyopencl_arrays(be: Any) -> None:
+    import pyopencl.array as cl_array
+
+    t = ok.ops.add(np.ones(3, np.float32), np.ones(3, np.float32))
+    assert t.backend == "opencl" and isinstance(t.value, cl_array.Array)
+
+
+# ---------------------------------------------------------------- no waiting
+
+
+def test_ops_do_not_wait_for_the_device(be: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyopencl as cl
+
+    waits = []
+    real_copy, real_wait = cl.enqueue_copy, cl.wait_for_events
+
+    def copy(*args: Any, **kw: Any) -> Any:
+        if kw.get("is_blocking", True):
+            waits.append("enqueue_copy")
+        return real_copy(*args, **kw)
+
+    monkeypatch.setattr(cl, "enqueue_copy", copy)
+    monkeypatch.setattr(cl, "wait_for_events", lambda *a, **k: waits.append("wait") or real_wait(*a, **k))
+    x = ok.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    w = ok.Variable(np.ones((4, 4), np.float32))
+    before = be.syncs
+    y = x
+    for _ in range(20):
+        y = ok.ops.relu(ok.ops.mat_mul(y, w) * 0.01 + 1.0)
+        y = ok.ops.reshape(ok.ops.transpose(ok.ops.reshape(y, [4, 3]), [1, 0]), [3, 4])
+        s = ok.ops.sum(y, [1], keep_dims=True)
+        y = ok.ops.real_div(y, s)
+        w.assign_add(ok.ops.zeros_like(w))
+    assert be.syncs == before and waits == []
+    out = y.numpy()
+    assert be.syncs == before + 1 and waits == ["enqueue_copy"]
+    np.testing.assert_allclose(out.sum(axis=1), np.ones(3), rtol=1e-5)
+
+
+def test_small_uploads_keep_a_host_copy(be: Any) -> None:
+    before = be.syncs
+    shape = ok.tensor(np.array([2, 3], np.int32))
+    x = ok.ops.reshape(ok.tensor(np.arange(6.0)), shape)  # a host-memory input read without a round trip
+    assert x.shape == (2, 3) and be.syncs == before
+    a = shape.numpy()
+    a[0] = 99  # a copy, not the cache
+    assert shape.numpy().tolist() == [2, 3]
+
+
+# ---------------------------------------------------------------- programs
+
+
+def test_programs_and_kernels_are_built_once(be: Any) -> None:
+    k1 = be.programs.kernel("ew:Add", "float32", "k_vv", "Add")
+    builds = be.programs.builds
+    k2 = be.programs.kernel("ew:Add", "float32", "k_vv", "Add")
+    assert k1 is k2 and be.programs.builds == builds
+
+
+def test_warmup_builds_every_program_ahead_of_time(be: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    small = {name: fam for name, fam in programs.families().items() if name in ("ew:Sub", "fill", "reduce:Sum")}
+    monkeypatch.setattr(programs, "_families", small)
+    expected = sum(1 for fam in small.values() for dt in fam.dtypes if be.supports_dtype(ok.as_dtype(dt)))
+    n = be.warmup()
+    assert 0 < n <= expected
+    assert be.warmup() == 0  # everything is cached now
+    builds = be.programs.builds
+    ok.ops.sub(np.ones(2, np.float32), np.ones(2, np.float32)).numpy()
+    assert be.programs.builds == builds
+
+
+def test_cache_dir_is_configurable(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    monkeypatch.setenv(programs.ENV_CACHE, str(tmp_path))
+    assert programs.cache_dir() == str(tmp_path)
+    monkeypatch.setenv(programs.ENV_CACHE, "off")
+    assert programs.cache_dir() is None
+    monkeypatch.delenv(programs.ENV_CACHE)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert programs.cache_dir() == os.path.join(str(tmp_path), "opkernel", "opencl")
+
+
+def test_a_build_error_names_the_op_the_line_and_the_log(be: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = "__kernel void broken(__global float* x) {\n  x[0] = undefined_name;\n}\n"
+    monkeypatch.setitem(programs._families, "test:broken", programs.Family("test:broken", lambda dt: source, ("float32",)))
+    with pytest.raises(programs.ProgramBuildError) as e:
+        be.programs.kernel("test:broken", "float32", "broken", "MyOp")
+    msg = str(e.value)
+    assert "op 'MyOp'" in msg and "test:broken[float32]" in msg
+    assert "x[0] = undefined_name;" in msg  # the offending source line
+    assert "undefined_name" in msg.split("compiler log:", 1)[1]
+    assert e.value.op == "MyOp"
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_out_of_memory_is_resource_exhausted(be: Any) -> None:
+    n = be.max_alloc // 4 + 1024
+    with pytest.raises(ResourceExhaustedError) as e:
+        ok.ops.fill(np.array([n], np.int32), np.float32(1))
+    assert "op 'Fill'" in str(e.value) and str(n * 4) in str(e.value)
+    assert e.value.requested_bytes == n * 4 and e.value.op == "Fill"
+    assert ok.ops.add(np.ones(2, np.float32), np.ones(2, np.float32)).numpy().tolist() == [2, 2]
+
+
+def test_driver_errors_are_translated(be: Any) -> None:
+    import pyopencl as cl
+
+    record = cl._cl._ErrorRecord(msg="clCreateBuffer failed", code=-4, routine="clCreateBuffer")
+    oom = be.translate_error(cl.MemoryError(record), "MatMul")
+    assert isinstance(oom, ResourceExhaustedError) and "op 'MatMul'" in str(oom)
+    record = cl._cl._ErrorRecord(msg="bad size", code=-54, routine="clEnqueueNDRangeKernel")
+    other = be.translate_error(cl.LogicError(record), "Conv2D")
+    assert isinstance(other, InternalError)
+    assert "op 'Conv2D'" in str(other) and "INVALID_WORK_GROUP_SIZE" in str(other)
+    assert be.translate_error(ValueError("not ours"), "Add") is None
+
+
+# ---------------------------------------------------------------- threads
+
+
+def test_threads_dispatch_at_once(be: Any) -> None:
+    rng = np.random.default_rng(0)
+    inputs = [(rng.standard_normal((33, 17)).astype(np.float32), rng.standard_normal((17, 9)).astype(np.float32)) for _ in range(6)]
+    results: dict[int, Any] = {}
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            with engine.use_backend("opencl"):
+                a, b = inputs[i]
+                out = None
+                for _ in range(25):
+                    out = ok.ops.sum(ok.ops.mat_mul(a, b) + ok.ops.neg(ok.ops.neg(ok.ops.mat_mul(a, b))), [1])
+                results[i] = out.numpy()  # type: ignore[union-attr]
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, (a, b) in enumerate(inputs):
+        np.testing.assert_allclose(results[i], 2 * (a @ b).sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- coverage
+
+
+def test_every_op_has_an_opencl_kernel() -> None:
+    ok.ops.add  # load the plugins
+    missing = []
+    for name in op_registry.op_names():
+        if ok.op_def(name).provider is not None and ok.op_def(name).provider.plugin != "builtin":
+            continue
+        if name in CPU_ONLY:
+            continue
+        if not kernels.kernels_for(name, "opencl"):
+            missing.append(name)
+    assert not missing, f"ops without an OpenCL kernel: {missing}"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_elementwise_launch_covers_odd_sizes(be: Any, dtype: str) -> None:
+    for n in (1, 63, 64, 65, 1000, 4097):
+        x = np.arange(n).astype(dtype)
+        np.testing.assert_array_equal(ok.ops.add(x, x).numpy(), x + x)
+        y = x.reshape(n, 1)
+        np.testing.assert_array_equal(ok.ops.mul(y, x[:3]).numpy(), y * x[:3])
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 13, 5), (64, 64, 64), (65, 129, 33), (3, 1000, 2)])
+def test_matmul_tiles_and_edges(be: Any, shape: tuple[int, int, int]) -> None:
+    m, k, n = shape
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    np.testing.assert_allclose(ok.ops.mat_mul(a, b).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ok.ops.mat_mul(a.T.copy(), b.T.copy(), transpose_a=True, transpose_b=True).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    ai, bi = (a * 4).astype(np.int32), (b * 4).astype(np.int32)
+    np.testing.assert_array_equal(ok.ops.mat_mul(ai, bi).numpy(), ai @ bi)
+
+
+@pytest.mark.parametrize("n", [1, 100, 4096, 100_003, 1_000_000])
+def test_long_reductions(be: Any, n: int) -> None:
+    x = np.random.default_rng(2).uniform(-1, 1, n).astype(np.float32)
+    np.testing.assert_allclose(ok.ops.sum(x, [0]).numpy(), x.astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
+    assert ok.ops.max(x, [0]).numpy() == x.max()
+    assert ok.ops.arg_min(x, np.int32(0)).numpy() == x.argmin()
+    m = x[: n - n % 4].reshape(4, -1)
+    np.testing.assert_allclose(ok.ops.mean(m, [1]).numpy(), m.astype(np.float64).mean(axis=1), rtol=1e-4, atol=1e-5)
