@@ -351,7 +351,7 @@ class OpHandle:
     active backend; ``cache`` maps the fully bound signature.
     """
 
-    __slots__ = ("name", "_op_def", "fast_ok", "cache", "fast", "_validated")
+    __slots__ = ("name", "_op_def", "fast_ok", "cache", "fast", "_validated", "generation", "build_lock")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -360,6 +360,8 @@ class OpHandle:
         self.cache: dict[Any, _Signature] = {}
         self.fast: dict[Any, Callable[..., Any]] = {}
         self._validated: set[int] = set()
+        self.generation = 0  # bumped by reset(): a signature built before it must not be stored
+        self.build_lock = threading.RLock()  # one construction per signature, even when threads race
 
     @property
     def op_def(self) -> OpDef:
@@ -371,13 +373,18 @@ class OpHandle:
         return op_def
 
     def reset(self) -> None:
-        self.cache.clear()
-        self.fast.clear()
-        self._validated.clear()
-        self._op_def = None
+        with _cache_lock:
+            self.generation += 1
+            self.cache.clear()
+            self.fast.clear()
+            self._validated.clear()
+            self._op_def = None
 
 
 _handles: dict[str, OpHandle] = {}
+#: Held while a handle is reset and while a signature is stored, so that a signature
+#: built from the kernels before a registration is never stored after its reset.
+_cache_lock = threading.Lock()
 
 
 def op_handle(name: str) -> OpHandle:
@@ -411,13 +418,22 @@ def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: s
     op_def = op.op_def
     tensors, bound = _bind(op_def, inputs, attrs, be)
     full_key = (be, label, *[t._dtype for t in tensors], *_hashable_items(bound))
+    generation = op.generation
     sig = op.cache.get(full_key)
     if sig is None:
-        sig = _build_signature(op, bound, be, label)
-        op.cache[full_key] = sig
+        with op.build_lock:
+            sig = op.cache.get(full_key)
+            if sig is None:
+                sig = _build_signature(op, bound, be, label)
+                with _cache_lock:
+                    if op.generation == generation:
+                        op.cache[full_key] = sig
     if label is None and op.fast_ok and all(isinstance(x, Tensor) and x._backend is be for x in inputs):
         try:
-            op.fast[_fast_key(be, inputs, attrs)] = sig.call
+            key = _fast_key(be, inputs, attrs)
+            with _cache_lock:
+                if op.generation == generation:
+                    op.fast[key] = sig.call
         except TypeError:  # an unhashable attr value (a list): such calls take this path
             pass
     return sig.call(*tensors)
