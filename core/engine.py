@@ -66,11 +66,15 @@ class _Config:
     ``transfer_policy``: ``"error"`` (default) makes a tensor on another backend
     an error; ``"copy"`` copies it to the active backend (counted in
     ``transfers``).
+    ``intra_op_parallelism_threads``: how many threads a backend may split one
+    large op across (TensorFlow's setting of that name); default: the core
+    count; 1 keeps every op on the calling thread.
     """
 
     def __init__(self) -> None:
         self.transfer_policy = "error"
         self.transfers = 0
+        self.intra_op_parallelism_threads = os.cpu_count() or 1
 
 
 config = _Config()

@@ -10,6 +10,7 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 
+from . import sharding
 from .xp import xp_of
 
 Kernel = Callable[..., Any]
@@ -38,15 +39,15 @@ def _binary(op: str, fn: Kernel, quiet: bool = False) -> Kernel:
     """A broadcasting binary kernel; ``quiet`` silences numpy's inf/nan warnings
     (TensorFlow returns inf and nan without a word).
 
-    Without ``quiet`` the ufunc itself is the kernel (no wrapper call per op): a
+    A numpy ufunc is sharded across threads for large inputs (sharding.py); a
     broadcasting failure becomes InvalidArgumentError in CpuBackend.translate_error.
     """
-    if not quiet:
-        return fn
+    if isinstance(fn, np.ufunc):
+        return sharding.elementwise(fn, quiet)
 
     def kernel(x: np.ndarray, y: np.ndarray) -> Any:
         try:
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore" if quiet else "warn"):
                 return fn(x, y)
         except ValueError as e:
             if x.shape != y.shape:
@@ -58,6 +59,8 @@ def _binary(op: str, fn: Kernel, quiet: bool = False) -> Kernel:
 
 
 def _unary(fn: Kernel, quiet: bool = False) -> Kernel:
+    if isinstance(fn, np.ufunc):
+        return sharding.elementwise(fn, quiet)
     if not quiet:
         return fn
 
