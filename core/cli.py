@@ -18,6 +18,7 @@ def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) ->
     try:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
     except ImportError:
         widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
         print(title)
@@ -29,7 +30,7 @@ def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) ->
     for h in headers:
         table.add_column(h)
     for row in rows:
-        table.add_row(*[str(c) for c in row])
+        table.add_row(*[Text(str(c)) for c in row])  # Text: "[float32]" is data, not rich markup
     Console(width=160).print(table)
 
 
