@@ -344,7 +344,8 @@ def test_opkernel_backend_environment_variable_picks_the_default() -> None:
     done = _python(code, OPKERNEL_BACKEND="twin")
     assert done.returncode == 0, done.stderr
     chosen, unknown = done.stdout.splitlines()
-    assert chosen.split() == ["twin", "twin", "cpu"]  # chosen over the higher-priority cpu
+    assert chosen.split()[:2] == ["twin", "twin"]
+    assert chosen.split()[2] != "twin"  # chosen over the backend of highest priority
     assert unknown.startswith("unknown backend 'nosuch'; installed backends: [")
 
 
