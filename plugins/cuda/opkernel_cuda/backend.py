@@ -1,0 +1,167 @@
+"""The CUDA backend: tensors are ``cupy.ndarray`` on one NVIDIA GPU.
+
+cupy is imported in ``__init__`` (the first time the backend is used), never
+at discovery: ``availability`` asks the driver through ctypes (``driver.py``).
+Kernels run on cupy's current stream and nothing waits for the device after
+an op; ``to_numpy`` (and so ``Tensor.numpy()`` and host-memory arguments)
+and ``synchronize`` are the synchronisation points.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, ClassVar
+
+import numpy as np
+
+import opkernel as ok
+from opkernel.errors import InternalError, OpTypeError, ResourceExhaustedError
+
+from . import driver, runtime
+
+#: dtypes a cupy array can hold (no bfloat16, strings or quantized types).
+SUPPORTED = frozenset(
+    ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "float16", "float32", "float64", "complex64", "complex128"]
+)
+
+_BYTES = re.compile(r"allocating ([\d,]+) bytes")
+
+
+class CudaBackend(ok.Backend):
+    name = "cuda"
+    priority = 20
+    array_types: ClassVar[tuple[type, ...]] = ()  # (cupy.ndarray,), filled in at initialisation
+
+    _availability: ClassVar[dict[str, str | None]] = {}
+
+    @classmethod
+    def availability(cls) -> str | None:
+        spec = os.environ.get(driver.ENV_DEVICE, "")
+        if spec not in cls._availability:
+            try:
+                cls._availability[spec] = driver.probe(spec)
+            except Exception as e:  # never raise from here
+                cls._availability[spec] = f"CUDA availability check failed: {type(e).__name__}: {e}"
+        return cls._availability[spec]
+
+    def __init__(self) -> None:
+        import cupy
+
+        index = driver.device_index(os.environ.get(driver.ENV_DEVICE, ""), cupy.cuda.runtime.getDeviceCount())
+        self.cupy = cupy
+        self.index = index
+        self.device = cupy.cuda.Device(index)
+        self.device.use()  # this thread; runtime.guarded enters the device in other threads
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        name = props["name"]
+        self.device_name = name.decode() if isinstance(name, bytes) else str(name)
+        self.compute_capability = f"{props['major']}.{props['minor']}"
+        self.total_memory = int(props["totalGlobalMem"])
+        type(self).array_types = (cupy.ndarray,)
+        self._ndarray = cupy.ndarray
+        runtime.activate(cupy, self.device, index)
+
+    # ------------------------------------------------------------ arrays
+
+    def supports_dtype(self, dtype: ok.DType) -> bool:
+        return dtype.name in SUPPORTED
+
+    def _upload(self, array: np.ndarray) -> Any:
+        if self.index:
+            with self.device:
+                return self.cupy.asarray(array)
+        return self.cupy.asarray(array)
+
+    def from_numpy(self, array: np.ndarray) -> Any:
+        if array.dtype.kind in "OUSV":  # strings, objects, bfloat16 (ml_dtypes)
+            raise OpTypeError(f"backend 'cuda' cannot hold arrays of dtype {array.dtype}; supported: {sorted(SUPPORTED)}")
+        try:
+            return self._upload(array)
+        except MemoryError as e:
+            runtime.free_cached_blocks()
+            try:
+                return self._upload(array)
+            except MemoryError:
+                raise ResourceExhaustedError(
+                    f"ok.tensor: out of memory on CUDA device {self.index} ({self.device_name!r}) "
+                    f"uploading {array.nbytes} bytes: {e}",
+                    requested_bytes=array.nbytes, backend=self.name,
+                ) from e
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        if isinstance(value, np.ndarray):
+            return value
+        return value.get()  # type: ignore[no-any-return]  # blocks until the value is computed
+
+    def empty(self, shape: tuple[int, ...], dtype: ok.DType) -> Any:
+        if self.index:
+            with self.device:
+                return self.cupy.empty(shape, dtype.np)
+        return self.cupy.empty(shape, dtype.np)
+
+    def as_output(self, value: Any, dtype: ok.DType) -> Any:
+        if type(value) is self._ndarray:
+            return value if value.dtype == dtype.np else value.astype(dtype.np)
+        # host results (Shape, Range, ConcatOffset, ...) and numpy scalars
+        return self.from_numpy(np.asarray(value, dtype.np))
+
+    def synchronize(self) -> None:
+        self.device.synchronize()
+
+    # ------------------------------------------------------------ hooks
+
+    def warmup(self) -> int:
+        if self.index:
+            with self.device:
+                return runtime.compile_all()
+        return runtime.compile_all()
+
+    def translate_error(self, error: Exception, op: str) -> Exception | None:
+        module = type(error).__module__ or ""
+        if isinstance(error, MemoryError) and module.startswith("cupy"):
+            requested = getattr(error, "_size", None)
+            if requested is None:
+                found = _BYTES.search(str(error))
+                requested = int(found.group(1).replace(",", "")) if found else None
+            stats = self.memory()
+            return ResourceExhaustedError(
+                f"op {op!r}: out of memory on CUDA device {self.index} ({self.device_name!r}) allocating "
+                f"{requested if requested is not None else 'an unknown number of'} bytes, after freeing cupy's "
+                f"cached blocks and retrying once ({stats.get('active_bytes', 0)} bytes in use, "
+                f"{stats.get('device_total_bytes', 0)} on the device). Free tensors or use smaller batches.",
+                op=op, requested_bytes=requested, backend=self.name,
+            )
+        if module.startswith(("cupy", "cupy_backends", "cupyx")):
+            return InternalError(
+                f"op {op!r}: CUDA error on device {self.index} ({self.device_name!r}): {type(error).__name__}: {error}",
+                op=op, backend=self.name,
+            )
+        return None
+
+    def memory(self) -> dict[str, int]:
+        pool = runtime.STATE.pool
+        out = {
+            "active_bytes": int(pool.used_bytes()),
+            "held_bytes": int(pool.total_bytes()),
+            "oom_retries": runtime.STATE.retries,
+        }
+        try:
+            free, total = self.cupy.cuda.runtime.memGetInfo()
+            out.update(device_free_bytes=int(free), device_total_bytes=int(total))
+        except Exception:  # memGetInfo needs the device's context in this thread
+            pass
+        return out
+
+    def describe(self) -> dict[str, str]:
+        cp = self.cupy
+        return {
+            "device": f"{self.index}: {self.device_name}",
+            "compute capability": self.compute_capability,
+            "memory": f"{self.total_memory / 2**30:.1f} GiB",
+            "cupy": cp.__version__,
+            "CUDA runtime": str(cp.cuda.runtime.runtimeGetVersion()),
+            "driver": str(cp.cuda.runtime.driverGetVersion()),
+            "kernel cache": os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache")),
+        }

@@ -1,0 +1,109 @@
+"""CUDA kernels of the arithmetic, comparison, reduction and linear-algebra ops.
+
+Almost every row is the CPU plugin's own kernel body (written against
+``xp_of``), given cupy's ufuncs where the CPU row passes numpy's.  RealDiv,
+FloorDiv, FloorMod and Pow share the CPU bodies whole: the numpy ufuncs they
+call hand cupy arrays to cupy (``__array_ufunc__``).  MatMul and BatchMatMul
+are ``a @ b`` on cupy arrays: cuBLAS.  Erf is ``cupyx.scipy.special.erf``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import opkernel as ok
+from opkernel_cpu import math_kernels as cpu
+from opkernel_cpu.xp import xp_of
+
+from .lazy import LazyModule
+
+Row = tuple[str, Any, "dict[str, list[str]] | None", tuple[str, ...]]
+
+
+def _without_bfloat16(types: list[str]) -> list[str]:
+    return [t for t in types if t != "bfloat16"]
+
+
+def _erf(special: LazyModule) -> Any:
+    erf = special.erf
+
+    def kernel(x: Any, T: ok.DType, **attrs: Any) -> Any:
+        if xp_of(x) is np:
+            return cpu.erf(x, T=T)
+        wide = x.astype(np.float64 if T.name == "float64" else np.float32, copy=False)
+        return erf(wide).astype(T.np, copy=False)
+
+    return kernel
+
+
+def _extreme(op: str, fn: Any, name: str, lowest: bool) -> Any:
+    """Max/Min; an empty reduction gives the identity (cupy's max takes no ``initial``)."""
+    device = cpu._extreme(op, fn, lowest)
+    host = cpu._extreme(op, getattr(np, name), lowest)
+
+    def kernel(input: Any, reduction_indices: Any, keep_dims: bool, T: ok.DType, **attrs: Any) -> Any:
+        if input.size or xp_of(input) is np:
+            return device(input, reduction_indices, keep_dims, T=T)
+        identity = host(np.empty(input.shape, input.dtype), reduction_indices, keep_dims, T=T)
+        return xp_of(input).asarray(identity)
+
+    return kernel
+
+
+def rows(xp: LazyModule, special: LazyModule) -> list[Row]:
+    """(op, function, type constraints, host-memory args): the CPU table over ``xp``."""
+    number = {"T": _without_bfloat16(cpu._NUMBER)}
+    real = {"T": _without_bfloat16(cpu._REAL)}
+    axes = ("reduction_indices",)
+    binary = cpu._binary
+    return [
+        ("Add", binary("Add", xp.add), None, ()),
+        ("Sub", binary("Sub", xp.subtract), None, ()),
+        ("Mul", binary("Mul", xp.multiply), None, ()),
+        ("RealDiv", cpu.real_div, None, ()),
+        ("FloorDiv", cpu.floor_div, None, ()),
+        ("FloorMod", cpu.floor_mod, None, ()),
+        ("Pow", cpu.pow_, None, ()),
+        ("Maximum", binary("Maximum", xp.maximum), None, ()),
+        ("Minimum", binary("Minimum", xp.minimum), None, ()),
+        ("Neg", cpu._unary(xp.negative), None, ()),
+        ("Abs", cpu._unary(xp.abs), None, ()),
+        ("Sign", cpu.sign, None, ()),
+        ("Square", cpu._unary(xp.square), None, ()),
+        ("Exp", cpu._unary(xp.exp, quiet=True), None, ()),
+        ("Log", cpu._unary(xp.log, quiet=True), None, ()),
+        ("Log1p", cpu._unary(xp.log1p, quiet=True), None, ()),
+        ("Sqrt", cpu._unary(xp.sqrt, quiet=True), None, ()),
+        ("Rsqrt", cpu.rsqrt, None, ()),
+        ("Sin", cpu._unary(xp.sin), None, ()),
+        ("Cos", cpu._unary(xp.cos), None, ()),
+        ("Tanh", cpu._unary(xp.tanh), None, ()),
+        ("Sigmoid", cpu.sigmoid, None, ()),
+        ("Erf", _erf(special), {"T": ["float16", "float32", "float64"]}, ()),
+        ("Equal", cpu._equality("Equal", xp.equal, False), None, ()),
+        ("NotEqual", cpu._equality("NotEqual", xp.not_equal, True), None, ()),
+        ("Less", binary("Less", xp.less), None, ()),
+        ("LessEqual", binary("LessEqual", xp.less_equal), None, ()),
+        ("Greater", binary("Greater", xp.greater), None, ()),
+        ("GreaterEqual", binary("GreaterEqual", xp.greater_equal), None, ()),
+        ("LogicalAnd", binary("LogicalAnd", xp.logical_and), None, ()),
+        ("LogicalOr", binary("LogicalOr", xp.logical_or), None, ()),
+        ("LogicalNot", cpu._unary(xp.logical_not), None, ()),
+        ("Select", cpu.select, None, ()),
+        ("ClipByValue", cpu.clip_by_value, number, ()),
+        ("Sum", cpu.sum_, number, axes),
+        ("Mean", cpu.mean, number, axes),
+        ("Prod", cpu.prod, number, axes),
+        ("Max", _extreme("Max", xp.max, "max", lowest=True), real, axes),
+        ("Min", _extreme("Min", xp.min, "min", lowest=False), real, axes),
+        ("All", cpu._bool_reduction("All", xp.all), None, axes),
+        ("Any", cpu._bool_reduction("Any", xp.any), None, axes),
+        ("ArgMax", cpu._arg("ArgMax", xp.argmax), {"T": _without_bfloat16(cpu._NUMBER) + ["bool"]}, ("dimension",)),
+        ("ArgMin", cpu._arg("ArgMin", xp.argmin), {"T": _without_bfloat16(cpu._NUMBER) + ["bool"]}, ("dimension",)),
+        ("MatMul", cpu.mat_mul, None, ()),
+        ("BatchMatMul", cpu.batch_mat_mul, None, ()),
+        ("AddN", cpu.add_n, number, ()),
+        ("Cast", cpu.cast, None, ()),
+    ]

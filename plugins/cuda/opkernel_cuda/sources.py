@@ -1,0 +1,286 @@
+"""Every raw CUDA source of the plugin, with the template instantiations it uses.
+
+This module is plain data (no cupy): the backend compiles these with
+``cupy.RawModule`` (lazily, or all at once in ``warmup``), and the CI test
+``tests/test_cuda_compile.py`` compiles the very same text and name
+expressions with NVRTC for sm_80 and sm_90 without a GPU.
+
+Each kernel is a template over the storage type ``T`` and the type ``A`` it
+computes in (float for ``__half``, as the CPU backend widens 16-bit floats).
+Work is spread with grid-stride loops, so any grid size is correct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Source", "SOURCES", "OPTIONS", "CTYPES", "ACCUMULATOR", "source", "expression"]
+
+#: Options passed to NVRTC, at run time (cupy adds -arch and its include path) and in the CI test.
+OPTIONS: tuple[str, ...] = ("-std=c++17",)
+
+#: dtype name -> the CUDA C type a kernel template is instantiated with.
+CTYPES = {
+    "float16": "__half", "float32": "float", "float64": "double",
+    "int32": "int", "int64": "long long",
+}
+
+#: dtype name -> the type kernels compute in.
+ACCUMULATOR = {"float16": "float", "float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+
+FLOATS = ("float16", "float32", "float64")
+REALS = FLOATS + ("int32", "int64")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One CUDA translation unit: its text, its kernel templates and the template
+    arguments each is instantiated with (one tuple of C types per instantiation)."""
+
+    name: str
+    code: str
+    kernels: tuple[str, ...]
+    instantiations: tuple[tuple[str, ...], ...]
+
+    def name_expressions(self) -> list[str]:
+        return [expression(k, args) for k in self.kernels for args in self.instantiations]
+
+
+def expression(kernel: str, args: tuple[str, ...]) -> str:
+    """The NVRTC name expression of one instantiation: ``softmax_xent<float, float>``."""
+    return f"{kernel}<{', '.join(args)}>"
+
+
+def _types(dtypes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((CTYPES[d], ACCUMULATOR[d]) for d in dtypes)
+
+
+_PRELUDE = r"""
+#include <cuda_fp16.h>
+typedef long long i64;
+
+template <typename A> __device__ __forceinline__ A lowest();
+template <> __device__ __forceinline__ float lowest<float>() { return -__int_as_float(0x7f800000); }
+template <> __device__ __forceinline__ double lowest<double>() { return -__longlong_as_double(0x7ff0000000000000LL); }
+template <> __device__ __forceinline__ int lowest<int>() { return -2147483647 - 1; }
+template <> __device__ __forceinline__ long long lowest<long long>() { return -9223372036854775807LL - 1; }
+
+template <typename A> __device__ __forceinline__ A to_acc(__half v) { return static_cast<A>(__half2float(v)); }
+template <typename A> __device__ __forceinline__ A to_acc(float v) { return static_cast<A>(v); }
+template <typename A> __device__ __forceinline__ A to_acc(double v) { return static_cast<A>(v); }
+template <typename A> __device__ __forceinline__ A to_acc(int v) { return static_cast<A>(v); }
+template <typename A> __device__ __forceinline__ A to_acc(long long v) { return static_cast<A>(v); }
+
+template <typename T> struct Store { template <typename A> __device__ static T from(A v) { return static_cast<T>(v); } };
+template <> struct Store<__half> { template <typename A> __device__ static __half from(A v) { return __float2half_rn(static_cast<float>(v)); } };
+
+__device__ __forceinline__ float ex(float v) { return expf(v); }
+__device__ __forceinline__ double ex(double v) { return exp(v); }
+__device__ __forceinline__ float lg(float v) { return logf(v); }
+__device__ __forceinline__ double lg(double v) { return log(v); }
+__device__ __forceinline__ float root(float v) { return sqrtf(v); }
+__device__ __forceinline__ double root(double v) { return sqrt(v); }
+
+// max that propagates NaN, as numpy's maximum and max do
+template <typename A> __device__ __forceinline__ A maxv(A a, A b) { return (a != a || a > b) ? a : b; }
+
+struct MaxOp { template <typename A> __device__ A operator()(A a, A b) const { return maxv(a, b); } };
+struct SumOp { template <typename A> __device__ A operator()(A a, A b) const { return a + b; } };
+
+// Reduce one value per thread over the block (blockDim.x a power of two); every thread gets the result.
+template <typename A, typename Op>
+__device__ A block_reduce(A v, A* scratch, Op op) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) scratch[threadIdx.x] = op(scratch[threadIdx.x], scratch[threadIdx.x + s]);
+    __syncthreads();
+  }
+  A r = scratch[0];
+  __syncthreads();
+  return r;
+}
+"""
+
+_XENT = _PRELUDE + r"""
+// SoftmaxCrossEntropyWithLogits on [rows, cols]: one block per row (grid-stride over rows);
+// loss[r] = -sum(labels * log_softmax), backprop = softmax - labels.  Shared memory: blockDim.x * sizeof(A).
+template <typename T, typename A>
+__global__ void softmax_xent(const T* logits, const T* labels, T* loss, T* backprop, i64 rows, i64 cols) {
+  extern __shared__ unsigned char smem[];
+  A* scratch = reinterpret_cast<A*>(smem);
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * cols;
+    const T* y = labels + r * cols;
+    A m = lowest<A>();
+    for (i64 j = threadIdx.x; j < cols; j += blockDim.x) m = maxv(m, to_acc<A>(x[j]));
+    m = block_reduce(m, scratch, MaxOp());
+    A s = A(0);
+    for (i64 j = threadIdx.x; j < cols; j += blockDim.x) s += ex(to_acc<A>(x[j]) - m);
+    const A log_sum = lg(block_reduce(s, scratch, SumOp()));
+    A l = A(0);
+    for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
+      const A logp = to_acc<A>(x[j]) - m - log_sum;
+      const A yj = to_acc<A>(y[j]);
+      l -= yj * logp;
+      backprop[r * cols + j] = Store<T>::from(ex(logp) - yj);
+    }
+    l = block_reduce(l, scratch, SumOp());
+    if (threadIdx.x == 0) loss[r] = Store<T>::from(l);
+  }
+}
+
+// SparseSoftmaxCrossEntropyWithLogits: labels are class indices (checked on the host first).
+template <typename T, typename A, typename L>
+__global__ void sparse_softmax_xent(const T* logits, const L* labels, T* loss, T* backprop, i64 rows, i64 cols) {
+  extern __shared__ unsigned char smem[];
+  A* scratch = reinterpret_cast<A*>(smem);
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = logits + r * cols;
+    const i64 label = static_cast<i64>(labels[r]);
+    A m = lowest<A>();
+    for (i64 j = threadIdx.x; j < cols; j += blockDim.x) m = maxv(m, to_acc<A>(x[j]));
+    m = block_reduce(m, scratch, MaxOp());
+    A s = A(0);
+    for (i64 j = threadIdx.x; j < cols; j += blockDim.x) s += ex(to_acc<A>(x[j]) - m);
+    const A log_sum = lg(block_reduce(s, scratch, SumOp()));
+    for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
+      const A logp = to_acc<A>(x[j]) - m - log_sum;
+      backprop[r * cols + j] = Store<T>::from(ex(logp) - (j == label ? A(1) : A(0)));
+      if (j == label) loss[r] = Store<T>::from(-logp);
+    }
+  }
+}
+"""
+
+_BIAS_GRAD = _PRELUDE + r"""
+// BiasAddGrad, channels last: partial[k, c] = sum of dy[rows k*chunk .. (k+1)*chunk, c].
+// Threads of a warp read neighbouring channels (coalesced); the host sums the chunks.
+template <typename T, typename A>
+__global__ void bias_grad_partial(const T* dy, A* partial, i64 rows, i64 channels, i64 chunk) {
+  const i64 k = blockIdx.y;
+  const i64 r0 = k * chunk;
+  const i64 r1 = (r0 + chunk < rows) ? r0 + chunk : rows;
+  for (i64 c = blockIdx.x * (i64)blockDim.x + threadIdx.x; c < channels; c += (i64)gridDim.x * blockDim.x) {
+    A acc = A(0);
+    for (i64 r = r0; r < r1; ++r) acc += to_acc<A>(dy[r * channels + c]);
+    partial[k * channels + c] = acc;
+  }
+}
+"""
+
+_POOL = _PRELUDE + r"""
+// MaxPool over NHWC: y = the window's maximum (NaN propagates, padding never counts), and
+// argmax = the flat NHWC index into x of the first maximum in row-major window order
+// (TensorFlow's CPU rule), or -1 for a window with no input element in it.
+template <typename T, typename A>
+__global__ void max_pool(const T* x, T* y, i64* argmax, i64 total, int h, int w, int c, int oh, int ow,
+                         int kh, int kw, int sh, int sw, int pad_top, int pad_left) {
+  for (i64 o = blockIdx.x * (i64)blockDim.x + threadIdx.x; o < total; o += (i64)gridDim.x * blockDim.x) {
+    const int ch = static_cast<int>(o % c);
+    const int ox = static_cast<int>((o / c) % ow);
+    const int oy = static_cast<int>((o / ((i64)c * ow)) % oh);
+    const i64 n = o / ((i64)c * ow * oh);
+    A best = lowest<A>();
+    A top = lowest<A>();
+    i64 best_i = -1;
+    for (int i = 0; i < kh; ++i) {
+      const int r = oy * sh - pad_top + i;
+      if (r < 0 || r >= h) continue;
+      for (int j = 0; j < kw; ++j) {
+        const int q = ox * sw - pad_left + j;
+        if (q < 0 || q >= w) continue;
+        const i64 idx = ((n * h + r) * w + q) * c + ch;
+        const A v = to_acc<A>(x[idx]);
+        if (best_i < 0 || v > best) { best = v; best_i = idx; }
+        top = maxv(top, v);
+      }
+    }
+    y[o] = Store<T>::from(top);
+    argmax[o] = best_i;
+  }
+}
+
+// MaxPoolGrad as a gather (deterministic, no atomics): each input element sums the
+// gradients of the windows whose argmax it is.
+template <typename T, typename A>
+__global__ void max_pool_grad(const i64* argmax, const T* grad, T* dx, i64 total, int h, int w, int c, int oh, int ow,
+                              int kh, int kw, int sh, int sw, int pad_top, int pad_left) {
+  for (i64 idx = blockIdx.x * (i64)blockDim.x + threadIdx.x; idx < total; idx += (i64)gridDim.x * blockDim.x) {
+    const int ch = static_cast<int>(idx % c);
+    const int q = static_cast<int>((idx / c) % w);
+    const int r = static_cast<int>((idx / ((i64)c * w)) % h);
+    const i64 n = idx / ((i64)c * w * h);
+    const int rp = r + pad_top, qp = q + pad_left;
+    const int y0 = rp - kh + 1 > 0 ? (rp - kh + 1 + sh - 1) / sh : 0;
+    const int x0 = qp - kw + 1 > 0 ? (qp - kw + 1 + sw - 1) / sw : 0;
+    const int y1 = min(rp / sh, oh - 1), x1 = min(qp / sw, ow - 1);
+    A acc = A(0);
+    for (int oy = y0; oy <= y1; ++oy) {
+      for (int ox = x0; ox <= x1; ++ox) {
+        const i64 o = ((n * oh + oy) * ow + ox) * c + ch;
+        if (argmax[o] == idx) acc += to_acc<A>(grad[o]);
+      }
+    }
+    dx[idx] = Store<T>::from(acc);
+  }
+}
+"""
+
+_TRAINING = _PRELUDE + r"""
+// The fused optimizer updates (TensorFlow's training_ops), in place on contiguous
+// variables; the hyper-parameters are one-element device arrays, read by every thread.
+template <typename T, typename A>
+__global__ void apply_gradient_descent(T* var, const T* alpha, const T* delta, i64 n) {
+  const A a = to_acc<A>(alpha[0]);
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+    var[i] = Store<T>::from(to_acc<A>(var[i]) - a * to_acc<A>(delta[i]));
+}
+
+template <typename T, typename A>
+__global__ void apply_momentum(T* var, T* accum, const T* lr, const T* grad, const T* momentum, i64 n, int nesterov) {
+  const A l = to_acc<A>(lr[0]), mu = to_acc<A>(momentum[0]);
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+    const A g = to_acc<A>(grad[i]);
+    const A a = to_acc<A>(accum[i]) * mu + g;
+    accum[i] = Store<T>::from(a);
+    const A step = nesterov ? l * (g + mu * a) : l * a;
+    var[i] = Store<T>::from(to_acc<A>(var[i]) - step);
+  }
+}
+
+template <typename T, typename A>
+__global__ void apply_adam(T* var, T* m, T* v, const T* beta1_power, const T* beta2_power, const T* lr,
+                           const T* beta1, const T* beta2, const T* epsilon, const T* grad, i64 n, int nesterov) {
+  const A b1 = to_acc<A>(beta1[0]), b2 = to_acc<A>(beta2[0]), eps = to_acc<A>(epsilon[0]);
+  const A lr_t = to_acc<A>(lr[0]) * root(A(1) - to_acc<A>(beta2_power[0])) / (A(1) - to_acc<A>(beta1_power[0]));
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+    const A g = to_acc<A>(grad[i]);
+    A mi = to_acc<A>(m[i]);
+    A vi = to_acc<A>(v[i]);
+    mi += (g - mi) * (A(1) - b1);
+    vi += (g * g - vi) * (A(1) - b2);
+    m[i] = Store<T>::from(mi);
+    v[i] = Store<T>::from(vi);
+    const A direction = nesterov ? mi * b1 + g * (A(1) - b1) : mi;
+    var[i] = Store<T>::from(to_acc<A>(var[i]) - lr_t * direction / (root(vi) + eps));
+  }
+}
+"""
+
+SOURCES: tuple[Source, ...] = (
+    Source("xent", _XENT, ("softmax_xent",), _types(FLOATS)),
+    Source(
+        "sparse_xent", _XENT, ("sparse_softmax_xent",),
+        tuple((CTYPES[d], ACCUMULATOR[d], CTYPES[i]) for d in FLOATS for i in ("int32", "int64")),
+    ),
+    Source("bias_grad", _BIAS_GRAD, ("bias_grad_partial",), _types(REALS)),
+    Source("pool", _POOL, ("max_pool", "max_pool_grad"), _types(REALS)),
+    Source("training", _TRAINING, ("apply_gradient_descent", "apply_momentum", "apply_adam"), _types(FLOATS)),
+)
+
+_BY_NAME = {s.name: s for s in SOURCES}
+
+
+def source(name: str) -> Source:
+    return _BY_NAME[name]
