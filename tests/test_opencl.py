@@ -28,7 +28,7 @@ from opkernel_opencl import programs  # noqa: E402
 from opkernel_opencl.backend import ENV_DEVICE, OpenCLBackend  # noqa: E402
 
 #: Ops that have no OpenCL kernel on purpose (documented in docs/opencl.md).
-CPU_ONLY = {"StringToNumber": "string tensors cannot live in an OpenCL buffer"}
+CPU_ONLY: dict[str, str] = {}
 
 
 @pytest.fixture
@@ -302,5 +302,7 @@ def test_long_reductions(be: Any, n: int) -> None:
     np.testing.assert_allclose(ok.ops.sum(x, [0]).numpy(), x.astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
     assert ok.ops.max(x, [0]).numpy() == x.max()
     assert ok.ops.arg_min(x, np.int32(0)).numpy() == x.argmin()
+    if n < 4:
+        return
     m = x[: n - n % 4].reshape(4, -1)
     np.testing.assert_allclose(ok.ops.mean(m, [1]).numpy(), m.astype(np.float64).mean(axis=1), rtol=1e-4, atol=1e-5)

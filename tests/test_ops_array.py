@@ -240,7 +240,6 @@ CASES = [
     OpCase(
         "string_to_number", "StringToNumber", lambda rng, dt: [np.array([b"1.5", b"-2"], object)],
         lambda s: np.array([1.5, -2.0]), dtypes=("float32",), grad=False,
-        skip={"opencl": "string tensors stay on the CPU backend (an OpenCL buffer holds no strings)"},
     ),
 ]
 

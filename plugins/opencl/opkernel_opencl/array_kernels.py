@@ -11,7 +11,8 @@ Reshape, ExpandDims and Squeeze return views of the same buffer; Identity and
 StopGradient return the input itself (tensors are immutable).  Shape, Size,
 Rank, InvertPermutation, ConcatOffset and Where compute on the host (their
 inputs are host-memory arguments, or, for Where, the output's shape depends on
-the data) and upload the result.
+the data) and upload the result; StringToNumber parses on the host, where
+string tensors live on this backend.
 """
 
 from __future__ import annotations
@@ -510,6 +511,23 @@ def concat_offset(concat_dim: np.ndarray, shape: list[np.ndarray], shape_type: o
     return offsets
 
 
+def string_to_number(string_tensor: np.ndarray, out_type: ok.DType, **attrs: Any) -> np.ndarray:
+    """Parses on the host (string tensors live there on this backend); the result is uploaded."""
+    parse = float if out_type.is_floating else int
+    out = np.empty(string_tensor.shape, out_type.np)
+    flat_in, flat_out = string_tensor.reshape(-1), out.reshape(-1)
+    for i, s in enumerate(flat_in):
+        text = s.decode() if isinstance(s, bytes) else str(s)
+        try:
+            value = parse(text.strip())
+        except ValueError:
+            raise fail("StringToNumber", f"could not convert string {text!r} to {out_type.name}") from None
+        if out_type.is_integer and not (out_type.min <= value <= out_type.max):
+            raise fail("StringToNumber", f"{text!r} is out of range for {out_type.name}")
+        flat_out[i] = value
+    return out
+
+
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     every = {"T": list(ALL)}
@@ -540,6 +558,7 @@ def register_all() -> None:
         ("OneHot", one_hot, every, ("depth", "on_value", "off_value")),
         ("Range", range_, {"Tidx": list(REALS)}, ("start", "limit", "delta")),
         ("Where", where, {"T": list(ALL)}, ("input",)),
+        ("StringToNumber", string_to_number, None, ()),
     ]
     for op, fn, constraints, host in table:
         ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)

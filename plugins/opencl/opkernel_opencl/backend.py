@@ -7,7 +7,8 @@ Work is queued on one in-order command queue and nothing waits for the device
 after an op: the only synchronisation points are ``to_numpy`` (and so
 host-memory inputs computed on the device) and ``synchronize``.  Small host
 arrays uploaded through ``from_numpy`` keep a host copy, so shapes, axes and
-other host-memory arguments never need a round trip.
+other host-memory arguments never need a round trip.  String tensors have no
+device representation and stay numpy arrays in host memory.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ class OpenCLBackend(ok.Backend):
         self.launch_lock = threading.Lock()  # a Kernel's arguments are shared state
         self._pending: deque[Any] = deque()  # events of uploads still reading host memory
         self._tls = threading.local()
+        self._geometry: dict[tuple[tuple[int, ...], np.dtype[Any]], tuple[int, tuple[int, ...]]] = {}
         self.syncs = 0  # blocking waits for the device (to_numpy, synchronize): tests watch this
 
     # ------------------------------------------------------------ arrays
@@ -161,19 +163,22 @@ class OpenCLBackend(ok.Backend):
 
     def new_array(self, shape: tuple[int, ...], dtype: np.dtype[Any], data: Any = None) -> Any:
         """A C-contiguous device array (pyopencl's fast constructor: no per-call validation)."""
-        size = 1
-        for d in shape:
-            size *= d
-        item = dtype.itemsize
-        strides = []
-        acc = item
-        for d in reversed(shape):
-            strides.append(acc)
-            acc *= max(d, 1)
+        key = (shape, dtype)
+        geometry = self._geometry.get(key)
+        if geometry is None:
+            size, acc, strides = 1, dtype.itemsize, []
+            for d in reversed(shape):
+                strides.append(acc)
+                acc *= max(d, 1)
+                size *= d
+            geometry = self._geometry[key] = (size, tuple(reversed(strides)))
+            if len(self._geometry) > 4096:
+                self._geometry.clear()
+        size, strides = geometry
         if data is None and size:
-            data = self._allocate(size * item)
+            data = self._allocate(size * dtype.itemsize)
         return self.Array(
-            None, shape, dtype, data=data, strides=tuple(reversed(strides)), _fast=True, _size=size,
+            None, shape, dtype, data=data, strides=strides, _fast=True, _size=size,
             _context=self.context, _queue=self.queue,
         )
 
@@ -191,7 +196,8 @@ class OpenCLBackend(ok.Backend):
 
     def from_numpy(self, array: np.ndarray) -> Any:
         if array.dtype.kind in "OUSV":
-            raise ok.errors.OpTypeError(f"backend 'opencl' cannot hold arrays of dtype {array.dtype}")
+            # Strings have no device representation: such tensors stay in host memory.
+            return np.array(array, copy=True)
         small = array.nbytes <= HOST_COPY_BYTES
         host = np.array(array, order="C", copy=True) if small else np.ascontiguousarray(array)
         try:
@@ -214,8 +220,11 @@ class OpenCLBackend(ok.Backend):
         pending.append(evt)
         if len(pending) > 32:  # drop finished uploads; dropping an unfinished one would wait
             complete = self.cl.command_execution_status.COMPLETE
-            while pending and pending[0].command_execution_status == complete:
-                pending.popleft()
+            try:
+                while pending[0].command_execution_status == complete:
+                    pending.popleft()
+            except IndexError:  # emptied here or by another thread
+                pass
 
     def host(self, value: Any) -> np.ndarray | None:
         """The host copy of a small array uploaded from numpy, if it has one (no waiting)."""
@@ -235,10 +244,14 @@ class OpenCLBackend(ok.Backend):
         return out
 
     def as_output(self, value: Any, dtype: ok.DType) -> Any:
-        if isinstance(value, self.Array):
-            if value.dtype == dtype.np and value.offset == 0 and value.flags.c_contiguous:
+        if type(value) is self.Array:
+            # Kernels here only make C-contiguous arrays (new_array, view): checking the
+            # strides on every output would cost more than many kernels do.
+            if value.offset == 0 and value.dtype == dtype.np:
                 return value
-            raise InternalError(f"an OpenCL kernel returned a {value.dtype} array with offset/strides, expected {dtype.name}")
+            raise InternalError(f"an OpenCL kernel returned a {value.dtype} array at offset {value.offset}, expected {dtype.name}")
+        if dtype.name == "string" and isinstance(value, np.ndarray):
+            return value
         return self.from_numpy(np.asarray(value, dtype.np))
 
     def dirty(self, value: Any) -> None:
@@ -270,7 +283,10 @@ class OpenCLBackend(ok.Backend):
             if main:
                 kernel(self.queue, (main,), (64,), *args)
             if n != main:
-                kernel(self.queue, (n - main,), (1,), *args, global_offset=(main,))
+                if main:
+                    kernel(self.queue, (n - main,), (1,), *args, global_offset=(main,))
+                else:
+                    kernel(self.queue, (n,), (1,), *args)
 
     # ------------------------------------------------------------ errors and facts
 
