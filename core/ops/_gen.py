@@ -87,7 +87,7 @@ def _returns_text(op_def: OpDef) -> str:
         if out.dtype is not None:
             kind = f"A `Tensor` of type `{out.dtype.name}`."
         elif out.type_attr and out.type_attr in op_def.inferred_attrs:
-            src = next(a.name for a in op_def.inputs if a.type_attr == out.type_attr)
+            src = next(param_name(a.name) for a in op_def.inputs if a.type_attr == out.type_attr)
             kind = f"A `Tensor`. Has the same type as `{src}`."
         else:
             kind = f"A `Tensor` of type `{out.type_attr or out.type_list_attr}`."
