@@ -571,6 +571,8 @@ def test_general_unary_op_made_polymorphic_with_a_default(backend: str) -> None:
     ok.register_op("Guide>MyGeneralUnaryOp").input("in: T").output("out: T").attr("T: numerictype = DT_FLOAT")
     ok.register_kernel("Guide>MyGeneralUnaryOp", backend="*")(lambda in_, T: ok.ops.neg(in_))
     fn = ok.ops.guide.my_general_unary_op
+    assert str(inspect.signature(fn)) == "(in_, name=None, *, _kernel=None)"
+    assert "A `Tensor`. Has the same type as `in_`." in fn.__doc__  # the parameter's name, not the keyword
 
     out = fn([1.5, -2.0])  # the old float callers keep working
     assert out.dtype is ok.float32
