@@ -296,6 +296,24 @@ def test_matmul_tiles_and_edges(be: Any, shape: tuple[int, int, int]) -> None:
     np.testing.assert_array_equal(ok.ops.mat_mul(ai, bi).numpy(), ai @ bi)
 
 
+@pytest.mark.parametrize("variant", ["packed", "local"])
+def test_both_matmul_variants(be: Any, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opkernel_opencl import linalg_kernels
+
+    monkeypatch.setenv(linalg_kernels.ENV_MATMUL, variant)
+    assert linalg_kernels.matmul_variant(be) == variant
+    rng = np.random.default_rng(3)
+    for dtype in ("float32", "float64", "int32"):
+        if not be.supports_dtype(ok.as_dtype(dtype)):
+            continue
+        x = (rng.standard_normal((2, 70, 33)) * 4).astype(dtype)
+        y = (rng.standard_normal((33, 65)) * 4).astype(dtype)
+        got = ok.ops.batch_mat_mul(x, y).numpy()
+        np.testing.assert_allclose(got, np.matmul(x, y), rtol=1e-4, atol=1e-3)
+        got = ok.ops.mat_mul(x[0].T.copy(), y, transpose_a=True).numpy()
+        np.testing.assert_allclose(got, x[0] @ y, rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("n", [1, 100, 4096, 100_003, 1_000_000])
 def test_long_reductions(be: Any, n: int) -> None:
     x = np.random.default_rng(2).uniform(-1, 1, n).astype(np.float32)

@@ -12,13 +12,20 @@ C = A B runs as three launches, the structure of a CPU BLAS:
 
 The panels are what local-memory tiles give a GPU kernel: every work-item streams
 two contiguous panels, which on a CPU device (PoCL) stay in L1/L2 cache, with no
-barriers.  On PoCL the OpenCL built-ins vload/vstore/fma are calls, not inlined,
+barriers.  GPUs get the classic local-memory kernel instead (``mm_local``): a
+16 x 16 work-group computes a 64 x 64 tile of C, staging 64 x 16 tiles of A and
+16 x 64 tiles of B in local memory, each work-item accumulating a 4 x 4 block in
+registers with 4-wide vector loads; A and B are first copied into zero-padded
+row-major buffers so the tile loop never checks bounds.
+``OPKERNEL_OPENCL_MATMUL=packed|local`` overrides the choice (``auto``: packed on
+CPU devices, local elsewhere).  On PoCL the OpenCL built-ins vload/vstore/fma are calls, not inlined,
 and a call in the loop forces the accumulators out of registers: the loop uses
 plain pointer loads and ``a * b + c`` (contracted to FMA by the compiler).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,6 +36,8 @@ from .array_kernels import BE, zeros
 from .backend import OpenCLBackend, ctype
 from .common import broadcast_strides, contiguous_strides, dims, fail
 from .programs import family
+
+ENV_MATMUL = "OPKERNEL_OPENCL_MATMUL"
 
 #: dtype -> (vector width = RN, rows per work-item = RM)
 TILES = {"float32": (8, 8), "float64": (4, 8), "int32": (8, 8), "int64": (4, 8)}
@@ -90,6 +99,89 @@ __kernel void mm(__global T* restrict C, __global const T* restrict Ap, __global
 """
 
 
+LOCAL_TILE, LOCAL_K = 64, 16
+
+
+@family("matmul_local", DTYPES)
+def _matmul_local_source(dtype: str) -> str:
+    T = ctype(ok.as_dtype(dtype))
+    acc = "\n".join(f"  {T}4 c{r} = ({T}4)(0);" for r in range(4))
+    fma = "\n".join(f"      c{r} += a.s{r} * bv;" for r in range(4))
+    store = "\n".join(
+        f"  if (row + {r} < M) {{ vstore4(c{r}, 0, tmp); for (int j = 0; j < 4; ++j) if (col + j < N) C[(long)(row + {r}) * N + col + j] = tmp[j]; }}"
+        for r in range(4)
+    )
+    return f"""
+#define T {T}
+#define TS {LOCAL_TILE}
+#define TK {LOCAL_K}
+// out[b][R][Cp] (zero padded) from in: element (r, c) of batch b at off(b) + r*sr + c*sc.
+__kernel void pad2d(__global T* restrict out, __global const T* restrict in, int R, int Cn, int Rp, int Cp,
+                    int sr, int sc, int brank, dims_t bshape, dims_t bstr) {{
+  int i = get_global_id(0);
+  int c = i % Cp; int t = i / Cp; int r = t % Rp; int b = t / Rp;
+  int off = 0; int q = b;
+  for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; off += (q % n) * bstr.v[d]; q /= n; }}
+  out[i] = (r < R && c < Cn) ? in[off + r * sr + c * sc] : (T)0;
+}}
+__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+void mm_local(__global T* restrict C, __global const T* restrict A, __global const T* restrict B,
+              int M, int N, int Kp, int Mp, int Np) {{
+  __local T As[TK][TS];
+  __local T Bs[TK][TS];
+  int tx = get_local_id(0); int ty = get_local_id(1); int lid = ty * 16 + tx;
+  int row0 = get_group_id(1) * TS; int col0 = get_group_id(0) * TS; int b = get_global_id(2);
+  A += (long)b * Mp * Kp; B += (long)b * Kp * Np; C += (long)b * M * N;
+{acc}
+  for (int k0 = 0; k0 < Kp; k0 += TK) {{
+    for (int l = 0; l < 4; ++l) {{
+      int e = lid + l * 256;
+      int ar = e / TK; int ac = e % TK; As[ac][ar] = A[(long)(row0 + ar) * Kp + k0 + ac];
+      int br = e / TS; int bc = e % TS; Bs[br][bc] = B[(long)(k0 + br) * Np + col0 + bc];
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < TK; ++kk) {{
+      {T}4 a = vload4(0, &As[kk][ty * 4]);
+      {T}4 bv = vload4(0, &Bs[kk][tx * 4]);
+{fma}
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  int row = row0 + ty * 4; int col = col0 + tx * 4;
+  T tmp[4];
+{store}
+}}
+#undef T
+"""
+
+
+def matmul_variant(be: OpenCLBackend) -> str:
+    """``packed`` (register-tiled panels, for CPU devices) or ``local`` (local-memory tiles, for GPUs)."""
+    choice = os.environ.get(ENV_MATMUL, "auto").strip().lower()
+    if choice in ("packed", "local"):
+        return choice
+    return "packed" if be.is_cpu else "local"
+
+
+def _gemm_local(
+    be: OpenCLBackend, op: str, dtype: str, out: Any, a: Any, b: Any, M: int, N: int, K: int,
+    a_mk: tuple[int, int], b_kn: tuple[int, int], batch: Sequence[int], a_batch: Sequence[int], b_batch: Sequence[int],
+) -> Any:
+    nb = int(np.prod(batch, dtype=np.int64)) if batch else 1
+    Mp, Np, Kp = (-(-M // LOCAL_TILE) * LOCAL_TILE, -(-N // LOCAL_TILE) * LOCAL_TILE, -(-K // LOCAL_K) * LOCAL_K)
+    k = lambda name: be.programs.kernel("matmul_local", dtype, name, op)  # noqa: E731
+    brank, bshape = np.int32(len(batch)), dims(batch)
+    ap = be.new_array((nb * Mp * Kp,), a.dtype)
+    bp = be.new_array((nb * Kp * Np,), a.dtype)
+    be.launch1d(k("pad2d"), ap.size, ap.base_data, a.base_data, np.int32(M), np.int32(K), np.int32(Mp), np.int32(Kp),
+                np.int32(a_mk[0]), np.int32(a_mk[1]), brank, bshape, dims(a_batch))
+    be.launch1d(k("pad2d"), bp.size, bp.base_data, b.base_data, np.int32(K), np.int32(N), np.int32(Kp), np.int32(Np),
+                np.int32(b_kn[0]), np.int32(b_kn[1]), brank, bshape, dims(b_batch))
+    be.launch(k("mm_local"), (Np // 4, Mp // 4, nb), (16, 16, 1), out.base_data, ap.base_data, bp.base_data,
+              np.int32(M), np.int32(N), np.int32(Kp), np.int32(Mp), np.int32(Np))
+    return out
+
+
 def gemm(
     be: OpenCLBackend, op: str, dtype: str, a: Any, b: Any, M: int, N: int, K: int,
     a_mk: tuple[int, int], b_kn: tuple[int, int], batch: Sequence[int] = (),
@@ -102,6 +194,8 @@ def gemm(
         return out
     if K == 0:
         return zeros(be, op, out.shape, a.dtype)
+    if matmul_variant(be) == "local":
+        return _gemm_local(be, op, dtype, out, a, b, M, N, K, a_mk, b_kn, batch, a_batch, b_batch)
     RN, RM = TILES[dtype]
     nb = int(np.prod(batch, dtype=np.int64)) if batch else 1
     Mp, Np = -(-M // RM) * RM, -(-N // RN) * RN
