@@ -296,13 +296,35 @@ def test_an_unavailable_backend_says_why(fresh_registry: None) -> None:
     assert "brokendriver" not in ok.available_backends()
 
 
-def test_an_unavailable_backend_is_forgotten_with_its_plugin(fresh_registry: None) -> None:
+class FixedDriver(ok.Backend):
+    """What a fixed release of BrokenDriver's plugin provides, under the same name."""
+
+    name = "brokendriver"
+    priority = -20
+
+    def from_numpy(self, array: np.ndarray) -> np.ndarray:
+        return array
+
+    def to_numpy(self, value: np.ndarray) -> np.ndarray:
+        return value
+
+
+class FixedPlugin:
+    @ok.hookimpl
+    def opkernel_register_backends(self) -> list[type[ok.Backend]]:
+        return [FixedDriver]
+
+
+def test_a_failed_backend_is_forgotten_with_its_plugin(fresh_registry: None) -> None:
     with isolated_registries():
         ok.register_plugin(UnusablePlugin(), name="unusable")
-        with pytest.raises(BackendUnavailableError):
+        with pytest.raises(BackendUnavailableError, match="device lost"):
             ok.set_backend("brokendriver")
     with pytest.raises(BackendNotFoundError, match="unknown backend 'brokendriver'"):
         ok.set_backend("brokendriver")
+    ok.register_plugin(FixedPlugin(), name="fixed")
+    with ok.use_backend("brokendriver") as be:
+        assert isinstance(be, FixedDriver)
 
 
 def test_a_removed_backend_is_no_longer_usable(fresh_registry: None) -> None:
