@@ -353,9 +353,10 @@ def test_opkernel_backend_environment_variable_picks_the_default() -> None:
     code = (
         "import os\n"
         "import opkernel as ok\n"
+        "add = ok.ops.add  # the first thing a fresh process touches\n"
         "from conftest import TwinPlugin\n"
         "ok.register_plugin(TwinPlugin(), name='twin-plugin')\n"
-        "print(ok.get_backend(), (ok.tensor([1.0]) + 1).backend, ok.available_backends()[0])\n"
+        "print(ok.get_backend(), add([1.0], 1.0).backend, ok.available_backends()[0])\n"
         "os.environ['OPKERNEL_BACKEND'] = 'nosuch'\n"
         "ok.engine._reset_backends_for_tests()  # as if the process started with nosuch\n"
         "try:\n"
