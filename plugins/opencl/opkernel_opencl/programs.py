@@ -170,9 +170,15 @@ class ProgramCache:
         """Build every family for every dtype the device supports; returns how many were built."""
         from opkernel.dtypes import as_dtype
 
+        def supported(key: str) -> bool:  # keys are dtype names, sizes, or both joined by ':'
+            for part in key.split(":"):
+                if not part.isdigit() and not self._be.supports_dtype(as_dtype(part)):
+                    return False
+            return True
+
         before = len(self._programs)
         for fam in list(_families.values()):
-            for dt in fam.dtypes:
-                if self._be.supports_dtype(as_dtype(dt)):
-                    self.program(fam.name, dt, f"warmup of {fam.name}")
+            for key in fam.dtypes:
+                if supported(key):
+                    self.program(fam.name, key, f"warmup of {fam.name}")
         return len(self._programs) - before
