@@ -98,15 +98,20 @@ def op_def(name: str) -> OpDef:
     return op_registry.get_op_def(name)
 
 
-def infer_shapes(op_name: str, input_shapes: list, attrs: dict | None = None) -> list[TensorShape]:  # type: ignore[type-arg]
+def infer_shapes(
+    op_name: str, input_shapes: list, attrs: dict | None = None, input_values: list | None = None  # type: ignore[type-arg]
+) -> list[TensorShape]:
     """Run ``op_name``'s shape function without running anything.
 
     ``input_shapes`` has one entry per declared input (a list of shapes for a
-    list input); ``attrs`` gives attrs that are not inferred from inputs.
+    list input); ``attrs`` gives attrs that are not inferred from inputs;
+    ``input_values`` optionally gives the known values of inputs (one entry
+    per declared input, None where unknown), such as Reshape's ``shape`` or
+    Pad's ``paddings``, which shape functions read with ``input_tensor``.
     """
     from ._infer import infer_shapes as _infer
 
-    return _infer(op_def(op_name), input_shapes, attrs or {})
+    return _infer(op_def(op_name), input_shapes, attrs or {}, input_values)
 
 
 def __getattr__(name: str) -> object:

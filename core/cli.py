@@ -65,6 +65,10 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_kernels(args: argparse.Namespace) -> int:
     plugins.ensure_loaded()
+    known = {name for name, _, _ in engine.backend_status()} | {k.backend for k in kernels.all_kernels()}
+    if args.backend and args.backend not in known:
+        print(f"unknown backend {args.backend!r}; known: {', '.join(sorted(known))}", file=sys.stderr)
+        return 1
     rows = []
     for k in sorted(kernels.all_kernels(), key=lambda k: (k.op, k.backend, -k.priority)):
         if args.op and k.op != args.op:

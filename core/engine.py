@@ -223,11 +223,13 @@ def kernel_label_map(labels: Mapping[str, str]) -> Iterator[None]:
     """Choose kernels by label per op inside the block (TensorFlow's ``_kernel`` attr)."""
     outer = _LABELS.get() or {}
     token = _LABELS.set({**outer, **labels})
-    _LABEL_SCOPES[0] += 1
+    with _lock:
+        _LABEL_SCOPES[0] += 1
     try:
         yield
     finally:
-        _LABEL_SCOPES[0] -= 1
+        with _lock:
+            _LABEL_SCOPES[0] -= 1
         _LABELS.reset(token)
 
 

@@ -210,3 +210,10 @@ def test_bad_usage_exits_with_2(capsys: pytest.CaptureFixture[str]) -> None:
             main(argv)
         assert info.value.code == 2
     assert "usage: opkernel" in capsys.readouterr().err
+
+
+def test_kernels_with_an_unknown_backend_exits_1(capsys):
+    from opkernel.cli import main
+
+    assert main(["kernels", "--backend", "cpux"]) == 1
+    assert "unknown backend 'cpux'" in capsys.readouterr().err

@@ -563,3 +563,12 @@ def test_a_repeated_call_skips_binding(backend: str, monkeypatch: pytest.MonkeyP
     for _ in range(5):
         np.testing.assert_array_equal(ok.ops.mat_mul(x, x, transpose_b=True).numpy(), [[2.0, 2.0], [2.0, 2.0]])
     assert len(calls) <= 1
+
+
+def test_infer_shapes_uses_known_input_values():
+    import numpy as np
+
+    shape = ok.infer_shapes("Reshape", [[2, 3], [2]], input_values=[None, np.array([3, -1])])
+    assert shape == [ok.TensorShape([3, 2])]
+    unknown = ok.infer_shapes("Reshape", [[2, 3], [2]])
+    assert unknown[0].rank == 2 and unknown[0].as_list() == [None, None]
