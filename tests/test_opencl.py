@@ -229,6 +229,19 @@ def test_driver_errors_are_translated(be: Any) -> None:
     assert be.translate_error(ValueError("not ours"), "Add") is None
 
 
+def test_a_lost_device_leaves_cpu_usable(be: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyopencl as cl
+
+    def lost(*args: Any, **kw: Any) -> None:
+        raise cl.LogicError(cl._cl._ErrorRecord(msg="device lost", code=-2, routine="clEnqueueNDRangeKernel"))
+
+    monkeypatch.setattr(be, "launch1d", lost)
+    with pytest.raises(InternalError, match="op 'Neg'.*DEVICE_NOT_AVAILABLE"):
+        ok.ops.neg(np.ones(3, np.float32))
+    with ok.use_backend("cpu"):
+        assert ok.ops.neg(np.ones(3, np.float32)).numpy().tolist() == [-1, -1, -1]
+
+
 # ---------------------------------------------------------------- threads
 
 
@@ -324,3 +337,61 @@ def test_long_reductions(be: Any, n: int) -> None:
         return
     m = x[: n - n % 4].reshape(4, -1)
     np.testing.assert_allclose(ok.ops.mean(m, [1]).numpy(), m.astype(np.float64).mean(axis=1), rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- larger shapes than the op tables use
+
+
+def _agree(fn: Any, *args: Any, **kw: Any) -> None:
+    """``fn`` gives the same result on opencl as on cpu (shapes large enough for every launch path)."""
+    with engine.use_backend("cpu"):
+        want = fn(*args, **kw)
+    with engine.use_backend("opencl"):
+        got = fn(*args, **kw)
+    want = want if isinstance(want, (list, tuple)) else [want]
+    got = got if isinstance(got, (list, tuple)) else [got]
+    for w, g in zip(want, got):
+        a, b = w.numpy(), g.numpy()
+        assert a.shape == b.shape and a.dtype == b.dtype
+        scale = max(1.0, float(np.abs(a).max())) if a.size and a.dtype.kind == "f" else 1.0
+        np.testing.assert_allclose(b, a, rtol=2e-5, atol=2e-5 * scale)
+
+
+_X = (np.random.default_rng(5).standard_normal((5, 7, 9, 11)) * 5).astype(np.float32)
+_IMG = np.random.default_rng(6).standard_normal((2, 13, 11, 3)).astype(np.float32)
+_FLT = np.random.default_rng(7).standard_normal((3, 2, 3, 4)).astype(np.float32)
+_POOL = {"ksize": [1, 3, 2, 1], "strides": [1, 2, 3, 1], "padding": "SAME"}
+LARGE = {
+    "add-bcast": lambda: ok.ops.add(_X, _X[0, :, :1, :]),
+    "less-bcast": lambda: ok.ops.less(_X[:, :1], _X),
+    "select": lambda: ok.ops.select(_X > 0, _X, _X[0, 0]),
+    "sum-0,2": lambda: ok.ops.sum(_X, [0, 2]),
+    "mean-3-keep": lambda: ok.ops.mean(_X, [3], keep_dims=True),
+    "max-all": lambda: ok.ops.max(_X, [0, 1, 2, 3]),
+    "argmax-1": lambda: ok.ops.arg_max(_X, np.int32(1)),
+    "transpose": lambda: ok.ops.transpose(_X, [3, 1, 0, 2]),
+    "strided-slice": lambda: ok.ops.strided_slice(
+        _X, np.array([4, 0, 8, 1], np.int32), np.array([0, 7, 0, 10], np.int32), np.array([-2, 3, -3, 2], np.int32), end_mask=2
+    ),
+    "concat": lambda: ok.ops.concat_v2([_X, _X[:, :3]], np.int32(1)),
+    "tile": lambda: ok.ops.tile(_X[:2, :3], [2, 1, 3, 2]),
+    "gather-batch": lambda: ok.ops.gather_v2(_X, np.array([[3, 1], [0, 6], [1, 1], [2, 2], [0, 0]], np.int64), np.int32(1), batch_dims=1),
+    "segment-sum": lambda: ok.ops.unsorted_segment_sum(_X, np.array([0, 2, -1, 2, 1], np.int32), np.int32(4)),
+    "batch-matmul-adj": lambda: ok.ops.batch_mat_mul(np.ascontiguousarray(_X[:, :, :5]), np.ascontiguousarray(_X[0, :, :3]), adj_y=True),
+    "softmax": lambda: ok.ops.softmax(_X),
+    "conv-strided": lambda: ok.ops.conv2d(_IMG, _FLT, strides=[1, 2, 3, 1], padding="SAME"),
+    "conv-dilated": lambda: ok.ops.conv2d(_IMG, _FLT, strides=[1, 1, 1, 1], padding="VALID", dilations=[1, 2, 1, 1]),
+    "conv-backprop-input": lambda: ok.ops.conv2d_backprop_input(
+        np.array(_IMG.shape, np.int32), _FLT, np.ones((2, 7, 4, 4), np.float32), strides=[1, 2, 3, 1], padding="SAME"
+    ),
+    "conv-backprop-filter": lambda: ok.ops.conv2d_backprop_filter(
+        _IMG, np.array(_FLT.shape, np.int32), np.ones((2, 7, 4, 4), np.float32), strides=[1, 2, 3, 1], padding="SAME"
+    ),
+    "max-pool-grad": lambda: ok.ops.max_pool_grad(_IMG, ok.ops.max_pool(_IMG, **_POOL), np.ones((2, 7, 4, 3), np.float32), **_POOL),
+    "avg-pool-grad": lambda: ok.ops.avg_pool_grad(np.array(_IMG.shape, np.int32), np.ones((2, 7, 4, 3), np.float32), **_POOL),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LARGE))
+def test_larger_shapes_agree_with_cpu(be: Any, name: str) -> None:
+    _agree(LARGE[name])
