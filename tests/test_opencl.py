@@ -107,7 +107,7 @@ def test_describe_and_dtypes(be: Any) -> None:
     assert facts["float64"] == ("yes" if be.fp64 else "no")
     assert be.supports_dtype(ok.float32) and be.supports_dtype(ok.int32)
     assert be.supports_dtype(ok.float64) == be.fp64
-    assert be.supports_dtype(ok.float16) == be.fp16
+    assert be.supports_dtype(ok.float16)  # stored as half, computed in float32 without cl_khr_fp16
     assert not be.supports_dtype(ok.string)
 
 
@@ -395,3 +395,14 @@ LARGE = {
 @pytest.mark.parametrize("name", sorted(LARGE))
 def test_larger_shapes_agree_with_cpu(be: Any, name: str) -> None:
     _agree(LARGE[name])
+
+
+def test_float16_is_stored_as_half_and_computed_in_float32(be: Any) -> None:
+    x = np.random.default_rng(8).standard_normal((70, 33)).astype(np.float16)
+    t = ok.tensor(x)
+    assert t.value.dtype == np.float16
+    np.testing.assert_array_equal(ok.ops.add(t, t).numpy(), (x.astype(np.float32) * 2).astype(np.float16))
+    np.testing.assert_allclose(ok.ops.sum(t, [0]).numpy(), x.astype(np.float32).sum(0), rtol=2e-3, atol=2e-2)
+    np.testing.assert_allclose(ok.ops.mat_mul(t, t, transpose_b=True).numpy(), (x.astype(np.float32) @ x.T.astype(np.float32)), rtol=2e-3, atol=5e-2)
+    np.testing.assert_array_equal(ok.ops.cast(t, DstT=ok.float32).numpy(), x.astype(np.float32))
+    assert ok.ops.zeros_like(t).numpy().dtype == np.float16 and ok.ops.ones_like(t).numpy().min() == 1

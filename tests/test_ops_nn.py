@@ -248,7 +248,7 @@ ACTIVATION_CASES = [
            unary(lambda x: np.clip(x, 0, 6)), dtypes=("int32",), grad=False),
     OpCase("Elu", "Elu", one((3, 4), 2.0), unary(lambda x: np.where(x > 0, x, np.exp(x) - 1))),
     OpCase("Elu-half", "Elu", one((3, 4), 2.0), unary(lambda x: np.where(x > 0, x, np.exp(x) - 1)),
-           dtypes=("float16",), grad=False, skip={"opencl": "the OpenCL backend has no float16 kernels"}),
+           dtypes=("float16",), grad=False),
     OpCase("Selu", "Selu", one((3, 4), 2.0), unary(lambda x: SCALE * np.where(x > 0, x, ALPHA * (np.exp(x) - 1)))),
     OpCase("Softplus", "Softplus", one((3, 4), 3.0), unary(lambda x: np.log1p(np.exp(x)))),
     OpCase("Softplus-extreme", "Softplus", lambda rng, dt: [np.array([-200.0, -30.0, 0.0, 30.0, 200.0], dt)],
@@ -259,8 +259,7 @@ SOFTMAX_CASES = [
     OpCase("Softmax-2d", "Softmax", one((2, 5)), ref_softmax),
     OpCase("Softmax-3d", "Softmax", one((2, 2, 3)), ref_softmax),
     OpCase("Softmax-large", "Softmax", lambda rng, dt: [np.array([[1000.0, 1001.0, 999.0]], dt)], ref_softmax, grad=False),
-    OpCase("Softmax-half", "Softmax", one((2, 5)), ref_softmax, dtypes=("float16",), grad=False,
-           skip={"opencl": "the OpenCL backend has no float16 kernels"}),
+    OpCase("Softmax-half", "Softmax", one((2, 5)), ref_softmax, dtypes=("float16",), grad=False),
     OpCase("LogSoftmax-2d", "LogSoftmax", one((2, 5)), ref_log_softmax),
     OpCase("LogSoftmax-3d", "LogSoftmax", one((2, 2, 3)), ref_log_softmax),
     OpCase("LogSoftmax-large", "LogSoftmax", lambda rng, dt: [np.array([[1000.0, 1001.0, -1000.0]], dt)],
@@ -337,7 +336,7 @@ CONV_CASES = [
            ref_conv2d_backprop_input, attrs={"strides": [1, 2, 2, 1], "padding": "SAME"}, dtypes=("int32",), grad=False),
     OpCase("Conv2D-half", "Conv2D", lambda rng, dt: [randn(rng, dt, 1, 4, 4, 2), randn(rng, dt, 2, 2, 2, 3)],
            ref_conv2d, attrs={"strides": [1, 1, 1, 1], "padding": "SAME"}, dtypes=("float16",), grad=False,
-           tol={"float16": (1e-2, 1e-2)}, skip={"opencl": "the OpenCL backend has no float16 kernels"}),
+           tol={"float16": (1e-2, 1e-2)}),
     OpCase("Conv2DBackpropInput-hw-sizes", "Conv2DBackpropInput",
            lambda rng, dt: [i32(5, 5), randn(rng, dt, 3, 3, 2, 3), randn(rng, dt, 2, 3, 3, 3)],
            lambda s, w, dy, **a: ref_conv2d_backprop_input(i32(2, 5, 5, 2), w, dy, **a),
@@ -395,7 +394,7 @@ POOL_CASES = [
                             rng.integers(-4, 5, (1, 5, 5, 2)).astype(dt)],
            ref_max_pool_grad_grad, attrs=pool((3, 3), (2, 2), "SAME"), dtypes=("int32",), grad=False),
     OpCase("AvgPool-half", "AvgPool", one((1, 4, 4, 2)), ref_avg_pool, attrs=pool((3, 3), (2, 2), "SAME"),
-           dtypes=("float16",), grad=False, skip={"opencl": "the OpenCL backend has no float16 kernels"}),
+           dtypes=("float16",), grad=False),
 ]
 
 CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + CONV_CASES + POOL_CASES

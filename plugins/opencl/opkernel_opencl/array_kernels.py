@@ -530,7 +530,9 @@ def string_to_number(string_tensor: np.ndarray, out_type: ok.DType, **attrs: Any
 
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
-    every = {"T": list(ALL)}
+    from .elementwise import float32_compute
+
+    every = {"T": list(ALL) + ["float16"]}
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
         ("Identity", identity, every, ()),
         ("StopGradient", identity, every, ()),
@@ -553,11 +555,11 @@ def register_all() -> None:
         ("Slice", slice_, every, ("begin", "size")),
         ("StridedSlice", strided_slice, every, ("begin", "end", "strides")),
         ("StridedSliceGrad", strided_slice_grad, every, ("shape", "begin", "end", "strides")),
-        ("GatherV2", gather_v2, {"Tparams": list(ALL)}, ("axis",)),
-        ("UnsortedSegmentSum", unsorted_segment_sum, {"T": list(REALS)}, ("num_segments",)),
-        ("OneHot", one_hot, every, ("depth", "on_value", "off_value")),
+        ("GatherV2", gather_v2, {"Tparams": list(ALL) + ["float16"]}, ("axis",)),
+        ("UnsortedSegmentSum", float32_compute(unsorted_segment_sum), {"T": list(REALS) + ["float16"]}, ("num_segments",)),
+        ("OneHot", float32_compute(one_hot), every, ("depth", "on_value", "off_value")),
         ("Range", range_, {"Tidx": list(REALS)}, ("start", "limit", "delta")),
-        ("Where", where, {"T": list(ALL)}, ("input",)),
+        ("Where", where, {"T": list(ALL) + ["float16"]}, ("input",)),
         ("StringToNumber", string_to_number, None, ()),
     ]
     for op, fn, constraints, host in table:

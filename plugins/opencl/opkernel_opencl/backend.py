@@ -336,14 +336,14 @@ class OpenCLBackend(ok.Backend):
             "compute_units": str(d.max_compute_units),
             "global_memory": f"{d.global_mem_size / 2**30:.1f} GiB",
             "float64": "yes" if self.fp64 else "no",
-            "float16": "yes" if self.fp16 else "no",
+            "float16": "native (cl_khr_fp16)" if self.fp16 else "stored as half, computed in float32",
             "pyopencl": self.cl.VERSION_TEXT,
             "program_cache": cache_dir() or "off",
         }
 
     def supports_dtype(self, dtype: ok.DType) -> bool:
+        # float16 is stored as half and computed in float32 (vload_half/vstore_half are
+        # core OpenCL), so every device holds it; describe() says whether it has native fp16.
         if dtype.name == "float64":
             return self.fp64
-        if dtype.name == "float16":
-            return self.fp16
         return dtype.name in _TYPE_NAMES

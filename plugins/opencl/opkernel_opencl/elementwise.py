@@ -101,12 +101,21 @@ class ElementwiseKernel(ok.OpKernel):
         spec = self.spec
         self.be: OpenCLBackend = ctx.backend  # type: ignore[assignment]
         self.dtype = spec.fixed_input or ctx.get_attr(spec.type_attr).name  # type: ignore[arg-type]
+        self.half = self.dtype == "float16"  # stored as half, computed in float32
+        if self.half:
+            self.dtype = "float32"
         self.fam = f"ew:{spec.op}"
         self.kernels = {v: self.be.programs.kernel(self.fam, self.dtype, f"k_{v}", spec.op) for v in _variants(spec.arity)}
         self.out_np = ok.as_dtype(spec.out).np if spec.out else ok.as_dtype(self.dtype).np
 
     def compute(self, ctx: ok.OpKernelContext) -> None:
-        ctx.set_output(0, self.run(list(ctx.inputs)))
+        xs = list(ctx.inputs)
+        if self.half:
+            xs = [cast(self.be, x, _F32, self.spec.op) if x.dtype == _F16 else x for x in xs]
+            out = self.run(xs)
+            ctx.set_output(0, cast(self.be, out, _F16, self.spec.op) if out.dtype == _F32 else out)
+            return
+        ctx.set_output(0, self.run(xs))
 
     def run(self, xs: list[Any]) -> Any:
         be = self.be
@@ -204,6 +213,11 @@ class AddNKernel(ElementwiseKernel):
 
     def compute(self, ctx: ok.OpKernelContext) -> None:
         xs = list(ctx.inputs)  # class kernels see list inputs flattened
+        if self.half:
+            xs = [cast(self.be, x, _F32, "AddN") for x in xs]
+        ctx.set_output(0, self._sum(xs) if not self.half else cast(self.be, self._sum(xs), _F16, "AddN"))
+
+    def _sum(self, xs: list[Any]) -> Any:
         shape = xs[0].shape
         for x in xs[1:]:
             if x.shape != shape:
@@ -212,12 +226,11 @@ class AddNKernel(ElementwiseKernel):
             out = self.be.new_array(shape, xs[0].dtype)
             if out.size:
                 self.be.launch1d(self.be.programs.kernel("copy", "1", f"copy{xs[0].dtype.itemsize}", "AddN"), out.size, out.base_data, xs[0].base_data)
-            ctx.set_output(0, out)
-            return
+            return out
         acc = self.run([xs[0], xs[1]])
         for x in xs[2:]:
             acc = self.run([acc, x])
-        ctx.set_output(0, acc)
+        return acc
 
 
 class BiasAddKernel(ElementwiseKernel):
@@ -227,6 +240,8 @@ class BiasAddKernel(ElementwiseKernel):
 
     def compute(self, ctx: ok.OpKernelContext) -> None:
         value, bias = ctx.inputs
+        if self.half:
+            value, bias = cast(self.be, value, _F32, "BiasAdd"), cast(self.be, bias, _F32, "BiasAdd")
         if value.ndim < 2:
             raise fail("BiasAdd", f"input must be at least 2-D, got shape {list(value.shape)}")
         axis = 1 if self.nchw else value.ndim - 1
@@ -238,7 +253,8 @@ class BiasAddKernel(ElementwiseKernel):
             )
         shape = [1] * value.ndim
         shape[axis] = bias.shape[0]
-        ctx.set_output(0, self.run([value, self.be.view(bias, tuple(shape))]))
+        out = self.run([value, self.be.view(bias, tuple(shape))])
+        ctx.set_output(0, cast(self.be, out, _F16, "BiasAdd") if self.half else out)
 
 
 class FillKernel(ok.OpKernel):
@@ -254,7 +270,8 @@ class FillKernel(ok.OpKernel):
         out = self.be.new_array(shape, self.np)
         if out.size:
             k = self.be.programs.kernel("fill", self.dtype.name, "fill", self.op)
-            self.be.launch1d(k, out.size, out.base_data, scalar(self.np, value))
+            v = scalar(self.np, value)
+            self.be.launch1d(k, out.size, out.base_data, np.float16(v).view(np.uint16) if self.np == _F16 else v)
         return out
 
     def compute(self, ctx: ok.OpKernelContext) -> None:
@@ -272,9 +289,9 @@ class FillKernel(ok.OpKernel):
             ctx.set_output(0, self.fill(ctx.inputs[0].shape, 0 if self.op == "ZerosLike" else 1))
 
 
-@family("fill", ALL)
+@family("fill", ALL + ("float16",))
 def _fill_source(dtype: str) -> str:
-    T = ctype(ok.as_dtype(dtype))
+    T = "ushort" if dtype == "float16" else ctype(ok.as_dtype(dtype))  # half travels as its bits
     return f"__kernel void fill(__global {T}* out, {T} v) {{ out[get_global_id(0)] = v; }}\n"
 
 
@@ -295,16 +312,70 @@ class CastKernel(ok.OpKernel):
         ctx.set_output(0, out)
 
 
-@family("cast", ALL)
+CASTABLE = ALL + ("float16",)
+
+
+@family("cast", CASTABLE)
 def _cast_source(src: str) -> str:
+    # half is only a storage type here: read with vload_half, written with vstore_half_rte.
     S = ctype(ok.as_dtype(src))
+    load = "vload_half(i, x)" if src == "float16" else "x[i]"
     out = []
-    for dst in ALL:
+    for dst in CASTABLE:
         D = ctype(ok.as_dtype(dst))
-        conv = "x[i] != 0" if dst == "bool" else f"({D})x[i]"
-        k = f"__kernel void to_{dst}(__global {D}* out, __global const {S}* x) {{ int i = get_global_id(0); out[i] = {conv}; }}"
+        if dst == "float16":
+            body = f"vstore_half_rte((float){load}, i, out);"
+        elif dst == "bool":
+            body = f"out[i] = {load} != 0;"
+        else:
+            body = f"out[i] = ({D}){load};"
+        k = f"__kernel void to_{dst}(__global {D}* out, __global const {S}* x) {{ int i = get_global_id(0); {body} }}"
         out.append(f"#ifdef OK_FP64\n{k}\n#endif" if dst == "float64" else k)
     return "\n".join(out) + "\n"
+
+
+def cast(be: OpenCLBackend, x: Any, dst: np.dtype[Any], op: str) -> Any:
+    """``x`` converted to ``dst`` (a new array)."""
+    out = be.new_array(x.shape, dst)
+    if out.size:
+        k = be.programs.kernel("cast", ok.as_dtype(x.dtype).name, f"to_{ok.as_dtype(dst).name}", op)
+        be.launch1d(k, out.size, out.base_data, x.base_data)
+    return out
+
+
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def float32_compute(fn: Any) -> Any:
+    """A kernel function for float16 made from a float32 one: float16 inputs are
+    widened, ``T`` (and every float16 attr) becomes float32, float32 outputs are
+    narrowed back (TensorFlow's CPU kernels compute half in float32 too)."""
+
+    def widen(v: Any, be: OpenCLBackend, op: str) -> Any:
+        if isinstance(v, list):
+            return [widen(x, be, op) for x in v]
+        if getattr(v, "dtype", None) == _F16 and not isinstance(v, np.ndarray):
+            return cast(be, v, _F32, op)
+        return v
+
+    def narrow(v: Any, be: OpenCLBackend, op: str) -> Any:
+        if isinstance(v, (list, tuple)):
+            return type(v)(narrow(x, be, op) for x in v)
+        if getattr(v, "dtype", None) == _F32 and not isinstance(v, np.ndarray):
+            return cast(be, v, _F16, op)
+        return v
+
+    def kernel(*args: Any, **attrs: Any) -> Any:
+        halves = [k for k, v in attrs.items() if isinstance(v, ok.DType) and v.name == "float16"]
+        if not halves:
+            return fn(*args, **attrs)
+        be: OpenCLBackend = ok.engine.backend_instance("opencl")  # type: ignore[assignment]
+        op = getattr(fn, "__name__", "?")
+        attrs = {**attrs, **{k: ok.float32 for k in halves}}
+        return narrow(fn(*[widen(a, be, op) for a in args], **attrs), be, op)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    return kernel
 
 
 @family("copy", ("1",))
@@ -401,13 +472,14 @@ def register_all() -> None:
     """(op, kernel, type constraints, host-memory args), one row per kernel."""
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = []
     for spec, base in _ROWS:
-        constraints = {spec.type_attr: list(spec.dtypes)} if spec.type_attr else None
+        types = list(spec.dtypes) + (["float16"] if "float32" in spec.dtypes else [])
+        constraints = {spec.type_attr: types} if spec.type_attr else None
         table.append((spec.op, kernel_class(spec, base), constraints, ()))
     table += [
-        ("Cast", CastKernel, {"SrcT": list(ALL), "DstT": list(ALL)}, ()),
-        ("Fill", FillKernel, {"T": list(ALL)}, ("dims", "value")),
-        ("ZerosLike", FillKernel, {"T": list(ALL)}, ()),
-        ("OnesLike", FillKernel, {"T": list(ALL)}, ()),
+        ("Cast", CastKernel, {"SrcT": list(CASTABLE), "DstT": list(CASTABLE)}, ()),
+        ("Fill", FillKernel, {"T": list(CASTABLE)}, ("dims", "value")),
+        ("ZerosLike", FillKernel, {"T": list(CASTABLE)}, ()),
+        ("OnesLike", FillKernel, {"T": list(CASTABLE)}, ()),
     ]
     for op, fn, constraints, host in table:
         ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)

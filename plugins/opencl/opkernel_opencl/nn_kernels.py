@@ -22,6 +22,7 @@ from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
 from .common import FLOATS, dims, fail
 from .linalg_kernels import TILES, gemm
+from .elementwise import float32_compute
 from .programs import family
 from .reduction_kernels import reduce
 
@@ -488,23 +489,25 @@ def avg_pool_grad(orig_input_shape: np.ndarray, grad: Any, T: ok.DType, **attrs:
 
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
-    floats = {"T": list(FLOATS)}
-    pools = {"T": list(POOL_TYPES)}
-    conv = {"T": [t for t in TILES if t in POOL_TYPES]}
+    floats = {"T": list(FLOATS) + ["float16"]}
+    pools = {"T": list(POOL_TYPES) + ["float16"]}
+    conv = {"T": [t for t in TILES if t in POOL_TYPES] + ["float16"]}
+    ints = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+    f = float32_compute  # float16 is computed in float32
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
-        ("Softmax", _softmax("Softmax", 0), floats, ()),
-        ("LogSoftmax", _softmax("LogSoftmax", 1), floats, ()),
-        ("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits, floats, ()),
-        ("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits, floats, ()),
-        ("BiasAddGrad", bias_add_grad, {"T": list(FLOATS) + ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]}, ()),
-        ("Conv2D", conv2d, conv, ()),
-        ("Conv2DBackpropInput", conv2d_backprop_input, conv, ("input_sizes",)),
-        ("Conv2DBackpropFilter", conv2d_backprop_filter, conv, ("filter_sizes",)),
-        ("MaxPool", _pool("MaxPool", "max_pool"), pools, ()),
-        ("MaxPoolGrad", max_pool_grad, pools, ()),
-        ("MaxPoolGradGrad", max_pool_grad_grad, pools, ()),
-        ("AvgPool", _pool("AvgPool", "avg_pool"), pools, ()),
-        ("AvgPoolGrad", avg_pool_grad, pools, ("orig_input_shape",)),
+        ("Softmax", f(_softmax("Softmax", 0)), floats, ()),
+        ("LogSoftmax", f(_softmax("LogSoftmax", 1)), floats, ()),
+        ("SoftmaxCrossEntropyWithLogits", f(softmax_cross_entropy_with_logits), floats, ()),
+        ("SparseSoftmaxCrossEntropyWithLogits", f(sparse_softmax_cross_entropy_with_logits), floats, ()),
+        ("BiasAddGrad", f(bias_add_grad), {"T": list(FLOATS) + ["float16"] + ints}, ()),
+        ("Conv2D", f(conv2d), conv, ()),
+        ("Conv2DBackpropInput", f(conv2d_backprop_input), conv, ("input_sizes",)),
+        ("Conv2DBackpropFilter", f(conv2d_backprop_filter), conv, ("filter_sizes",)),
+        ("MaxPool", f(_pool("MaxPool", "max_pool")), pools, ()),
+        ("MaxPoolGrad", f(max_pool_grad), pools, ()),
+        ("MaxPoolGradGrad", f(max_pool_grad_grad), pools, ()),
+        ("AvgPool", f(_pool("AvgPool", "avg_pool")), pools, ()),
+        ("AvgPoolGrad", f(avg_pool_grad), pools, ("orig_input_shape",)),
     ]
     for op, fn, constraints, host in table:
         ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)

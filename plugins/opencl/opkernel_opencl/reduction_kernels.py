@@ -22,6 +22,7 @@ import opkernel as ok
 from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
 from .common import ALL, FLOATS, INTS, REALS, fail, scalar
+from .elementwise import float32_compute
 from .programs import family
 
 LS = 64
@@ -229,11 +230,12 @@ def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     axes = ("reduction_indices",)
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
-        (op, _reduction(op), None if op in ("All", "Any") else {"T": list(dts)}, axes) for op, dts in _OPS.items()
+        (op, float32_compute(_reduction(op)), None if op in ("All", "Any") else {"T": list(dts) + ["float16"]}, axes)
+        for op, dts in _OPS.items()
     ]
     table += [
-        ("ArgMax", _arg("ArgMax"), {"T": list(ALL)}, ("dimension",)),
-        ("ArgMin", _arg("ArgMin"), {"T": list(ALL)}, ("dimension",)),
+        ("ArgMax", float32_compute(_arg("ArgMax")), {"T": list(ALL) + ["float16"]}, ("dimension",)),
+        ("ArgMin", float32_compute(_arg("ArgMin")), {"T": list(ALL) + ["float16"]}, ("dimension",)),
     ]
     for op, fn, constraints, host in table:
         ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)
