@@ -375,6 +375,8 @@ def float32_compute(fn: Any) -> Any:
         return narrow(fn(*[widen(a, be, op) for a in args], **attrs), be, op)
 
     kernel.__name__ = getattr(fn, "__name__", "kernel")
+    kernel.__module__ = getattr(fn, "__module__", __name__)
+    kernel.__doc__ = fn.__doc__
     return kernel
 
 
