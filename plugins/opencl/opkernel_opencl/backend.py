@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 import opkernel as ok
-from opkernel.errors import InternalError, ResourceExhaustedError
+from opkernel.errors import InternalError, InvalidArgumentError, ResourceExhaustedError
 
 from .programs import ProgramCache, cache_dir, configure_environment
 
@@ -30,6 +30,7 @@ ENV_DEVICE = "OPKERNEL_OPENCL_DEVICE"
 #: Host arrays up to this many bytes keep a host copy next to the device buffer.
 HOST_COPY_BYTES = 1 << 16
 
+_MAX_ELEMENTS = 2**31 - 1
 _OOM_CODES = {-4, -5, -6}  # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY
 
 _TYPE_NAMES = {
@@ -175,6 +176,11 @@ class OpenCLBackend(ok.Backend):
             if len(self._geometry) > 4096:
                 self._geometry.clear()
         size, strides = geometry
+        if size > _MAX_ELEMENTS:
+            raise InvalidArgumentError(
+                f"backend 'opencl': a tensor of shape {list(shape)} has {size} elements; kernels index with "
+                f"32-bit integers, so at most {_MAX_ELEMENTS} are supported"
+            )
         if data is None and size:
             data = self._allocate(size * dtype.itemsize)
         return self.Array(
@@ -218,13 +224,14 @@ class OpenCLBackend(ok.Backend):
     def _track_upload(self, evt: Any) -> None:
         pending = self._pending
         pending.append(evt)
-        if len(pending) > 32:  # drop finished uploads; dropping an unfinished one would wait
-            complete = self.cl.command_execution_status.COMPLETE
-            try:
-                while pending[0].command_execution_status == complete:
-                    pending.popleft()
-            except IndexError:  # emptied here or by another thread
-                pass
+        # Drop finished uploads (and the host memory they hold); dropping an unfinished
+        # one would wait for it.  The queue is in order, so look at the oldest only.
+        complete = self.cl.command_execution_status.COMPLETE
+        try:
+            while pending[0].command_execution_status == complete:
+                pending.popleft()
+        except IndexError:  # emptied here or by another thread
+            pass
 
     def host(self, value: Any) -> np.ndarray | None:
         """The host copy of a small array uploaded from numpy, if it has one (no waiting)."""
