@@ -163,7 +163,8 @@ def matmul_variant(be: OpenCLBackend) -> str:
     choice = os.environ.get(ENV_MATMUL, "auto").strip().lower()
     if choice in ("packed", "local"):
         return choice
-    return "packed" if be.is_cpu else "local"
+    # The local kernel needs 16 x 16 work-groups.
+    return "packed" if be.is_cpu or be.max_work_group < 256 else "local"
 
 
 def _gemm_local(
