@@ -201,7 +201,7 @@ class OpenCLBackend(ok.Backend):
         return self.new_array(tuple(shape), x.dtype, data=x.base_data)
 
     def from_numpy(self, array: np.ndarray) -> Any:
-        if array.dtype.kind in "OUSV":
+        if array.dtype.kind in "OUS":
             # Strings have no device representation: such tensors stay in host memory.
             return np.array(array, copy=True)
         small = array.nbytes <= HOST_COPY_BYTES
@@ -349,8 +349,9 @@ class OpenCLBackend(ok.Backend):
         }
 
     def supports_dtype(self, dtype: ok.DType) -> bool:
-        # float16 is stored as half and computed in float32 (vload_half/vstore_half are
-        # core OpenCL), so every device holds it; describe() says whether it has native fp16.
+        # Every dtype can be held: float64 needs cl_khr_fp64; float16 is stored as half and
+        # computed in float32 (vload_half/vstore_half are core OpenCL); strings stay in host
+        # memory; other types (complex, bfloat16, quantized) are stored as bytes, without kernels.
         if dtype.name == "float64":
             return self.fp64
-        return dtype.name in _TYPE_NAMES
+        return True
