@@ -4,17 +4,18 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 # Backends the test suite must find; a missing one fails the run instead of skipping.
-REQUIRED_BACKENDS ?= cpu
+REQUIRED_BACKENDS ?= cpu,opencl
 
-PACKAGES := -e . -e ./plugins/cpu
+# The OpenCL plugin's [pocl] extra brings a real OpenCL device that runs on the CPU.
+PACKAGES := -e . -e ./plugins/cpu -e './plugins/opencl[pocl]'
 
-.PHONY: demo test install install-test typecheck bench clean
+.PHONY: demo test install install-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml plugins/cpu/pyproject.toml
+$(VENV)/.installed: $(BIN)/python pyproject.toml plugins/cpu/pyproject.toml plugins/opencl/pyproject.toml
 	$(PIP) install -q $(PACKAGES) rich scikit-learn
 	touch $@
 
@@ -31,6 +32,10 @@ demo: install
 test: install-test
 	$(BIN)/python -m mypy
 	OPKERNEL_STRICT_PLUGINS=1 $(BIN)/python -m pytest -q --opkernel-backends=$(REQUIRED_BACKENDS) $(PYTEST_ARGS)
+
+# The benchmark suite (docs/benchmarks.md); torch is optional: $(PIP) install torch==2.13.0
+bench: install
+	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info core/*.egg-info plugins/*/*.egg-info plugins/*/build
