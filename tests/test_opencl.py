@@ -132,8 +132,11 @@ def test_ops_do_not_wait_for_the_device(be: Any, monkeypatch: pytest.MonkeyPatch
             waits.append("enqueue_copy")
         return real_copy(*args, **kw)
 
+    real_finish, real_event_wait = cl.CommandQueue.finish, cl.Event.wait
     monkeypatch.setattr(cl, "enqueue_copy", copy)
-    monkeypatch.setattr(cl, "wait_for_events", lambda *a, **k: waits.append("wait") or real_wait(*a, **k))
+    monkeypatch.setattr(cl, "wait_for_events", lambda *a, **k: waits.append("wait_for_events") or real_wait(*a, **k))
+    monkeypatch.setattr(cl.CommandQueue, "finish", lambda self: waits.append("finish") or real_finish(self))
+    monkeypatch.setattr(cl.Event, "wait", lambda self: waits.append("Event.wait") or real_event_wait(self))
     x = ok.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
     w = ok.Variable(np.ones((4, 4), np.float32))
     before = be.syncs
