@@ -15,7 +15,6 @@ compiler is a failure, not a skip.
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -27,20 +26,16 @@ ROOT = Path(__file__).resolve().parents[1]
 ARCHS = ("80", "90")
 
 
-def _plugin_installed() -> bool:
-    try:
-        importlib.metadata.distribution("opkernel-cuda")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+INSTALLED = any(ep.value == "opkernel_cuda" for ep in importlib.metadata.entry_points(group="opkernel"))
+REQUIRED = INSTALLED or os.environ.get("OPKERNEL_REQUIRE_NVRTC") == "1"
 
-
-REQUIRED = _plugin_installed() or os.environ.get("OPKERNEL_REQUIRE_NVRTC") == "1"
-
-if importlib.util.find_spec("opkernel_cuda") is None:
-    sys.path.insert(0, str(ROOT / "plugins" / "cuda"))  # the sources are plain data; no install needed
-
-from opkernel_cuda.sources import OPTIONS, SOURCES, Source  # noqa: E402
+if not INSTALLED:  # the sources are plain data: import them from the checkout
+    sys.path.insert(0, str(ROOT / "plugins" / "cuda"))
+try:
+    from opkernel_cuda.sources import OPTIONS, SOURCES, Source
+finally:
+    if not INSTALLED:
+        sys.path.remove(str(ROOT / "plugins" / "cuda"))
 
 
 def _nvrtc() -> tuple[Any, list[str]]:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 import opkernel as ok
-from opkernel.errors import InternalError, OpTypeError, ResourceExhaustedError
+from opkernel.errors import InternalError, InvalidArgumentError, OpTypeError, ResourceExhaustedError
 
 from . import driver, runtime
 
@@ -133,6 +133,10 @@ class CudaBackend(ok.Backend):
                 f"{stats.get('device_total_bytes', 0)} on the device). Free tensors or use smaller batches.",
                 op=op, requested_bytes=requested, backend=self.name,
             )
+        if isinstance(error, ValueError):  # cupy's broadcasting and reshape errors, as the CPU backend names them
+            text = str(error)
+            prefix = "Incompatible shapes: " if "broadcast" in text else ""
+            return InvalidArgumentError(f"op {op!r}: {prefix}{text}", op=op)
         if module.startswith(("cupy", "cupy_backends", "cupyx")):
             return InternalError(
                 f"op {op!r}: CUDA error on device {self.index} ({self.device_name!r}): {type(error).__name__}: {error}",

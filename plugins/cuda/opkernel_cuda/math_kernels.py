@@ -1,10 +1,11 @@
 """CUDA kernels of the arithmetic, comparison, reduction and linear-algebra ops.
 
 Almost every row is the CPU plugin's own kernel body (written against
-``xp_of``), given cupy's ufuncs where the CPU row passes numpy's.  RealDiv,
-FloorDiv, FloorMod and Pow share the CPU bodies whole: the numpy ufuncs they
-call hand cupy arrays to cupy (``__array_ufunc__``).  MatMul and BatchMatMul
-are ``a @ b`` on cupy arrays: cuBLAS.  Erf is ``cupyx.scipy.special.erf``.
+``xp_of``), or its kernel factory given cupy's ufuncs where the CPU row passes
+numpy's.  RealDiv, FloorDiv, FloorMod and Pow are the CPU's rules rebuilt over
+cupy's ufuncs (the CPU versions call numpy ufuncs sharded across threads).
+MatMul and BatchMatMul are ``a @ b`` on cupy arrays: cuBLAS.  Erf is
+``cupyx.scipy.special.erf``.
 """
 
 from __future__ import annotations
@@ -52,20 +53,58 @@ def _extreme(op: str, fn: Any, name: str, lowest: bool) -> Any:
     return kernel
 
 
+def _division(xp: LazyModule) -> dict[str, Any]:
+    """RealDiv, FloorDiv, FloorMod and Pow with TensorFlow's integer rules, as on the CPU."""
+    binary = cpu._binary
+    real_div_int = binary("RealDiv", xp.floor_divide)
+    real_div_float = binary("RealDiv", xp.true_divide, quiet=True)
+    floor_div_int = binary("FloorDiv", xp.floor_divide)
+    floor_div_float = binary("FloorDiv", lambda a, b: xp.floor(xp.true_divide(a, b)), quiet=True)
+    floor_mod_ = binary("FloorMod", xp.mod, quiet=True)
+    power = binary("Pow", xp.power, quiet=True)
+
+    def real_div(x: Any, y: Any, T: ok.DType) -> Any:
+        if T.is_integer:
+            cpu._check_nonzero("RealDiv", y)
+            m = xp_of(x, y)
+            q = real_div_int(m.abs(x), m.abs(y))  # C semantics: truncate toward zero
+            return m.where((x < 0) != (y < 0), -q, q).astype(T.np)
+        return real_div_float(x, y)
+
+    def floor_div(x: Any, y: Any, T: ok.DType) -> Any:
+        if T.is_integer:
+            cpu._check_nonzero("FloorDiv", y)
+            return floor_div_int(x, y)
+        return floor_div_float(x, y)
+
+    def floor_mod(x: Any, y: Any, T: ok.DType) -> Any:
+        if T.is_integer:
+            cpu._check_nonzero("FloorMod", y)
+        return floor_mod_(x, y)
+
+    def pow_(x: Any, y: Any, T: ok.DType) -> Any:
+        if T.is_integer and xp_of(y).any(y < 0):
+            raise cpu._fail("Pow", "Integers to negative integer powers are not allowed")
+        return power(x, y)
+
+    return {"RealDiv": real_div, "FloorDiv": floor_div, "FloorMod": floor_mod, "Pow": pow_}
+
+
 def rows(xp: LazyModule, special: LazyModule) -> list[Row]:
     """(op, function, type constraints, host-memory args): the CPU table over ``xp``."""
     number = {"T": _without_bfloat16(cpu._NUMBER)}
     real = {"T": _without_bfloat16(cpu._REAL)}
     axes = ("reduction_indices",)
     binary = cpu._binary
+    division = _division(xp)
     return [
         ("Add", binary("Add", xp.add), None, ()),
         ("Sub", binary("Sub", xp.subtract), None, ()),
         ("Mul", binary("Mul", xp.multiply), None, ()),
-        ("RealDiv", cpu.real_div, None, ()),
-        ("FloorDiv", cpu.floor_div, None, ()),
-        ("FloorMod", cpu.floor_mod, None, ()),
-        ("Pow", cpu.pow_, None, ()),
+        ("RealDiv", division["RealDiv"], None, ()),
+        ("FloorDiv", division["FloorDiv"], None, ()),
+        ("FloorMod", division["FloorMod"], None, ()),
+        ("Pow", division["Pow"], None, ()),
         ("Maximum", binary("Maximum", xp.maximum), None, ()),
         ("Minimum", binary("Minimum", xp.minimum), None, ()),
         ("Neg", cpu._unary(xp.negative), None, ()),

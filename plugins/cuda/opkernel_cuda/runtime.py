@@ -16,9 +16,11 @@ first attempt may have written part of the update.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from typing import Any, Callable
 
+from .lazy import LazyFunction
 from .sources import OPTIONS, SOURCES, expression, source
 
 __all__ = ["STATE", "activate", "guarded", "launch", "grid", "module_for"]
@@ -86,7 +88,12 @@ def guarded(fn: Callable[..., Any], retry: bool = True) -> Callable[..., Any]:
 
     kernel.__name__ = getattr(fn, "__name__", "kernel")
     kernel.__doc__ = getattr(fn, "__doc__", None)
-    kernel.__wrapped__ = fn  # type: ignore[attr-defined]
+    if isinstance(fn, LazyFunction):  # a ufunc: the engine passes it no attrs
+        kernel.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter("arrays", inspect.Parameter.VAR_POSITIONAL)]
+        )
+    else:  # the engine reads the attrs to pass from fn's own signature
+        kernel.__wrapped__ = fn  # type: ignore[attr-defined]
     return kernel
 
 

@@ -1,0 +1,345 @@
+"""opkernel-cuda without a GPU: discovery never imports cupy, the reason the backend
+is unavailable is reported, errors translate, out-of-memory retries once, and
+the plugin's kernel table, built over numpy instead of cupy, passes the op
+tables (every kernel that is written against the array API, which is all but
+the raw CUDA ones: those are compiled by test_cuda_compile.py).
+
+On a machine with a GPU the ``backend`` fixture runs the whole suite on
+``cuda`` as well (``pytest --opkernel-backends=cpu,cuda``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from opkernel import engine
+from opkernel.errors import InternalError, InvalidArgumentError, ResourceExhaustedError
+from opkernel.testing import isolated_registries
+
+import optable
+from optable import OpCase
+
+ROOT = Path(__file__).resolve().parents[1]
+#: opkernel-cuda installed as a distribution, with its entry point (else its modules are imported from the checkout)
+INSTALLED = any(ep.value == "opkernel_cuda" for ep in importlib.metadata.entry_points(group="opkernel"))
+if not INSTALLED:
+    sys.path.insert(0, str(ROOT / "plugins" / "cuda"))
+try:
+    from opkernel_cuda import driver, kernels, runtime
+    from opkernel_cuda.backend import CudaBackend
+    from opkernel_cuda.sources import ACCUMULATOR, CTYPES, SOURCES, expression, source
+finally:
+    if not INSTALLED:
+        sys.path.remove(str(ROOT / "plugins" / "cuda"))
+
+REASONS = ("cupy not installed", "no CUDA driver", "no CUDA device", "the CUDA driver could not be queried",
+           driver.ENV_DEVICE)
+
+
+needs_install = pytest.mark.skipif(not INSTALLED, reason="opkernel-cuda is not installed (pip install -e plugins/cuda)")
+
+
+# ---------------------------------------------------------------- discovery
+
+
+@needs_install
+def test_discovery_never_imports_cupy() -> None:
+    code = textwrap.dedent(
+        """
+        import json, sys
+        import opkernel as ok
+        import opkernel_cuda
+        from opkernel import engine, plugins
+        plugins.ensure_loaded()
+        status = {n: r for n, _, r in engine.backend_status()}
+        ok.available_backends()
+        import opkernel_cuda.kernels, opkernel_cuda.backend
+        print(json.dumps({"cupy": "cupy" in sys.modules, "status": status}))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["cupy"] is False, "discovery or availability imported cupy"
+    assert "cuda" in result["status"]
+    reason = result["status"]["cuda"]
+    assert reason is None or reason.startswith(REASONS), reason
+
+
+@needs_install
+def test_opkernel_info_reports_the_reason() -> None:
+    reason = engine.backend_status()
+    cuda = {n: r for n, _, r in reason}["cuda"]
+    if cuda is None:
+        pytest.skip("a CUDA device is available here")
+    out = subprocess.run([sys.executable, "-m", "opkernel", "info"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("cuda") and "20" in ln.split())
+    assert "unavailable" in line and cuda in line, out.stdout
+
+
+@needs_install
+def test_unavailable_cuda_leaves_cpu_working() -> None:
+    if {n: r for n, _, r in engine.backend_status()}["cuda"] is None:
+        pytest.skip("a CUDA device is available here")
+    with ok.use_backend("cpu"):
+        assert ok.ops.add(ok.tensor([1.0]), ok.tensor([2.0])).numpy().tolist() == [3.0]
+
+
+# ---------------------------------------------------------------- availability
+
+
+class FakeDriver:
+    def __init__(self, init: int = 0, count: int = 1, raises: bool = False) -> None:
+        self.init, self.count, self.raises = init, count, raises
+
+    def cuInit(self, flags: int) -> int:
+        if self.raises:
+            raise RuntimeError("broken driver")
+        return self.init
+
+    def cuDeviceGetCount(self, ref: Any) -> int:
+        ref._obj.value = self.count
+        return 0
+
+    def cuGetErrorName(self, code: int, ref: Any) -> int:
+        return 1
+
+
+@pytest.fixture
+def fake_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setattr(driver.importlib.util, "find_spec", lambda name: object())
+    holder: dict[str, Any] = {"lib": FakeDriver()}
+
+    def load(name: str) -> Any:
+        lib = holder["lib"]
+        if lib is None:
+            raise OSError(f"{name}: cannot open shared object file")
+        return lib
+
+    monkeypatch.setattr(driver.ctypes, "CDLL", load)
+    yield holder
+
+
+def test_probe_reasons(fake_driver: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert driver.probe("") is None
+    assert driver.probe("0") is None
+    assert "has 1 CUDA device" in (driver.probe("3") or "")
+    assert "not a device ordinal" in (driver.probe("gpu") or "")
+    fake_driver["lib"] = FakeDriver(init=100)
+    assert (driver.probe("") or "").startswith("no CUDA device")
+    fake_driver["lib"] = FakeDriver(init=3)
+    assert (driver.probe("") or "").startswith("no CUDA device (cuInit failed")
+    fake_driver["lib"] = FakeDriver(count=0)
+    assert driver.probe("") == "no CUDA device"
+    fake_driver["lib"] = FakeDriver(raises=True)
+    assert (driver.probe("") or "").startswith("the CUDA driver could not be queried")
+    fake_driver["lib"] = None
+    assert driver.probe("") == "no CUDA driver (libcuda.so.1 not found)"
+    monkeypatch.setattr(driver.importlib.util, "find_spec", lambda name: None)
+    assert (driver.probe("") or "").startswith("cupy not installed")
+
+
+def test_availability_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(spec: str) -> str | None:
+        raise RuntimeError("surprise")
+
+    monkeypatch.setattr(CudaBackend, "_availability", {})
+    monkeypatch.setattr(driver, "probe", boom)
+    assert "surprise" in (CudaBackend.availability() or "")
+
+
+def test_backend_class() -> None:
+    assert CudaBackend.name == "cuda" and CudaBackend.priority == 20
+    reason = CudaBackend.availability()
+    assert reason is None or reason.startswith(REASONS), reason
+
+
+# ---------------------------------------------------------------- errors
+
+
+def _bare_backend() -> CudaBackend:
+    be = object.__new__(CudaBackend)
+    be.index, be.device_name = 0, "Fake GPU"
+    be.memory = lambda: {"active_bytes": 10, "device_total_bytes": 100}  # type: ignore[method-assign]
+    return be
+
+
+def _cupy_error(base: type[Exception], module: str, *args: Any, **attrs: Any) -> Exception:
+    cls = type("OutOfMemoryError" if issubclass(base, MemoryError) else "CUDARuntimeError", (base,), {"__module__": module})
+    e = cls(*args)
+    for k, v in attrs.items():
+        setattr(e, k, v)
+    return e
+
+
+def test_translate_out_of_memory() -> None:
+    oom = _cupy_error(MemoryError, "cupy.cuda.memory", "Out of memory allocating 1,024 bytes (allocated so far: 0 bytes).", _size=1024)
+    err = _bare_backend().translate_error(oom, "MatMul")
+    assert isinstance(err, ResourceExhaustedError)
+    assert err.op == "MatMul" and err.requested_bytes == 1024
+    assert "'MatMul'" in str(err) and "1024 bytes" in str(err)
+    parsed = _bare_backend().translate_error(
+        _cupy_error(MemoryError, "cupy.cuda.memory", "Out of memory allocating 2,048 bytes (allocated so far: 0 bytes)."), "Add"
+    )
+    assert isinstance(parsed, ResourceExhaustedError) and parsed.requested_bytes == 2048
+
+
+def test_translate_other_cuda_errors() -> None:
+    err = _bare_backend().translate_error(
+        _cupy_error(RuntimeError, "cupy_backends.cuda.api.runtime", "cudaErrorIllegalAddress: an illegal memory access"), "Conv2D"
+    )
+    assert isinstance(err, InternalError) and err.op == "Conv2D" and "'Conv2D'" in str(err)
+    shapes = _bare_backend().translate_error(ValueError("operands could not be broadcast together with shapes (2,) (3,)"), "Add")
+    assert isinstance(shapes, InvalidArgumentError) and "Incompatible shapes" in str(shapes) and shapes.op == "Add"
+    assert _bare_backend().translate_error(KeyError("x"), "Add") is None
+    assert _bare_backend().translate_error(MemoryError("host"), "Add") is None
+
+
+class FakePool:
+    def __init__(self) -> None:
+        self.freed = 0
+
+    def free_all_blocks(self) -> None:
+        self.freed += 1
+
+
+def test_out_of_memory_retries_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = FakePool()
+    monkeypatch.setattr(runtime.STATE, "pool", pool)
+    monkeypatch.setattr(runtime.STATE, "retries", 0)
+    calls: list[int] = []
+
+    def flaky(x: int, **attrs: Any) -> int:
+        calls.append(x)
+        if len(calls) == 1:
+            raise MemoryError("Out of memory allocating 8 bytes")
+        return x + 1
+
+    assert runtime.guarded(flaky)(1, T=None) == 2
+    assert calls == [1, 1] and pool.freed == 1 and runtime.STATE.retries == 1
+
+    def always(x: int) -> int:
+        raise MemoryError("Out of memory allocating 8 bytes")
+
+    with pytest.raises(MemoryError):
+        runtime.guarded(always)(1)
+    assert pool.freed == 2
+    with pytest.raises(MemoryError):
+        runtime.guarded(always, retry=False)(1)
+    assert pool.freed == 2
+
+
+# ---------------------------------------------------------------- the kernel table
+
+
+def test_every_op_has_a_cuda_kernel() -> None:
+    from opkernel import kernels as registry
+    from opkernel import plugins
+
+    plugins.ensure_loaded()
+    covered = {op for op, *_ in kernels.rows()}
+    cpu = {k.op for k in registry.all_kernels() if k.backend == "cpu" and "cpu" in str(k.provider)}
+    assert cpu - covered == set(kernels.CPU_ONLY), sorted(cpu - covered)
+    assert covered <= cpu, sorted(covered - cpu)
+
+
+RAW = {  # op -> the source its raw kernel is in
+    "SoftmaxCrossEntropyWithLogits": "xent", "SparseSoftmaxCrossEntropyWithLogits": "sparse_xent",
+    "BiasAddGrad": "bias_grad", "MaxPool": "pool", "MaxPoolGrad": "pool", "MaxPoolGradGrad": "pool",
+    "ApplyGradientDescent": "training", "ApplyMomentum": "training", "ApplyAdam": "training",
+}
+
+
+def test_raw_kernels_are_instantiated_for_their_dtypes() -> None:
+    table = {op: constraints for op, _, constraints, _ in kernels.rows()}
+    for op, name in RAW.items():
+        src = source(name)
+        dtypes = [d for d in (table[op] or {}).get("T", CTYPES) if d in CTYPES]
+        assert dtypes, op
+        for d in dtypes:
+            for kernel in src.kernels:
+                prefix = expression(kernel, (CTYPES[d], ACCUMULATOR[d]))[:-1]
+                assert any(e.startswith(prefix) for e in src.name_expressions()), f"{op}: {kernel} for {d}"
+    assert {s.name for s in SOURCES} == set(RAW.values())
+
+
+# ---------------------------------------------------------------- the table run on numpy
+
+
+class SimBackend(ok.Backend):
+    """numpy arrays, and the CUDA plugin's kernels built over numpy."""
+
+    name = "cudasim"
+    priority = -100
+    array_types = (np.ndarray,)
+
+    def from_numpy(self, array: np.ndarray) -> np.ndarray:
+        return np.array(array)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return value  # type: ignore[no-any-return]
+
+    def as_output(self, value: Any, dtype: ok.DType) -> np.ndarray:
+        return np.asarray(value, dtype.np)
+
+
+class SimPlugin:
+    @ok.hookimpl
+    def opkernel_register_backends(self) -> list[type[ok.Backend]]:
+        return [SimBackend]
+
+    @ok.hookimpl
+    def opkernel_register_kernels(self) -> None:
+        kernels.register_all(backend="cudasim", xp="numpy", special="numpy")
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[str]:
+    with isolated_registries():
+        ok.register_plugin(SimPlugin(), name="cudasim")
+        with ok.use_backend("cudasim"):
+            yield "cudasim"
+
+
+def _cases() -> list[OpCase]:
+    import test_ops_array
+    import test_ops_math
+    import test_ops_nn
+
+    return [c for c in test_ops_math.CASES + test_ops_array.CASES + test_ops_nn.CASES if c.op not in kernels.CPU_ONLY]
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("case,dtype", optable.value_params(CASES))
+def test_table_on_numpy_values(case: OpCase, dtype: str, sim: str) -> None:
+    if dtype == "bfloat16":
+        pytest.skip("cupy has no bfloat16")
+    optable.check_values(case, dtype, sim)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.grad], ids=str)
+def test_table_on_numpy_gradients(case: OpCase, sim: str) -> None:
+    optable.check_gradient(case, sim)
+
+
+def test_conv2d_nchw_and_dilation_on_numpy(sim: str) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
+    f = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    attrs = dict(strides=[1, 2, 1, 1], padding="SAME", dilations=[1, 1, 2, 1])
+    got = ok.execute("Conv2D", x, f, **attrs).numpy()
+    with ok.use_backend("cpu"):
+        want = ok.execute("Conv2D", x, f, **attrs).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
