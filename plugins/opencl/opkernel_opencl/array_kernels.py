@@ -29,14 +29,14 @@ from .backend import OpenCLBackend, ctype
 from .common import ALL, INTS, REALS, collapse, contiguous_strides, dims, fail, scalar
 from .programs import family
 
-_WORD = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
+_WORD = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong", 16: "ulong2"}
 
 
 def BE() -> OpenCLBackend:
     return ok.engine.backend_instance("opencl")  # type: ignore[return-value]
 
 
-@family("scopy", ("1", "2", "4", "8"))
+@family("scopy", ("1", "2", "4", "8", "16"))
 def _scopy_source(size: str) -> str:
     W = _WORD[int(size)]
     return f"""
@@ -344,7 +344,7 @@ def strided_slice_grad(shape: np.ndarray, begin: np.ndarray, end: np.ndarray, st
 # ---------------------------------------------------------------- gathering
 
 
-@family("gather", tuple(f"{n}:{i}" for n in "1248" for i in ("int32", "int64")))
+@family("gather", tuple(f"{n}:{i}" for n in ("1", "2", "4", "8", "16") for i in ("int32", "int64")))
 def _gather_source(key: str) -> str:
     size, index = key.split(":")
     W, I = _WORD[int(size)], ctype(ok.as_dtype(index))
@@ -355,7 +355,7 @@ __kernel void gather(__global {W}* out, __global const {W}* params, __global con
   int i = get_global_id(0);
   int n = i % N; int r = i / N; int j = r % J; r /= J; int o = r % O; int b = r / O;
   {I} a = idx[b * J + j];
-  out[i] = (a >= 0 && a < A) ? params[((b * O + o) * A + a) * N + n] : ({W})0;
+  out[i] = (a >= 0 && a < A) ? params[((b * O + o) * A + a) * N + n] : ({W})(0);
 }}
 """
 
@@ -528,18 +528,26 @@ def string_to_number(string_tensor: np.ndarray, out_type: ok.DType, **attrs: Any
     return out
 
 
+#: Data movement works on any dtype held in device memory: it moves elements by their size.
+MOVABLE = [
+    "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
+    "float32", "float64", "complex64", "complex128", "qint8", "quint8", "qint16", "quint16", "qint32",
+]
+
+
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     from .elementwise import float32_compute
 
-    every = {"T": list(ALL) + ["float16"]}
+    every = {"T": MOVABLE}
+    anything = {"T": MOVABLE + ["string"]}  # string tensors are numpy arrays in host memory
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
-        ("Identity", identity, every, ()),
-        ("StopGradient", identity, every, ()),
+        ("Identity", identity, anything, ()),
+        ("StopGradient", identity, anything, ()),
         ("Reshape", reshape, every, ("shape",)),
-        ("Shape", shape, every, ()),
-        ("Size", size, every, ()),
-        ("Rank", rank, every, ()),
+        ("Shape", shape, anything, ()),
+        ("Size", size, anything, ()),
+        ("Rank", rank, anything, ()),
         ("Transpose", transpose, every, ("perm",)),
         ("InvertPermutation", invert_permutation, None, ("x",)),
         ("ExpandDims", expand_dims, every, ("dim",)),
@@ -555,9 +563,9 @@ def register_all() -> None:
         ("Slice", slice_, every, ("begin", "size")),
         ("StridedSlice", strided_slice, every, ("begin", "end", "strides")),
         ("StridedSliceGrad", strided_slice_grad, every, ("shape", "begin", "end", "strides")),
-        ("GatherV2", gather_v2, {"Tparams": list(ALL) + ["float16"]}, ("axis",)),
+        ("GatherV2", gather_v2, {"Tparams": MOVABLE}, ("axis",)),
         ("UnsortedSegmentSum", float32_compute(unsorted_segment_sum), {"T": list(REALS) + ["float16"]}, ("num_segments",)),
-        ("OneHot", float32_compute(one_hot), every, ("depth", "on_value", "off_value")),
+        ("OneHot", float32_compute(one_hot), {"T": list(ALL) + ["float16"]}, ("depth", "on_value", "off_value")),
         ("Range", range_, {"Tidx": list(REALS)}, ("start", "limit", "delta")),
         ("Where", where, {"T": list(ALL) + ["float16"]}, ("input",)),
         ("StringToNumber", string_to_number, None, ()),

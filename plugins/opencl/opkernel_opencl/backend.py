@@ -349,9 +349,10 @@ class OpenCLBackend(ok.Backend):
         }
 
     def supports_dtype(self, dtype: ok.DType) -> bool:
-        # Every dtype can be held: float64 needs cl_khr_fp64; float16 is stored as half and
-        # computed in float32 (vload_half/vstore_half are core OpenCL); strings stay in host
-        # memory; other types (complex, bfloat16, quantized) are stored as bytes, without kernels.
+        # What the backend holds and computes with: float64 needs cl_khr_fp64; float16 is
+        # stored as half and computed in float32 (vload_half/vstore_half are core OpenCL);
+        # strings stay in host memory.  bfloat16, complex and quantized tensors can be
+        # stored and moved (as bytes) but have no arithmetic kernels, so they are not claimed.
         if dtype.name == "float64":
             return self.fp64
-        return True
+        return dtype.name in _TYPE_NAMES or dtype.name == "string"
