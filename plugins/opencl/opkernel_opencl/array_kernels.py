@@ -26,7 +26,7 @@ import opkernel as ok
 from opkernel.ops.array_ops import range_size, strided_slice_plan
 
 from .backend import OpenCLBackend, ctype
-from .common import ALL, INTS, REALS, collapse, contiguous_strides, dims, fail, scalar
+from .common import ALL, REALS, collapse, contiguous_strides, dims, fail, scalar
 from .programs import family
 
 _WORD = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong", 16: "ulong2"}
@@ -384,7 +384,6 @@ def gather_v2(params: Any, indices: Any, axis: np.ndarray, batch_dims: int, Tind
         raise fail(op, f"the first batch_dims={bd} dimensions of params {list(params.shape)} and indices {list(indices.shape)} must match")
     be = BE()
     _check_indices(be, indices, params.shape[a], op)
-    B = int(np.prod(params.shape[:bd], dtype=np.int64))
     O = int(np.prod(params.shape[bd:a], dtype=np.int64))
     A = params.shape[a]
     N = int(np.prod(params.shape[a + 1 :], dtype=np.int64))

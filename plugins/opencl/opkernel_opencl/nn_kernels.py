@@ -18,7 +18,7 @@ import numpy as np
 import opkernel as ok
 from opkernel.ops.nn_ops import explicit_padding, spatial_attr, window_output_size
 
-from .array_kernels import BE, gather_view, zeros
+from .array_kernels import BE, gather_view
 from .backend import OpenCLBackend, ctype
 from .common import FLOATS, dims, fail
 from .linalg_kernels import TILES, gemm
