@@ -189,7 +189,7 @@ class GradientTape:
         seeds = _flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
         with self.stop_recording():
             grads = _backprop(self._entries, targets, seeds)
-            result = _structure_like(sources, grads, unconnected_gradients)
+            result = _structure_like(sources, grads, self._tracked, unconnected_gradients)
         if not self.persistent:
             self._entries = []
             self._tracked = {}
@@ -204,7 +204,9 @@ def _flatten(x: Any) -> list[Any]:
     return [x]
 
 
-def _structure_like(sources: Any, grads: dict[int, Tensor], unconnected: str) -> Any:
+def _structure_like(sources: Any, grads: dict[int, Tensor], tracked: Mapping[int, Tensor], unconnected: str) -> Any:
+    """Gradients shaped like ``sources``.  Only tracked tensors (watched, or computed
+    from watched ones on this tape) get one, as in TensorFlow."""
     ops = _ops()
 
     def one(s: Any) -> Any:
@@ -214,7 +216,7 @@ def _structure_like(sources: Any, grads: dict[int, Tensor], unconnected: str) ->
             return type(s)(one(v) for v in s)
         if not isinstance(s, Tensor):
             raise InvalidArgumentError(f"GradientTape.gradient: sources must be tensors, got {type(s).__name__}")
-        g = grads.get(id(s))
+        g = grads.get(id(s)) if tracked.get(id(s)) is s else None
         if g is None and unconnected == "zero":
             return ops.zeros_like(s)
         return g

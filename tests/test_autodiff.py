@@ -1,0 +1,155 @@
+"""GradientTape semantics, the functional API, custom gradients and the tape's memory."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from opkernel.errors import GradientNotFoundError, InvalidArgumentError
+
+
+def test_sources_may_be_a_tensor_a_list_or_a_dict(backend):
+    x = ok.tensor(np.array([1.0, 2.0], np.float32))
+    y = ok.tensor(np.array([3.0, 4.0], np.float32))
+    with ok.GradientTape(persistent=True) as tape:
+        tape.watch([x, y])
+        z = ok.ops.sum(x * y, [0])
+    assert tape.gradient(z, x).numpy().tolist() == [3.0, 4.0]
+    gx, gy = tape.gradient(z, [x, y])
+    assert gy.numpy().tolist() == [1.0, 2.0]
+    grads = tape.gradient(z, {"a": x, "b": [y]})
+    assert grads["b"][0].numpy().tolist() == [1.0, 2.0]
+
+
+def test_a_non_persistent_tape_gives_one_gradient_then_releases_its_records(backend):
+    x = ok.tensor(np.array([2.0], np.float32))
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+    assert tape.gradient(y, x).numpy().tolist() == [4.0]
+    assert tape._entries == [] and tape._tracked == {}
+    with pytest.raises(InvalidArgumentError, match="only be called once"):
+        tape.gradient(y, x)
+
+
+def test_trainable_variables_are_watched_automatically_unless_switched_off(backend):
+    v = ok.Variable(np.array([3.0], np.float32))
+    frozen = ok.Variable(np.array([3.0], np.float32), trainable=False)
+    with ok.GradientTape() as tape:
+        y = v * frozen
+    gv, gf = tape.gradient(y, [v, frozen])
+    assert gv.numpy().tolist() == [3.0] and gf is None
+    with ok.GradientTape(watch_accessed_variables=False) as tape:
+        y = v * v
+    assert tape.gradient(y, v) is None
+
+
+def test_output_gradients_seed_the_backward_pass(backend):
+    x = ok.tensor(np.array([1.0, 2.0], np.float32))
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = x * 3.0
+    g = tape.gradient(y, x, output_gradients=ok.tensor(np.array([10.0, 100.0], np.float32)))
+    assert g.numpy().tolist() == [30.0, 300.0]
+
+
+def test_integer_inputs_get_no_gradient_and_broadcasts_are_reduced(backend):
+    x = ok.tensor(np.ones((2, 3), np.float32))
+    b = ok.tensor(np.array([1.0, 2.0, 3.0], np.float32))
+    idx = ok.tensor(np.array([0, 2], np.int32))
+    with ok.GradientTape() as tape:
+        tape.watch([x, b, idx])
+        y = ok.ops.sum(ok.ops.gather_v2(x + b, idx, 1), [0, 1])
+    gx, gb, gi = tape.gradient(y, [x, b, idx])
+    assert gx.shape == (2, 3) and gb.numpy().tolist() == [2.0, 0.0, 2.0] and gi is None
+
+
+def test_a_path_through_an_op_without_a_gradient_fails_at_gradient_time(backend, fresh_registry):
+    ok.register_op("Test>NoGrad").input("x: float").output("y: float").set_shape_fn(ok.shape_fns.unchanged_shape)
+    ok.register_kernel("Test>NoGrad", backend="*")(lambda x: ok.ops.identity(x))
+    x = ok.tensor(np.array([1.0], np.float32))
+    with ok.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = ok.ops.test.no_grad(x)  # recording works; only differentiating needs the gradient
+        z = ok.ops.test.no_grad(ok.stop_gradient(x)) + x
+    with pytest.raises(GradientNotFoundError, match="'Test>NoGrad'.*register_gradient.*stop_gradient"):
+        tape.gradient(y, x)
+    assert tape.gradient(z, x).numpy().tolist() == [1.0]
+
+
+def test_not_differentiable_ops_propagate_nothing(backend):
+    x = ok.tensor(np.array([1.0, -1.0], np.float32))
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = ok.ops.cast(ok.ops.greater(x, 0.0), DstT=ok.float32) * x
+    assert tape.gradient(y, x).numpy().tolist() == [1.0, 0.0]
+
+
+def test_custom_gradient_replaces_the_functions_gradient(backend):
+    @ok.custom_gradient
+    def log1pexp(x):
+        e = ok.ops.exp(x)
+
+        def grad(dy):
+            return dy * (1.0 - 1.0 / (1.0 + e))
+
+        return ok.ops.log(1.0 + e), grad
+
+    x = ok.tensor(np.array([0.0, 100.0], np.float32))
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = log1pexp(x)
+    assert np.allclose(tape.gradient(y, x).numpy(), [0.5, 1.0])  # finite where exp overflows
+
+
+def test_grad_and_value_and_grad(backend):
+    f = lambda x, y: ok.ops.sum(x * x * y, [0])  # noqa: E731
+    value, g = ok.value_and_grad(f)(np.array([1.0, 2.0], np.float32), np.array([3.0, 5.0], np.float32))
+    assert value.numpy() == 23.0 and g.numpy().tolist() == [6.0, 20.0]
+    gx, gy = ok.grad(f, argnums=(0, 1))(np.array([1.0], np.float32), np.array([3.0], np.float32))
+    assert gx.numpy().tolist() == [6.0] and gy.numpy().tolist() == [1.0]
+
+
+def test_gradients_run_on_the_forward_backend(backend):
+    x = ok.tensor(np.array([1.0, 2.0], np.float32))
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = ok.ops.tanh(x)
+    assert tape.gradient(y, x).backend == backend
+
+
+def test_tapes_do_not_grow_memory_over_10000_training_steps():
+    """What a tape recorded is released after each step: neither Python objects nor
+    traced allocations grow over 10,000 training steps.  (The tape is the same code
+    on every backend; this runs on cpu to keep the suite fast.)"""
+    rng = np.random.default_rng(0)
+    with ok.use_backend("cpu"):
+        x = ok.tensor(rng.standard_normal((8, 4)).astype(np.float32))
+        y = ok.tensor(rng.integers(0, 3, 8).astype(np.int64))
+        model = ok.nn.Dense(4, 3, seed=1)
+        opt = ok.nn.SGD(0.01, momentum=0.9)
+
+        def steps(n):
+            for _ in range(n):
+                with ok.GradientTape() as tape:
+                    loss = ok.nn.sparse_softmax_cross_entropy(model(x), y)
+                opt.apply_gradients(zip(tape.gradient(loss, model.variables), model.variables))
+
+        steps(100)  # warm the signature caches
+        gc.collect()
+        objects_before, rss_before = len(gc.get_objects()), _resident_bytes()
+        steps(10_000)
+        gc.collect()
+        objects_after, rss_after = len(gc.get_objects()), _resident_bytes()
+    assert objects_after - objects_before < 200, f"{objects_after - objects_before} objects more after 10,000 steps"
+    # Each step records ~15 ops with their tensors; keeping them would cost far more than this.
+    assert rss_after - rss_before < 8 * 2**20, f"resident memory grew by {rss_after - rss_before} bytes"
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
