@@ -1,0 +1,62 @@
+"""check_op on every registered op, across every installed backend.
+
+One representative row per op is taken from the op tables (the first row of
+that op whose dtypes include float32, else its first row); check_op then runs
+it on every available backend against the CPU backend, with shapes, dtypes,
+input immutability, thread agreement and the gradient checked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from opkernel import op_registry
+from opkernel.testing.check_op import CheckOpFailure, check_op
+
+import test_ops_array
+import test_ops_math
+import test_ops_nn
+
+ROWS = {}
+for case in test_ops_math.CASES + test_ops_array.CASES + test_ops_nn.CASES:
+    current = ROWS.get(case.op)
+    if current is None or ("float32" in case.dtypes and "float32" not in current.dtypes):
+        ROWS[case.op] = case
+
+
+def _inputs(case):
+    dtype = "float32" if "float32" in case.dtypes else case.dtypes[0]
+    return case.inputs(np.random.default_rng(0), dtype)
+
+
+@pytest.mark.parametrize("case", list(ROWS.values()), ids=lambda c: c.op)
+def test_check_op_across_backends(case):
+    backends = [b for b in ok.available_backends() if b not in case.skip]
+    report = check_op(case.op, _inputs(case), case.attrs, backends, threads=2,
+                      check_gradients=case.grad, grad_tol=max(case.grad_tol, 1e-5))
+    assert report.passed
+    assert {r.backend for r in report.results} >= set(backends)
+
+
+def test_every_op_of_the_library_has_a_row():
+    untested = sorted(
+        name for name in op_registry.op_names()
+        if name not in ROWS and ">" not in name and not name.startswith(("Assign", "Apply", "StringToNumber"))
+    )
+    assert untested == []
+
+
+def test_check_op_lists_every_failure(fresh_registry):
+    ok.register_op("Test>Broken").input("x: float").output("y: float").set_shape_fn(ok.shape_fns.scalar_shape)
+
+    @ok.register_kernel("Test>Broken", backend="cpu")
+    def broken(x):
+        x += 1  # mutates its input, and its output does not match the shape function
+        return x.copy()
+
+    with pytest.raises(CheckOpFailure) as info:
+        check_op("Test>Broken", [np.zeros(3, np.float32)], backends=["cpu"], threads=1)
+    failed = {r.check for r in info.value.report.failures}
+    assert "outputs match the shape function and dtypes" in failed and "inputs not mutated" in failed
