@@ -158,14 +158,13 @@ class GradientTape:
 
     def _takes(self, record: OpRecord) -> bool:
         """Record ``record`` if any of its inputs is tracked; its outputs become tracked."""
-        for t in record.inputs:
-            if self._is_tracked(t):
-                self._entries.append(record)
-                tracked = self._tracked
-                for o in record.outputs:
-                    tracked[id(o)] = o
-                return True
-        return False
+        if not [t for t in record.inputs if self._is_tracked(t)]:  # a list: every Variable gets watched
+            return False
+        self._entries.append(record)
+        tracked = self._tracked
+        for o in record.outputs:
+            tracked[id(o)] = o
+        return True
 
     def gradient(
         self,
@@ -262,17 +261,20 @@ def record_op(op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], o
     record = None
     for tape in tapes:
         tracked = tape._tracked
-        for t in inputs:
+        hit = False
+        for t in inputs:  # every input is looked at: trainable Variables become watched when used
             if id(t) in tracked or (type(t) is Variable and tape._is_tracked(t)):
-                if record is None:
-                    entry = gradients._gradients.get(op_def.name)
-                    if entry is not None and entry.fn is None:  # not differentiable: nothing to record
-                        return
-                    record = OpRecord(op_def.name, op_def, attrs, inputs, outputs)
-                tape._entries.append(record)
-                for o in outputs:
-                    tracked[id(o)] = o
-                break
+                hit = True
+        if not hit:
+            continue
+        if record is None:
+            entry = gradients._gradients.get(op_def.name)
+            if entry is not None and entry.fn is None:  # not differentiable: nothing to record
+                return
+            record = OpRecord(op_def.name, op_def, attrs, inputs, outputs)
+        tape._entries.append(record)
+        for o in outputs:
+            tracked[id(o)] = o
 
 
 @contextmanager

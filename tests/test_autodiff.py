@@ -153,3 +153,13 @@ def test_tapes_do_not_grow_memory_over_10000_training_steps():
 def _resident_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_every_variable_an_op_uses_is_watched(backend):
+    x = ok.tensor(np.ones((1, 3), np.float32))
+    w = ok.Variable(np.ones((3, 2), np.float32))
+    b = ok.Variable(np.zeros(2, np.float32))
+    with ok.GradientTape() as tape:
+        loss = ok.ops.sum(x @ w + b, [0, 1])  # Add sees a tracked tensor first, then b
+    gw, gb = tape.gradient(loss, [w, b])
+    assert gw.shape == (3, 2) and gb.numpy().tolist() == [1.0, 1.0]
