@@ -63,6 +63,7 @@ from .engine import (
 from .gradients import not_differentiable, register_gradient
 from .hookspecs import PLUGIN_API_VERSION, hookimpl
 from .kernels import OpKernel, OpKernelConstruction, OpKernelContext, register_kernel
+from .library import load_op_library
 from .op_registry import OpDef, OpDefBuilder, register_op
 from .plugins import plugin_errors, register_plugin
 from .shapes import Dimension, InferenceContext, TensorShape
@@ -79,7 +80,7 @@ __all__ = [
     "OpKernel", "OpKernelConstruction", "OpKernelContext", "register_kernel", "OpDef", "OpDefBuilder",
     "register_op", "op_def", "infer_shapes", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
-    "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory",
+    "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "load_op_library", "compat",
 ]
 
 
@@ -115,10 +116,11 @@ def infer_shapes(
 
 
 def __getattr__(name: str) -> object:
-    if name == "ops":
+    if name in ("ops", "compat"):
         # import_module, not "from . import ops": that form looks the name up on
         # this package first, which would call this __getattr__ again, forever.
+        # (compat is lazy too, so that ``python -m opkernel.compat`` runs it fresh.)
         import importlib
 
-        return importlib.import_module(".ops", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'opkernel' has no attribute {name!r}")

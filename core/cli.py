@@ -1,7 +1,8 @@
 """The ``opkernel`` command (also ``python -m opkernel``).
 
     opkernel info                         version, plugins, backends, plugin errors
-    opkernel kernels [--op N] [--backend B]  op x backend x type constraints, gradients
+    opkernel kernels [--op N] [--backend B]  op x backend x type constraints, gradients, providers
+    opkernel compat OLD.json NEW.json      is the new OpDef compatible? (exit status 1 when breaking)
 """
 
 from __future__ import annotations
@@ -86,6 +87,18 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compat(args: argparse.Namespace) -> int:
+    from . import compat
+
+    try:
+        reports = compat.compare(compat.load_ops(args.old), compat.load_ops(args.new))
+    except (OSError, ValueError, KeyError) as e:
+        print(f"opkernel compat: cannot read the OpDefs: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    compat.print_reports(reports, quiet_unchanged=False)
+    return 0 if all(r.compatible for r in reports) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="opkernel", description="Inspect installed opkernel plugins, backends and kernels.")
     parser.add_argument("--version", action="version", version=f"opkernel {__version__}")
@@ -95,6 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     k.add_argument("--op", help="only this op")
     k.add_argument("--backend", help="only this backend (generic kernels are always shown)")
     k.set_defaults(fn=cmd_kernels)
+    c = sub.add_parser(
+        "compat",
+        help="compare two versions of op definitions with TensorFlow's compatibility rules; exit status 1 when a change breaks",
+        description="Each file holds one OpDef (OpDef.to_dict() as JSON), a list of them, or a snapshot written by "
+        "'python -m opkernel.compat --update-snapshot'.",
+    )
+    c.add_argument("old", help="the released definitions (JSON)")
+    c.add_argument("new", help="the new definitions (JSON)")
+    c.set_defaults(fn=cmd_compat)
     args = parser.parse_args(argv)
     return int(args.fn(args))
 

@@ -678,7 +678,27 @@ def _no_kernel(op_def: OpDef, backend: str, attrs: Mapping[str, Any], label: str
         reason = f"no kernel on backend {backend!r} with label {label!r}"
     where = f" with {types}" if types else ""
     listing = "; registered: " + ", ".join(registered) if registered else ""
-    return KernelNotFoundError(f"{reason}: op {op_def.name!r}{where}{listing}.", op=op_def.name, backend=backend)
+    return KernelNotFoundError(
+        f"{reason}: op {op_def.name!r}{where}{listing}.{_providers_hint(op_def.name, backend)}",
+        op=op_def.name, backend=backend,
+    )
+
+
+def _providers_hint(op: str, backend: str) -> str:
+    """Which installed distributions provide kernels of ``op``, on which backends, and which
+    known op package (``opkernel.library.KNOWN_OP_PACKAGES``) to install for ``backend``."""
+    from .library import known_package_for
+
+    by_package: dict[str, set[str]] = {}
+    for b in kernel_registry.backends_for(op):
+        for k in kernel_registry.kernels_for(op, b):
+            if k.provider.distribution is not None:  # an installed package, not a script or a test
+                by_package.setdefault(k.provider.distribution, set()).add(b)
+    hint = "".join(f" {p} provides kernels for: {', '.join(sorted(bs))}." for p, bs in sorted(by_package.items()))
+    known = known_package_for(op)
+    if known is not None and known.distribution not in by_package and {backend, GENERIC} & set(known.backends):
+        hint += f" {known.distribution} provides kernels for: {', '.join(known.backends)}; pip install {known.distribution}."
+    return hint
 
 
 def _output_dtypes(op_def: OpDef, attrs: Mapping[str, Any]) -> tuple[list[DType], list[int | None]]:

@@ -853,6 +853,11 @@ def _finalize(registration: OpRegistration) -> OpDef:
 def _not_found_error(name: str) -> OpNotFoundError:
     close = difflib.get_close_matches(str(name), op_names(), n=3)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    from .library import known_package_for  # the table of published op packages
+
+    known = known_package_for(str(name))
+    if known is not None:
+        hint += f"; it is provided by the op package {known.distribution}: pip install {known.distribution}"
     return OpNotFoundError(f"no op named {name!r} is registered{hint}", op=str(name))
 
 

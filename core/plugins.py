@@ -9,12 +9,19 @@ Environment:
   ``OPKERNEL_DISABLE_PLUGIN_AUTOLOAD=1``  load no entry points (built-ins still load)
   ``OPKERNEL_PLUGINS=cpu,opencl``         load only these entry points
   ``OPKERNEL_STRICT_PLUGINS=1``           a failing plugin raises PluginError
+
+A plugin may declare the plugin-API versions it supports with a module (or
+object) attribute, ``OPKERNEL_PLUGIN_API = ">=1,<2"``: comma-separated clauses
+``>=``, ``>``, ``<=``, ``<``, ``==``, ``!=`` (a bare number means ``==``), or an
+int.  A plugin whose range excludes ``PLUGIN_API_VERSION`` is skipped before
+any of its hooks run, reported like any failing plugin.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 import threading
 import warnings
 from dataclasses import dataclass
@@ -40,6 +47,8 @@ __all__ = [
     "plugin_errors",
     "plugins",
     "backend_classes",
+    "api_version_matches",
+    "load_entry_point",
 ]
 
 ENTRY_POINT_GROUP = "opkernel"
@@ -148,9 +157,13 @@ def _own_version() -> str | None:
     return __version__
 
 
-def _load_entry_point(ep: EntryPoint) -> None:
+def _info_of(ep: EntryPoint) -> PluginInfo:
     dist = getattr(ep, "dist", None)
-    info = PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None, ep.value)
+    return PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None, ep.value)
+
+
+def _load_entry_point(ep: EntryPoint) -> None:
+    info = _info_of(ep)
     if info.name in _plugins:
         return
     try:
@@ -170,6 +183,48 @@ def _fail(info: PluginInfo, error: BaseException, *, warn: bool = True) -> None:
         warnings.warn(str(failure), PluginWarning, stacklevel=4)
 
 
+_API_CLAUSE = re.compile(r"^\s*(>=|<=|==|!=|>|<)?\s*(\d+)\s*$")
+_API_TESTS: dict[str, Callable[[int, int], bool]] = {
+    ">=": lambda v, n: v >= n, ">": lambda v, n: v > n, "<=": lambda v, n: v <= n,
+    "<": lambda v, n: v < n, "==": lambda v, n: v == n, "!=": lambda v, n: v != n,
+}
+
+
+def api_version_matches(spec: str | int, version: int = hookspecs.PLUGIN_API_VERSION) -> bool:
+    """Whether plugin-API ``version`` satisfies ``spec`` (``">=1,<2"``, ``"1"`` or ``1``);
+    ValueError for a malformed spec."""
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return version == spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"expected a string such as '>=1,<2' or an int, got {spec!r}")
+    result = True
+    for clause in spec.split(","):
+        match = _API_CLAUSE.match(clause)
+        if match is None:
+            raise ValueError(f"cannot read clause {clause.strip()!r} of {spec!r} (expected e.g. '>=1,<2')")
+        result &= _API_TESTS[match.group(1) or "=="](version, int(match.group(2)))
+    return result
+
+
+def _api_problem(plugin: Any, info: PluginInfo) -> str | None:
+    """Why ``plugin`` cannot run on this plugin API (its ``OPKERNEL_PLUGIN_API``), or None."""
+    spec = getattr(plugin, "OPKERNEL_PLUGIN_API", None)
+    if spec is None:
+        return None
+    where = f" ({info.distribution} {info.version})" if info.distribution else ""
+    try:
+        if api_version_matches(spec):
+            return None
+    except ValueError as e:
+        return f"plugin {info.name!r}{where} declares a malformed OPKERNEL_PLUGIN_API {spec!r}: {e}"
+    return (
+        f"plugin {info.name!r}{where} supports opkernel plugin API {spec}, but this opkernel "
+        f"({_own_version()}) has plugin API {hookspecs.PLUGIN_API_VERSION}; skipped. Install a release of "
+        f"{info.distribution or info.name} made for plugin API {hookspecs.PLUGIN_API_VERSION}, or an opkernel "
+        f"whose plugin API is in {spec}"
+    )
+
+
 def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
     """Register ``plugin`` with pluggy and run its hooks as one transaction."""
     provider = info.provider
@@ -179,6 +234,10 @@ def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
             PluginWarning,
             stacklevel=3,
         )
+        return False
+    problem = _api_problem(plugin, info)
+    if problem is not None:  # skipped before any hook runs
+        _fail(info, PluginError(problem, plugin=info.name), warn=warn)
         return False
     try:
         _pm.register(plugin, name=info.name)
@@ -237,6 +296,27 @@ def register_plugin(plugin: ModuleType | Any, name: str | None = None) -> str:
         if not _activate(plugin, PluginInfo(plugin_name, None, None, module), warn=False):
             raise PluginError(str(_failures[-1]), plugin=plugin_name) from _failures[-1].error
         return plugin_name
+
+
+def load_entry_point(ep: EntryPoint) -> PluginInfo:
+    """Load one entry point of the ``opkernel`` group now, even one that discovery
+    skipped (``OPKERNEL_PLUGINS``, ``OPKERNEL_DISABLE_PLUGIN_AUTOLOAD``); nothing
+    happens when it is loaded already.  Raises PluginError when it fails."""
+    ensure_loaded()
+    with _lock:
+        info = _info_of(ep)
+        if info.name in _plugins:
+            return _plugins[info.name]
+        try:
+            plugin = ep.load()
+        except Exception as e:
+            _fail(info, e)
+            raise PluginError(str(_failures[-1]), plugin=info.name) from e
+        if _pm.is_registered(plugin):  # registered by hand under another name
+            return _plugins[_pm.get_name(plugin) or ""]
+        if not _activate(plugin, info):
+            raise PluginError(str(_failures[-1]), plugin=info.name) from _failures[-1].error
+        return _plugins[info.name]
 
 
 def unregister_plugin(name: str) -> None:

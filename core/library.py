@@ -1,0 +1,191 @@
+"""Op libraries loaded at run time: ``ok.load_op_library``, as ``tf.load_op_library``.
+
+A library is a plugin (a module with ``opkernel`` hooks): an installed
+distribution's entry point, any importable module, or a ``.py`` file.  Loading
+runs its hooks through the same plugin manager as discovery, once; the result
+is a module-like :class:`OpLibrary` whose attributes are the generated wrappers
+of exactly the ops that library registered.
+
+This module also holds :data:`KNOWN_OP_PACKAGES`, the op packages opkernel
+knows of, so that an error about a missing op or kernel can name the package
+to install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import threading
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import op_registry, plugins
+from ._provenance import Provider
+from .errors import PluginError
+
+__all__ = ["KNOWN_OP_PACKAGES", "KnownOpPackage", "OpLibrary", "load_op_library", "known_package_for"]
+
+_lock = threading.RLock()
+_files: dict[Path, str] = {}  # a loaded .py file -> its plugin name
+
+
+@dataclass(frozen=True)
+class KnownOpPackage:
+    """An op package published for opkernel: its distribution, the ops it registers
+    (a name, or a namespace prefix ending in ``>``) and the backends it has kernels for."""
+
+    distribution: str
+    ops: tuple[str, ...]
+    backends: tuple[str, ...]
+
+    def provides(self, op: str) -> bool:
+        return any(op == name or (name.endswith(">") and op.startswith(name)) for name in self.ops)
+
+
+#: Op packages opkernel knows of (suggested by errors when not installed).
+KNOWN_OP_PACKAGES: tuple[KnownOpPackage, ...] = (
+    KnownOpPackage(
+        "opkernel-medianpool", ("Addons>MedianPool2D", "Addons>MedianPool2DGrad"), ("cpu", "opencl", "cuda", "*")
+    ),
+)
+
+
+def known_package_for(op: str) -> KnownOpPackage | None:
+    """The known op package that provides ``op``, if any."""
+    return next((p for p in KNOWN_OP_PACKAGES if p.provides(op)), None)
+
+
+class OpLibrary(types.ModuleType):
+    """What :func:`load_op_library` returns: one attribute per op of the library,
+    its generated wrapper (``lib.median_pool2d`` for ``Addons>MedianPool2D``).
+
+    ``op_names`` lists the ops; ``plugin``, ``distribution`` and ``version`` say
+    where they came from.
+    """
+
+    def __init__(self, info: plugins.PluginInfo) -> None:
+        super().__init__(info.module, f"opkernel op library {info.name!r}")
+        self._info = info
+
+    @property
+    def plugin(self) -> str:
+        return self._info.name
+
+    @property
+    def distribution(self) -> str | None:
+        return self._info.distribution
+
+    @property
+    def version(self) -> str | None:
+        return self._info.version
+
+    @property
+    def provider(self) -> Provider:
+        return self._info.provider
+
+    @property
+    def op_names(self) -> list[str]:
+        """The ops this library registered, sorted."""
+        snap = op_registry.snapshot()
+        mine = [n for n, r in snap.pending.items() if r.provider == self._info.provider]
+        mine += [n for n, d in snap.ops.items() if d.provider == self._info.provider]
+        return sorted(mine)
+
+    def _index(self) -> dict[str, str]:
+        from .ops._gen import split_namespace
+
+        return {split_namespace(name)[1]: name for name in self.op_names}
+
+    def __getattr__(self, attr: str) -> Callable[..., Any]:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        op_name = self._index().get(attr)
+        if op_name is None:
+            raise AttributeError(
+                f"op library {self._info.name!r} has no op {attr!r}; its ops: {sorted(self._index()) or 'none'}"
+            )
+        from .ops import wrapper
+
+        return wrapper(op_name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *self._index()})
+
+    def __repr__(self) -> str:
+        where = f" from {self._info.distribution} {self._info.version}" if self._info.distribution else ""
+        return f"<opkernel op library {self._info.name!r}{where}: {', '.join(self.op_names) or 'no ops'}>"
+
+
+def _entry_point(target: str) -> Any:
+    """The ``opkernel`` entry point named ``target``, or whose module is ``target``."""
+    found = list(plugins.entry_points(group=plugins.ENTRY_POINT_GROUP))
+    by_name = [ep for ep in found if ep.name == target]
+    if by_name:
+        return by_name[0]
+    return next((ep for ep in found if ep.value.split(":", 1)[0].strip() == target), None)
+
+
+def _is_path(target: str) -> bool:
+    return target.endswith(".py") or os.sep in target or (os.altsep is not None and os.altsep in target)
+
+
+def _load_file(path: Path) -> str:
+    if path in _files and _files[path] in {p.name for p in plugins.plugins()}:
+        return _files[path]
+    if not path.is_file():
+        raise PluginError(f"load_op_library: no such file: {str(path)!r}", plugin=str(path))
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    module_name = "_opkernel_library_" + re.sub(r"\W", "_", path.stem) + "_" + digest
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"load_op_library: cannot import {str(path)!r} as a Python module", plugin=str(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[module_name]
+        raise PluginError(f"load_op_library: importing {str(path)!r} failed: {type(e).__name__}: {e}", plugin=str(path)) from e
+    _files[path] = plugins.register_plugin(module, name=str(path))
+    return _files[path]
+
+
+def _load_module(target: str) -> str:
+    try:
+        module = importlib.import_module(target)
+    except ImportError as e:
+        raise PluginError(
+            f"load_op_library: {target!r} is neither an installed plugin's name, nor an importable module, "
+            f"nor a .py file ({type(e).__name__}: {e})",
+            plugin=target,
+        ) from e
+    return plugins.register_plugin(module, name=target)
+
+
+def load_op_library(target: str | os.PathLike[str]) -> OpLibrary:
+    """Register an op library and return its ops' wrappers.
+
+    ``target`` is an installed distribution's plugin name (its entry point in the
+    group ``opkernel``, e.g. ``"medianpool"``), an importable module name
+    (``"opkernel_medianpool"``) or the path of a ``.py`` file.  The library's hooks
+    run as any plugin's do; loading it a second time (or loading a plugin that
+    discovery already loaded) registers nothing again.  Raises PluginError when
+    the target cannot be found or its hooks fail (nothing is left registered).
+    """
+    plugins.ensure_loaded()
+    text = os.fspath(target)
+    with _lock:
+        if _is_path(text):
+            name = _load_file(Path(text).expanduser().resolve())
+        else:
+            ep = _entry_point(text)
+            name = plugins.load_entry_point(ep).name if ep is not None else _load_module(text)
+    info = next(p for p in plugins.plugins() if p.name == name)
+    return OpLibrary(info)
