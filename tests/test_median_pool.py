@@ -48,6 +48,7 @@ GEOMETRIES = [  # (ksize, strides, padding): 3x3 (the network, its border strips
     ((3, 3), (1, 1), "VALID"),
     ((3, 3), (1, 1), "SAME"),
     ((3, 3), (2, 3), "SAME"),
+    ((3, 3), (1, 2), "VALID"),
     ((2, 2), (2, 1), "SAME"),
     ((3, 2), (1, 2), "VALID"),
     ((1, 1), (1, 1), "VALID"),

@@ -196,7 +196,7 @@ KERNEL median3x3(GLOBAL T* y, GLOBAL const T* x, const IDX n, DIMS, const int R0
     VT l0, m0, h0, l1, m1, h1, l2, m2, h2;
     SORTED_COLUMN(0, l0, m0, h0);
     SORTED_COLUMN(1, l1, m1, h1);
-    for (int k = 0; k < count; ++k) {
+    for (int k = 0; k < R; ++k) {  /* a fixed count, so the loop unrolls; stores past the row are skipped */
         const int j = k * SWC;
 #if SWC == 1
         SORTED_COLUMN(j + 2, l2, m2, h2);
@@ -209,7 +209,7 @@ KERNEL median3x3(GLOBAL T* y, GLOBAL const T* x, const IDX n, DIMS, const int R0
 #endif
         const VT a = VMAX(VMAX(l0, l1), l2);
         const VT c = VMIN(VMIN(h0, h1), h2);
-        VSTORE(med3(a, med3(m0, m1, m2), c), out + (IDX)k * C);
+        if (k < count) VSTORE(med3(a, med3(m0, m1, m2), c), out + (IDX)k * C);
 #if SWC == 1
         l0 = l1; m0 = m1; h0 = h1; l1 = l2; m1 = m2; h1 = h2;
 #endif
