@@ -7,20 +7,22 @@ PIP    := $(BIN)/python -m pip
 REQUIRED_BACKENDS ?= cpu,opencl
 
 # The OpenCL plugin's [pocl] extra brings a real OpenCL device that runs on the CPU.
-PACKAGES := -e . -e ./plugins/cpu -e './plugins/opencl[pocl]'
-
+# The CUDA plugin installs without a GPU; its backend then reports itself unavailable.
+PACKAGES := -e . -e ./plugins/cpu -e './plugins/opencl[pocl]' -e ./plugins/cuda
+# NVRTC and the CUDA headers as wheels: the tests compile every CUDA kernel for sm_80 and sm_90.
+CUDA_COMPILE_DEPS := nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
 .PHONY: demo test install install-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml plugins/cpu/pyproject.toml plugins/opencl/pyproject.toml
+$(VENV)/.installed: $(BIN)/python pyproject.toml plugins/cpu/pyproject.toml plugins/opencl/pyproject.toml plugins/cuda/pyproject.toml
 	$(PIP) install -q $(PACKAGES) rich scikit-learn
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q -e '.[test]' $(CUDA_COMPILE_DEPS)
 	touch $@
 
 install: $(VENV)/.installed
@@ -31,7 +33,7 @@ demo: install
 
 test: install-test
 	$(BIN)/python -m mypy
-	OPKERNEL_STRICT_PLUGINS=1 $(BIN)/python -m pytest -q --opkernel-backends=$(REQUIRED_BACKENDS) $(PYTEST_ARGS)
+	OPKERNEL_STRICT_PLUGINS=1 OPKERNEL_REQUIRE_NVRTC=1 $(BIN)/python -m pytest -q --opkernel-backends=$(REQUIRED_BACKENDS) $(PYTEST_ARGS)
 
 # The benchmark suite (docs/benchmarks.md); torch is optional: $(PIP) install torch==2.13.0
 bench: install
