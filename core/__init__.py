@@ -66,6 +66,7 @@ from .kernels import OpKernel, OpKernelConstruction, OpKernelContext, register_k
 from .library import load_op_library
 from .op_registry import OpDef, OpDefBuilder, register_op
 from .plugins import plugin_errors, register_plugin
+from .profiler import explain, profile
 from .shapes import Dimension, InferenceContext, TensorShape
 from .tensor import Tensor, Variable
 
@@ -80,7 +81,7 @@ __all__ = [
     "OpKernel", "OpKernelConstruction", "OpKernelContext", "register_kernel", "OpDef", "OpDefBuilder",
     "register_op", "op_def", "infer_shapes", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
-    "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "load_op_library", "compat",
+    "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "profile", "explain", "load_op_library", "compat",
 ]
 
 

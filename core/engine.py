@@ -18,6 +18,7 @@ import difflib
 import inspect
 import os
 import threading
+import time
 import warnings
 from collections import namedtuple
 from contextlib import contextmanager
@@ -86,8 +87,11 @@ _LABELS: ContextVar[Mapping[str, str] | None] = ContextVar("opkernel_kernel_labe
 _lock = threading.RLock()
 #: The process-wide default backend, in a cell that generated wrappers read directly.
 _DEFAULT: list[Backend | None] = [None]
-#: How many kernel_label_map blocks are open in any context; 0 lets dispatch skip the lookup.
-_LABEL_SCOPES = [0]
+#: How many blocks that need the general dispatch path are open in any context
+#: (kernel_label_map, profile); while 0, generated wrappers may take their fast path.
+_SLOW_SCOPES = [0]
+#: The active profilers (ok.profile); execute() reports every call to each.
+_PROFILERS: list[Any] = []
 _instances: dict[str, Backend] = {}
 _init_errors: dict[str, str] = {}
 
@@ -224,12 +228,12 @@ def kernel_label_map(labels: Mapping[str, str]) -> Iterator[None]:
     outer = _LABELS.get() or {}
     token = _LABELS.set({**outer, **labels})
     with _lock:
-        _LABEL_SCOPES[0] += 1
+        _SLOW_SCOPES[0] += 1
     try:
         yield
     finally:
         with _lock:
-            _LABEL_SCOPES[0] -= 1
+            _SLOW_SCOPES[0] -= 1
         _LABELS.reset(token)
 
 
@@ -417,7 +421,7 @@ def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: s
     Generated wrappers try ``op.fast`` themselves first; this is the general path.
     """
     be = _ACTIVE.get() or _default_backend()
-    if label is None and _LABEL_SCOPES[0]:
+    if label is None and _SLOW_SCOPES[0]:
         labels = _LABELS.get()
         if labels is not None:
             label = labels.get(op.name)
@@ -442,7 +446,25 @@ def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: s
                     op.fast[key] = sig.call
         except TypeError:  # an unhashable attr value (a list): such calls take this path
             pass
+    if _PROFILERS:
+        return _profiled(op.name, sig, tensors, be)
     return sig.call(*tensors)
+
+
+def _profiled(name: str, sig: _Signature, tensors: Sequence[Tensor], be: Backend) -> Any:
+    sync = any(p.synchronize for p in _PROFILERS)
+    if sync:
+        be.synchronize()
+    start = time.perf_counter()
+    result = sig.call(*tensors)
+    if sync:
+        be.synchronize()
+    elapsed = time.perf_counter() - start
+    outs = result if isinstance(result, (tuple, list)) else [result]
+    nbytes = sum(int(getattr(o._value, "nbytes", 0)) for o in outs if isinstance(o, Tensor))
+    for p in list(_PROFILERS):
+        p.add(be.name, name, elapsed, nbytes)
+    return result
 
 
 def _fast_key(be: Backend, inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -136,7 +136,7 @@ def make_wrapper(op_def: OpDef, handle: Any, engine: Any) -> Callable[..., Any]:
         key = ", ".join(["be"] + [f"{p}._dtype" for p in inputs] + [f"{param_name(a.name)}, {param_name(a.name)}.__class__" for a in ordered])
         same = " and ".join(f"{p}._backend is be" for p in inputs) or "True"
         lines += [
-            "    if _kernel is None and not _LABEL_SCOPES[0]:",
+            "    if _kernel is None and not _SLOW_SCOPES[0]:",
             "        be = _active() or _DEFAULT[0]",
             "        try:",
             f"            call = _fast[{key}]",
@@ -149,7 +149,7 @@ def make_wrapper(op_def: OpDef, handle: Any, engine: Any) -> Callable[..., Any]:
     lines.append(f"    return _execute(_handle, {tuple_expr}, {{{attr_dict}}}, _kernel)")
     namespace: dict[str, Any] = {
         "_execute": engine.execute, "_handle": handle, "_fast": handle.fast, "_REQUIRED": engine._REQUIRED,
-        "_active": engine._ACTIVE.get, "_DEFAULT": engine._DEFAULT, "_LABEL_SCOPES": engine._LABEL_SCOPES,
+        "_active": engine._ACTIVE.get, "_DEFAULT": engine._DEFAULT, "_SLOW_SCOPES": engine._SLOW_SCOPES,
     }
     for i, a in enumerate(optional_attrs):
         namespace[f"_D_{i}"] = a.default
