@@ -19,7 +19,8 @@ __all__ = [
     "Optimizer", "SGD", "Adam", "sparse_softmax_cross_entropy",
 ]
 
-Initializer = Callable[[tuple[int, ...], DType, np.random.Generator], np.ndarray]
+# A string: evaluating np.random here would import numpy.random (~10 ms) at `import opkernel`.
+Initializer = Callable[[tuple[int, ...], DType, "np.random.Generator"], np.ndarray]
 
 
 def _ops() -> Any:
