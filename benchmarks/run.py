@@ -1,0 +1,233 @@
+"""opkernel's benchmark suite: every figure a median of many repetitions, every
+comparison a ratio measured in the same run.
+
+    .venv/bin/python benchmarks/run.py [--quick] [--markdown FILE] [--only CASES]
+
+torch is optional (``pip install torch==2.13.0``); without it the torch columns are empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+import opkernel as ok  # noqa: E402
+from harness import fmt_time, per_call  # noqa: E402
+
+try:
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+except ImportError:  # torch is an optional benchmark dependency
+    torch = None
+
+NAN = float("nan")
+
+
+@dataclass
+class Row:
+    case: str
+    backend: str
+    opkernel: float
+    numpy: float = NAN
+    torch: float = NAN
+    note: str = ""
+
+    def ratio(self, other: float) -> str:
+        return "-" if other != other or self.opkernel != self.opkernel else f"{self.opkernel / other:.2f}×"
+
+
+def _sync(backend: str) -> Callable[[], None]:
+    be = ok.engine.backend_instance(backend)
+    return be.synchronize
+
+
+def tiny_ops(backend: str, quick: bool) -> list[Row]:
+    rows = []
+    rep = 7 if quick else 15
+    with ok.use_backend(backend):
+        a = ok.tensor(np.ones(1, np.float32))
+        m = ok.tensor(np.ones((4, 4), np.float32))
+        na, nm = np.ones(1, np.float32), np.ones((4, 4), np.float32)
+        add, mul, mat_mul = ok.ops.add, ok.ops.mul, ok.ops.mat_mul
+        cases: list[tuple[str, Callable[[], Any], Callable[[], Any], Any]] = [
+            ("add 1 elem", lambda: add(a, a), lambda: np.add(na, na), "add"),
+            ("mul 1 elem", lambda: mul(a, a), lambda: np.multiply(na, na), "mul"),
+            ("matmul 4×4", lambda: mat_mul(m, m), lambda: np.matmul(nm, nm), "matmul"),
+        ]
+        for name, f_ok, f_np, tname in cases:
+            t_t = t_tg = NAN
+            if torch is not None:
+                ta, tm = torch.ones(1), torch.ones(4, 4)
+                tf = {"add": lambda: torch.add(ta, ta), "mul": lambda: torch.mul(ta, ta), "matmul": lambda: torch.matmul(tm, tm)}[tname]
+                with torch.no_grad():
+                    t_t = per_call(tf, repeats=rep)
+                tga, tgm = torch.ones(1, requires_grad=True), torch.ones(4, 4, requires_grad=True)
+                tfg = {"add": lambda: torch.add(tga, tga), "mul": lambda: torch.mul(tga, tga), "matmul": lambda: torch.matmul(tgm, tgm)}[tname]
+                t_tg = per_call(tfg, repeats=rep)
+            rows.append(Row(f"dispatch: {name}", backend, per_call(f_ok, repeats=rep), per_call(f_np, repeats=rep), t_t, "torch: autograd off"))
+            with ok.GradientTape() as tape:
+                tape.watch(a)
+                tape.watch(m)
+                t_ok_tape = per_call(f_ok, repeats=rep)
+            rows.append(Row(f"dispatch: {name}, recording tape", backend, t_ok_tape, NAN, t_tg, "torch: requires_grad"))
+    return rows
+
+
+def elementwise(backend: str, quick: bool) -> list[Row]:
+    rows = []
+    sync = _sync(backend)
+    for n in (10**6, 10**7):
+        x, y = np.random.rand(n).astype(np.float32), np.random.rand(n).astype(np.float32)
+        with ok.use_backend(backend):
+            a, b = ok.tensor(x), ok.tensor(y)
+            t_ok = per_call(lambda: ok.ops.add(a, b), sync=sync, repeats=7 if quick else 15)
+        t_np = per_call(lambda: np.add(x, y), repeats=7 if quick else 15)
+        t_t = NAN
+        if torch is not None:
+            tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+            t_t = per_call(lambda: torch.add(tx, ty), repeats=7 if quick else 15)
+        gbs = 3 * 4 * n / t_ok / 1e9
+        rows.append(Row(f"add {n:.0e} float32", backend, t_ok, t_np, t_t, f"{gbs:.1f} GB/s"))
+    if backend == "cpu":
+        n = 10**7
+        x, y, out = np.random.rand(n).astype(np.float32), np.random.rand(n).astype(np.float32), np.empty(n, np.float32)
+        fresh = per_call(lambda: np.add(x, y), repeats=7)
+        reused = per_call(lambda: np.add(x, y, out=out), repeats=7)
+        rows.append(Row("numpy add 1e7: fresh output vs out=", "numpy", fresh, reused, NAN, "page-fault cost of fresh 40 MB outputs"))
+    return rows
+
+
+def matmul(backend: str, quick: bool) -> list[Row]:
+    rows = []
+    sync = _sync(backend)
+    for n in ((256, 1024) if quick else (256, 1024, 2048)):
+        x, y = np.random.rand(n, n).astype(np.float32), np.random.rand(n, n).astype(np.float32)
+        with ok.use_backend(backend):
+            a, b = ok.tensor(x), ok.tensor(y)
+            t_ok = per_call(lambda: ok.ops.mat_mul(a, b), sync=sync, repeats=5, min_block_s=0.05)
+        t_np = per_call(lambda: x @ y, repeats=5, min_block_s=0.05)
+        t_t = NAN
+        if torch is not None:
+            tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+            t_t = per_call(lambda: tx @ ty, repeats=5, min_block_s=0.05)
+        rows.append(Row(f"matmul {n}² float32", backend, t_ok, t_np, t_t, f"{2 * n**3 / t_ok / 1e9:.1f} GFLOP/s"))
+    return rows
+
+
+def mlp(backend: str, quick: bool) -> list[Row]:
+    from models import mlp_step_numpy, mlp_step_opkernel, mlp_step_torch
+
+    f_np = mlp_step_numpy()
+    with ok.use_backend(backend):
+        f_ok = mlp_step_opkernel()
+        t_ok = per_call(f_ok, sync=_sync(backend), repeats=7 if quick else 15)
+    t_t = per_call(mlp_step_torch(torch), repeats=7 if quick else 15) if torch is not None else NAN
+    return [Row("MLP 784-256-10 train step, batch 64", backend, t_ok, per_call(f_np, repeats=7 if quick else 15), t_t, "numpy: hand-written")]
+
+
+def cnn(backend: str, quick: bool) -> list[Row]:
+    from models import cnn_step_numpy, cnn_step_opkernel, cnn_step_torch
+
+    f_np = cnn_step_numpy()
+    with ok.use_backend(backend):
+        f_ok = cnn_step_opkernel()
+        t_ok = per_call(f_ok, sync=_sync(backend), repeats=5 if quick else 11)
+    t_t = per_call(cnn_step_torch(torch), repeats=5 if quick else 11) if torch is not None else NAN
+    return [Row("digits CNN train step, batch 64", backend, t_ok, per_call(f_np, repeats=5 if quick else 11), t_t, "numpy: hand-written")]
+
+
+def _subprocess_seconds(code: str, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        times.append(float(out.strip().splitlines()[-1]))
+    return float(np.median(times))
+
+
+def startup(quick: bool) -> list[Row]:
+    runs = 5 if quick else 11
+    imp = _subprocess_seconds("import time; t=time.perf_counter(); import opkernel; print(time.perf_counter()-t)", runs)
+    np_imp = _subprocess_seconds("import time; t=time.perf_counter(); import numpy; print(time.perf_counter()-t)", runs)
+    first = _subprocess_seconds(
+        "import time; t=time.perf_counter(); import opkernel as ok; ok.ops.add(ok.tensor([1.0]), ok.tensor([1.0]));"
+        " print(time.perf_counter()-t)", runs)
+    heavy = subprocess.run(
+        [sys.executable, "-c", "import sys, opkernel; print(sorted(m for m in ('cupy', 'pyopencl', 'torch') if m in sys.modules))"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    return [
+        Row("import opkernel", "-", imp, np_imp, NAN, f"numpy column: import numpy; heavy modules imported: {heavy}"),
+        Row("import + first op (plugin discovery)", "cpu", first, NAN, NAN, ""),
+    ]
+
+
+CASES: dict[str, Callable[[str, bool], list[Row]]] = {
+    "tiny": tiny_ops, "elementwise": elementwise, "matmul": matmul, "mlp": mlp, "cnn": cnn,
+}
+
+
+def environment() -> str:
+    parts = [
+        f"date {datetime.date.today().isoformat()}",
+        f"{platform.machine()} {os.cpu_count()} cores ({platform.processor() or 'unknown cpu'})",
+        f"Python {platform.python_version()}", f"numpy {np.__version__}", f"opkernel {ok.__version__}",
+    ]
+    if torch is not None:
+        parts.append(f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
+    for name in ok.available_backends():
+        desc = ok.engine.backend_instance(name).describe()
+        parts.append(f"{name}: " + ", ".join(f"{k}={v}" for k, v in desc.items()))
+    return "; ".join(parts)
+
+
+def render(rows: list[Row]) -> str:
+    lines = [
+        "| case | backend | opkernel | numpy | torch | opkernel / numpy | opkernel / torch | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r.case} | {r.backend} | {fmt_time(r.opkernel)} | {fmt_time(r.numpy)} | {fmt_time(r.torch)} | "
+                     f"{r.ratio(r.numpy)} | {r.ratio(r.torch)} | {r.note} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes")
+    parser.add_argument("--only", default="", help=f"comma-separated subset of: startup,{','.join(CASES)}")
+    parser.add_argument("--backends", default="", help="comma-separated (default: every available backend)")
+    parser.add_argument("--markdown", default="", help="also write the table and environment to this file")
+    args = parser.parse_args(argv)
+    only = [c for c in args.only.split(",") if c] or ["startup", *CASES]
+    backends = [b for b in args.backends.split(",") if b] or ok.available_backends()
+    rows: list[Row] = []
+    if "startup" in only:
+        rows += startup(args.quick)
+    for case, fn in CASES.items():
+        if case in only:
+            for backend in backends:
+                rows += fn(backend, args.quick)
+                print(render(rows[-1:]).splitlines()[-1], flush=True)
+    env = environment()
+    table = render(rows)
+    print("\n" + env + "\n\n" + table)
+    if args.markdown:
+        cmd = "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        Path(args.markdown).write_text(f"Command: `{cmd.strip()}`\n\nEnvironment: {env}\n\n{table}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
