@@ -46,8 +46,8 @@ DIALECTS = {
 #define VSTORE(v, p) (*(p) = (v))
 #else
 #define VT CAT(T, V)
-#define VLOAD(p) CAT(vload, V)(0, p)
-#define VSTORE(v, p) CAT(vstore, V)(v, 0, p)
+#define VLOAD(p) (*(__global const VT*)(p))  /* aligned: C % V == 0 and buffers are aligned */
+#define VSTORE(v, p) (*(__global VT*)(p) = (v))
 #endif
 #define VMIN(a, b) min(a, b)
 #define VMAX(a, b) max(a, b)
