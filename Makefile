@@ -8,7 +8,7 @@ REQUIRED_BACKENDS ?= cpu,opencl
 
 # The OpenCL plugin's [pocl] extra brings a real OpenCL device that runs on the CPU.
 # The CUDA plugin installs without a GPU; its backend then reports itself unavailable.
-PACKAGES := -e . -e ./plugins/cpu -e './plugins/opencl[pocl]' -e ./plugins/cuda
+PACKAGES := -e . -e ./plugins/cpu -e './plugins/opencl[pocl]' -e ./plugins/cuda -e ./examples/median_pool
 # NVRTC and the CUDA headers as wheels: the tests compile every CUDA kernel for sm_80 and sm_90.
 CUDA_COMPILE_DEPS := nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
 .PHONY: demo test install install-test bench clean
@@ -17,7 +17,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml plugins/cpu/pyproject.toml plugins/opencl/pyproject.toml plugins/cuda/pyproject.toml
+$(VENV)/.installed: $(BIN)/python pyproject.toml plugins/cpu/pyproject.toml plugins/opencl/pyproject.toml plugins/cuda/pyproject.toml examples/median_pool/pyproject.toml
 	$(PIP) install -q $(PACKAGES) rich scikit-learn
 	touch $@
 
