@@ -101,6 +101,8 @@ def test_generic_kernel_matches_reference(k: tuple[int, int], s: tuple[int, int]
     with ok.use_backend("cpu"):
         expected = ok.ops.addons.median_pool2d_grad(x, g, **attrs(k, s, padding))
     assert_all_close(got.numpy(), expected.numpy())
+    with pytest.raises(InvalidArgumentError, match="grad must have the shape"):
+        composite.median_pool2d_grad(ok.tensor(x), ok.tensor(g[:, :1]), T=ok.float32, **attrs(k, s, padding))
 
 
 def test_empty_outputs(backend: str) -> None:

@@ -106,27 +106,26 @@ def median_pool2d(value: ok.Tensor, ksize: Sequence[int], strides: Sequence[int]
     return _medians(value, g, want_index=False)[0]
 
 
-def _positions(op: str, x: ok.Tensor, grad: ok.Tensor, g: Window) -> ok.Tensor:
-    if tuple(grad.shape) != g.out_shape:
-        raise ok.errors.InvalidArgumentError(
-            f"op '{op}': grad must have the shape of the pooled output {list(g.out_shape)}, got {list(grad.shape)}",
-            op=op,
-        )
+def _median_positions(x: ok.Tensor, g: Window) -> ok.Tensor:
+    """The flat position in ``x`` of each window's median, as a vector."""
     index = _medians(x, g, want_index=True)[1]
     assert index is not None
-    return _ops.reshape(index, [-1])
+    return _ops.reshape(index, [-1])  # type: ignore[no-any-return]
 
 
 def median_pool2d_grad(
     orig_input: ok.Tensor, grad: ok.Tensor, ksize: Sequence[int], strides: Sequence[int], padding: str, T: ok.DType
 ) -> ok.Tensor:
-    g = window(MEDIAN_POOL_GRAD, orig_input.shape, ksize, strides, padding)
+    op = MEDIAN_POOL_GRAD
+    g = window(op, orig_input.shape, ksize, strides, padding)
+    if tuple(grad.shape) != g.out_shape:
+        raise ok.errors.InvalidArgumentError(
+            f"op '{op}': grad must have the shape of the pooled output {list(g.out_shape)}, got {list(grad.shape)}",
+            op=op,
+        )
     if 0 in g.out_shape:
-        if tuple(grad.shape) != g.out_shape:
-            _positions(MEDIAN_POOL_GRAD, orig_input, grad, g)
         return _empty(orig_input.shape, T)
-    where = _positions(MEDIAN_POOL_GRAD, orig_input, grad, g)
-    total = _ops.unsorted_segment_sum(_ops.reshape(grad, [-1]), where, g.n * g.h * g.w * g.c)
+    total = _ops.unsorted_segment_sum(_ops.reshape(grad, [-1]), _median_positions(orig_input, g), g.n * g.h * g.w * g.c)
     return _ops.reshape(total, list(orig_input.shape))  # type: ignore[no-any-return]
 
 
@@ -138,6 +137,5 @@ def gather_at_medians(
     g = window(MEDIAN_POOL_GRAD, orig_input.shape, ksize, strides, padding)
     if 0 in g.out_shape:
         return _empty(g.out_shape, grad.dtype)
-    index = _medians(orig_input, g, want_index=True)[1]
-    picked = _ops.gather_v2(_ops.reshape(grad, [-1]), _ops.reshape(index, [-1]), 0)
+    picked = _ops.gather_v2(_ops.reshape(grad, [-1]), _median_positions(orig_input, g), 0)
     return _ops.reshape(picked, list(g.out_shape))  # type: ignore[no-any-return]
