@@ -60,10 +60,10 @@ def mlp_step_numpy() -> Callable[[], None]:
         dz = _softmax_xent_grad(r @ w2 + b2, y)
         dr = dz @ w2.T
         dh = dr * (h > 0)
-        w2 -= LR * (r.T @ dz)
-        b2 -= LR * dz.sum(0)
-        w1 -= LR * (x.T @ dh)
-        b1 -= LR * dh.sum(0)
+        np.subtract(w2, LR * (r.T @ dz), out=w2)
+        np.subtract(b2, LR * dz.sum(0), out=b2)
+        np.subtract(w1, LR * (x.T @ dh), out=w1)
+        np.subtract(b1, LR * dh.sum(0), out=b1)
 
     return step
 
@@ -156,16 +156,16 @@ def cnn_step_numpy() -> Callable[[], None]:
         flat = p2.reshape(BATCH, -1)
         dz = _softmax_xent_grad(flat @ w + b, y)
         dflat = dz @ w.T
-        w -= LR * (flat.T @ dz)
-        b -= LR * dz.sum(0)
+        np.subtract(w, LR * (flat.T @ dz), out=w)
+        np.subtract(b, LR * dz.sum(0), out=b)
         da2 = _pool_backward(dflat.reshape(p2.shape), m2) * (a2 > 0)
         dp1, dk2 = _conv_same_backward(da2, cols2, k2, p1.shape)
         da1 = _pool_backward(dp1, m1) * (a1 > 0)
         _, dk1 = _conv_same_backward(da1, cols1, k1, x.shape)
-        k2 -= LR * dk2
-        c2 -= LR * da2.sum((0, 1, 2))
-        k1 -= LR * dk1
-        c1 -= LR * da1.sum((0, 1, 2))
+        np.subtract(k2, LR * dk2, out=k2)
+        np.subtract(c2, LR * da2.sum((0, 1, 2)), out=c2)
+        np.subtract(k1, LR * dk1, out=k1)
+        np.subtract(c1, LR * da1.sum((0, 1, 2)), out=c1)
 
     return step
 
