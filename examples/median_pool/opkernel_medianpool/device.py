@@ -1,18 +1,23 @@
 """The device source of median pooling, one body for OpenCL C and CUDA C.
 
-One work-item (thread) per output reads its window into private memory.  A
-window wholly inside the input with 3x3 elements goes through the 19-exchange
-median-of-9 network (Paeth; Devillard's ``opt_med9``); any other window is
-sorted with an odd-even transposition network, positions outside the input
-filled with the type's largest value so that the ``(cnt - 1) / 2``-th smallest
-is the lower median of the ``cnt`` elements inside.  Both are branch-free
-min/max sequences over registers.
+Four kernels:
 
-Three kernels: ``median_pool`` (the op), ``median_pos`` (the flat input position
-of each output's median: the first in row-major window order among the
-in-bounds elements equal to it, as the CPU and generic kernels choose) and
-``median_pool_grad`` (one work-item per input element sums the gradients of the
-outputs whose median it is; deterministic, no atomics).
+* ``median3x3``: 3x3 windows wholly inside the input.  One work-item computes
+  ``ROW_OUTPUTS`` neighbouring outputs of a row for ``V`` channels (a vector type
+  on OpenCL, one channel on CUDA); each input column's three rows are sorted once
+  and shared by the windows that contain it, the rest of the 19-exchange
+  median-of-9 network (Paeth; Devillard's ``opt_med9``) is done per output.
+* ``median_pool``: any other window (other sizes, SAME borders), one work-item per
+  output, its window in private memory: a full 3x3 window goes through the
+  median-of-9 network, anything else is sorted with an odd-even transposition
+  network, positions outside the input filled with the type's largest value so
+  that the ``(cnt - 1) / 2``-th smallest is the lower median of the ``cnt``
+  elements inside.  Both are branch-free min/max sequences.
+* ``median_pos``: the flat input position of each output's median, the first in
+  row-major window order among the in-bounds elements equal to it (the rule of
+  the CPU and generic kernels too).
+* ``median_pool_grad``: one work-item per input element sums the gradients of the
+  outputs whose median it is (deterministic, no atomics).
 """
 
 from __future__ import annotations
