@@ -50,7 +50,7 @@ class OpRecord:
     tape is differentiated) and the function of a ``custom_gradient``.
     """
 
-    __slots__ = ("type", "op_def", "inputs", "outputs", "attrs", "backward")
+    __slots__ = ("type", "op_def", "inputs", "outputs", "attrs", "backward", "needs_input_grad")
 
     def __init__(
         self, name: str, op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], outputs: Sequence[Tensor],
@@ -62,6 +62,10 @@ class OpRecord:
         self.outputs = outputs
         self.attrs = attrs
         self.backward = backward
+        #: One bool per input: whether the tape being differentiated wants that
+        #: input's gradient (torch's ctx.needs_input_grad).  A gradient function
+        #: may return None for the others and skip computing them.
+        self.needs_input_grad: tuple[bool, ...] = (True,) * len(inputs)
 
     def get_attr(self, name: str) -> Any:
         return self.attrs[name]
@@ -187,7 +191,7 @@ class GradientTape:
         targets = _flatten(target)
         seeds = _flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
         with self.stop_recording():
-            grads = _backprop(self._entries, targets, seeds)
+            grads = _backprop(self._entries, targets, seeds, self._tracked)
             result = _structure_like(sources, grads, self._tracked, unconnected_gradients)
         if not self.persistent:
             self._entries = []
@@ -229,7 +233,9 @@ def _accumulate(grads: dict[int, Tensor], t: Tensor, g: Tensor) -> None:
     grads[id(t)] = g if old is None else ops.add(old, g)
 
 
-def _backprop(entries: list[OpRecord], targets: list[Tensor], seeds: list[Any]) -> dict[int, Tensor]:
+def _backprop(
+    entries: list[OpRecord], targets: list[Tensor], seeds: list[Any], tracked: Mapping[int, Tensor] | None = None
+) -> dict[int, Tensor]:
     ops = _ops()
     grads: dict[int, Tensor] = {}
     for t, seed in zip(targets, seeds):
@@ -243,6 +249,10 @@ def _backprop(entries: list[OpRecord], targets: list[Tensor], seeds: list[Any]) 
         if all(g is None for g in out_grads):
             continue
         filled = [g if g is not None else ops.zeros_like(o) for g, o in zip(out_grads, entry.outputs)]
+        if tracked is not None:
+            entry.needs_input_grad = tuple(
+                tracked.get(id(x)) is x and _differentiable(x.dtype) for x in entry.inputs
+            )
         try:
             in_grads = _run_backward(entry, filled)
         except GradientNotFoundError as e:

@@ -499,17 +499,19 @@ def _prod_grad(op: Any, grad: Any) -> list[Any]:
 
 
 def _mat_mul_grad(op: Any, grad: Any) -> list[Any]:
-    """TensorFlow's _MatMulGrad: every transpose combination without a Transpose op."""
+    """TensorFlow's _MatMulGrad, every transpose combination without a Transpose op:
+    (F, F): grad b^T, a^T grad;  (F, T): grad b, grad^T a;  (T, F): b grad^T, a grad;
+    (T, T): b^T grad^T, grad^T a^T.  A gradient the tape does not need is not computed."""
     mm = _ops().mat_mul
     a, b = op.inputs
+    need_a, need_b = op.needs_input_grad
     ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
-    if not ta and not tb:
-        return [mm(grad, b, transpose_b=True), mm(a, grad, transpose_a=True)]
-    if not ta and tb:
-        return [mm(grad, b), mm(grad, a, transpose_a=True)]
-    if ta and not tb:
-        return [mm(b, grad, transpose_b=True), mm(a, grad)]
-    return [mm(b, grad, transpose_a=True, transpose_b=True), mm(grad, a, transpose_a=True, transpose_b=True)]
+    ga = gb = None
+    if need_a:
+        ga = mm(grad, b, transpose_b=not tb) if not ta else mm(b, grad, transpose_a=tb, transpose_b=True)
+    if need_b:
+        gb = mm(a, grad, transpose_a=not ta) if not tb else mm(grad, a, transpose_a=True, transpose_b=ta)
+    return [ga, gb]
 
 
 def _batch_mat_mul_grad(op: Any, grad: Any) -> list[Any]:
