@@ -379,7 +379,7 @@ class OpHandle:
         if op_def is None:
             plugins.ensure_loaded()
             op_def = self._op_def = op_registry.get_op_def(self.name)
-            self.fast_ok = not any(a.is_list or a.is_ref for a in op_def.inputs)
+            self.fast_ok = not any(a.is_list for a in op_def.inputs)
         return op_def
 
     def reset(self) -> None:
@@ -440,7 +440,7 @@ def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: s
                         op.cache[full_key] = sig
     if label is None and op.fast_ok and all(isinstance(x, Tensor) and x._backend is be for x in inputs):
         try:
-            key = _fast_key(be, inputs, attrs)
+            key = _fast_key(be, inputs, attrs, [a.is_ref for a in op_def.inputs])
             with _cache_lock:
                 if op.generation == generation:
                     op.fast[key] = sig.call
@@ -467,11 +467,14 @@ def _profiled(name: str, sig: _Signature, tensors: Sequence[Tensor], be: Backend
     return result
 
 
-def _fast_key(be: Backend, inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> tuple[Any, ...]:
+def _fast_key(be: Backend, inputs: Sequence[Tensor], attrs: Mapping[str, Any], refs: Sequence[bool]) -> tuple[Any, ...]:
     """The key generated wrappers build inline.  An attr value's class is part of it:
-    True, 1 and 1.0 are equal dict keys, yet a bool attr must reject 1 on every call."""
+    True, 1 and 1.0 are equal dict keys, yet a bool attr must reject 1 on every call.
+    So is the class of each ``Ref`` input, so a call passing a plain tensor to a
+    ``Ref`` input never finds a Variable's entry."""
     key: list[Any] = [be]
     key.extend(x._dtype for x in inputs)
+    key.extend(x.__class__ for x, ref in zip(inputs, refs) if ref)  # a Ref input needs a Variable
     for v in attrs.values():
         key.append(v)
         key.append(v.__class__)

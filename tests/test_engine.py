@@ -572,3 +572,17 @@ def test_infer_shapes_uses_known_input_values():
     assert shape == [ok.TensorShape([3, 2])]
     unknown = ok.infer_shapes("Reshape", [[2, 3], [2]])
     assert unknown[0].rank == 2 and unknown[0].as_list() == [None, None]
+
+
+def test_ref_inputs_on_the_fast_path_still_need_a_variable(backend):
+    import numpy as np
+
+    v = ok.Variable(np.zeros(3, np.float32))
+    delta = ok.tensor(np.ones(3, np.float32))
+    for _ in range(3):  # the second and third calls take the cached fast path
+        ok.ops.assign_add(v, delta)
+    assert v.numpy().tolist() == [3.0, 3.0, 3.0]
+    plain = ok.tensor(np.zeros(3, np.float32))
+    with pytest.raises(TypeError, match="'AssignAdd'.*Ref.*Variable"):
+        ok.ops.assign_add(plain, delta)
+    assert plain.numpy().tolist() == [0.0, 0.0, 0.0]

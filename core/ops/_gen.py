@@ -132,8 +132,12 @@ def make_wrapper(op_def: OpDef, handle: Any, engine: Any) -> Callable[..., Any]:
     attr_dict = ", ".join(f"{a.name!r}: {param_name(a.name)}" for a in ordered)
     tuple_expr = "(" + "".join(f"{p}, " for p in inputs) + ")"
     lines = [f"def {fname}({', '.join(params)}):"]
-    if not any(a.is_list or a.is_ref for a in op_def.inputs):
-        key = ", ".join(["be"] + [f"{p}._dtype" for p in inputs] + [f"{param_name(a.name)}, {param_name(a.name)}.__class__" for a in ordered])
+    if not any(a.is_list for a in op_def.inputs):
+        refs = [param_name(a.name) for a in op_def.inputs if a.is_ref]
+        key = ", ".join(
+            ["be"] + [f"{p}._dtype" for p in inputs] + [f"{p}.__class__" for p in refs]
+            + [f"{param_name(a.name)}, {param_name(a.name)}.__class__" for a in ordered]
+        )
         same = " and ".join(f"{p}._backend is be" for p in inputs) or "True"
         lines += [
             "    if _kernel is None and not _SLOW_SCOPES[0]:",
