@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import shape_fns
 from ..dtypes import DType
+from ..errors import InvalidArgumentError
 from ..gradients import not_differentiable, register_gradient
 from ..op_registry import register_op
 from ..shapes import Dimension, InferenceContext
@@ -917,3 +918,26 @@ def register_gradients() -> None:
         "ConcatOffset", "OneHot", "Range", "Where",
     ):
         not_differentiable(name)
+
+
+def parse_numbers(strings: np.ndarray, out_type: DType) -> np.ndarray:
+    """StringToNumber's semantics on host strings (str or bytes), shared by every
+    backend's kernel: Python's float/int syntax, surrounding spaces allowed, an
+    integer out of ``out_type``'s range rejected."""
+    parse = float if out_type.is_floating else int
+    out = np.empty(strings.shape, out_type.np)
+    flat_in, flat_out = strings.reshape(-1), out.reshape(-1)
+    for i, s in enumerate(flat_in):
+        text = s.decode() if isinstance(s, bytes) else str(s)
+        try:
+            value = parse(text.strip())
+        except ValueError:
+            raise InvalidArgumentError(
+                f"op 'StringToNumber': could not convert string {text!r} to {out_type.name}", op="StringToNumber"
+            ) from None
+        if out_type.is_integer and not (out_type.min <= value <= out_type.max):
+            raise InvalidArgumentError(
+                f"op 'StringToNumber': {text!r} is out of range for {out_type.name}", op="StringToNumber"
+            )
+        flat_out[i] = value
+    return out

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import shape_fns
+from ..errors import InvalidArgumentError
 from ..gradients import register_gradient
 from ..op_registry import register_op
 from ..shapes import Dimension, InferenceContext, TensorShape
@@ -644,4 +645,32 @@ def register_gradients() -> None:
     """Neural-network op gradients: every op here is differentiable."""
     for name, fn in _GRADIENTS.items():
         register_gradient(name)(fn)
+
+
+# Host-side argument checks that every backend's convolution and pooling kernels share.
+
+
+def _bad(op: str, message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"op '{op}': {message}", op=op)
+
+
+def check_rank4(op: str, **arrays: Any) -> None:
+    """Every named array is 4-D (NHWC or NCHW data, HWIO filters)."""
+    for name, a in arrays.items():
+        if len(a.shape) != 4:
+            raise _bad(op, f"input '{name}' must be 4-D, got shape {list(a.shape)}")
+
+
+def check_sizes(op: str, name: str, sizes: Any, allowed: tuple[int, ...] = (4,)) -> list[int]:
+    """A host-memory size vector (``input_sizes``, ``filter_sizes``...) as ints."""
+    values = [int(v) for v in np.asarray(sizes).reshape(-1)]
+    if np.asarray(sizes).ndim != 1 or len(values) not in allowed or any(v < 0 for v in values):
+        raise _bad(op, f"input '{name}' must be a vector of {' or '.join(map(str, allowed))} sizes >= 0, got {values}")
+    return values
+
+
+def check_out_shape(op: str, name: str, got: Sequence[int], want: Sequence[int], data_format: str) -> None:
+    """A gradient input has the shape the forward op's output had."""
+    if tuple(got) != tuple(want):
+        raise _bad(op, f"input '{name}' must have shape {list(want)} (NHWC order; data_format {data_format}), got {list(got)}")
 

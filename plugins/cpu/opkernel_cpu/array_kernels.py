@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
-from opkernel.ops.array_ops import range_size, strided_slice_plan
+from opkernel.ops.array_ops import parse_numbers, range_size, strided_slice_plan
 
 from .xp import xp_of
 
@@ -332,21 +332,7 @@ def where(input: np.ndarray, **attrs: Any) -> np.ndarray:
 
 
 def string_to_number(string_tensor: np.ndarray, out_type: ok.DType, **attrs: Any) -> np.ndarray:
-    parse = float if out_type.is_floating else int
-    out = np.empty(string_tensor.shape, out_type.np)
-    flat_in, flat_out = string_tensor.reshape(-1), out.reshape(-1)
-    for i, s in enumerate(flat_in):
-        text = s.decode() if isinstance(s, bytes) else str(s)
-        try:
-            value = parse(text.strip())
-        except ValueError:
-            raise InvalidArgumentError(
-                f"op 'StringToNumber': could not convert string {text!r} to {out_type.name}", op="StringToNumber"
-            ) from None
-        if out_type.is_integer and not (out_type.min <= value <= out_type.max):
-            raise InvalidArgumentError(f"op 'StringToNumber': {text!r} is out of range for {out_type.name}", op="StringToNumber")
-        flat_out[i] = value
-    return out
+    return parse_numbers(string_tensor, out_type)
 
 
 def register_all() -> None:

@@ -15,6 +15,9 @@ import opkernel as ok
 from numpy.lib.stride_tricks import as_strided
 from opkernel.errors import InvalidArgumentError
 from opkernel.ops.nn_ops import (
+    check_out_shape,
+    check_rank4,
+    check_sizes,
     SELU_ALPHA,
     SELU_SCALE,
     explicit_padding,
@@ -258,22 +261,7 @@ def _check_format(op: str, data_format: str) -> None:
         raise _error(op, f"data_format {data_format!r} is not supported on this backend; use 'NHWC' or 'NCHW'")
 
 
-def _check_rank4(op: str, **arrays: np.ndarray) -> None:
-    for name, a in arrays.items():
-        if a.ndim != 4:
-            raise _error(op, f"input '{name}' must be 4-D, got shape {list(a.shape)}")
-
-
-def _sizes(op: str, name: str, sizes: np.ndarray, allowed: tuple[int, ...] = (4,)) -> list[int]:
-    values = [int(v) for v in np.asarray(sizes).reshape(-1)]
-    if np.asarray(sizes).ndim != 1 or len(values) not in allowed or any(v < 0 for v in values):
-        raise _error(op, f"input '{name}' must be a vector of {' or '.join(map(str, allowed))} sizes >= 0, got {values}")
-    return values
-
-
-def _check_out(op: str, name: str, got: tuple[int, ...], want: tuple[int, ...], data_format: str) -> None:
-    if tuple(got) != tuple(want):
-        raise _error(op, f"input '{name}' must have shape {list(want)} (NHWC order; data_format {data_format}), got {list(got)}")
+_check_rank4, _sizes, _check_out = check_rank4, check_sizes, check_out_shape
 
 
 # ------------------------------------------------------------ convolution

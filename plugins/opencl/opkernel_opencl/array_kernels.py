@@ -23,7 +23,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 import opkernel as ok
-from opkernel.ops.array_ops import range_size, strided_slice_plan
+from opkernel.ops.array_ops import parse_numbers, range_size, strided_slice_plan
 
 from .backend import OpenCLBackend, ctype
 from .common import ALL, REALS, collapse, contiguous_strides, dims, fail, scalar
@@ -512,19 +512,7 @@ def concat_offset(concat_dim: np.ndarray, shape: list[np.ndarray], shape_type: o
 
 def string_to_number(string_tensor: np.ndarray, out_type: ok.DType, **attrs: Any) -> np.ndarray:
     """Parses on the host (string tensors live there on this backend); the result is uploaded."""
-    parse = float if out_type.is_floating else int
-    out = np.empty(string_tensor.shape, out_type.np)
-    flat_in, flat_out = string_tensor.reshape(-1), out.reshape(-1)
-    for i, s in enumerate(flat_in):
-        text = s.decode() if isinstance(s, bytes) else str(s)
-        try:
-            value = parse(text.strip())
-        except ValueError:
-            raise fail("StringToNumber", f"could not convert string {text!r} to {out_type.name}") from None
-        if out_type.is_integer and not (out_type.min <= value <= out_type.max):
-            raise fail("StringToNumber", f"{text!r} is out of range for {out_type.name}")
-        flat_out[i] = value
-    return out
+    return parse_numbers(string_tensor, out_type)
 
 
 #: Data movement works on any dtype held in device memory: it moves elements by their size.

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import opkernel as ok
-from opkernel.ops.nn_ops import explicit_padding, spatial_attr, window_output_size
+from opkernel.ops.nn_ops import check_out_shape, check_sizes, explicit_padding, spatial_attr, window_output_size
 
 from .array_kernels import BE, gather_view
 from .backend import OpenCLBackend, ctype
@@ -200,16 +200,7 @@ def _rank4(op: str, **arrays: Any) -> None:
             raise fail(op, f"input '{name}' must be 4-D, got shape {list(a.shape)}")
 
 
-def _sizes(op: str, name: str, sizes: np.ndarray, allowed: tuple[int, ...] = (4,)) -> list[int]:
-    values = [int(v) for v in np.asarray(sizes).reshape(-1)]
-    if np.asarray(sizes).ndim != 1 or len(values) not in allowed or any(v < 0 for v in values):
-        raise fail(op, f"input '{name}' must be a vector of {' or '.join(map(str, allowed))} sizes >= 0, got {values}")
-    return values
-
-
-def _check_out(op: str, name: str, got: tuple[int, ...], want: tuple[int, ...], fmt: str) -> None:
-    if tuple(got) != tuple(want):
-        raise fail(op, f"input '{name}' must have shape {list(want)} (NHWC order; data_format {fmt}), got {list(got)}")
+_sizes, _check_out = check_sizes, check_out_shape
 
 
 _GEOMETRY = """
