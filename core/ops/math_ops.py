@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import shape_fns
-from ..errors import ShapeError
+from ..errors import InvalidArgumentError, ShapeError
 from ..gradients import not_differentiable, register_gradient
 from ..op_registry import register_op
 from ..shapes import InferenceContext
@@ -580,3 +580,19 @@ def register_gradients() -> None:
 
 
 __all__ = ["register_ops", "register_gradients", "reduction_axes"]
+
+
+def arg_axis(op: str, shape: tuple[int, ...], dimension: Any) -> int:
+    """ArgMax/ArgMin's ``dimension`` (a host scalar) as a non-negative axis of
+    ``shape``, checked as TensorFlow does; shared by every backend's kernel."""
+    dim = np.asarray(dimension)
+    if dim.ndim:
+        raise InvalidArgumentError(f"op '{op}': dimension must be a scalar, got shape {list(dim.shape)}", op=op)
+    axis, rank = int(dim), len(shape)
+    if not -rank <= axis < rank:
+        raise InvalidArgumentError(f"op '{op}': Expected dimension in the range [{-rank}, {rank}), but got {axis}", op=op)
+    axis %= rank
+    if shape[axis] == 0:
+        raise InvalidArgumentError(f"op '{op}': Reduction axis {axis} is empty in shape {list(shape)}", op=op)
+    return axis
+

@@ -9,6 +9,7 @@ import numpy as np
 
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
+from opkernel.ops.math_ops import arg_axis
 
 from . import sharding
 from .xp import xp_of
@@ -304,15 +305,7 @@ def _bool_reduction(op: str, fn: Kernel) -> Kernel:
 
 def _arg(op: str, fn: Kernel) -> Kernel:
     def kernel(input: np.ndarray, dimension: np.ndarray, output_type: ok.DType, **attrs: Any) -> np.ndarray:
-        dim = np.asarray(dimension)
-        if dim.ndim:
-            raise _fail(op, f"dimension must be a scalar, got shape {list(dim.shape)}")
-        axis, rank = int(dim), input.ndim
-        if not -rank <= axis < rank:
-            raise _fail(op, f"Expected dimension in the range [{-rank}, {rank}), but got {axis}")
-        axis %= rank
-        if input.shape[axis] == 0:
-            raise _fail(op, f"Reduction axis {axis} is empty in shape {list(input.shape)}")
+        axis = arg_axis(op, input.shape, dimension)
         return fn(input, axis=axis).astype(output_type.np, copy=False)  # type: ignore[no-any-return]
 
     return kernel

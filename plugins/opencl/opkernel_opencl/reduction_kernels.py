@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 import opkernel as ok
+from opkernel.ops.math_ops import arg_axis
 
 from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
@@ -204,15 +205,7 @@ for _op in ("ArgMax", "ArgMin"):
 
 def _arg(op: str) -> Any:
     def kernel(input: Any, dimension: np.ndarray, output_type: ok.DType, T: ok.DType, **attrs: Any) -> Any:
-        dim = np.asarray(dimension)
-        if dim.ndim:
-            raise fail(op, f"dimension must be a scalar, got shape {list(dim.shape)}")
-        axis, rank = int(dim), input.ndim
-        if not -rank <= axis < rank:
-            raise fail(op, f"Expected dimension in the range [{-rank}, {rank}), but got {axis}")
-        axis %= rank
-        if input.shape[axis] == 0:
-            raise fail(op, f"Reduction axis {axis} is empty in shape {list(input.shape)}")
+        axis = arg_axis(op, input.shape, dimension)
         be = BE()
         out = be.new_array(tuple(n for d, n in enumerate(input.shape) if d != axis), output_type.np)
         if out.size:
