@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import opkernel as ok
-from opkernel.ops.nn_ops import check_out_shape, check_sizes, explicit_padding, spatial_attr, window_output_size
+from opkernel.ops.nn_ops import check_out_shape, check_rank4, check_sizes, explicit_padding, spatial_attr, window_output_size
 
 from .array_kernels import BE, gather_view
 from .backend import OpenCLBackend, ctype
@@ -194,10 +194,7 @@ def _nhwc_dims(values: Any, fmt: str) -> tuple[int, int, int, int]:
     return (v[0], v[1], v[2], v[3]) if fmt == "NHWC" else (v[0], v[2], v[3], v[1])
 
 
-def _rank4(op: str, **arrays: Any) -> None:
-    for name, a in arrays.items():
-        if a.ndim != 4:
-            raise fail(op, f"input '{name}' must be 4-D, got shape {list(a.shape)}")
+_rank4 = check_rank4
 
 
 _sizes, _check_out = check_sizes, check_out_shape
