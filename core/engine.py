@@ -361,12 +361,11 @@ class OpHandle:
     active backend; ``cache`` maps the fully bound signature.
     """
 
-    __slots__ = ("name", "_op_def", "fast_ok", "cache", "fast", "_validated", "generation", "build_lock")
+    __slots__ = ("name", "_op_def", "cache", "fast", "_validated", "generation", "build_lock")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._op_def: OpDef | None = None
-        self.fast_ok = False
         self.cache: dict[Any, _Signature] = {}
         self.fast: dict[Any, Callable[..., Any]] = {}
         self._validated: set[int] = set()
@@ -379,7 +378,6 @@ class OpHandle:
         if op_def is None:
             plugins.ensure_loaded()
             op_def = self._op_def = op_registry.get_op_def(self.name)
-            self.fast_ok = not any(a.is_list for a in op_def.inputs)
         return op_def
 
     def reset(self) -> None:
@@ -415,20 +413,25 @@ def _reset_handles() -> None:
 kernel_registry.on_change(_reset_handles)
 
 
-def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: str | None = None) -> Any:
+def execute(
+    op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: str | None = None,
+    fast_key: tuple[Any, ...] | None = None,
+) -> Any:
     """Run ``op`` on the active backend.  ``attrs`` holds the non-inferred attrs given by the caller.
 
     Generated wrappers try ``op.fast`` themselves first; this is the general path.
+    ``fast_key`` is the key a wrapper built for this call when all its inputs
+    are tensors on the active backend: the signature is filed under it.
     """
     be = _ACTIVE.get() or _default_backend()
     if label is None and _SLOW_SCOPES[0]:
         labels = _LABELS.get()
         if labels is not None:
             label = labels.get(op.name)
+    generation = op.generation
     op_def = op.op_def
     tensors, bound = _bind(op_def, inputs, attrs, be)
     full_key = (be, label, *[t._dtype for t in tensors], *_hashable_items(bound))
-    generation = op.generation
     sig = op.cache.get(full_key)
     if sig is None:
         with op.build_lock:
@@ -438,14 +441,11 @@ def execute(op: OpHandle, inputs: Sequence[Any], attrs: dict[str, Any], label: s
                 with _cache_lock:
                     if op.generation == generation:
                         op.cache[full_key] = sig
-    if label is None and op.fast_ok and all(isinstance(x, Tensor) and x._backend is be for x in inputs):
-        try:
-            key = _fast_key(be, inputs, attrs, [a.is_ref for a in op_def.inputs])
-            with _cache_lock:
-                if op.generation == generation:
-                    op.fast[key] = sig.call
-        except TypeError:  # an unhashable attr value (a list): such calls take this path
-            pass
+    if fast_key is not None and label is None and fast_key[0] is be and fast_key not in op.fast:
+        # The generated wrapper built the key; every input is a tensor on this backend (else it passes None).
+        with _cache_lock:
+            if op.generation == generation:
+                op.fast[fast_key] = sig.call
     if _PROFILERS:
         return _profiled(op.name, sig, tensors, be)
     return sig.call(*tensors)
@@ -465,20 +465,6 @@ def _profiled(name: str, sig: _Signature, tensors: Sequence[Tensor], be: Backend
     for p in list(_PROFILERS):
         p.add(be.name, name, elapsed, nbytes)
     return result
-
-
-def _fast_key(be: Backend, inputs: Sequence[Tensor], attrs: Mapping[str, Any], refs: Sequence[bool]) -> tuple[Any, ...]:
-    """The key generated wrappers build inline.  An attr value's class is part of it:
-    True, 1 and 1.0 are equal dict keys, yet a bool attr must reject 1 on every call.
-    So is the class of each ``Ref`` input, so a call passing a plain tensor to a
-    ``Ref`` input never finds a Variable's entry."""
-    key: list[Any] = [be]
-    key.extend(x._dtype for x in inputs)
-    key.extend(x.__class__ for x, ref in zip(inputs, refs) if ref)  # a Ref input needs a Variable
-    for v in attrs.values():
-        key.append(v)
-        key.append(v.__class__)
-    return tuple(key)
 
 
 def _translated(error: Exception, be: Backend, op: str) -> Exception:

@@ -586,3 +586,36 @@ def test_ref_inputs_on_the_fast_path_still_need_a_variable(backend):
     with pytest.raises(TypeError, match="'AssignAdd'.*Ref.*Variable"):
         ok.ops.assign_add(plain, delta)
     assert plain.numpy().tolist() == [0.0, 0.0, 0.0]
+
+
+def test_calls_by_name_never_poison_the_wrappers_fast_table(backend):
+    import numpy as np
+
+    a = ok.tensor(np.ones((3, 2), np.float32))
+    b = ok.tensor(np.ones((3, 2), np.float32))
+    for _ in range(2):  # kwargs in another order than the wrapper's, and attrs left out
+        assert ok.execute("MatMul", a, b, transpose_b=True, transpose_a=False).shape == (3, 3)
+        assert ok.execute("MatMul", a, b, transpose_a=True).shape == (2, 2)
+    for _ in range(2):
+        assert ok.ops.mat_mul(a, b, transpose_a=True).shape == (2, 2)
+        assert ok.ops.mat_mul(a, b, transpose_b=True).shape == (3, 3)
+
+
+def test_list_attrs_use_the_fast_path_and_keep_their_element_checks(backend):
+    import numpy as np
+
+    x = ok.tensor(np.ones((1, 4, 4, 1), np.float32))
+    for strides in ([1, 2, 2, 1], (1, 2, 2, 1), [1, 2, 2, 1]):
+        assert ok.ops.max_pool(x, ksize=[1, 2, 2, 1], strides=strides, padding="VALID").shape == (1, 2, 2, 1)
+    with pytest.raises(ok.errors.InvalidArgumentError):
+        ok.ops.max_pool(x, ksize=[1, 2, 2, 1], strides=(True, 2, 2, 1), padding="VALID")
+
+
+def test_generated_wrappers_do_not_shadow_parameters(backend, fresh_registry):
+    import numpy as np
+
+    ok.register_op("Test>Shadow").input("call: float").output("y: float").attr("be: float = 2.0")
+    ok.register_kernel("Test>Shadow", backend="*")(lambda call, be: call * ok.tensor(np.float32(be)))
+    x = ok.tensor(np.ones(2, np.float32))
+    for _ in range(2):
+        assert ok.ops.test.shadow(x, be=3.0).numpy().tolist() == [3.0, 3.0]

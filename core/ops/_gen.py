@@ -110,15 +110,26 @@ def docstring(op_def: OpDef) -> str:
     return "\n".join(lines)
 
 
+def list_attr_key(value: Any) -> tuple[Any, ...]:
+    """The fast-table key of a list attr's value: a list or tuple keys as its
+    elements with their classes, so [1, 1] and (True, 1) never share an entry.
+    Anything else raises TypeError, which sends the call down the general path."""
+    if value.__class__ is not list and value.__class__ is not tuple:
+        raise TypeError(value)
+    return (tuple(value), tuple(v.__class__ for v in value))
+
+
 def make_wrapper(op_def: OpDef, handle: Any, engine: Any) -> Callable[..., Any]:
     """Compile a wrapper function for ``op_def`` (real parameters, so help() and
     IDEs see the signature, and no per-call argument parsing).
 
     For ops whose inputs are single tensors, the wrapper first looks the call up
     in the op handle's ``fast`` table — keyed by the active backend, the input
-    dtypes and the attr values with their classes — and runs the cached
-    signature directly; anything else (literals, another backend, a kernel
-    label, a first call) goes through ``engine.execute``.
+    dtypes, the classes of Ref inputs and the attr values with their classes —
+    and runs the cached signature directly; anything else (literals, another
+    backend, a kernel label, a first call) goes through ``engine.execute``,
+    which files the signature under the key the wrapper built.  The key is
+    built here only, so calls by name (``ok.execute``) never add to the table.
     """
     fname = split_namespace(op_def.name)[1]
     inputs = [param_name(a.name) for a in op_def.inputs]
@@ -132,28 +143,38 @@ def make_wrapper(op_def: OpDef, handle: Any, engine: Any) -> Callable[..., Any]:
     attr_dict = ", ".join(f"{a.name!r}: {param_name(a.name)}" for a in ordered)
     tuple_expr = "(" + "".join(f"{p}, " for p in inputs) + ")"
     lines = [f"def {fname}({', '.join(params)}):"]
+    key_arg = ""
     if not any(a.is_list for a in op_def.inputs):
+        # Generated locals start with "_": spec names cannot, so they never shadow a parameter.
         refs = [param_name(a.name) for a in op_def.inputs if a.is_ref]
-        key = ", ".join(
-            ["be"] + [f"{p}._dtype" for p in inputs] + [f"{p}.__class__" for p in refs]
-            + [f"{param_name(a.name)}, {param_name(a.name)}.__class__" for a in ordered]
-        )
-        same = " and ".join(f"{p}._backend is be" for p in inputs) or "True"
+        attr_keys = [
+            f"_lk({param_name(a.name)})" if a.type.startswith("list(") else f"{param_name(a.name)}, {param_name(a.name)}.__class__"
+            for a in ordered
+        ]
+        key = ", ".join(["_be"] + [f"{p}._dtype" for p in inputs] + [f"{p}.__class__" for p in refs] + attr_keys)
+        same = " and ".join(f"{p}._backend is _be" for p in inputs) or "True"
         lines += [
+            "    _key = None",
             "    if _kernel is None and not _SLOW_SCOPES[0]:",
-            "        be = _active() or _DEFAULT[0]",
+            "        _be = _active() or _DEFAULT[0]",
             "        try:",
-            f"            call = _fast[{key}]",
-            "        except (KeyError, AttributeError, TypeError):",
+            f"            _key = ({key},)",
+            "            _call = _fast[_key]",
+            "        except KeyError:",
             "            pass",
+            "        except (AttributeError, TypeError):",
+            "            _key = None",
             "        else:",
             f"            if {same}:",
-            f"                return call({', '.join(inputs)})",
+            f"                return _call({', '.join(inputs)})",
+            "            _key = None",
         ]
-    lines.append(f"    return _execute(_handle, {tuple_expr}, {{{attr_dict}}}, _kernel)")
+        key_arg = ", _key"
+    lines.append(f"    return _execute(_handle, {tuple_expr}, {{{attr_dict}}}, _kernel{key_arg})")
     namespace: dict[str, Any] = {
         "_execute": engine.execute, "_handle": handle, "_fast": handle.fast, "_REQUIRED": engine._REQUIRED,
         "_active": engine._ACTIVE.get, "_DEFAULT": engine._DEFAULT, "_SLOW_SCOPES": engine._SLOW_SCOPES,
+        "_lk": list_attr_key,
     }
     for i, a in enumerate(optional_attrs):
         namespace[f"_D_{i}"] = a.default
