@@ -38,6 +38,7 @@ def active_tapes() -> list[GradientTape]:
 
 #: Number of tapes recording in any thread; the engine checks it before anything else.
 RECORDING = [0]
+_counter_lock = threading.Lock()
 
 
 Backward = Callable[[list[Tensor]], Sequence[Tensor | None]]
@@ -81,20 +82,22 @@ def _differentiable(dtype: DType) -> bool:
 def _run_backward(record: OpRecord, output_grads: list[Tensor]) -> Sequence[Tensor | None]:
     """Input gradients of one recorded step (a registered gradient or a custom one)."""
     if record.backward is not None:
-        return record.backward(output_grads)
-    entry = gradients.get_gradient(record.type)
-    if entry.fn is None:
-        return [None] * len(record.inputs)
-    result = entry.fn(record, *output_grads)
+        result: Any = record.backward(output_grads)
+    else:
+        entry = gradients.get_gradient(record.type)
+        if entry.fn is None:
+            return [None] * len(record.inputs)
+        result = entry.fn(record, *output_grads)
     if isinstance(result, Tensor) or result is None:
         result = [result]
     result = list(result)
     if len(result) != len(record.inputs):
         raise InvalidArgumentError(
-            f"op {record.type!r}: gradient function returned {len(result)} values for {len(record.inputs)} inputs",
+            f"op {record.type!r}: gradient function returned {len(result)} values for "
+            f"{len(record.inputs)} tensor inputs",
             op=record.type,
         )
-    return result
+    return result  # type: ignore[no-any-return]
 
 
 class GradientTape:
@@ -123,13 +126,15 @@ class GradientTape:
     def _push(self) -> None:
         active_tapes().append(self)
         self._recording = True
-        RECORDING[0] += 1
+        with _counter_lock:
+            RECORDING[0] += 1
 
     def _pop(self) -> None:
         if self._recording:
             active_tapes().remove(self)
             self._recording = False
-            RECORDING[0] -= 1
+            with _counter_lock:
+                RECORDING[0] -= 1
 
     @contextmanager
     def stop_recording(self) -> Iterator[None]:
@@ -312,7 +317,10 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
 
         def backward(output_grads: list[Tensor]) -> Sequence[Tensor | None]:
             result = grad_fn(*output_grads)
-            return [result] if isinstance(result, Tensor) or result is None else list(result)
+            grads = [result] if isinstance(result, Tensor) or result is None else list(result)
+            if len(grads) == len(args) != len(inputs):  # one per argument: keep the tensors' ones
+                grads = [g for g, a in zip(grads, args) if isinstance(a, Tensor)]
+            return grads
 
         record = OpRecord(getattr(f, "__name__", "custom_gradient"), None, {}, inputs, outputs, backward)
         for tape in list(active_tapes()):

@@ -60,3 +60,39 @@ def test_check_op_lists_every_failure(fresh_registry):
         check_op("Test>Broken", [np.zeros(3, np.float32)], backends=["cpu"], threads=1)
     failed = {r.check for r in info.value.report.failures}
     assert "outputs match the shape function and dtypes" in failed and "inputs not mutated" in failed
+
+
+def test_check_op_catches_a_zero_gradient_of_a_small_jacobian(fresh_registry):
+    ok.register_op("Test>Tiny").input("x: T").output("y: T").attr("T: {float, double}").set_shape_fn(
+        ok.shape_fns.unchanged_shape
+    )
+    ok.register_kernel("Test>Tiny", backend="*")(lambda x: x * 5e-4)
+    ok.register_gradient("Test>Tiny")(lambda op, g: [ok.ops.zeros_like(g)])
+    with pytest.raises(CheckOpFailure, match="gradient"):
+        check_op("Test>Tiny", [np.ones(3, np.float32)], backends=["cpu"], threads=1)
+
+
+def test_check_op_compares_with_a_reference(fresh_registry):
+    ok.register_op("Test>Answer").input("x: float").output("y: float").set_shape_fn(ok.shape_fns.unchanged_shape)
+    ok.register_kernel("Test>Answer", backend="*")(lambda x: x * 0.0 + 42.0)  # wrong the same way everywhere
+    ok.not_differentiable("Test>Answer")
+    x = np.ones(3, np.float32)
+    assert check_op("Test>Answer", [x], threads=1).passed  # nothing to disagree with
+    with pytest.raises(CheckOpFailure, match="reference"):
+        check_op("Test>Answer", [x], threads=1, reference=lambda x: x * 2)
+
+
+def test_a_custom_gradient_may_return_one_gradient_per_argument(backend):
+    @ok.custom_gradient
+    def f(a, k, b):
+        def grad(dy):
+            return dy * k, None, dy
+        return a * k + b, grad
+
+    a = ok.tensor(np.ones(2, np.float32))
+    b = ok.tensor(np.ones(2, np.float32))
+    with ok.GradientTape() as tape:
+        tape.watch([a, b])
+        y = f(a, 5.0, b)
+    ga, gb = tape.gradient(y, [a, b])
+    assert ga.numpy().tolist() == [5.0, 5.0] and gb.numpy().tolist() == [1.0, 1.0]

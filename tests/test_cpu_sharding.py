@@ -24,7 +24,10 @@ def threads():
 
 @pytest.mark.parametrize("op, dtype", [("add", "float32"), ("mul", "float64"), ("maximum", "int32"),
                                        ("exp", "float32"), ("less", "float32"), ("sqrt", "float64")])
-def test_sharded_results_are_bit_identical_to_single_threaded(op, dtype, threads):
+def test_sharded_results_are_bit_identical_to_single_threaded(op, dtype, threads, monkeypatch):
+    calls = []
+    real = sharding._run_sharded
+    monkeypatch.setattr(sharding, "_run_sharded", lambda *a, **k: calls.append(1) or real(*a, **k))
     rng = np.random.default_rng(0)
     xs = [ok.tensor((rng.standard_normal(N) * 10).astype(dtype), backend="cpu") for _ in range(2)]
     fn = getattr(ok.ops, op)
@@ -32,8 +35,10 @@ def test_sharded_results_are_bit_identical_to_single_threaded(op, dtype, threads
     with ok.use_backend("cpu"):
         threads(1)
         single = fn(*args).numpy()
+        assert calls == []
         threads(4)
         sharded = fn(*args).numpy()
+        assert calls == [1]  # the sharded path really ran
     assert single.dtype == sharded.dtype
     np.testing.assert_array_equal(single, sharded)
 

@@ -61,7 +61,7 @@ def build_isolation_args() -> list[str]:
         version("wheel")
     except (PackageNotFoundError, ValueError):
         return []
-    return ["--no-build-isolation"] if setuptools_major >= 68 else []
+    return ["--no-build-isolation"] if setuptools_major >= 77 else []  # the pyprojects need >= 77
 
 
 def make_venv(path: Path) -> Path:

@@ -50,7 +50,7 @@ def threads() -> int:
 def _run_sharded(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], n_threads: int, quiet: bool) -> np.ndarray:
     size = arrays[0].size
     flats = [a.reshape(-1) for a in arrays]
-    dtype = fn(*[f[:1] for f in flats]).dtype  # the ufunc's own output type for these inputs
+    dtype = fn(*[f[:0] for f in flats]).dtype  # the ufunc's own output type (an empty slice: no warnings)
     out = np.empty(arrays[0].shape, dtype)
     flat_out = out.reshape(-1)
     shards = min(n_threads, size // MIN_ELEMENTS_PER_SHARD)
