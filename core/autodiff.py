@@ -51,7 +51,7 @@ class OpRecord:
     tape is differentiated) and the function of a ``custom_gradient``.
     """
 
-    __slots__ = ("type", "op_def", "inputs", "outputs", "attrs", "backward", "needs_input_grad")
+    __slots__ = ("type", "op_def", "inputs", "outputs", "attrs", "backward", "needs_input_grad", "versions")
 
     def __init__(
         self, name: str, op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], outputs: Sequence[Tensor],
@@ -67,6 +67,9 @@ class OpRecord:
         #: input's gradient (torch's ctx.needs_input_grad).  A gradient function
         #: may return None for the others and skip computing them.
         self.needs_input_grad: tuple[bool, ...] = (True,) * len(inputs)
+        #: (position, version) of each Variable input when the op ran: a Variable
+        #: updated in place before gradient() would make the gradient wrong.
+        self.versions = tuple((i, x._version) for i, x in enumerate(inputs) if type(x) is Variable)
 
     def get_attr(self, name: str) -> Any:
         return self.attrs[name]
@@ -254,6 +257,14 @@ def _backprop(
         if all(g is None for g in out_grads):
             continue
         filled = [g if g is not None else ops.zeros_like(o) for g, o in zip(out_grads, entry.outputs)]
+        for i, version in entry.versions:
+            if entry.inputs[i]._version != version:  # type: ignore[attr-defined]
+                raise InvalidArgumentError(
+                    f"op {entry.type!r}: input {i} is a Variable that was updated in place after the op ran "
+                    "and before gradient(), so its gradient would be wrong. Take gradients before updating "
+                    "variables, or record var.read_value() instead of var.",
+                    op=entry.type,
+                )
         if tracked is not None:
             entry.needs_input_grad = tuple(
                 tracked.get(id(x)) is x and _differentiable(x.dtype) for x in entry.inputs

@@ -325,7 +325,7 @@ class _Signature:
     the kernel, output wrapping, tape recording and error translation.
     """
 
-    __slots__ = ("run", "out_dtypes", "pack", "kernel", "op_def", "attrs", "backend", "call")
+    __slots__ = ("run", "out_dtypes", "pack", "kernel", "op_def", "attrs", "backend", "call", "refs")
 
     def __init__(
         self, run: Callable[[list[Any]], list[Any]], out_dtypes: list[DType], pack: Callable[[list[Tensor]], Any],
@@ -339,6 +339,8 @@ class _Signature:
         self.attrs = attrs
         self.backend = backend
         self.call: Callable[..., Any] = self._call
+        #: Flat positions of Ref inputs: the call bumps those Variables' versions.
+        self.refs = [i for i, a in enumerate(op_def.inputs) if a.is_ref] if not any(a.is_list for a in op_def.inputs) else []
 
     def _call(self, *inputs: Tensor) -> Any:
         try:
@@ -348,6 +350,8 @@ class _Signature:
             if translated is e:
                 raise
             raise translated from e
+        for i in self.refs:
+            inputs[i]._version += 1  # type: ignore[attr-defined]
         return _finish(self, self.backend, outs, inputs)
 
 
@@ -912,7 +916,10 @@ def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], o
     """A closure running the whole call for the common case — a function kernel, single
     tensors in, one tensor out, nothing in host memory — with no per-call work beyond
     the kernel, the output check and the tape check."""
-    if kdef.is_class or kdef.is_generic or kdef.host_memory or out_lengths != [None] or any(n is not None for n in in_lengths):
+    if (
+        kdef.is_class or kdef.is_generic or kdef.host_memory or sig.refs or out_lengths != [None]
+        or any(n is not None for n in in_lengths)
+    ):
         return None
     fn, be, op_def, attrs = kdef.impl, sig.backend, sig.op_def, sig.attrs
     kw = kernel_kwargs(fn, attrs)

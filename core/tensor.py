@@ -163,7 +163,7 @@ class Variable(Tensor):
     is always copied, so updates never reach the caller's data.
     """
 
-    __slots__ = ("trainable", "name")
+    __slots__ = ("trainable", "name", "_version")
 
     def __init__(self, initial_value: Any, dtype: Any = None, *, trainable: bool = True, name: str | None = None) -> None:
         from .engine import to_tensor
@@ -175,6 +175,7 @@ class Variable(Tensor):
         super().__init__(t._value, t._dtype, t._backend)
         self.trainable = trainable
         self.name = name
+        self._version = 0  # bumped by every op that takes it as a Ref input (tapes check it)
 
     @classmethod
     def _view(cls, value: Any, dtype: DType, backend: Backend) -> Variable:
@@ -183,6 +184,7 @@ class Variable(Tensor):
         Tensor.__init__(v, value, dtype, backend)
         v.trainable = False
         v.name = None
+        v._version = 0
         return v
 
     def assign(self, value: Any) -> Variable:

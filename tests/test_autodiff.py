@@ -163,3 +163,19 @@ def test_every_variable_an_op_uses_is_watched(backend):
         loss = ok.ops.sum(x @ w + b, [0, 1])  # Add sees a tracked tensor first, then b
     gw, gb = tape.gradient(loss, [w, b])
     assert gw.shape == (3, 2) and gb.numpy().tolist() == [1.0, 1.0]
+
+
+def test_a_variable_updated_after_use_is_an_error_not_a_wrong_gradient(backend):
+    x = ok.tensor(np.array([1.0], np.float32))
+    v = ok.Variable(np.array([3.0], np.float32))
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = x * v
+        v.assign_add(np.array([10.0], np.float32))
+    with pytest.raises(InvalidArgumentError, match="'Mul'.*updated in place"):
+        tape.gradient(y, x)
+    with ok.GradientTape() as tape:  # read_value() is a snapshot: fine
+        tape.watch(x)
+        y = x * v.read_value()
+        v.assign_add(np.array([10.0], np.float32))
+    assert tape.gradient(y, x).numpy().tolist() == [13.0]
