@@ -130,3 +130,22 @@ def value_params(cases: Sequence[OpCase]) -> list[Any]:
 def randn(*shape: int) -> Inputs:
     """Input maker: one standard-normal array of ``shape`` per call."""
     return lambda rng, dt: [rng.standard_normal(shape).astype(dt)]
+
+
+def table_tests(cases: Sequence[OpCase]) -> tuple[Callable[..., None], Callable[..., None], Callable[..., None]]:
+    """The three table tests of a module's rows: ``test_values, test_shapes,
+    test_gradients = optable.table_tests(CASES)``; each runs on every backend."""
+
+    @pytest.mark.parametrize("case,dtype", value_params(cases))
+    def test_values(case: OpCase, dtype: str, backend: str) -> None:
+        check_values(case, dtype, backend)
+
+    @pytest.mark.parametrize("case,dtype", value_params(cases))
+    def test_shapes(case: OpCase, dtype: str, backend: str) -> None:
+        check_shapes(case, dtype, backend)
+
+    @pytest.mark.parametrize("case", [c for c in cases if c.grad], ids=str)
+    def test_gradients(case: OpCase, backend: str) -> None:
+        check_gradient(case, backend)
+
+    return test_values, test_shapes, test_gradients

@@ -400,19 +400,7 @@ POOL_CASES = [
 CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + CONV_CASES + POOL_CASES
 
 
-@pytest.mark.parametrize("case,dtype", optable.value_params(CASES))
-def test_values(case: OpCase, dtype: str, backend: str) -> None:
-    optable.check_values(case, dtype, backend)
-
-
-@pytest.mark.parametrize("case,dtype", optable.value_params(CASES))
-def test_shapes(case: OpCase, dtype: str, backend: str) -> None:
-    optable.check_shapes(case, dtype, backend)
-
-
-@pytest.mark.parametrize("case", [c for c in CASES if c.grad], ids=str)
-def test_gradients(case: OpCase, backend: str) -> None:
-    optable.check_gradient(case, backend)
+test_values, test_shapes, test_gradients = optable.table_tests(CASES)
 
 
 def test_every_op_has_rows() -> None:

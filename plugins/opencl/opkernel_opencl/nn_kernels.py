@@ -29,6 +29,19 @@ from .reduction_kernels import reduce
 POOL_TYPES = FLOATS + ("int32", "int64")
 
 
+def _sparse_xent(label: str) -> str:
+    """The sparse cross-entropy kernel for one label type (int32 or int64 labels)."""
+    return f"""__kernel void sparse_xent_{label}(__global T* loss, __global T* back, __global const T* x, __global const {label}* y, int C) {{
+  int r = get_global_id(0); __global const T* p = x + (long)r * C; __global T* b = back + (long)r * C;
+  T m = row_max(p, C); T s = 0;
+  for (int c = 0; c < C; ++c) s += exp(p[c] - m);
+  T ls = log(s); {label} lab = y[r];
+  for (int c = 0; c < C; ++c) b[c] = exp(p[c] - m - ls) - (c == lab ? 1 : 0);
+  loss[r] = (lab >= 0 && lab < C) ? -(p[lab] - m - ls) : NAN;
+}}
+"""
+
+
 @family("softmax", FLOATS)
 def _softmax_source(dtype: str) -> str:
     T = ctype(ok.as_dtype(dtype))
@@ -51,23 +64,7 @@ __kernel void xent(__global T* loss, __global T* back, __global const T* x, __gl
   for (int c = 0; c < C; ++c) {{ T lp = p[c] - m - ls; acc -= l[c] * lp; b[c] = exp(lp) - l[c]; }}
   loss[r] = acc;
 }}
-__kernel void sparse_xent_int(__global T* loss, __global T* back, __global const T* x, __global const int* y, int C) {{
-  int r = get_global_id(0); __global const T* p = x + (long)r * C; __global T* b = back + (long)r * C;
-  T m = row_max(p, C); T s = 0;
-  for (int c = 0; c < C; ++c) s += exp(p[c] - m);
-  T ls = log(s); int label = y[r];
-  for (int c = 0; c < C; ++c) b[c] = exp(p[c] - m - ls) - (c == label ? 1 : 0);
-  loss[r] = (label >= 0 && label < C) ? -(p[label] - m - ls) : NAN;
-}}
-__kernel void sparse_xent_long(__global T* loss, __global T* back, __global const T* x, __global const long* y, int C) {{
-  int r = get_global_id(0); __global const T* p = x + (long)r * C; __global T* b = back + (long)r * C;
-  T m = row_max(p, C); T s = 0;
-  for (int c = 0; c < C; ++c) s += exp(p[c] - m);
-  T ls = log(s); long label = y[r];
-  for (int c = 0; c < C; ++c) b[c] = exp(p[c] - m - ls) - (c == label ? 1 : 0);
-  loss[r] = (label >= 0 && label < C) ? -(p[label] - m - ls) : NAN;
-}}
-#undef T
+{_sparse_xent("int")}{_sparse_xent("long")}#undef T
 """
 
 
