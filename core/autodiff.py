@@ -9,24 +9,20 @@ outer tape records them too (higher-order gradients).
 
 from __future__ import annotations
 
+import math
 import threading
+import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import gradients
 from .dtypes import DType
 from .errors import GradientNotFoundError, InvalidArgumentError
-from .tensor import Tensor, Variable
+from .tensor import Tensor, Variable, ops_module as _ops
 
 __all__ = ["GradientTape", "OpRecord", "grad", "value_and_grad", "custom_gradient", "stop_recording"]
 
 _local = threading.local()
-
-
-def _ops() -> Any:
-    from . import ops
-
-    return ops
 
 
 def active_tapes() -> list[GradientTape]:
@@ -235,6 +231,37 @@ def _structure_like(sources: Any, grads: dict[int, Tensor], tracked: Mapping[int
     return one(sources)
 
 
+#: Zeros and ones the tape made (seeds; gradients of outputs nothing depended on), by
+#: (backend, shape, dtype, value): tensors are immutable, so one can be shared, as
+#: TensorFlow's eager runtime shares its cached zeros.  Small ones only.
+_FILLED: dict[tuple[Any, ...], Tensor] = {}
+_FILLED_ENTRIES, _FILLED_MAX_SIZE = 128, 1 << 16
+#: Every zeros tensor the tape made, for ``is_zero_gradient``.
+_ZEROS: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+
+
+def _filled(like: Tensor, value: int) -> Tensor:
+    shape = like.shape
+    key = (like._backend, shape, like._dtype, value)
+    t = _FILLED.get(key)
+    if t is None:
+        ops = _ops()
+        t = ops.ones_like(like) if value else ops.zeros_like(like)
+        if math.prod(shape) <= _FILLED_MAX_SIZE:
+            if len(_FILLED) >= _FILLED_ENTRIES:
+                _FILLED.clear()
+            _FILLED[key] = t
+        if not value:
+            _ZEROS[id(t)] = t
+    return t
+
+
+def is_zero_gradient(grad: Any) -> bool:
+    """Whether ``grad`` is zeros the tape made for an output nothing depended on
+    (TensorFlow's ``_IsZero``): a gradient function may skip that output's term."""
+    return grad is not None and _ZEROS.get(id(grad)) is grad
+
+
 def _accumulate(grads: dict[int, Tensor], t: Tensor, g: Tensor) -> None:
     ops = _ops()
     old = grads.get(id(t))
@@ -250,13 +277,13 @@ def _backprop(
         if not isinstance(t, Tensor):
             raise InvalidArgumentError(f"GradientTape.gradient: target must be a tensor, got {type(t).__name__}")
         if seed is None:
-            seed = ops.ones_like(t)
+            seed = _filled(t, 1)
         _accumulate(grads, t, seed if isinstance(seed, Tensor) else ops.cast(seed, DstT=t.dtype))
     for entry in reversed(entries):
         out_grads = [grads.get(id(o)) for o in entry.outputs]
         if all(g is None for g in out_grads):
             continue
-        filled = [g if g is not None else ops.zeros_like(o) for g, o in zip(out_grads, entry.outputs)]
+        filled = [g if g is not None else _filled(o, 0) for g, o in zip(out_grads, entry.outputs)]
         for i, version in entry.versions:
             if entry.inputs[i]._version != version:  # type: ignore[attr-defined]
                 raise InvalidArgumentError(

@@ -26,11 +26,14 @@ class Backend:
       ``name``: the key kernels are registered under (``"cpu"``, ``"opencl"``).
       ``priority``: the default backend is the available one with the highest.
       ``array_types``: the native array classes a tensor of this backend holds.
+      ``host_memory_is_native``: True when native arrays are numpy arrays in host
+      memory, so a kernel's ``host_memory`` arguments need no conversion.
     """
 
     name: ClassVar[str] = ""
     priority: ClassVar[int] = 0
     array_types: ClassVar[tuple[type, ...]] = ()
+    host_memory_is_native: ClassVar[bool] = False
 
     @classmethod
     def availability(cls) -> str | None:

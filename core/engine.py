@@ -365,13 +365,17 @@ class OpHandle:
     active backend; ``cache`` maps the fully bound signature.
     """
 
-    __slots__ = ("name", "_op_def", "cache", "fast", "_validated", "generation", "build_lock")
+    __slots__ = ("name", "_op_def", "cache", "fast", "literal", "_validated", "generation", "build_lock")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._op_def: OpDef | None = None
         self.cache: dict[Any, _Signature] = {}
         self.fast: dict[Any, Callable[..., Any]] = {}
+        #: Calls with Python literal arguments (``mean(x, [0])``, ``mul(g, 2.0)``):
+        #: ``(backend, label, input keys, attr keys)`` -> the signature and the
+        #: converted constants (None where the caller passed a tensor).
+        self.literal: dict[Any, tuple[_Signature, list[Any]]] = {}
         self._validated: set[int] = set()
         self.generation = 0  # bumped by reset(): a signature built before it must not be stored
         self.build_lock = threading.RLock()  # one construction per signature, even when threads race
@@ -389,6 +393,7 @@ class OpHandle:
             self.generation += 1
             self.cache.clear()
             self.fast.clear()
+            self.literal.clear()
             self._validated.clear()
             self._op_def = None
 
@@ -434,6 +439,21 @@ def execute(
             label = labels.get(op.name)
     generation = op.generation
     op_def = op.op_def
+    lkey: tuple[Any, ...] | None = None
+    flat: list[Any] = []
+    if fast_key is None:
+        try:
+            lkey, flat = _literal_key(op_def, inputs, attrs, be, label)
+        except _Uncacheable:
+            pass
+        else:
+            hit = op.literal.get(lkey)
+            if hit is not None:
+                tensors = _with_literals(hit[1], flat, be)
+                if all(t._backend is be for t in tensors):
+                    if _PROFILERS:
+                        return _profiled(op.name, hit[0], tensors, be)
+                    return hit[0].call(*tensors)
     tensors, bound = _bind(op_def, inputs, attrs, be)
     full_key = (be, label, *[t._dtype for t in tensors], *_hashable_items(bound))
     sig = op.cache.get(full_key)
@@ -445,6 +465,8 @@ def execute(
                 with _cache_lock:
                     if op.generation == generation:
                         op.cache[full_key] = sig
+    if lkey is not None:
+        _remember_literals(op, generation, lkey, sig, tensors, flat)
     if fast_key is not None and label is None and fast_key[0] is be and fast_key not in op.fast:
         # The generated wrapper built the key; every input is a tensor on this backend (else it passes None).
         with _cache_lock:
@@ -453,6 +475,90 @@ def execute(
     if _PROFILERS:
         return _profiled(op.name, sig, tensors, be)
     return sig.call(*tensors)
+
+
+class _Uncacheable(Exception):
+    """An argument the literal cache cannot key (a numpy array, an object)."""
+
+
+#: Per op; a full table is emptied, so a loop over changing literals never grows it.
+_LITERAL_ENTRIES = 256
+_ATOMS = frozenset({int, bool, str, bytes, type(None), DType})
+
+
+def _atom_key(x: Any) -> Any:
+    """A literal's key: its class with its value (1, 1.0 and True differ); floats by
+    their bits, so 0.0 and -0.0 differ; short lists and tuples element by element."""
+    c = x.__class__
+    if c in _ATOMS or c is _Required:
+        return (c, x)
+    if c is float:
+        return (c, x.hex())
+    if (c is list or c is tuple) and len(x) <= 64:
+        return (c, tuple([_atom_key(v) for v in x]))
+    raise _Uncacheable
+
+
+def _item_key(x: Any) -> Any:
+    if isinstance(x, Tensor):
+        return (x.__class__, x._dtype)  # the tensor itself is passed through
+    if isinstance(x, (np.ndarray, np.generic)):
+        return (np.ndarray, x.dtype)  # converted on each call: only its dtype decides the signature
+    return _atom_key(x)
+
+
+def _literal_key(
+    op_def: OpDef, inputs: Sequence[Any], attrs: Mapping[str, Any], be: Backend, label: str | None
+) -> tuple[tuple[Any, ...], list[Any]]:
+    """The literal-cache key of a call and its flat input items; raises _Uncacheable."""
+    flat: list[Any] = []
+    parts: list[Any] = [be, label]
+    if len(inputs) != len(op_def.inputs):
+        raise _Uncacheable
+    for arg, v in zip(op_def.inputs, inputs):
+        if arg.is_list:
+            if v.__class__ is not list and v.__class__ is not tuple:
+                raise _Uncacheable
+            parts.append(tuple([_item_key(x) for x in v]))
+            flat.extend(v)
+        else:
+            parts.append(_item_key(v))
+            flat.append(v)
+    for k, v in attrs.items():
+        parts.append(k)
+        parts.append(_atom_key(v))
+    return tuple(parts), flat
+
+
+def _with_literals(consts: list[Any], flat: list[Any], be: Backend) -> list[Tensor]:
+    """The call's tensors from a literal-cache entry: a constant for each Python
+    literal, each numpy value converted to its dtype, each tensor as it is."""
+    return [
+        x if c is None else c if c.__class__ is Tensor else Tensor(be.from_numpy(np.asarray(x, c.np)), c, be)
+        for c, x in zip(consts, flat)
+    ]
+
+
+def _remember_literals(
+    op: OpHandle, generation: int, key: tuple[Any, ...], sig: _Signature, tensors: list[Tensor], flat: list[Any]
+) -> None:
+    """File a call with literals: Python literals become constants (tensors are
+    immutable); numpy values are converted on each call (the caller may change
+    them, and a matching dtype is passed without a copy); tensors are passed
+    through, so none may have been moved to another backend by this call."""
+    if not all(t is x or not isinstance(x, Tensor) for t, x in zip(tensors, flat)):
+        return
+    consts: list[Any] = [
+        None if t is x else t._dtype if isinstance(x, (np.ndarray, np.generic)) else t for t, x in zip(tensors, flat)
+    ]
+    if any(isinstance(c, DType) and c.is_quantized for c in consts):
+        return  # quantized conversions check values, not only dtypes
+    literal = op.literal
+    if len(literal) >= _LITERAL_ENTRIES:
+        literal.clear()
+    with _cache_lock:
+        if op.generation == generation:
+            literal[key] = (sig, consts)
 
 
 def _profiled(name: str, sig: _Signature, tensors: Sequence[Tensor], be: Backend) -> Any:
@@ -845,7 +951,7 @@ def _invoker(
     op_def: OpDef, kdef: KernelDef, attrs: dict[str, Any], be: Backend,
     out_dtypes: list[DType], in_lengths: list[int | None], out_lengths: list[int | None],
 ) -> Callable[[list[Any]], list[Any]]:
-    host = _host_positions(op_def, kdef, in_lengths)
+    host = [] if be.host_memory_is_native else _host_positions(op_def, kdef, in_lengths)
     simple_inputs = all(n is None for n in in_lengths)
 
     def prepare(flat: list[Any]) -> list[Any]:
@@ -917,12 +1023,14 @@ def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], o
     tensors in, one tensor out, nothing in host memory — with no per-call work beyond
     the kernel, the output check and the tape check."""
     if (
-        kdef.is_class or kdef.is_generic or kdef.host_memory or sig.refs or out_lengths != [None]
-        or any(n is not None for n in in_lengths)
+        kdef.is_class or kdef.is_generic or (kdef.host_memory and not sig.backend.host_memory_is_native)
+        or sig.refs or not out_lengths or any(n is not None for n in in_lengths + out_lengths)
     ):
         return None
     fn, be, op_def, attrs = kdef.impl, sig.backend, sig.op_def, sig.attrs
     kw = kernel_kwargs(fn, attrs)
+    if len(out_lengths) > 1:
+        return _fast_multi_call(sig, fn, kw)
     dt = sig.out_dtypes[0]
     native: Any = (be.array_types or (None,))[0]
     npdt, conv, name = dt.np, be.as_output, op_def.name
@@ -974,6 +1082,26 @@ def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], o
         except Exception as e:
             _raise_translated(e, be, name)
         return wrap(v, xs)
+
+    return call
+
+
+def _fast_multi_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]) -> Callable[..., Any]:
+    """``_fast_call`` for an op with several single-tensor outputs (a kernel returning a tuple)."""
+    be, op_def, attrs, out_dtypes, pack, name = sig.backend, sig.op_def, sig.attrs, sig.out_dtypes, sig.pack, sig.op_def.name
+    conv, n = be.as_output, len(sig.out_dtypes)
+
+    def call(*xs: Tensor) -> Any:
+        try:
+            result: Any = fn(*[x._value for x in xs], **kw)
+        except Exception as e:
+            _raise_translated(e, be, name)
+        if not isinstance(result, (tuple, list)) or len(result) != n:
+            _flatten_outputs(op_def, result, [None] * n)  # raises the kernel-contract error
+        outs = [Tensor(conv(v, dt), dt, be) for v, dt in zip(result, out_dtypes)]
+        if RECORDING[0]:
+            record_op(op_def, attrs, xs, outs)
+        return pack(outs)
 
     return call
 

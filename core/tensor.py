@@ -14,10 +14,21 @@ if TYPE_CHECKING:
 __all__ = ["Tensor", "Variable"]
 
 
-def _ops() -> Any:
-    from . import ops
+_OPS: list[Any] = []
 
-    return ops
+
+def ops_module() -> Any:
+    """``opkernel.ops`` (imported on first use: it imports this module)."""
+    try:
+        return _OPS[0]
+    except IndexError:
+        from . import ops
+
+        _OPS.append(ops)
+        return ops
+
+
+_ops = ops_module
 
 
 class Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -179,3 +180,27 @@ def test_a_variable_updated_after_use_is_an_error_not_a_wrong_gradient(backend):
         y = x * v.read_value()
         v.assign_add(np.array([10.0], np.float32))
     assert tape.gradient(y, x).numpy().tolist() == [13.0]
+
+
+def test_gradient_functions_can_tell_tape_made_zeros(backend: str, fresh_registry: None) -> None:
+    from opkernel.autodiff import is_zero_gradient
+
+    seen: list[tuple[bool, bool]] = []
+    ok.register_op("Probe>TwoOut").input("x: float").output("a: float").output("b: float")
+
+    @ok.register_kernel("Probe>TwoOut", backend="*")
+    def two_out(x: ok.Tensor) -> tuple[ok.Tensor, ok.Tensor]:
+        return ok.ops.mul(x, 2.0), ok.ops.mul(x, 3.0)
+
+    @ok.register_gradient("Probe>TwoOut")
+    def _grad(op: Any, da: ok.Tensor, db: ok.Tensor) -> ok.Tensor:
+        seen.append((is_zero_gradient(da), is_zero_gradient(db)))
+        return ok.ops.add(ok.ops.mul(da, 2.0), ok.ops.mul(db, 3.0))
+
+    x = ok.Variable(np.ones(3, np.float32))
+    with ok.GradientTape(persistent=True) as tape:
+        a, b = ok.ops.probe.two_out(x)
+    assert tape.gradient(a, x).numpy().tolist() == [2.0, 2.0, 2.0]
+    assert tape.gradient([a, b], x).numpy().tolist() == [5.0, 5.0, 5.0]
+    assert seen == [(False, True), (False, False)]
+    assert not is_zero_gradient(ok.ops.zeros_like(x)) and not is_zero_gradient(None)

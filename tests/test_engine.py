@@ -619,3 +619,63 @@ def test_generated_wrappers_do_not_shadow_parameters(backend, fresh_registry):
     x = ok.tensor(np.ones(2, np.float32))
     for _ in range(2):
         assert ok.ops.test.shadow(x, be=3.0).numpy().tolist() == [3.0, 3.0]
+
+
+def test_calls_with_literals_skip_binding_once_seen(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    x = ok.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    ok.ops.mean(x, [1])
+    ok.ops.reshape(x, np.array([3, 2], np.int32))
+    calls: list[int] = []
+    real_bind = engine._bind
+    monkeypatch.setattr(engine, "_bind", lambda *a, **k: calls.append(1) or real_bind(*a, **k))
+    for _ in range(3):
+        np.testing.assert_allclose(ok.ops.mean(x, [1]).numpy(), [1.0, 4.0])
+        assert ok.ops.reshape(x, np.array([3, 2], np.int32)).shape == (3, 2)
+        np.testing.assert_array_equal(ok.ops.concat_v2([x, x], 0).numpy(), np.concatenate([x.numpy()] * 2))
+    assert len(calls) == 1  # the first ConcatV2 call only
+
+
+def test_literal_calls_key_on_class_value_and_sign(backend: str) -> None:
+    x = ok.tensor(np.array([1.0, -2.0], np.float32))
+    i = ok.tensor(np.array([3, 4], np.int32))
+    for _ in range(2):
+        assert np.signbit(ok.ops.mul(x, 0.0).numpy()).tolist() == [False, True]
+        assert np.signbit(ok.ops.mul(x, -0.0).numpy()).tolist() == [True, False]
+        assert ok.ops.mul(x, 2.0).numpy().tolist() == [2.0, -4.0]
+        assert ok.ops.mul(x, 3.0).numpy().tolist() == [3.0, -6.0]
+        assert ok.ops.add(i, 1).numpy().tolist() == [4, 5]
+        assert ok.ops.add(i, True).numpy().tolist() == [4, 5]
+        with pytest.raises(OpTypeError, match="floating point"):
+            ok.ops.add(i, 1.0)  # never cached: it fails every time
+
+
+def test_literal_calls_see_changed_lists_and_arrays(backend: str) -> None:
+    x = ok.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    shape = [3, 2]
+    assert ok.ops.reshape(x, shape).shape == (3, 2)
+    shape[:] = [6, 1]
+    assert ok.ops.reshape(x, shape).shape == (6, 1)
+    arr = np.array([2, 3], np.int32)
+    assert ok.ops.reshape(x, arr).shape == (2, 3)
+    arr[:] = [1, 6]
+    assert ok.ops.reshape(x, arr).shape == (1, 6)
+    y = np.ones(3, np.float32)
+    assert ok.ops.add(x, y).numpy()[0].tolist() == [1.0, 2.0, 3.0]
+    y[:] = 10
+    assert ok.ops.add(x, y).numpy()[0].tolist() == [10.0, 11.0, 12.0]
+
+
+def test_the_literal_table_stays_bounded(backend: str) -> None:
+    x = ok.tensor(np.zeros(2, np.float32))
+    for k in range(engine._LITERAL_ENTRIES + 10):
+        assert ok.ops.add(x, float(k)).numpy().tolist() == [k, k]
+    assert 0 < len(engine.op_handle("Add").literal) <= engine._LITERAL_ENTRIES
+
+
+def test_literal_constants_are_made_per_backend(twin: str) -> None:
+    with ok.use_backend("cpu"):
+        a = ok.ops.add(ok.tensor(np.ones(2, np.float32)), 1.0)
+    with ok.use_backend(twin):
+        b = ok.ops.add(ok.tensor(np.ones(2, np.float32)), 1.0)
+    assert (a.backend, b.backend) == ("cpu", twin)
+    assert a.numpy().tolist() == b.numpy().tolist() == [2.0, 2.0]

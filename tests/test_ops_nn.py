@@ -243,6 +243,10 @@ def probabilities(rng: np.random.Generator, dt: str, *shape: int) -> np.ndarray:
 ACTIVATION_CASES = [
     OpCase("Relu", "Relu", one((3, 4)), unary(lambda x: np.maximum(x, 0))),
     OpCase("Relu-int32", "Relu", one((3, 4)), unary(lambda x: np.maximum(x, 0)), dtypes=("int32",), grad=False),
+    OpCase("ReluGrad", "ReluGrad", lambda rng, dt: [randn(rng, dt, 3, 4), randn(rng, dt, 3, 4)],
+           lambda g, f: g * (f > 0)),
+    OpCase("ReluGrad-int32", "ReluGrad", lambda rng, dt: [randn(rng, dt, 3, 4), randn(rng, dt, 3, 4)],
+           lambda g, f: g * (f > 0), dtypes=("int32",), grad=False),
     OpCase("Relu6", "Relu6", one((3, 4), 5.0), unary(lambda x: np.clip(x, 0, 6))),
     OpCase("Relu6-int32", "Relu6", lambda rng, dt: [rng.integers(-3, 10, (3, 4)).astype(dt)],
            unary(lambda x: np.clip(x, 0, 6)), dtypes=("int32",), grad=False),
@@ -404,7 +408,7 @@ test_values, test_shapes, test_gradients = optable.table_tests(CASES)
 
 
 def test_every_op_has_rows() -> None:
-    names = {"Relu", "Relu6", "Elu", "Selu", "Softplus", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
+    names = {"Relu", "ReluGrad", "Relu6", "Elu", "Selu", "Softplus", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
              "SparseSoftmaxCrossEntropyWithLogits", "BiasAdd", "BiasAddGrad", "Conv2D", "Conv2DBackpropInput",
              "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"}
     assert names <= {c.op for c in CASES}
@@ -412,6 +416,14 @@ def test_every_op_has_rows() -> None:
 
 
 # ---------------------------------------------------------------- specific behaviour
+
+
+def test_relu_grad_needs_matching_shapes_and_keeps_nan(backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="'ReluGrad'.*same shape, got \\[2, 3\\] and \\[3\\]"):
+        ops.relu_grad(np.ones((2, 3), np.float32), np.ones(3, np.float32))
+    g = np.array([np.nan, 1.0, 2.0], np.float32)
+    out = ops.relu_grad(g, np.array([-1.0, 0.0, 3.0], np.float32)).numpy()
+    np.testing.assert_array_equal(out, [np.nan, 0.0, 2.0])
 
 
 def test_max_pool_grad_ties_go_to_first_in_window(backend: str) -> None:

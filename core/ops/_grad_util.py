@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tensor import Tensor
-
-
-def _ops() -> Any:
-    from .. import ops
-
-    return ops
+from ..tensor import Tensor, ops_module as _ops
 
 
 def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:

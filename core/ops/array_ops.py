@@ -22,6 +22,7 @@ from ..errors import InvalidArgumentError
 from ..gradients import not_differentiable, register_gradient
 from ..op_registry import register_op
 from ..shapes import Dimension, InferenceContext
+from ..tensor import ops_module as _ops
 from ._grad_util import unbroadcast
 
 __all__ = ["StridedSlicePlan", "range_size", "register_gradients", "register_ops", "stop_gradient", "strided_slice_plan"]
@@ -733,12 +734,6 @@ def register_ops() -> None:
 
 
 # ---------------------------------------------------------------- gradients
-
-
-def _ops() -> Any:
-    from .. import ops
-
-    return ops
 
 
 def _reshape_back(op: Any, grad: Any) -> list[Any]:

@@ -19,6 +19,7 @@ from ..errors import InvalidArgumentError, ShapeError
 from ..gradients import not_differentiable, register_gradient
 from ..op_registry import register_op
 from ..shapes import InferenceContext
+from ..tensor import ops_module as _ops
 from ._grad_util import unbroadcast
 
 _BINARY_TYPES = "{bfloat16, half, float, double, uint8, int8, uint16, int16, int32, int64, complex64, complex128}"
@@ -284,12 +285,6 @@ def register_ops() -> None:
 # ---------------------------------------------------------------- gradients
 
 
-def _ops() -> Any:
-    from .. import ops
-
-    return ops
-
-
 def _pair(grad_x: Any, grad_y: Any, op: Any) -> list[Any]:
     """Gradients of a broadcasting binary op, reduced back to each input's shape."""
     x, y = op.inputs
@@ -453,7 +448,7 @@ def _with_kept_dims(op: Any, t: Any) -> Any:
 
 def _sum_grad(op: Any, grad: Any) -> list[Any]:
     x = op.inputs[0]
-    g = _with_kept_dims(op, grad)
+    g = grad if not grad.shape else _with_kept_dims(op, grad)  # a scalar broadcasts as it is
     if tuple(g.shape) != tuple(x.shape):
         g = _ops().broadcast_to(g, _int32(x.shape))
     return [g, None]
@@ -461,7 +456,7 @@ def _sum_grad(op: Any, grad: Any) -> list[Any]:
 
 def _mean_grad(op: Any, grad: Any) -> list[Any]:
     x, y = op.inputs[0], op.outputs[0]
-    count = int(np.prod(x.shape, dtype=np.int64)) // max(int(np.prod(y.shape, dtype=np.int64)), 1)
+    count = math.prod(x.shape) // max(math.prod(y.shape), 1)
     g = _sum_grad(op, grad)[0]
     return [_ops().real_div(g, float(max(count, 1))), None]
 

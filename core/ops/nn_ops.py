@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from .. import shape_fns
+from ..autodiff import is_zero_gradient
 from ..errors import InvalidArgumentError
 from ..gradients import register_gradient
 from ..op_registry import register_op
 from ..shapes import Dimension, InferenceContext, TensorShape
-from ..tensor import Tensor
+from ..tensor import Tensor, ops_module as _ops
 from ._grad_util import unbroadcast
 
 __all__ = [
@@ -327,6 +328,14 @@ def _pool_attrs(builder: Any, explicit: bool) -> Any:
 def register_ops() -> None:
     """Neural-network op specs."""
     _activation("Relu", "{realnumbertype, qint8}", "Computes rectified linear: max(features, 0).")
+    register_op("ReluGrad").input("gradients: T").input("features: T").output("backprops: T").attr(
+        "T: realnumbertype"
+    ).set_shape_fn(shape_fns.merge_all_inputs).doc(
+        "Computes rectified linear gradients for a Relu operation: gradients * (features > 0).\n\n"
+        "gradients: The backpropagated gradients to the corresponding Relu operation.\n"
+        "features: The features passed as input to the corresponding Relu operation, or its output.\n"
+        "backprops: The same shape as gradients and features."
+    )
     _activation("Relu6", "realnumbertype", "Computes rectified linear 6: min(max(features, 0), 6).")
     _activation(
         "Elu", _FLOATS, "Computes the exponential linear function: features if > 0, exp(features) - 1 otherwise."
@@ -468,19 +477,18 @@ def register_ops() -> None:
 # ------------------------------------------------------------ gradients
 
 
-def _ops() -> Any:
-    from .. import ops
-
-    return ops
-
-
 def _mask(cond: Tensor, like: Tensor) -> Tensor:
     """A boolean tensor as 0/1 of ``like``'s dtype."""
     return _ops().cast(cond, DstT=like.dtype)  # type: ignore[no-any-return]
 
 
 def _relu_grad(op: Any, grad: Tensor) -> list[Any]:
-    return [_ops().mul(grad, _mask(_ops().greater(op.outputs[0], 0), grad))]
+    return [_ops().relu_grad(grad, op.outputs[0])]
+
+
+def _relu_grad_grad(op: Any, grad: Tensor) -> list[Any]:
+    # Linear in ``gradients`` with the same mask; piecewise constant in ``features``.
+    return [_ops().relu_grad(grad, op.inputs[1]), None]
 
 
 def _relu6_grad(op: Any, grad: Tensor) -> list[Any]:
@@ -531,6 +539,8 @@ def _xent_features_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> An
     (softmax - labels) is the softmax Jacobian."""
     ops = _ops()
     grad = ops.mul(ops.reshape(grad_loss, [-1, 1]), op.outputs[1])
+    if is_zero_gradient(grad_backprop):  # the usual case: nothing used backprop
+        return grad
     return ops.add(grad, _softmax_vjp(grad_backprop, ops.softmax(op.inputs[0])))
 
 
@@ -620,6 +630,7 @@ def _avg_pool_grad_grad(op: Any, grad: Tensor) -> list[Any]:
 
 _GRADIENTS: dict[str, Any] = {
     "Relu": _relu_grad,
+    "ReluGrad": _relu_grad_grad,
     "Relu6": _relu6_grad,
     "Elu": _elu_grad,
     "Selu": _selu_grad,

@@ -14,16 +14,11 @@ from ..gradients import not_differentiable
 from ..kernels import register_kernel
 from ..op_registry import register_op
 from ..shapes import InferenceContext
+from ..tensor import ops_module as _ops
 
 _NUMBER = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint16, complex64, complex128}"
 _FLOAT = "{bfloat16, half, float, double}"
 TRAINING_OPS = ("ApplyGradientDescent", "ApplyMomentum", "ApplyAdam")
-
-
-def _ops() -> Any:
-    from .. import ops
-
-    return ops
 
 
 def _scalar_inputs_then_var(*scalars: int) -> Any:

@@ -26,7 +26,7 @@ def _ints(values: np.ndarray, op: str, name: str, vector: bool = True) -> list[i
     arr = np.asarray(values)
     if vector and arr.ndim != 1:
         raise _error(op)(f"'{name}' must be a vector, got shape {list(arr.shape)}")
-    return [int(v) for v in arr.reshape(-1)]
+    return arr.reshape(-1).tolist()  # type: ignore[no-any-return]
 
 
 def _scalar(value: np.ndarray, op: str, name: str) -> int:
@@ -47,7 +47,7 @@ def _axis(axis: int, rank: int, op: str, name: str = "axis") -> int:
 
 def reshape(tensor: np.ndarray, shape: np.ndarray, **attrs: Any) -> np.ndarray:
     dims = _ints(shape, "Reshape", "shape", vector=False)
-    if np.ndim(shape) > 1 or dims.count(-1) > 1 or any(d < -1 for d in dims):
+    if shape.ndim > 1 or dims.count(-1) > 1 or min(dims, default=0) < -1:
         raise _error("Reshape")(f"shape must be a vector of sizes >= 0 with at most one -1, got {dims}")
     try:
         return tensor.reshape(dims)

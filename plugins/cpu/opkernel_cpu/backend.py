@@ -16,6 +16,7 @@ class CpuBackend(ok.Backend):
     name = "cpu"
     priority = 0
     array_types = (np.ndarray,)
+    host_memory_is_native = True
 
     def from_numpy(self, array: np.ndarray) -> np.ndarray:
         return array if type(array) is np.ndarray else np.asarray(array)

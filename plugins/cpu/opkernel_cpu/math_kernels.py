@@ -3,6 +3,7 @@ one table in ``register_all``."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -242,15 +243,15 @@ def clip_by_value(t: np.ndarray, clip_value_min: np.ndarray, clip_value_max: np.
 
 def _axes(op: str, x: np.ndarray, indices: np.ndarray) -> tuple[int, ...]:
     """The sorted distinct non-negative axes named by ``indices`` (scalar or vector)."""
-    idx = np.asarray(indices)
-    if idx.ndim > 1:
-        raise _fail(op, f"reduction_indices must be a scalar or a vector, got shape {list(idx.shape)}")
-    flat = idx.reshape(-1).astype(np.int64)
+    if indices.ndim > 1:
+        raise _fail(op, f"reduction_indices must be a scalar or a vector, got shape {list(indices.shape)}")
     rank = x.ndim
-    bad = flat[(flat < -rank) | (flat >= rank)]
-    if bad.size:
-        raise _fail(op, f"Invalid reduction dimension {int(bad[0])} for input with {rank} dimensions; expected [{-rank}, {rank})")
-    return tuple(sorted(set((flat % rank).tolist()))) if rank else ()
+    axes = set()
+    for a in indices.reshape(-1).tolist():
+        if not -rank <= a < rank:
+            raise _fail(op, f"Invalid reduction dimension {a} for input with {rank} dimensions; expected [{-rank}, {rank})")
+        axes.add(a % rank)
+    return tuple(sorted(axes))
 
 
 def _accumulator(T: ok.DType) -> Any:
@@ -272,12 +273,14 @@ def prod(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: o
 
 def mean(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
     axes = _axes("Mean", input, reduction_indices)
-    count = int(np.prod([input.shape[a] for a in axes], dtype=np.int64))
+    count = math.prod([input.shape[a] for a in axes])
     xp = xp_of(input)
     if not T.is_integer:
         total = xp.sum(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T))
-        with np.errstate(all="ignore"):  # the mean of nothing is nan
-            return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
+        if count == 0:
+            with np.errstate(all="ignore"):  # the mean of nothing is nan
+                return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
+        return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
     total = xp.asarray(xp.sum(input, axis=axes, keepdims=keep_dims, dtype=T.np))
     if count == 0:
         return xp.zeros_like(total)  # type: ignore[no-any-return]

@@ -57,6 +57,17 @@ def relu(features: np.ndarray, **attrs: Any) -> np.ndarray:
     return xp_of(features).maximum(features, features.dtype.type(0))  # type: ignore[no-any-return]
 
 
+def relu_grad(gradients: np.ndarray, features: np.ndarray, **attrs: Any) -> np.ndarray:
+    if gradients.shape != features.shape:
+        raise _error(
+            "ReluGrad",
+            f"gradients and features must have the same shape, got {list(gradients.shape)} and {list(features.shape)}",
+        )
+    # A product (not a select), so a nan gradient stays nan where the feature is <= 0, as in TensorFlow.
+    xp = xp_of(gradients, features)
+    return xp.multiply(gradients, features > 0, dtype=gradients.dtype)  # type: ignore[no-any-return]
+
+
 def relu6(features: np.ndarray, **attrs: Any) -> np.ndarray:
     xp = xp_of(features)
     return xp.minimum(xp.maximum(features, features.dtype.type(0)), features.dtype.type(6))  # type: ignore[no-any-return]
@@ -140,10 +151,14 @@ def sparse_softmax_cross_entropy_with_logits(
             f"received a label value of {int(labels[bad][0])} which is outside the valid range of [0, {classes}); "
             f"label values: {labels.tolist() if labels.size <= 16 else '...'}",
         )
-    logp = _log_softmax(features.astype(_work_type(T), copy=False))
-    rows = xp_of(features, labels).arange(features.shape[0])
-    loss = -logp[rows, labels]
-    backprop = np.exp(logp)
+    xp = xp_of(features, labels)
+    x = features.astype(_work_type(T), copy=False)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    e = xp.exp(shifted)
+    total = e.sum(axis=-1, keepdims=True)
+    rows = xp.arange(features.shape[0])
+    loss = xp.log(total[:, 0]) - shifted[rows, labels]  # -log_softmax at the label
+    backprop = xp.divide(e, total, out=e)  # softmax, in place of its numerator
     backprop[rows, labels] -= 1
     return loss.astype(T.np, copy=False), backprop.astype(T.np, copy=False)
 
@@ -491,6 +506,7 @@ def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
         ("Relu", relu, {"T": _REAL}, ()),
+        ("ReluGrad", relu_grad, {"T": _REAL}, ()),
         ("Relu6", relu6, {"T": _REAL}, ()),
         ("Elu", _widened(_elu), None, ()),
         ("Selu", _widened(_selu), None, ()),

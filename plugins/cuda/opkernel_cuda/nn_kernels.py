@@ -309,6 +309,7 @@ def rows() -> list[Row]:
     number = {"T": [t for t in cpu._NUMBER if t != "bfloat16"]}
     return [
         ("Relu", cpu.relu, real, ()),
+        ("ReluGrad", cpu.relu_grad, real, ()),
         ("Relu6", cpu.relu6, real, ()),
         ("Elu", cpu._widened(cpu._elu), None, ()),
         ("Selu", cpu._widened(cpu._selu), None, ()),

@@ -218,6 +218,14 @@ def check_select(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[s
         ) from None
 
 
+def check_relu_grad(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> None:
+    if xs[0].shape != xs[1].shape:
+        raise fail(
+            "ReluGrad",
+            f"gradients and features must have the same shape, got {list(xs[0].shape)} and {list(xs[1].shape)}",
+        )
+
+
 def add_n_kernel(spec: Ew) -> Callable[..., Any]:
     """AddN as a chain of contiguous adds (a fresh output each time: kernels never
     write into an input)."""
@@ -456,6 +464,7 @@ def _table() -> list[tuple[Ew, Any]]:
         (Ew("AddN", 2, {"*": "a + b"}, arith), add_n_kernel),
         (Ew("BiasAdd", 2, {"*": "a + b"}, arith), bias_add_kernel),
         (Ew("Relu", 1, {"*": "a > 0 ? a : (T)0"}, REALS), E),
+        (Ew("ReluGrad", 2, {"*": "a * (T)(b > 0)"}, REALS), check_relu_grad),
         (Ew("Relu6", 1, {"*": "a > 0 ? (a < 6 ? a : (T)6) : (T)0"}, REALS), E),
         (Ew("Elu", 1, {"f": "a > 0 ? a : expm1(a)"}, FLOATS), E),
         (Ew("Softplus", 1, {"f": "ok_softplus(a)"}, FLOATS), E),
