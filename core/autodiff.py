@@ -34,10 +34,13 @@ def active_tapes() -> list[GradientTape]:
 
 #: Number of tapes recording in any thread; the engine checks it before anything else.
 RECORDING = [0]
+_GRADIENTS = gradients._gradients
 _counter_lock = threading.Lock()
 
 
 Backward = Callable[[list[Tensor]], Sequence[Tensor | None]]
+#: What ``record_op`` stores for a registered op: (op_def, attrs, inputs, outputs, versions).
+_Raw = tuple[Any, Mapping[str, Any], Sequence[Tensor], Sequence[Tensor], tuple[tuple[int, int], ...]]
 
 
 class OpRecord:
@@ -51,7 +54,7 @@ class OpRecord:
 
     def __init__(
         self, name: str, op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], outputs: Sequence[Tensor],
-        backward: Backward | None = None,
+        backward: Backward | None = None, versions: tuple[tuple[int, int], ...] | None = None,
     ) -> None:
         self.type = name
         self.op_def = op_def
@@ -65,13 +68,23 @@ class OpRecord:
         self.needs_input_grad: tuple[bool, ...] = (True,) * len(inputs)
         #: (position, version) of each Variable input when the op ran: a Variable
         #: updated in place before gradient() would make the gradient wrong.
-        self.versions = tuple((i, x._version) for i, x in enumerate(inputs) if type(x) is Variable)
+        self.versions = _versions(inputs) if versions is None else versions
 
     def get_attr(self, name: str) -> Any:
         return self.attrs[name]
 
     def __repr__(self) -> str:
         return f"<OpRecord {self.type}>"
+
+
+def _versions(inputs: Sequence[Tensor]) -> tuple[tuple[int, int], ...]:
+    out: tuple[tuple[int, int], ...] = ()
+    i = 0
+    for x in inputs:
+        if x.__class__ is Variable:
+            out += ((i, x._version),)
+        i += 1
+    return out
 
 
 def _differentiable(dtype: DType) -> bool:
@@ -111,7 +124,9 @@ class GradientTape:
         self.persistent = persistent
         self.watch_accessed_variables = watch_accessed_variables
         self._tracked: dict[int, Tensor] = {}
-        self._entries: list[OpRecord] = []
+        #: OpRecords (custom gradients) and, for registered ops, the tuples
+        #: ``record_op`` stores: an OpRecord is built only if backprop reaches it.
+        self._entries: list[OpRecord | _Raw] = []
         self._used = False
         self._recording = False
 
@@ -269,7 +284,7 @@ def _accumulate(grads: dict[int, Tensor], t: Tensor, g: Tensor) -> None:
 
 
 def _backprop(
-    entries: list[OpRecord], targets: list[Tensor], seeds: list[Any], tracked: Mapping[int, Tensor] | None = None
+    entries: list[OpRecord | _Raw], targets: list[Tensor], seeds: list[Any], tracked: Mapping[int, Tensor] | None = None
 ) -> dict[int, Tensor]:
     ops = _ops()
     grads: dict[int, Tensor] = {}
@@ -279,10 +294,11 @@ def _backprop(
         if seed is None:
             seed = _filled(t, 1)
         _accumulate(grads, t, seed if isinstance(seed, Tensor) else ops.cast(seed, DstT=t.dtype))
-    for entry in reversed(entries):
-        out_grads = [grads.get(id(o)) for o in entry.outputs]
+    for raw in reversed(entries):
+        out_grads = [grads.get(id(o)) for o in (raw.outputs if raw.__class__ is OpRecord else raw[3])]  # type: ignore[index]
         if all(g is None for g in out_grads):
             continue
+        entry = raw if isinstance(raw, OpRecord) else OpRecord(raw[0].name, raw[0], raw[1], raw[2], raw[3], None, raw[4])
         filled = [g if g is not None else _filled(o, 0) for g, o in zip(out_grads, entry.outputs)]
         for i, version in entry.versions:
             if entry.inputs[i]._version != version:  # type: ignore[attr-defined]
@@ -312,19 +328,24 @@ def record_op(op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], o
     if not tapes:
         return
     record = None
+    variables = False
     for tape in tapes:
         tracked = tape._tracked
         hit = False
         for t in inputs:  # every input is looked at: trainable Variables become watched when used
-            if id(t) in tracked or (type(t) is Variable and tape._is_tracked(t)):
+            if t.__class__ is Variable:
+                variables = True
+                if id(t) in tracked or tape._is_tracked(t):
+                    hit = True
+            elif id(t) in tracked:
                 hit = True
         if not hit:
             continue
         if record is None:
-            entry = gradients._gradients.get(op_def.name)
+            entry = _GRADIENTS.get(op_def.name)
             if entry is not None and entry.fn is None:  # not differentiable: nothing to record
                 return
-            record = OpRecord(op_def.name, op_def, attrs, inputs, outputs)
+            record = (op_def, attrs, inputs, outputs, _versions(inputs) if variables else ())
         tape._entries.append(record)
         for o in outputs:
             tracked[id(o)] = o

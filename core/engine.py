@@ -1011,6 +1011,22 @@ def kernel_kwargs(fn: Callable[..., Any], attrs: Mapping[str, Any]) -> dict[str,
     return {k: v for k, v in attrs.items() if k in names}
 
 
+def _positional_attrs(fn: Callable[..., Any], n_inputs: int, kw: dict[str, Any]) -> tuple[Any, ...] | None:
+    """``kw``'s values in order when they are exactly the plain parameters that follow
+    the ``n_inputs`` inputs of ``fn`` (``mat_mul(a, b, transpose_a, transpose_b)``):
+    a positional call is cheaper than one unpacking a dict.  None otherwise."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    rest = params[n_inputs:]
+    if len(rest) != len(kw) or any(p.kind is not p.POSITIONAL_OR_KEYWORD or p.name not in kw for p in rest):
+        return None
+    if any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params[:n_inputs]):
+        return None
+    return tuple(kw[p.name] for p in rest)
+
+
 def _raise_translated(error: Exception, be: Backend, op: str) -> None:
     translated = _translated(error, be, op)
     if translated is error:
@@ -1057,13 +1073,33 @@ def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], o
             return t
 
         return call2
+    extra = _positional_attrs(fn, 2, kw) if len(in_lengths) == 2 else None
+    if extra is not None:
+        def call2pos(x: Tensor, y: Tensor) -> Tensor:
+            try:
+                v: Any = fn(x._value, y._value, *extra)
+            except Exception as e:
+                _raise_translated(e, be, name)
+            if type(v) is not native or getattr(v, "dtype", None) is not npdt:
+                return wrap(v, (x, y))
+            t = Tensor(v, dt, be)
+            if RECORDING[0]:
+                record_op(op_def, attrs, (x, y), (t,))
+            return t
+
+        return call2pos
     if len(in_lengths) == 2:
         def call2kw(x: Tensor, y: Tensor) -> Tensor:
             try:
                 v: Any = fn(x._value, y._value, **kw)
             except Exception as e:
                 _raise_translated(e, be, name)
-            return wrap(v, (x, y))
+            if type(v) is not native or getattr(v, "dtype", None) is not npdt:
+                return wrap(v, (x, y))
+            t = Tensor(v, dt, be)
+            if RECORDING[0]:
+                record_op(op_def, attrs, (x, y), (t,))
+            return t
 
         return call2kw
     if len(in_lengths) == 1 and not kw:

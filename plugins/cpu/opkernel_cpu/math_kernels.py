@@ -318,17 +318,17 @@ def _arg(op: str, fn: Kernel) -> Kernel:
 
 
 def mat_mul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
+    x = a.T if transpose_a else a
+    y = b.T if transpose_b else b
+    if x.ndim == 2 and y.ndim == 2 and x.shape[1] == y.shape[0]:
+        return x.dot(y)  # for matrices, dot is matmul (the same BLAS call) with less per-call overhead
     if a.ndim != 2 or b.ndim != 2:
         raise _fail("MatMul", f"inputs must be matrices, got shapes {list(a.shape)} and {list(b.shape)}")
-    a = a.T if transpose_a else a
-    b = b.T if transpose_b else b
-    if a.shape[1] != b.shape[0]:
-        raise _fail(
-            "MatMul",
-            f"Matrix size-incompatible: In[0]: {list(a.shape)}, In[1]: {list(b.shape)}"
-            f" (transpose_a={transpose_a}, transpose_b={transpose_b})",
-        )
-    return a @ b
+    raise _fail(
+        "MatMul",
+        f"Matrix size-incompatible: In[0]: {list(x.shape)}, In[1]: {list(y.shape)}"
+        f" (transpose_a={transpose_a}, transpose_b={transpose_b})",
+    )
 
 
 def _adjoint(m: np.ndarray, complex_: bool) -> np.ndarray:
