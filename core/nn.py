@@ -154,6 +154,7 @@ class Optimizer:
 
     def __init__(self) -> None:
         self._slots: dict[int, dict[str, Variable]] = {}
+        self._scalars: dict[tuple[float, Any, str], Tensor] = {}
         self.iterations = 0
 
     def slot(self, var: Variable, name: str) -> Variable:
@@ -164,7 +165,14 @@ class Optimizer:
         return slots[name]
 
     def _scalar(self, value: float, var: Variable) -> Tensor:
-        return to_tensor(np.asarray(value, var.dtype.np), backend=var.backend)
+        """``value`` as a scalar of ``var``'s dtype on its backend, made once (tensors are immutable)."""
+        key = (value, var.dtype, var.backend)
+        t = self._scalars.get(key)
+        if t is None:
+            if len(self._scalars) >= 64:  # a schedule changing the rate every step must not grow this
+                self._scalars.clear()
+            t = self._scalars[key] = to_tensor(np.asarray(value, var.dtype.np), backend=var.backend)
+        return t
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, Variable]]) -> None:
         self.iterations += 1

@@ -434,6 +434,21 @@ def test_max_pool_grad_ties_go_to_first_in_window(backend: str) -> None:
     np.testing.assert_array_equal(dx, [[1, 1, 0], [1, 1, 0], [0, 0, 0]])
 
 
+def test_cpu_max_pool_grad_nan_rule_is_the_same_on_both_paths() -> None:
+    # A nan never takes the gradient from an earlier position; one in the first
+    # position keeps it (the comparison is "greater than the best so far").
+    attrs = pool((2, 2), (2, 2), "VALID")
+    x = np.array([[1.0, np.nan], [3.0, 2.0]], np.float32).reshape(1, 2, 2, 1)
+    first = np.array([[np.nan, 5.0], [3.0, 2.0]], np.float32).reshape(1, 2, 2, 1)
+    with ok.use_backend("cpu"):
+        for data, expected in ((x, [[0, 0], [1, 0]]), (first, [[1, 0], [0, 0]])):
+            dx = ops.max_pool_grad(data, ops.max_pool(data, **attrs), np.ones((1, 1, 1, 1), np.float32), **attrs)
+            np.testing.assert_array_equal(dx.numpy()[0, :, :, 0], expected)
+        dy = np.full((1, 1, 1, 1), np.nan, np.float32)  # a nan gradient reaches the maximum only
+        dx = ops.max_pool_grad(x, ops.max_pool(x, **attrs), dy, **attrs).numpy()[0, :, :, 0]
+        assert np.isnan(dx[1, 0]) and (dx[[0, 0, 1], [0, 1, 1]] == 0).all()
+
+
 def test_max_pool_same_padding_never_wins(backend: str) -> None:
     x = -np.arange(1, 10, dtype=np.float32).reshape(1, 3, 3, 1) * 100
     attrs = pool((3, 3), (2, 2), "SAME")

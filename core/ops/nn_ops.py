@@ -578,9 +578,10 @@ def _conv_attrs(op: Any) -> dict[str, Any]:
 def _conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
     ops, attrs = _ops(), _conv_attrs(op)
     x, w = op.inputs
+    need_x, need_w = op.needs_input_grad  # a first layer's input gradient is usually not wanted
     return [
-        ops.conv2d_backprop_input(list(x.shape), w, grad, **attrs),
-        ops.conv2d_backprop_filter(x, list(w.shape), grad, **attrs),
+        ops.conv2d_backprop_input(list(x.shape), w, grad, **attrs) if need_x else None,
+        ops.conv2d_backprop_filter(x, list(w.shape), grad, **attrs) if need_w else None,
     ]
 
 

@@ -387,10 +387,10 @@ def _lowest(dtype: np.dtype[Any]) -> Any:
     return -np.inf if dtype.kind in "fV" else np.iinfo(dtype).min
 
 
-def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
-    """Flat indices into the padded NHWC input of each window's maximum: the first in
-    row-major window order on ties, never a padding position (TensorFlow's CPU rule)."""
-    n, h, w, c = x.shape
+def _argmax_tap(x: np.ndarray, win: _Window) -> np.ndarray:
+    """(n, oh, ow, c): which window position (row-major tap index) holds each window's
+    maximum: the first on ties, never a padding position (TensorFlow's CPU rule)."""
+    _, h, w, _ = x.shape
     xp = win.padded(x, _lowest(x.dtype))
     _, hp, wp, _ = xp.shape
     (t, _), (l, _) = win.pads
@@ -400,6 +400,17 @@ def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
                   & ((np.arange(wp) >= l) & (np.arange(wp) < l + w))[None, :])
     tap = win.tap(0, 0)
     best = xp[tap].copy()
+    taps = win.kh * win.kw
+    if not padded and taps < 256 and not (best.dtype.kind == "f" and np.isnan(best).any()):
+        # Branch-free: with no padding and no nan in the first tap, fmax keeps the first
+        # maximum (nan never wins), and each later winner's index k exceeds every earlier one.
+        best_k8 = np.zeros(best.shape, np.uint8)
+        for k in range(1, taps):
+            v = xp[win.tap(*divmod(k, win.kw))]
+            take = v > best
+            np.fmax(best, v, out=best) if best.dtype.kind == "f" else np.maximum(best, v, out=best)
+            np.maximum(best_k8, take.view(np.uint8) * np.uint8(k), out=best_k8)
+        return best_k8
     best_k = np.zeros(best.shape, np.intp)
     if padded:
         best_ok = np.broadcast_to(inside[tap[1], tap[2]][None, :, :, None], best.shape).copy()
@@ -413,10 +424,17 @@ def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
             best_ok |= take
         np.copyto(best, v, where=take)
         np.copyto(best_k, k, where=take)
-    di, dj = np.divmod(best_k, win.kw)
+    return best_k
+
+
+def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
+    """Flat indices into the padded NHWC input of each window's maximum (``_argmax_tap``)."""
+    n, _, _, c = x.shape
+    hp, wp = win.padded_shape(*x.shape)[1:3]
+    di, dj = np.divmod(_argmax_tap(x, win), win.kw)
     r = np.arange(win.oh)[None, :, None, None] * win.sh + di
     q = np.arange(win.ow)[None, None, :, None] * win.sw + dj
-    return ((np.arange(n)[:, None, None, None] * hp + r) * wp + q) * c + np.arange(c)
+    return ((np.arange(n)[:, None, None, None] * hp + r) * wp + q) * c + np.arange(c)  # type: ignore[no-any-return]
 
 
 def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -443,9 +461,16 @@ def max_pool_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndar
     n, h, w, c = x.shape
     for name, a in (("orig_output", orig_output), ("grad", grad)):
         _check_out(op, name, _to_nhwc(a, data_format).shape, (n, win.oh, win.ow, c), data_format)
-    dxp = np.zeros(win.padded_shape(n, h, w, c), _work_type(T))
-    np.add.at(dxp.reshape(-1), _argmax(x, win).reshape(-1), _to_nhwc(grad, data_format).reshape(-1))
-    return _from_nhwc(win.crop(dxp, h, w).astype(T.np), data_format)
+    wt = _work_type(T)
+    dxp = np.zeros(win.padded_shape(n, h, w, c), wt)
+    best_k = _argmax_tap(x, win)
+    dy = _to_nhwc(grad, data_format).astype(wt, copy=False)
+    zero = np.zeros((), wt)
+    branch_free = not (dy.dtype.kind == "f" and np.isnan(dy).any())  # nan * 0 would leak nan to other taps
+    for k in range(win.kh * win.kw):  # one tap at a time: a tap's positions never collide
+        dst = dxp[win.tap(*divmod(k, win.kw))]
+        dst += dy * (best_k == k) if branch_free else np.where(best_k == k, dy, zero)
+    return _from_nhwc(win.crop(dxp, h, w).astype(T.np, copy=False), data_format)
 
 
 def max_pool_grad_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndarray, **attrs: Any) -> np.ndarray:
