@@ -7,13 +7,18 @@
 
 Importing opkernel is cheap: plugins (backends, op libraries) are discovered at
 first use, and no backend's array library is imported until that backend is.
+The parts a program may never use (``ok.nn``, ``ok.ops``, ``ok.profile`` and
+``ok.explain``, ``ok.load_op_library``, ``ok.compat``, ``ok.shape_fns``,
+``ok.hookimpl``) are imported at their first use.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import errors, nn, shape_fns
+from typing import TYPE_CHECKING, Any
+
+from . import errors
 from .autodiff import GradientTape, custom_gradient, grad, stop_recording, value_and_grad
 from .backend import Backend
 from .dtypes import (
@@ -61,14 +66,17 @@ from .engine import (
     warmup,
 )
 from .gradients import not_differentiable, register_gradient
-from .hookspecs import PLUGIN_API_VERSION, hookimpl
 from .kernels import OpKernel, OpKernelConstruction, OpKernelContext, register_kernel
-from .library import load_op_library
 from .op_registry import OpDef, OpDefBuilder, register_op
 from .plugins import plugin_errors, register_plugin
-from .profiler import explain, profile
 from .shapes import Dimension, InferenceContext, TensorShape
 from .tensor import Tensor, Variable
+
+if TYPE_CHECKING:  # imported at first use: see __getattr__
+    from . import compat, nn, ops, shape_fns
+    from .hookspecs import PLUGIN_API_VERSION, hookimpl
+    from .library import load_op_library
+    from .profiler import explain, profile
 
 __all__ = [
     "__version__", "errors", "shape_fns", "ops", "Backend", "DType", "as_dtype",
@@ -83,6 +91,25 @@ __all__ = [
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
     "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "profile", "explain", "load_op_library", "compat",
 ]
+
+#: Public names imported at first access: name -> (module, attribute; None for the module itself).
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "nn": ("nn", None),
+    "ops": ("ops", None),
+    "compat": ("compat", None),
+    "shape_fns": ("shape_fns", None),
+    "profile": ("profiler", "profile"),
+    "explain": ("profiler", "explain"),
+    "load_op_library": ("library", "load_op_library"),
+    "hookimpl": ("hookspecs", "hookimpl"),
+    "PLUGIN_API_VERSION": ("hookspecs", "PLUGIN_API_VERSION"),
+}
+
+#: Submodules that ``ok.<name>`` reaches even before anything imported them.
+_SUBMODULES = frozenset({
+    "autodiff", "backend", "cli", "compat", "dtypes", "engine", "errors", "gradients", "hookspecs", "kernels",
+    "library", "nn", "op_registry", "ops", "plugins", "profiler", "shape_fns", "shapes", "spec", "testing",
+})
 
 
 def stop_gradient(x: object) -> Tensor:
@@ -116,12 +143,23 @@ def infer_shapes(
     return _infer(op_def(op_name), input_shapes, attrs or {}, input_values)
 
 
-def __getattr__(name: str) -> object:
-    if name in ("ops", "compat"):
-        # import_module, not "from . import ops": that form looks the name up on
-        # this package first, which would call this __getattr__ again, forever.
-        # (compat is lazy too, so that ``python -m opkernel.compat`` runs it fresh.)
-        import importlib
+def __getattr__(name: str) -> Any:
+    lazy = _LAZY.get(name)
+    if lazy is None and name not in _SUBMODULES:
+        raise AttributeError(f"module 'opkernel' has no attribute {name!r}")
+    # import_module, not "from . import ops": that form looks the name up on
+    # this package first, which would call this __getattr__ again, forever.
+    import importlib
 
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'opkernel' has no attribute {name!r}")
+    module_name, attr = lazy or (name, None)
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    value = module if attr is None else getattr(module, attr)
+    if name != "compat":
+        # Cached, so this runs once per name.  (compat is not: ``python -m
+        # opkernel.compat`` must find it unimported to run it fresh.)
+        globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)

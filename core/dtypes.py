@@ -11,9 +11,9 @@ the sets an op spec may name as an attr's type, exactly as in TensorFlow's
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeAlias
+import sys
+from typing import TYPE_CHECKING, Any, Callable, TypeAlias
 
-import ml_dtypes
 import numpy as np
 
 from .errors import OpTypeError
@@ -56,9 +56,6 @@ __all__ = [
 
 NumpyDType: TypeAlias = "np.dtype[Any]"
 
-# ml_dtypes.finfo also knows bfloat16; it is not annotated, hence the typed alias.
-_finfo: Callable[[Any], Any] = ml_dtypes.finfo
-
 _FLOAT, _INT, _UINT, _COMPLEX, _QUANT, _BOOL, _STRING = (
     "float", "int", "uint", "complex", "quantized", "bool", "string"
 )
@@ -80,13 +77,24 @@ class DType:
     as_numpy_dtype: type[Any]
     np: NumpyDType
 
-    def __init__(self, name: str, enum: str, spec_name: str, scalar: type[Any], kind: str) -> None:
+    def __init__(self, name: str, enum: str, spec_name: str, scalar: type[Any] | None, kind: str) -> None:
         self.name = name
         self.enum = enum
         self.spec_name = spec_name
-        self.as_numpy_dtype = scalar
-        self.np = np.dtype(scalar)
+        if scalar is not None:  # None: bfloat16, whose numpy type is filled in at first use
+            self.as_numpy_dtype = scalar
+            self.np = np.dtype(scalar)
         self._kind = kind
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, attr: str) -> Any:
+            # Reached only for a slot never set: bfloat16's ``np`` and
+            # ``as_numpy_dtype`` before their first use (see _load_bfloat16).
+            if attr in ("np", "as_numpy_dtype") and object.__getattribute__(self, "name") == "bfloat16":
+                _load_bfloat16()
+                return object.__getattribute__(self, attr)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
 
     def __repr__(self) -> str:
         return f"ok.{self.name}"
@@ -150,7 +158,10 @@ class DType:
 
     def _limits(self) -> tuple[int | float, int | float]:
         if self._kind == _FLOAT:
-            info = _finfo(self.np)
+            import ml_dtypes  # its finfo also knows bfloat16
+
+            finfo: Callable[[Any], Any] = ml_dtypes.finfo  # not annotated, hence the typed alias
+            info = finfo(self.np)
             return float(info.min), float(info.max)
         if self._kind in (_INT, _UINT, _QUANT):
             iinfo = np.iinfo(self.np)
@@ -161,7 +172,7 @@ class DType:
 _PICKLE_NAMES: dict[str, str] = {}
 
 
-def _make(name: str, enum: str, spec_name: str, scalar: type[Any], kind: str) -> DType:
+def _make(name: str, enum: str, spec_name: str, scalar: type[Any] | None, kind: str) -> DType:
     _PICKLE_NAMES[name] = "bool_" if name == "bool" else name
     return DType(name, enum, spec_name, scalar, kind)
 
@@ -176,7 +187,8 @@ uint16 = _make("uint16", "DT_UINT16", "uint16", np.uint16, _UINT)
 uint32 = _make("uint32", "DT_UINT32", "uint32", np.uint32, _UINT)
 uint64 = _make("uint64", "DT_UINT64", "uint64", np.uint64, _UINT)
 float16 = _make("float16", "DT_HALF", "half", np.float16, _FLOAT)
-bfloat16 = _make("bfloat16", "DT_BFLOAT16", "bfloat16", ml_dtypes.bfloat16, _FLOAT)
+# Its numpy type comes from ml_dtypes, imported at first use (~5 ms): see _load_bfloat16.
+bfloat16 = _make("bfloat16", "DT_BFLOAT16", "bfloat16", None, _FLOAT)
 float32 = _make("float32", "DT_FLOAT", "float", np.float32, _FLOAT)
 float64 = _make("float64", "DT_DOUBLE", "double", np.float64, _FLOAT)
 complex64 = _make("complex64", "DT_COMPLEX64", "complex64", np.complex64, _COMPLEX)
@@ -207,11 +219,35 @@ del _dt
 # wins the reverse lookup, as in TensorFlow.
 _BY_NUMPY: dict[np.dtype[Any], DType] = {}
 for _dt in reversed(ALL_DTYPES):
-    _BY_NUMPY[_dt.np] = _dt
+    if _dt is not bfloat16:
+        _BY_NUMPY[_dt.np] = _dt
 del _dt
 
-_BY_TYPE: dict[type[Any], DType] = {dt.as_numpy_dtype: dt for dt in reversed(ALL_DTYPES)}
+_BY_TYPE: dict[type[Any], DType] = {dt.as_numpy_dtype: dt for dt in reversed(ALL_DTYPES) if dt is not bfloat16}
 _BY_TYPE.update({bool: bool_, int: int32, float: float32, complex: complex64, str: string, bytes: string})
+
+
+_BFLOAT16_LOADED = False
+
+
+def _load_bfloat16() -> None:
+    """Give bfloat16 its numpy type (ml_dtypes.bfloat16) and add it to the reverse lookups.
+
+    Runs at the first use of ``bfloat16.np`` or ``bfloat16.as_numpy_dtype``,
+    or when a lookup misses while ml_dtypes is imported (a bfloat16 numpy
+    dtype cannot exist before that).  Running it twice is harmless.
+    """
+    import ml_dtypes
+
+    scalar: type[Any] = ml_dtypes.bfloat16
+    dtype = np.dtype(scalar)
+    _BY_NUMPY.setdefault(dtype, bfloat16)
+    _BY_TYPE.setdefault(scalar, bfloat16)
+    bfloat16.as_numpy_dtype = scalar
+    bfloat16.np = dtype
+    global _BFLOAT16_LOADED
+    _BFLOAT16_LOADED = True
+
 
 realnumbertype: frozenset[DType] = frozenset(
     {float32, float64, int32, int64, uint8, int16, int8, uint16, float16, uint32, uint64, bfloat16}
@@ -268,6 +304,9 @@ def _from_numpy(value: np.dtype[Any]) -> DType | None:
     found = _BY_NUMPY.get(value)
     if found is not None:
         return found
+    if value.kind == "V" and not _BFLOAT16_LOADED and "ml_dtypes" in sys.modules:
+        _load_bfloat16()
+        return _BY_NUMPY.get(value)
     if value.kind in "OUS":
         return string
     if value.byteorder not in "=|":

@@ -14,7 +14,6 @@ The path of one call (``ok.ops.add(x, y)``):
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import os
 import threading
@@ -130,6 +129,8 @@ def _unknown_backend(name: str) -> BackendNotFoundError:
                 f"Available backends: {available_backends()}.",
                 backend=name,
             )
+    import difflib  # only for this error message; not imported with opkernel
+
     hint = difflib.get_close_matches(name, names, n=1)
     did_you_mean = f" Did you mean {hint[0]!r}?" if hint else ""
     return BackendNotFoundError(

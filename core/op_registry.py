@@ -13,17 +13,15 @@ cross-check errors at finalization; either way nothing is left registered.
 
 from __future__ import annotations
 
-import difflib
 import inspect
-import json
 import math
 import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import FrozenInstanceError, dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import numpy as np
 
@@ -37,7 +35,12 @@ from .errors import (
     OpTypeError,
 )
 from .shapes import TensorShape, as_shape
-from .spec import DTYPE_NAMES, ArgSpec, AttrSpec, parse_arg_spec, parse_attr_spec
+
+if TYPE_CHECKING:
+    from .spec import ArgSpec, AttrSpec
+
+# The spec grammar (opkernel.spec) is imported by the first builder method that
+# parses a spec, not with opkernel: it is needed only once ops are registered.
 
 __all__ = [
     "ArgDef",
@@ -296,6 +299,8 @@ def _inferred_attrs(inputs: tuple[ArgDef, ...]) -> frozenset[str]:
 
 
 def _canonical_json(data: Any) -> str:
+    import json  # imported at first use, not with opkernel
+
     return json.dumps(data, sort_keys=True)
 
 
@@ -518,16 +523,22 @@ class OpDefBuilder:
 
     def input(self: _B, spec: str) -> _B:
         """Add an input, e.g. ``"x: T"``, ``"values: N * int32"``, ``"ref: Ref(T)"``."""
+        from .spec import parse_arg_spec
+
         self._inputs.append(parse_arg_spec(spec, kind="input", op=self.name))
         return self
 
     def output(self: _B, spec: str) -> _B:
         """Add an output, in the same grammar as :meth:`input`."""
+        from .spec import parse_arg_spec
+
         self._outputs.append(parse_arg_spec(spec, kind="output", op=self.name))
         return self
 
     def attr(self: _B, spec: str) -> _B:
         """Add an attr, e.g. ``"T: {float, int32} = DT_INT32"`` or ``"n: int >= 1 = 1"``."""
+        from .spec import parse_attr_spec
+
         self._attrs.append(parse_attr_spec(spec, op=self.name))
         return self
 
@@ -622,8 +633,10 @@ class _Finalizer:
         """The type of ``attr`` used as ``spec``'s ``role``, recording a problem if it does not fit."""
         attr_type = self.attr_types.get(attr)
         if attr_type is None:
+            from .spec import DTYPE_NAMES
+
             candidates = list(self.attr_types) + (list(DTYPE_NAMES) if role == "type" else [])
-            close = difflib.get_close_matches(attr, candidates, n=1)
+            close = _close_matches(attr, candidates, 1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             self.problems.append(f"{kind} '{spec.name}' refers to undefined attr '{attr}'{hint}")
         elif attr_type not in types:
@@ -667,6 +680,12 @@ class _Finalizer:
             if name not in known:
                 self.problems.append(f"the doc describes '{name}', which is no input, output or attr")
         return descriptions
+
+
+def _close_matches(word: str, candidates: list[str], n: int) -> list[str]:
+    import difflib  # only for error messages; not imported with opkernel
+
+    return difflib.get_close_matches(word, candidates, n=n)
 
 
 def _duplicate_name(name: str, first: str, second: str) -> str:
@@ -851,7 +870,7 @@ def _finalize(registration: OpRegistration) -> OpDef:
 
 
 def _not_found_error(name: str) -> OpNotFoundError:
-    close = difflib.get_close_matches(str(name), op_names(), n=3)
+    close = _close_matches(str(name), op_names(), 3)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     from .library import known_package_for  # the table of published op packages
 
@@ -893,12 +912,40 @@ def version() -> int:
     return _version
 
 
-@dataclass(frozen=True)
 class RegistrySnapshot:
-    """The registry's contents at one moment (see :func:`snapshot`)."""
+    """The registry's contents at one moment (see :func:`snapshot`); immutable.
+
+    (A plain class rather than a frozen dataclass, which costs ~0.5 ms to build
+    at import.)
+    """
+
+    __slots__ = ("pending", "ops")
 
     pending: Mapping[str, OpRegistration]
     ops: Mapping[str, OpDef]
+
+    def __init__(self, pending: Mapping[str, OpRegistration], ops: Mapping[str, OpDef]) -> None:
+        object.__setattr__(self, "pending", pending)
+        object.__setattr__(self, "ops", ops)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not RegistrySnapshot:
+            return NotImplemented
+        return (self.pending, self.ops) == (other.pending, other.ops)
+
+    __hash__ = None  # type: ignore[assignment]  # the mappings are not hashable
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # pickle and copy through __init__
+        return RegistrySnapshot, (self.pending, self.ops)
+
+    def __repr__(self) -> str:
+        return f"RegistrySnapshot(pending={self.pending!r}, ops={self.ops!r})"
 
 
 def snapshot() -> RegistrySnapshot:

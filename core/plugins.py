@@ -24,19 +24,19 @@ import os
 import re
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-import pluggy
-
-from . import gradients, hookspecs, kernels, op_registry
+from . import gradients, kernels, op_registry
 from ._provenance import Provider, providing
 from .backend import Backend
 from .errors import PluginError
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
+
+    import pluggy
 
 __all__ = [
     "PluginInfo",
@@ -49,6 +49,7 @@ __all__ = [
     "backend_classes",
     "api_version_matches",
     "load_entry_point",
+    "plugin_manager",
 ]
 
 ENTRY_POINT_GROUP = "opkernel"
@@ -65,24 +66,74 @@ class PluginWarning(UserWarning):
     """Warned once for every plugin that failed to load."""
 
 
-@dataclass(frozen=True)
-class PluginInfo:
+class _Record:
+    """An immutable record with value equality, as a frozen dataclass gives, minus
+    the ~0.5 ms each dataclass costs to build at import."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, *values: Any) -> None:
+        if len(values) != len(self.__slots__):
+            raise TypeError(f"{type(self).__name__} takes {len(self.__slots__)} arguments, got {len(values)}")
+        for name, value in zip(self.__slots__, values):
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # pickle and copy through __init__
+        return type(self), self._values()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+
+class PluginInfo(_Record):
+    """A loaded plugin: its name, distribution and version (None for one registered
+    by hand) and module."""
+
+    __slots__ = ("name", "distribution", "version", "module")
+
     name: str
     distribution: str | None
     version: str | None
     module: str
+
+    def __init__(self, name: str, distribution: str | None, version: str | None, module: str) -> None:
+        super().__init__(name, distribution, version, module)
 
     @property
     def provider(self) -> Provider:
         return Provider(self.name, self.distribution, self.version)
 
 
-@dataclass(frozen=True)
-class PluginFailure:
+class PluginFailure(_Record):
+    """A plugin that failed to load, and the error it raised."""
+
+    __slots__ = ("plugin", "distribution", "version", "error")
+
     plugin: str
     distribution: str | None
     version: str | None
     error: BaseException
+
+    def __init__(self, plugin: str, distribution: str | None, version: str | None, error: BaseException) -> None:
+        super().__init__(plugin, distribution, version, error)
 
     def __str__(self) -> str:
         where = f" ({self.distribution} {self.version})" if self.distribution else ""
@@ -92,16 +143,49 @@ class PluginFailure:
 _lock = threading.RLock()
 _loaded = False
 _loading = False  # True while _load_all runs, so hooks may call back into opkernel
-_pm = pluggy.PluginManager(hookspecs.PROJECT)
-_pm.add_hookspecs(hookspecs)
+_manager: pluggy.PluginManager | None = None
 _plugins: dict[str, PluginInfo] = {}
 _failures: list[PluginFailure] = []
 _backends: dict[str, tuple[type[Backend], Provider]] = {}
 _listeners: list[Callable[[], None]] = []
 
 
+def plugin_manager() -> pluggy.PluginManager:
+    """The pluggy plugin manager, made at first use (pluggy is not imported with opkernel)."""
+    global _manager
+    if _manager is None:
+        with _lock:
+            if _manager is None:
+                import pluggy
+
+                from . import hookspecs
+
+                pm = pluggy.PluginManager(hookspecs.PROJECT)
+                pm.add_hookspecs(hookspecs)
+                _manager = pm
+    return _manager
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_pm":  # the manager's old name, kept for code that reads it
+        return plugin_manager()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def entry_points(**selection: str) -> Any:
-    """``importlib.metadata.entry_points``, imported at first discovery (it costs ~20 ms)."""
+    """``importlib.metadata.entry_points(**selection)``.
+
+    For ``group=...`` alone, the quick scan of :mod:`opkernel._entrypoints`
+    finds the same entry points without importing ``importlib.metadata``
+    (which costs ~20 ms); it hands over to importlib.metadata whenever it
+    cannot be sure to find the same.
+    """
+    if selection.keys() == {"group"}:
+        from ._entrypoints import scan
+
+        found = scan(selection["group"])
+        if found is not None:
+            return found
     from importlib import metadata
 
     return metadata.entry_points(**selection)
@@ -190,9 +274,13 @@ _API_TESTS: dict[str, Callable[[int, int], bool]] = {
 }
 
 
-def api_version_matches(spec: str | int, version: int = hookspecs.PLUGIN_API_VERSION) -> bool:
-    """Whether plugin-API ``version`` satisfies ``spec`` (``">=1,<2"``, ``"1"`` or ``1``);
-    ValueError for a malformed spec."""
+def api_version_matches(spec: str | int, version: int | None = None) -> bool:
+    """Whether plugin-API ``version`` (default: this opkernel's, ``PLUGIN_API_VERSION``)
+    satisfies ``spec`` (``">=1,<2"``, ``"1"`` or ``1``); ValueError for a malformed spec."""
+    if version is None:
+        from .hookspecs import PLUGIN_API_VERSION
+
+        version = PLUGIN_API_VERSION
     if isinstance(spec, int) and not isinstance(spec, bool):
         return version == spec
     if not isinstance(spec, str) or not spec.strip():
@@ -211,6 +299,8 @@ def _api_problem(plugin: Any, info: PluginInfo) -> str | None:
     spec = getattr(plugin, "OPKERNEL_PLUGIN_API", None)
     if spec is None:
         return None
+    from .hookspecs import PLUGIN_API_VERSION
+
     where = f" ({info.distribution} {info.version})" if info.distribution else ""
     try:
         if api_version_matches(spec):
@@ -219,8 +309,8 @@ def _api_problem(plugin: Any, info: PluginInfo) -> str | None:
         return f"plugin {info.name!r}{where} declares a malformed OPKERNEL_PLUGIN_API {spec!r}: {e}"
     return (
         f"plugin {info.name!r}{where} supports opkernel plugin API {spec}, but this opkernel "
-        f"({_own_version()}) has plugin API {hookspecs.PLUGIN_API_VERSION}; skipped. Install a release of "
-        f"{info.distribution or info.name} made for plugin API {hookspecs.PLUGIN_API_VERSION}, or an opkernel "
+        f"({_own_version()}) has plugin API {PLUGIN_API_VERSION}; skipped. Install a release of "
+        f"{info.distribution or info.name} made for plugin API {PLUGIN_API_VERSION}, or an opkernel "
         f"whose plugin API is in {spec}"
     )
 
@@ -228,9 +318,10 @@ def _api_problem(plugin: Any, info: PluginInfo) -> str | None:
 def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
     """Register ``plugin`` with pluggy and run its hooks as one transaction."""
     provider = info.provider
-    if _pm.is_registered(plugin):  # the same module behind a second entry point: its hooks already ran
+    pm = plugin_manager()
+    if pm.is_registered(plugin):  # the same module behind a second entry point: its hooks already ran
         warnings.warn(
-            f"plugin {info.name!r} is the module already loaded as {_pm.get_name(plugin)!r}; not loaded twice",
+            f"plugin {info.name!r} is the module already loaded as {pm.get_name(plugin)!r}; not loaded twice",
             PluginWarning,
             stacklevel=3,
         )
@@ -240,10 +331,10 @@ def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
         _fail(info, PluginError(problem, plugin=info.name), warn=warn)
         return False
     try:
-        _pm.register(plugin, name=info.name)
+        pm.register(plugin, name=info.name)
         with providing(provider):
             for hook_name in HOOK_ORDER:
-                for impl in getattr(_pm.hook, hook_name).get_hookimpls():
+                for impl in getattr(pm.hook, hook_name).get_hookimpls():
                     if impl.plugin is plugin:
                         result = impl.function()
                         if hook_name == "opkernel_register_backends":
@@ -270,8 +361,9 @@ def _add_backends(classes: list[type[Backend]], provider: Provider) -> None:
 
 
 def _rollback(plugin: Any, provider: Provider) -> None:
-    if _pm.is_registered(plugin):
-        _pm.unregister(plugin)
+    pm = plugin_manager()
+    if pm.is_registered(plugin):
+        pm.unregister(plugin)
     op_registry.remove_provider(provider)
     kernels.remove_provider(provider)
     gradients.remove_provider(provider)
@@ -287,8 +379,9 @@ def register_plugin(plugin: ModuleType | Any, name: str | None = None) -> str:
     """
     ensure_loaded()
     with _lock:
-        if _pm.is_registered(plugin):
-            return _pm.get_name(plugin) or ""
+        pm = plugin_manager()
+        if pm.is_registered(plugin):
+            return pm.get_name(plugin) or ""
         plugin_name = name or getattr(plugin, "__name__", None) or f"plugin-{id(plugin):x}"
         if plugin_name in _plugins:
             raise PluginError(f"a plugin named {plugin_name!r} is already registered", plugin=plugin_name)
@@ -312,8 +405,9 @@ def load_entry_point(ep: EntryPoint) -> PluginInfo:
         except Exception as e:
             _fail(info, e)
             raise PluginError(str(_failures[-1]), plugin=info.name) from e
-        if _pm.is_registered(plugin):  # registered by hand under another name
-            return _plugins[_pm.get_name(plugin) or ""]
+        pm = plugin_manager()
+        if pm.is_registered(plugin):  # registered by hand under another name
+            return _plugins[pm.get_name(plugin) or ""]
         if not _activate(plugin, info):
             raise PluginError(str(_failures[-1]), plugin=info.name) from _failures[-1].error
         return _plugins[info.name]
@@ -323,7 +417,7 @@ def unregister_plugin(name: str) -> None:
     """Remove a plugin and everything it registered (used by tests)."""
     with _lock:
         info = _plugins.pop(name, None)
-        plugin = _pm.get_plugin(name)
+        plugin = plugin_manager().get_plugin(name)
         if info is not None:
             _rollback(plugin, info.provider)
         for listener in _listeners:

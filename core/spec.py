@@ -115,8 +115,41 @@ class AttrSpec:
         return self.default_text is not None
 
 
+# Parsed specs by text: many ops repeat the same specs ("x: T", "T: numbertype"),
+# and a parse does not depend on the op (only its error messages do, and errors
+# are not cached).  The results are immutable.
+_ARG_SPECS: dict[tuple[str, str], ArgSpec] = {}
+_ATTR_SPECS: dict[str, AttrSpec] = {}
+_MAX_CACHED = 4096
+
+
 def parse_arg_spec(spec: str, *, kind: str = "input", op: str | None = None) -> ArgSpec:
     """Parse an input (``kind="input"``) or output spec such as ``"x: N * T"``."""
+    key = (spec, kind) if type(spec) is str else None
+    if key is not None:
+        cached = _ARG_SPECS.get(key)
+        if cached is not None:
+            return cached
+    parsed = _parse_arg_spec(spec, kind, op)
+    if key is not None and len(_ARG_SPECS) < _MAX_CACHED:
+        _ARG_SPECS[key] = parsed
+    return parsed
+
+
+def parse_attr_spec(spec: str, *, op: str | None = None) -> AttrSpec:
+    """Parse an attr spec such as ``"T: {float, int32} = DT_INT32"``."""
+    cacheable = type(spec) is str
+    if cacheable:
+        cached = _ATTR_SPECS.get(spec)
+        if cached is not None:
+            return cached
+    parsed = _parse_attr_spec(spec, op)
+    if cacheable and len(_ATTR_SPECS) < _MAX_CACHED:
+        _ATTR_SPECS[spec] = parsed
+    return parsed
+
+
+def _parse_arg_spec(spec: str, kind: str, op: str | None) -> ArgSpec:
     parser = _Parser(spec, kind, op)
     name = parser.name(f"{kind} name")
     parser.expect(":", f"after the {kind} name '{name}'")
@@ -134,8 +167,7 @@ def parse_arg_spec(spec: str, *, kind: str = "input", op: str | None = None) -> 
     return ArgSpec(name, dtype, type_attr, number_attr, is_ref)
 
 
-def parse_attr_spec(spec: str, *, op: str | None = None) -> AttrSpec:
-    """Parse an attr spec such as ``"T: {float, int32} = DT_INT32"``."""
+def _parse_attr_spec(spec: str, op: str | None) -> AttrSpec:
     parser = _Parser(spec, "attr", op)
     name = parser.name("attr name")
     parser.expect(":", f"after the attr name '{name}'")
@@ -156,11 +188,17 @@ def parse_attr_spec(spec: str, *, op: str | None = None) -> AttrSpec:
 # --------------------------------------------------------------------------- lexing
 
 
-@dataclass(frozen=True)
 class _Token:
-    kind: str  # "ident", "num", "str", "punct" or "end"
-    text: str
-    pos: int
+    # Plain classes, not dataclasses: building a dataclass costs ~0.5 ms when this module is imported.
+    __slots__ = ("kind", "text", "pos")
+
+    def __init__(self, kind: str, text: str, pos: int) -> None:
+        self.kind = kind  # "ident", "num", "str", "punct" or "end"
+        self.text = text
+        self.pos = pos
+
+    def __repr__(self) -> str:
+        return f"_Token({self.kind!r}, {self.text!r}, {self.pos})"
 
 
 _TOKEN_RE = re.compile(
@@ -407,16 +445,20 @@ class _Parser:
         return tuple(fields)
 
 
-@dataclass(frozen=True)
 class _ListValue:
-    token: _Token
-    items: tuple[_Value, ...]
+    __slots__ = ("token", "items")
+
+    def __init__(self, token: _Token, items: tuple[_Value, ...]) -> None:
+        self.token = token
+        self.items = items
 
 
-@dataclass(frozen=True)
 class _Message:
-    token: _Token
-    fields: tuple[tuple[_Token, _Value], ...]
+    __slots__ = ("token", "fields")
+
+    def __init__(self, token: _Token, fields: tuple[tuple[_Token, _Value], ...]) -> None:
+        self.token = token
+        self.fields = fields
 
 
 _Value = _Token | _ListValue | _Message
