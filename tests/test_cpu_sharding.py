@@ -1,7 +1,11 @@
-"""Intra-op sharding of large elementwise kernels on the CPU backend."""
+"""Intra-op sharding of large elementwise kernels on the CPU backend, its output pool, and the malloc setting."""
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -71,3 +75,38 @@ def test_broadcasting_inputs_are_not_sharded_and_stay_correct(threads):
         x = ok.tensor(np.arange(N, dtype=np.float32))
         y = ok.tensor(np.float32(1.5))
         np.testing.assert_array_equal(ok.ops.add(x, y).numpy(), np.arange(N, dtype=np.float32) + np.float32(1.5))
+
+
+def test_large_outputs_reuse_only_arrays_nobody_holds(threads, monkeypatch):
+    monkeypatch.setattr(sharding, "MIN_POOLED_BYTES", 1 << 20)
+    sharding.release_buffers()
+    x = ok.tensor(np.arange(N, dtype=np.float32), backend="cpu")
+    address = lambda t: t.numpy().__array_interface__["data"][0]  # noqa: E731
+    with ok.use_backend("cpu"):
+        threads(2)
+        first = ok.ops.add(x, x)
+        kept = address(first)
+        second = ok.ops.add(x, x)  # ``first`` is still held: a different array
+        assert address(second) != kept
+        view = first.numpy()[::2]
+        del first
+        third = ok.ops.mul(x, x)  # a view keeps the array alive too
+        assert address(third) not in (kept, address(second))
+        del view
+        fourth = ok.ops.sub(x, x)  # now the first output is free again
+        assert address(fourth) == kept
+        np.testing.assert_array_equal(fourth.numpy(), np.zeros(N, np.float32))
+        np.testing.assert_array_equal(second.numpy(), 2 * np.arange(N, dtype=np.float32))
+        np.testing.assert_array_equal(third.numpy(), np.arange(N, dtype=np.float32) ** 2)
+    assert sharding.release_buffers() <= sharding.POOLED_PER_SHAPE * N * 4
+
+
+def test_the_cpu_backend_reports_its_malloc_setting():
+    code = "import opkernel as ok; from opkernel import engine; print(engine.backend_instance('cpu').describe()['malloc'])"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    tuned = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    default = subprocess.run([sys.executable, "-c", code], env={**env, "OPKERNEL_CPU_MALLOC": "default"},
+                             capture_output=True, text=True, check=True).stdout
+    assert default.strip() == "system default (OPKERNEL_CPU_MALLOC=default)"
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert "mmap_threshold=32 MiB, trim_threshold=256 MiB" in tuned

@@ -11,12 +11,17 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 
+from . import allocator
+
 
 class CpuBackend(ok.Backend):
     name = "cpu"
     priority = 0
     array_types = (np.ndarray,)
     host_memory_is_native = True
+
+    def __init__(self) -> None:
+        self.malloc = allocator.tune()
 
     def from_numpy(self, array: np.ndarray) -> np.ndarray:
         return array if type(array) is np.ndarray else np.asarray(array)
@@ -46,4 +51,5 @@ class CpuBackend(ok.Backend):
             "device": platform.processor() or platform.machine(),
             "cores": str(os.cpu_count()),
             "numpy": np.__version__,
+            "malloc": self.malloc,
         }
