@@ -173,19 +173,8 @@ def __getattr__(name: str) -> Any:
 
 
 def entry_points(**selection: str) -> Any:
-    """``importlib.metadata.entry_points(**selection)``.
-
-    For ``group=...`` alone, the quick scan of :mod:`opkernel._entrypoints`
-    finds the same entry points without importing ``importlib.metadata``
-    (which costs ~20 ms); it hands over to importlib.metadata whenever it
-    cannot be sure to find the same.
-    """
-    if selection.keys() == {"group"}:
-        from ._entrypoints import scan
-
-        found = scan(selection["group"])
-        if found is not None:
-            return found
+    """``importlib.metadata.entry_points(**selection)``, imported at the first scan
+    (it costs ~20 ms, so ``import opkernel`` leaves it for the first op)."""
     from importlib import metadata
 
     return metadata.entry_points(**selection)

@@ -1,28 +1,25 @@
 """Start-up cost: what ``import opkernel`` and plugin discovery import, and that the
-shortcuts they take give the same answers as the long way.
+lazy parts behave as if they had been imported up front.
 
 ``import opkernel`` leaves the rarely used parts (nn, ops, the profiler, op
-libraries, compat, the spec grammar), pluggy and ml_dtypes for their first use;
-discovery reads entry points without ``importlib.metadata`` when it can.
+libraries, compat, the spec grammar), pluggy, ml_dtypes and importlib.metadata
+(which discovery uses) for their first use.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import subprocess
 import sys
 import textwrap
-import zipfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import opkernel as ok
-from opkernel import _entrypoints, engine, plugins, spec
+from opkernel import engine, plugins, spec
 from opkernel.errors import OpSpecError
 
 #: Imported at first use, never by ``import opkernel``.
@@ -154,82 +151,3 @@ def test_a_spec_is_parsed_once_and_errors_still_name_their_op() -> None:
         with pytest.raises(OpSpecError, match=f"op '{op}'"):
             spec.parse_attr_spec("T: {float, nosuchtype}", op=op)
 
-
-# ------------------------------------------------------------------ entry points
-
-
-def _described(eps: Any) -> list[tuple[Any, ...]]:
-    return [(e.name, e.value, e.group, e.dist.name if e.dist else None, e.dist.version if e.dist else None)
-            for e in eps]
-
-
-@pytest.mark.parametrize("group", ["opkernel", "console_scripts", "pytest11", "no.such.group"])
-def test_entry_point_scan_finds_what_importlib_metadata_finds(group: str) -> None:
-    found = _entrypoints.scan(group)
-    assert found is not None
-    assert _described(found) == _described(importlib.metadata.entry_points(group=group))
-
-
-def test_entry_point_scan_follows_importlib_metadata_on_a_made_up_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def dist(folder: Path, dirname: str, name: str, version: str, entry_points: str | None) -> None:
-        info = folder / dirname
-        info.mkdir(parents=True)
-        (info / ("PKG-INFO" if dirname.endswith(".egg-info") else "METADATA")).write_text(
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: x\n\nName: not a header\n"
-        )
-        if entry_points is not None:
-            (info / "entry_points.txt").write_text(entry_points)
-
-    first, second = tmp_path / "first", tmp_path / "second"
-    dist(first, "alpha_pkg-1.0.dist-info", "Alpha.Pkg", "1.0",
-         "[demo.group]\nzeta = alpha.z:obj\n# a comment\n a = alpha\n\n[other]\nx = y\n")
-    dist(first, "beta-2.0.egg-info", "beta", "2.0", "[demo.group]\nb = beta.mod:attr.sub [extra]\n")
-    dist(first, "gamma-0.1.dist-info", "gamma", "0.1", None)
-    (first / "delta-1.0.egg-info").write_text("Name: delta\n")  # a metadata file, not a directory
-    dist(second, "Alpha.Pkg-9.0.dist-info", "alpha-pkg", "9.0", "[demo.group]\nshadowed = alpha\n")
-    dist(second, "epsilon-3.dist-info", "epsilon", "3", "[demo.group]\ne = epsilon\n")
-    monkeypatch.setattr(sys, "path", [str(first), str(tmp_path / "missing"), str(second)])
-
-    found = _entrypoints.scan("demo.group")
-    assert found is not None
-    assert _described(found) == _described(importlib.metadata.entry_points(group="demo.group"))
-    by_name = {e.name: e for e in found}
-    assert sorted(by_name) == ["a", "b", "e", "zeta"]  # the second Alpha.Pkg is shadowed by the first
-    assert (by_name["a"].module, by_name["a"].attr) == ("alpha", None)
-    assert (by_name["b"].module, by_name["b"].attr, by_name["b"].dist.version) == ("beta.mod", "attr.sub", "2.0")
-
-
-def test_entry_point_scan_loads_what_it_names() -> None:
-    found = {e.name: e for e in _entrypoints.scan("opkernel") or []}
-    if "cpu" not in found:
-        pytest.skip("opkernel-cpu is not installed")
-    import opkernel_cpu
-
-    assert found["cpu"].load() is opkernel_cpu
-    assert found["cpu"].dist.name == "opkernel-cpu"
-
-
-def test_entry_point_scan_hands_over_to_importlib_metadata_when_unsure(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    archive = tmp_path / "bundle.zip"
-    with zipfile.ZipFile(archive, "w") as z:
-        z.writestr("zipped-1.0.dist-info/METADATA", "Name: zipped\nVersion: 1.0\n")
-        z.writestr("zipped-1.0.dist-info/entry_points.txt", "[opkernel.test]\nzipped = zipped_mod\n")
-    monkeypatch.setattr(sys, "path", [*sys.path, str(archive)])
-    assert _entrypoints.scan("opkernel.test") is None
-    assert [e.name for e in plugins.entry_points(group="opkernel.test")] == ["zipped"]  # importlib.metadata's answer
-
-    class Finder:
-        @staticmethod
-        def find_distributions(context: Any = None) -> list[Any]:
-            return []
-
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(archive)])
-    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, Finder])
-    assert _entrypoints.scan("opkernel") is None
-    assert sorted(e.name for e in plugins.entry_points(group="opkernel")) == sorted(
-        e.name for e in importlib.metadata.entry_points(group="opkernel")
-    )
