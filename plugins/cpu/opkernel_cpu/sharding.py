@@ -21,12 +21,14 @@ import math
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 import opkernel as ok
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 #: Below this many output elements a kernel runs on the calling thread: the
 #: hand-off to a pool thread (~10 µs) would cost more than it saves.
@@ -75,6 +77,8 @@ def release_buffers() -> int:
 
 def _executor(threads: int) -> ThreadPoolExecutor:
     global _pool, _pool_size
+    from concurrent.futures import ThreadPoolExecutor  # at the first large op, not when kernels register
+
     with _lock:
         if _pool is None or _pool_size != threads:
             if _pool is not None:
@@ -89,26 +93,36 @@ def threads() -> int:
     return int(n) if n else (os.cpu_count() or 1)
 
 
+#: (ufunc, input dtypes) -> the ufunc's own output dtype.
+_out_dtypes: dict[tuple[Any, ...], np.dtype[Any]] = {}
+
+
+def _quiet(fn: Callable[..., Any], *args: np.ndarray, out: np.ndarray) -> None:
+    with np.errstate(all="ignore"):  # errstate is per thread: set it where the chunk runs
+        fn(*args, out=out)
+
+
 def _run_sharded(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], n_threads: int, quiet: bool) -> np.ndarray:
     size = arrays[0].size
     flats = [a.reshape(-1) for a in arrays]
-    dtype = fn(*[f[:0] for f in flats]).dtype  # the ufunc's own output type (an empty slice: no warnings)
+    key = (fn, *[a.dtype for a in arrays])
+    dtype = _out_dtypes.get(key)
+    if dtype is None:  # the ufunc's own output type (an empty slice: no warnings)
+        dtype = _out_dtypes.setdefault(key, fn(*[f[:0] for f in flats]).dtype)
     out = _output(arrays[0].shape, dtype)
     flat_out = out.reshape(-1)
     shards = min(n_threads, size // MIN_ELEMENTS_PER_SHARD)
     bounds = [size * i // shards for i in range(shards + 1)]
-
-    def part(i: int) -> None:
-        lo, hi = bounds[i], bounds[i + 1]
-        if quiet:
-            with np.errstate(all="ignore"):  # errstate is per thread: set it where the chunk runs
-                fn(*[f[lo:hi] for f in flats], out=flat_out[lo:hi])
-        else:
-            fn(*[f[lo:hi] for f in flats], out=flat_out[lo:hi])
-
+    # Every slice is cut before the hand-off, and the pool threads call the ufunc
+    # itself: they need the GIL only to start it, so they start at once.
+    chunks = [([f[lo:hi] for f in flats], flat_out[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
     pool = _executor(n_threads)
-    futures = [pool.submit(part, i) for i in range(1, shards)]
-    part(0)
+    if quiet:
+        futures = [pool.submit(_quiet, fn, *args, out=o) for args, o in chunks[1:]]
+        _quiet(fn, *chunks[0][0], out=chunks[0][1])
+    else:
+        futures = [pool.submit(fn, *args, out=o) for args, o in chunks[1:]]
+        fn(*chunks[0][0], out=chunks[0][1])
     for f in futures:
         f.result()
     return out
