@@ -328,6 +328,11 @@ CONV_CASES = [
     *conv_rows("valid-s3-ragged", (1, 7, 5, 1), (2, 2, 1, 1), {"strides": [1, 3, 2, 1], "padding": "VALID"}),
     *conv_rows("explicit", (1, 4, 4, 2), (3, 2, 2, 2),
                {"strides": [1, 2, 1, 1], "padding": "EXPLICIT", "explicit_paddings": [0, 0, 1, 2, 0, 1, 0, 0]}),
+    *conv_rows("explicit-s1-dilated", (2, 5, 4, 3), (3, 2, 3, 2),  # the input gradient as a stride-1 convolution
+               {"strides": [1, 1, 1, 1], "padding": "EXPLICIT", "explicit_paddings": [0, 0, 2, 1, 0, 1, 0, 0],
+                "dilations": [1, 1, 2, 1]}),
+    *conv_rows("explicit-s1-wide-pad", (1, 3, 3, 2), (2, 2, 2, 2),  # padding beyond the kernel's extent
+               {"strides": [1, 1, 1, 1], "padding": "EXPLICIT", "explicit_paddings": [0, 0, 3, 0, 1, 2, 0, 0]}),
     *conv_rows("nchw", (1, 2, 5, 4), (3, 2, 2, 3),
                {"strides": [1, 1, 2, 1], "padding": "SAME", "data_format": "NCHW"}),
     *conv_rows("nchw-explicit-dilated", (1, 1, 5, 5), (2, 2, 1, 2),
