@@ -312,7 +312,7 @@ def test_matmul_tiles_and_edges(be: Any, shape: tuple[int, int, int]) -> None:
     np.testing.assert_array_equal(ok.ops.mat_mul(ai, bi).numpy(), ai @ bi)
 
 
-@pytest.mark.parametrize("variant", ["packed", "local"])
+@pytest.mark.parametrize("variant", ["packed", "local", "small"])
 def test_both_matmul_variants(be: Any, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from opkernel_opencl import linalg_kernels
 
@@ -328,6 +328,35 @@ def test_both_matmul_variants(be: Any, variant: str, monkeypatch: pytest.MonkeyP
         np.testing.assert_allclose(got, np.matmul(x, y), rtol=1e-4, atol=1e-3)
         got = ok.ops.mat_mul(x[0].T.copy(), y, transpose_a=True).numpy()
         np.testing.assert_allclose(got, x[0] @ y, rtol=1e-4, atol=1e-3)
+
+
+def test_small_products_take_one_launch_and_large_ones_the_packed_kernel(be: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opkernel_opencl import linalg_kernels
+
+    monkeypatch.delenv(linalg_kernels.ENV_MATMUL, raising=False)
+    assert linalg_kernels.matmul_variant(be, 4 * 4 * 4) == "small"
+    assert linalg_kernels.matmul_variant(be, linalg_kernels.SMALL_WORK + 1) in ("packed", "local")
+    launched: list[Any] = []
+    real = type(be).launch
+    monkeypatch.setattr(type(be), "launch", lambda self, kernel, *a, **k: launched.append(kernel.function_name) or real(self, kernel, *a, **k))
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((2, 3, 5)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    np.testing.assert_allclose(ok.ops.batch_mat_mul(a, b).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ok.ops.mat_mul(a[1], b[:, :3].T.copy(), transpose_b=True).numpy(), a[1] @ b[:, :3], rtol=1e-5, atol=1e-5)
+    assert launched == ["mm_small", "mm_small"]
+
+
+def test_by_value_arguments_are_set_once_per_kernel_object(be: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(type(be), "BOUND_KERNELS", 4)
+    be._bound_kernels.clear()
+    rng = np.random.default_rng(5)
+    for _ in range(3):  # alternating shapes reuse, then evict, the kernel objects: results stay right
+        for m, k, n in ((3, 5, 4), (2, 7, 6), (4, 4, 4), (1, 9, 2), (5, 3, 3)):
+            a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+            np.testing.assert_allclose(ok.ops.mat_mul(a, b).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+            assert len(be._bound_kernels) <= 4
+    x = ok.tensor(np.arange(6, dtype=np.float32))
+    assert ok.ops.add(x, x).numpy().tolist() == [0, 2, 4, 6, 8, 10]
 
 
 @pytest.mark.parametrize("n", [1, 100, 4096, 100_003, 1_000_000])

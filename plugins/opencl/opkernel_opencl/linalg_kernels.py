@@ -19,8 +19,11 @@ barriers.  GPUs get the classic local-memory kernel instead (``mm_local``): a
 16 x 64 tiles of B in local memory, each work-item accumulating a 4 x 4 block in
 registers with 4-wide vector loads; A and B are first copied into zero-padded
 row-major buffers so the tile loop never checks bounds.
-``OPKERNEL_OPENCL_MATMUL=packed|local`` overrides the choice (``auto``: packed on
-CPU devices, local elsewhere).  On PoCL the OpenCL built-ins vload/vstore/fma are calls, not inlined,
+Small products (M·N·K up to 32768 per batch entry, e.g. 32 x 32 x 32) skip the
+packing: one launch of ``mm_small``, a work-item per element of C, reading A and
+B in place (three launches and two temporary buffers cost more than such a
+product).  ``OPKERNEL_OPENCL_MATMUL=packed|local|small`` overrides the choice
+(``auto``: small for small products, then packed on CPU devices, local elsewhere).  On PoCL the OpenCL built-ins vload/vstore/fma are calls, not inlined,
 and a call in the loop forces the accumulators out of registers: the loop uses
 plain pointer loads and ``a * b + c`` (contracted to FMA by the compiler).
 """
@@ -81,6 +84,20 @@ __kernel void pack_b(__global T* restrict Bp, __global const T* restrict B, int 
   for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; off += (q % n) * bstr.v[d]; q /= n; }}
   int n = nb * RN + c;
   Bp[i] = n < N ? B[off + k * sk + n * sn] : (T)0;
+}}
+// C[b] = A[b] B[b] for small products: one work-item per element, A and B read in place.
+__kernel void mm_small(__global T* restrict C, __global const T* restrict A, __global const T* restrict B,
+                       int M, int N, int K, int sam, int sak, int sbk, int sbn,
+                       int brank, dims_t bshape, dims_t abstr, dims_t bbstr) {{
+  int n = get_global_id(0); int m = get_global_id(1); int b = get_global_id(2);
+  if (m >= M || n >= N) return;
+  int aoff = 0; int boff = 0; int q = b;
+  for (int d = brank - 1; d >= 0; --d) {{ int e = bshape.v[d]; aoff += (q % e) * abstr.v[d]; boff += (q % e) * bbstr.v[d]; q /= e; }}
+  __global const T* pa = A + aoff + m * sam;
+  __global const T* pb = B + boff + n * sbn;
+  T acc = (T)0;
+  for (int k = 0; k < K; ++k) acc += pa[k * sak] * pb[k * sbk];
+  C[((long)b * M + m) * N + n] = acc;
 }}
 __kernel void mm(__global T* restrict C, __global const T* restrict Ap, __global const T* restrict Bp,
                  int M, int N, int K, int Mp, int Np) {{
@@ -158,11 +175,19 @@ void mm_local(__global T* restrict C, __global const T* restrict A, __global con
 """
 
 
-def matmul_variant(be: OpenCLBackend) -> str:
-    """``packed`` (register-tiled panels, for CPU devices) or ``local`` (local-memory tiles, for GPUs)."""
+#: Products with at most this many multiply-adds per batch entry take ``mm_small``.
+SMALL_WORK = 32 * 32 * 32
+
+
+def matmul_variant(be: OpenCLBackend, work: int | None = None) -> str:
+    """``small`` (one launch, for products of at most ``SMALL_WORK`` multiply-adds when
+    ``work`` is given), ``packed`` (register-tiled panels, for CPU devices) or ``local``
+    (local-memory tiles, for GPUs)."""
     choice = os.environ.get(ENV_MATMUL, "auto").strip().lower()
-    if choice in ("packed", "local"):
+    if choice in ("packed", "local", "small"):
         return choice
+    if work is not None and work <= SMALL_WORK:
+        return "small"
     # The local kernel needs 16 x 16 work-groups.
     return "packed" if be.is_cpu or be.max_work_group < 256 else "local"
 
@@ -198,10 +223,18 @@ def gemm(
         return out
     if K == 0:
         return zeros(be, op, out.shape, a.dtype)
-    if matmul_variant(be) == "local":
+    variant = matmul_variant(be, M * N * K)
+    if variant == "local":
         return _gemm_local(be, op, dtype, out, a, b, M, N, K, a_mk, b_kn, batch, a_batch, b_batch)
     RN, RM = TILES[dtype]
     nb = int(np.prod(batch, dtype=np.int64)) if batch else 1
+    if variant == "small":
+        be.launch(
+            be.programs.kernel("matmul", dtype, "mm_small", op), (N, M, nb), None, out.base_data, a.base_data,
+            b.base_data, np.int32(M), np.int32(N), np.int32(K), np.int32(a_mk[0]), np.int32(a_mk[1]),
+            np.int32(b_kn[0]), np.int32(b_kn[1]), np.int32(len(batch)), dims(batch), dims(a_batch), dims(b_batch),
+        )
+        return out
     Mp, Np = -(-M // RM) * RM, -(-N // RN) * RN
     k = lambda name: be.programs.kernel("matmul", dtype, name, op)  # noqa: E731
     brank = np.int32(len(batch))
