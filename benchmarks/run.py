@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import opkernel as ok  # noqa: E402
-from harness import fmt_time, per_call  # noqa: E402
+from harness import Timed, fmt_time, interleaved  # noqa: E402
 
 try:
     import torch
@@ -68,16 +68,12 @@ def tiny_ops(backend: str, quick: bool) -> list[Row]:
             ("matmul 4×4", lambda: mat_mul(m, m), lambda: np.matmul(nm, nm), "matmul"),
         ]
         for name, f_ok, f_np, tname in cases:
-            t_t = t_tg = NAN
+            tf = tfg = None
             if torch is not None:
                 ta, tm = torch.ones(1), torch.ones(4, 4)
                 tf = {"add": lambda: torch.add(ta, ta), "mul": lambda: torch.mul(ta, ta), "matmul": lambda: torch.matmul(tm, tm)}[tname]
-                with torch.no_grad():
-                    t_t = per_call(tf, repeats=rep)
                 tga, tgm = torch.ones(1, requires_grad=True), torch.ones(4, 4, requires_grad=True)
                 tfg = {"add": lambda: torch.add(tga, tga), "mul": lambda: torch.mul(tga, tga), "matmul": lambda: torch.matmul(tgm, tgm)}[tname]
-                t_tg = per_call(tfg, repeats=rep)
-            rows.append(Row(f"dispatch: {name}", backend, per_call(f_ok, repeats=rep), per_call(f_np, repeats=rep), t_t, "torch: autograd off"))
 
             def taped(f: Callable[[], Any] = f_ok) -> None:  # a tape records 100 calls, then is dropped
                 with ok.GradientTape() as tape:
@@ -86,8 +82,12 @@ def tiny_ops(backend: str, quick: bool) -> list[Row]:
                     for _ in range(100):
                         f()
 
-            t_ok_tape = per_call(taped, repeats=rep) / 100
-            rows.append(Row(f"dispatch: {name}, recording tape", backend, t_ok_tape, NAN, t_tg,
+            t_ok, t_np, t_t, t_ok_tape, t_tg = interleaved(
+                [Timed(f_ok), Timed(f_np), Timed(tf, context=torch.no_grad if torch else None), Timed(taped), Timed(tfg)],
+                repeats=rep,
+            )
+            rows.append(Row(f"dispatch: {name}", backend, t_ok, t_np, t_t, "torch: autograd off"))
+            rows.append(Row(f"dispatch: {name}, recording tape", backend, t_ok_tape / 100, NAN, t_tg,
                             "torch: requires_grad; opkernel: per call, 100 calls per tape"))
     return rows
 
@@ -99,19 +99,18 @@ def elementwise(backend: str, quick: bool) -> list[Row]:
         x, y = np.random.rand(n).astype(np.float32), np.random.rand(n).astype(np.float32)
         with ok.use_backend(backend):
             a, b = ok.tensor(x), ok.tensor(y)
-            t_ok = per_call(lambda: ok.ops.add(a, b), sync=sync, repeats=7 if quick else 15)
-        t_np = per_call(lambda: np.add(x, y), repeats=7 if quick else 15)
-        t_t = NAN
-        if torch is not None:
-            tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-            t_t = per_call(lambda: torch.add(tx, ty), repeats=7 if quick else 15)
+            tx, ty = (torch.from_numpy(x), torch.from_numpy(y)) if torch is not None else (None, None)
+            t_ok, t_np, t_t = interleaved(
+                [Timed(lambda: ok.ops.add(a, b), sync=sync), Timed(lambda: np.add(x, y)),
+                 Timed((lambda: torch.add(tx, ty)) if torch is not None else None)],
+                repeats=7 if quick else 15,
+            )
         gbs = 3 * 4 * n / t_ok / 1e9
         rows.append(Row(f"add {n:.0e} float32", backend, t_ok, t_np, t_t, f"{gbs:.1f} GB/s"))
     if backend == "cpu":
         n = 10**7
         x, y, out = np.random.rand(n).astype(np.float32), np.random.rand(n).astype(np.float32), np.empty(n, np.float32)
-        fresh = per_call(lambda: np.add(x, y), repeats=7)
-        reused = per_call(lambda: np.add(x, y, out=out), repeats=7)
+        fresh, reused = interleaved([Timed(lambda: np.add(x, y)), Timed(lambda: np.add(x, y, out=out))], repeats=7)
         rows.append(Row("numpy add 1e7: fresh output vs out=", "numpy", fresh, reused, NAN, "page-fault cost of fresh 40 MB outputs"))
     return rows
 
@@ -123,12 +122,12 @@ def matmul(backend: str, quick: bool) -> list[Row]:
         x, y = np.random.rand(n, n).astype(np.float32), np.random.rand(n, n).astype(np.float32)
         with ok.use_backend(backend):
             a, b = ok.tensor(x), ok.tensor(y)
-            t_ok = per_call(lambda: ok.ops.mat_mul(a, b), sync=sync, repeats=5, min_block_s=0.05)
-        t_np = per_call(lambda: x @ y, repeats=5, min_block_s=0.05)
-        t_t = NAN
-        if torch is not None:
-            tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-            t_t = per_call(lambda: tx @ ty, repeats=5, min_block_s=0.05)
+            tx, ty = (torch.from_numpy(x), torch.from_numpy(y)) if torch is not None else (None, None)
+            t_ok, t_np, t_t = interleaved(
+                [Timed(lambda: ok.ops.mat_mul(a, b), sync=sync), Timed(lambda: x @ y),
+                 Timed((lambda: tx @ ty) if torch is not None else None)],
+                repeats=5, min_block_s=0.05,
+            )
         rows.append(Row(f"matmul {n}² float32", backend, t_ok, t_np, t_t, f"{2 * n**3 / t_ok / 1e9:.1f} GFLOP/s"))
     return rows
 
@@ -139,9 +138,11 @@ def mlp(backend: str, quick: bool) -> list[Row]:
     f_np = mlp_step_numpy()
     with ok.use_backend(backend):
         f_ok = mlp_step_opkernel()
-        t_ok = per_call(f_ok, sync=_sync(backend), repeats=7 if quick else 15)
-    t_t = per_call(mlp_step_torch(torch), repeats=7 if quick else 15) if torch is not None else NAN
-    return [Row("MLP 784-256-10 train step, batch 64", backend, t_ok, per_call(f_np, repeats=7 if quick else 15), t_t, "numpy: hand-written")]
+        t_ok, t_np, t_t = interleaved(
+            [Timed(f_ok, sync=_sync(backend)), Timed(f_np), Timed(mlp_step_torch(torch) if torch is not None else None)],
+            repeats=7 if quick else 15,
+        )
+    return [Row("MLP 784-256-10 train step, batch 64", backend, t_ok, t_np, t_t, "numpy: hand-written")]
 
 
 def cnn(backend: str, quick: bool) -> list[Row]:
@@ -150,9 +151,11 @@ def cnn(backend: str, quick: bool) -> list[Row]:
     f_np = cnn_step_numpy()
     with ok.use_backend(backend):
         f_ok = cnn_step_opkernel()
-        t_ok = per_call(f_ok, sync=_sync(backend), repeats=5 if quick else 11)
-    t_t = per_call(cnn_step_torch(torch), repeats=5 if quick else 11) if torch is not None else NAN
-    return [Row("digits CNN train step, batch 64", backend, t_ok, per_call(f_np, repeats=5 if quick else 11), t_t, "numpy: hand-written")]
+        t_ok, t_np, t_t = interleaved(
+            [Timed(f_ok, sync=_sync(backend)), Timed(f_np), Timed(cnn_step_torch(torch) if torch is not None else None)],
+            repeats=5 if quick else 11,
+        )
+    return [Row("digits CNN train step, batch 64", backend, t_ok, t_np, t_t, "numpy: hand-written")]
 
 
 def _subprocess_seconds(code: str, runs: int, **env: str) -> float:
