@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import opkernel as ok  # noqa: E402
-from harness import Timed, fmt_time, interleaved  # noqa: E402
+from harness import Timed, fmt_time, interleaved, per_call  # noqa: E402
 
 try:
     import torch
@@ -82,10 +82,14 @@ def tiny_ops(backend: str, quick: bool) -> list[Row]:
                     for _ in range(100):
                         f()
 
-            t_ok, t_np, t_t, t_ok_tape, t_tg = interleaved(
-                [Timed(f_ok), Timed(f_np), Timed(tf, context=torch.no_grad if torch else None), Timed(taped), Timed(tfg)],
-                repeats=rep,
-            )
+            # Back to back, each in its own steady state: a call of a microsecond depends on the
+            # interpreter's warm caches, which turns with idle pauses between them would disturb.
+            t_ok, t_np, t_ok_tape = per_call(f_ok, repeats=rep), per_call(f_np, repeats=rep), per_call(taped, repeats=rep)
+            t_t = t_tg = NAN
+            if tf is not None and tfg is not None:
+                with torch.no_grad():
+                    t_t = per_call(tf, repeats=rep)
+                t_tg = per_call(tfg, repeats=rep)
             rows.append(Row(f"dispatch: {name}", backend, t_ok, t_np, t_t, "torch: autograd off"))
             rows.append(Row(f"dispatch: {name}, recording tape", backend, t_ok_tape / 100, NAN, t_tg,
                             "torch: requires_grad; opkernel: per call, 100 calls per tape"))
