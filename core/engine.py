@@ -1041,12 +1041,12 @@ def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], o
     the kernel, the output check and the tape check."""
     if (
         kdef.is_class or kdef.is_generic or (kdef.host_memory and not sig.backend.host_memory_is_native)
-        or sig.refs or not out_lengths or any(n is not None for n in in_lengths + out_lengths)
+        or not out_lengths or any(n is not None for n in in_lengths + out_lengths)
     ):
         return None
     fn, be, op_def, attrs = kdef.impl, sig.backend, sig.op_def, sig.attrs
     kw = kernel_kwargs(fn, attrs)
-    if len(out_lengths) > 1:
+    if len(out_lengths) > 1 or sig.refs:
         return _fast_multi_call(sig, fn, kw)
     dt = sig.out_dtypes[0]
     native: Any = (be.array_types or (None,))[0]
@@ -1124,16 +1124,21 @@ def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], o
 
 
 def _fast_multi_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]) -> Callable[..., Any]:
-    """``_fast_call`` for an op with several single-tensor outputs (a kernel returning a tuple)."""
+    """``_fast_call`` for an op with several single-tensor outputs (a kernel returning a
+    tuple) or with Ref inputs (whose Variables' versions each call bumps)."""
     be, op_def, attrs, out_dtypes, pack, name = sig.backend, sig.op_def, sig.attrs, sig.out_dtypes, sig.pack, sig.op_def.name
-    conv, n = be.as_output, len(sig.out_dtypes)
+    conv, n, refs = be.as_output, len(sig.out_dtypes), sig.refs
 
     def call(*xs: Tensor) -> Any:
         try:
             result: Any = fn(*[x._value for x in xs], **kw)
         except Exception as e:
             _raise_translated(e, be, name)
-        if not isinstance(result, (tuple, list)) or len(result) != n:
+        for i in refs:
+            xs[i]._version += 1  # type: ignore[attr-defined]
+        if n == 1:
+            result = (result,)
+        elif not isinstance(result, (tuple, list)) or len(result) != n:
             _flatten_outputs(op_def, result, [None] * n)  # raises the kernel-contract error
         outs = [Tensor(conv(v, dt), dt, be) for v, dt in zip(result, out_dtypes)]
         if RECORDING[0]:

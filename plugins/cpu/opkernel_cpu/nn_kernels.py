@@ -341,7 +341,16 @@ def _conv_geometry(
 def _im2col(x: np.ndarray, win: _Window) -> np.ndarray:
     """(n * oh * ow, kh * kw * c): each row one window of the padded input."""
     n, _, _, c = x.shape
-    return win.windows(win.padded(x)).reshape(n * win.oh * win.ow, win.kh * win.kw * c)
+    xp = win.padded(x)
+    if c == 1 and type(xp) is np.ndarray:
+        # One channel: copying the strided window view moves one element per inner
+        # loop; a copy per kernel position moves whole rows (2-3x faster).
+        cols = np.empty((n, win.oh, win.ow, win.kh, win.kw, 1), xp.dtype)
+        for i in range(win.kh):
+            for j in range(win.kw):
+                cols[:, :, :, i, j, :] = xp[win.tap(i, j)]
+        return cols.reshape(n * win.oh * win.ow, win.kh * win.kw)
+    return win.windows(xp).reshape(n * win.oh * win.ow, win.kh * win.kw * c)
 
 
 def conv2d(input: np.ndarray, filter: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
