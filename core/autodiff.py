@@ -9,7 +9,6 @@ outer tape records them too (higher-order gradients).
 
 from __future__ import annotations
 
-import math
 import threading
 import weakref
 from contextlib import contextmanager
@@ -257,28 +256,19 @@ def _structure_like(sources: Any, grads: dict[int, Tensor], tracked: Mapping[int
     return one(sources)
 
 
-#: Zeros and ones the tape made (seeds; gradients of outputs nothing depended on), by
-#: (backend, shape, dtype, value): tensors are immutable, so one can be shared, as
-#: TensorFlow's eager runtime shares its cached zeros.  Small ones only.
-_FILLED: dict[tuple[Any, ...], Tensor] = {}
-_FILLED_ENTRIES, _FILLED_MAX_SIZE = 128, 1 << 16
-#: Every zeros tensor the tape made, for ``is_zero_gradient``.
+#: Every zeros tensor the tape made for an output nothing depended on, for
+#: ``is_zero_gradient`` (weak: an entry goes with its tensor, so an id is never
+#: mistaken for a later object's).  Each is made afresh: a shared one could be
+#: written through the ``.numpy()`` of a gradient that passes it through.
 _ZEROS: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
 
 
 def _filled(like: Tensor, value: int) -> Tensor:
-    shape = like.shape
-    key = (like._backend, shape, like._dtype, value)
-    t = _FILLED.get(key)
-    if t is None:
-        ops = _ops()
-        t = ops.ones_like(like) if value else ops.zeros_like(like)
-        if math.prod(shape) <= _FILLED_MAX_SIZE:
-            if len(_FILLED) >= _FILLED_ENTRIES:
-                _FILLED.clear()
-            _FILLED[key] = t
-        if not value:
-            _ZEROS[id(t)] = t
+    ops = _ops()
+    if value:
+        return ops.ones_like(like)  # type: ignore[no-any-return]
+    t: Tensor = ops.zeros_like(like)
+    _ZEROS[id(t)] = t
     return t
 
 
@@ -307,7 +297,7 @@ def _backprop(
             seed = _filled(t, 1)
         _accumulate(grads, t, seed if isinstance(seed, Tensor) else ops.cast(seed, DstT=t.dtype))
     for raw in reversed(entries):
-        out_grads = [grads.get(id(o)) for o in (raw.outputs if raw.__class__ is OpRecord else raw[3])]  # type: ignore[index]
+        out_grads = [grads.get(id(o)) for o in (raw.outputs if isinstance(raw, OpRecord) else raw[3])]
         if all(g is None for g in out_grads):
             continue
         entry = raw if isinstance(raw, OpRecord) else OpRecord(raw[0].name, raw[0], raw[1], raw[2], raw[3], None, raw[4])

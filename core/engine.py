@@ -373,9 +373,9 @@ class OpHandle:
         self._op_def: OpDef | None = None
         self.cache: dict[Any, _Signature] = {}
         self.fast: dict[Any, Callable[..., Any]] = {}
-        #: Calls with Python literal arguments (``mean(x, [0])``, ``mul(g, 2.0)``):
-        #: ``(backend, label, input keys, attr keys)`` -> the signature and the
-        #: converted constants (None where the caller passed a tensor).
+        #: Calls with Python literal or numpy arguments (``mean(x, [0])``, ``mul(g, 2.0)``):
+        #: ``(backend, label, input keys, attr keys)`` -> the signature and the dtype
+        #: each such argument converts to (None where the caller passed a tensor).
         self.literal: dict[Any, tuple[_Signature, list[Any]]] = {}
         self._validated: set[int] = set()
         self.generation = 0  # bumped by reset(): a signature built before it must not be stored
@@ -531,35 +531,32 @@ def _literal_key(
     return tuple(parts), flat
 
 
-def _with_literals(consts: list[Any], flat: list[Any], be: Backend) -> list[Tensor]:
-    """The call's tensors from a literal-cache entry: a constant for each Python
-    literal, each numpy value converted to its dtype, each tensor as it is."""
-    return [
-        x if c is None else c if c.__class__ is Tensor else Tensor(be.from_numpy(np.asarray(x, c.np)), c, be)
-        for c, x in zip(consts, flat)
-    ]
+def _with_literals(dtypes: list[DType | None], flat: list[Any], be: Backend) -> list[Tensor]:
+    """The call's tensors from a literal-cache entry: each literal or numpy value
+    converted to the dtype it took when the entry was made, each tensor as it is."""
+    return [x if dt is None else Tensor(be.from_numpy(np.asarray(x, dt.np)), dt, be) for dt, x in zip(dtypes, flat)]
 
 
 def _remember_literals(
     op: OpHandle, generation: int, key: tuple[Any, ...], sig: _Signature, tensors: list[Tensor], flat: list[Any]
 ) -> None:
-    """File a call with literals: Python literals become constants (tensors are
-    immutable); numpy values are converted on each call (the caller may change
-    them, and a matching dtype is passed without a copy); tensors are passed
-    through, so none may have been moved to another backend by this call."""
+    """File a call with literals under ``key``: its signature, and the dtype each
+    literal or numpy value converted to.  Values are converted again on every call
+    (a shared constant could be written through the ``.numpy()`` of an op that
+    returns its input; a numpy value may change between calls, and one of the
+    right dtype is passed without a copy).  Tensors are passed through, so none
+    may have been moved to another backend by this call."""
     if not all(t is x or not isinstance(x, Tensor) for t, x in zip(tensors, flat)):
         return
-    consts: list[Any] = [
-        None if t is x else t._dtype if isinstance(x, (np.ndarray, np.generic)) else t for t, x in zip(tensors, flat)
-    ]
-    if any(isinstance(c, DType) and c.is_quantized for c in consts):
+    dtypes: list[DType | None] = [None if t is x else t._dtype for t, x in zip(tensors, flat)]
+    if any(dt is not None and dt.is_quantized for dt in dtypes):
         return  # quantized conversions check values, not only dtypes
     literal = op.literal
     if len(literal) >= _LITERAL_ENTRIES:
         literal.clear()
     with _cache_lock:
         if op.generation == generation:
-            literal[key] = (sig, consts)
+            literal[key] = (sig, dtypes)
 
 
 def _profiled(name: str, sig: _Signature, tensors: Sequence[Tensor], be: Backend) -> Any:

@@ -166,8 +166,11 @@ class Optimizer:
 
     def _scalar(self, value: float, var: Variable) -> Tensor:
         """``value`` as a scalar of ``var``'s dtype on its backend, made once (tensors are immutable)."""
-        key = (value, var.dtype, var.backend)
-        t = self._scalars.get(key)
+        try:
+            key = (value, var.dtype, var.backend)
+            t = self._scalars.get(key)
+        except TypeError:  # an unhashable value (a numpy array): made each time
+            return to_tensor(np.asarray(value, var.dtype.np), backend=var.backend)
         if t is None:
             if len(self._scalars) >= 64:  # a schedule changing the rate every step must not grow this
                 self._scalars.clear()

@@ -679,3 +679,12 @@ def test_literal_constants_are_made_per_backend(twin: str) -> None:
         b = ok.ops.add(ok.tensor(np.ones(2, np.float32)), 1.0)
     assert (a.backend, b.backend) == ("cpu", twin)
     assert a.numpy().tolist() == b.numpy().tolist() == [2.0, 2.0]
+
+
+def test_a_result_written_through_numpy_never_changes_a_later_literal_call(backend: str) -> None:
+    a = ok.ops.identity([1.0, 2.0])
+    b = ok.ops.identity([1.0, 2.0])
+    if backend == "cpu":
+        b.numpy()[0] = 100.0  # the CPU backend hands out the tensor's own array
+    assert a.numpy().tolist() == [1.0, 2.0]
+    assert ok.ops.identity([1.0, 2.0]).numpy().tolist() == [1.0, 2.0]

@@ -449,9 +449,15 @@ def test_cpu_max_pool_grad_nan_rule_is_the_same_on_both_paths() -> None:
         for data, expected in ((x, [[0, 0], [1, 0]]), (first, [[1, 0], [0, 0]])):
             dx = ops.max_pool_grad(data, ops.max_pool(data, **attrs), np.ones((1, 1, 1, 1), np.float32), **attrs)
             np.testing.assert_array_equal(dx.numpy()[0, :, :, 0], expected)
-        dy = np.full((1, 1, 1, 1), np.nan, np.float32)  # a nan gradient reaches the maximum only
-        dx = ops.max_pool_grad(x, ops.max_pool(x, **attrs), dy, **attrs).numpy()[0, :, :, 0]
-        assert np.isnan(dx[1, 0]) and (dx[[0, 0, 1], [0, 1, 1]] == 0).all()
+        for bad in (np.nan, np.inf):  # a nan or inf gradient reaches the maximum only
+            dy = np.full((1, 1, 1, 1), bad, np.float32)
+            dx = ops.max_pool_grad(x, ops.max_pool(x, **attrs), dy, **attrs).numpy()[0, :, :, 0]
+            np.testing.assert_array_equal(dx, [[0, 0], [bad, 0]])
+        row = pool((1, 3), (1, 3), "VALID")  # bfloat16 (numpy kind "V") follows the same rule
+        for dt in ("float32", "bfloat16"):
+            data = np.array([1.0, np.nan, 5.0], np.float32).astype(ok.as_dtype(dt).np).reshape(1, 1, 3, 1)
+            dx = ops.max_pool_grad(data, ops.max_pool(data, **row), np.ones((1, 1, 1, 1), data.dtype), **row)
+            np.testing.assert_array_equal(dx.numpy().astype(np.float32).ravel(), [0, 0, 1])
 
 
 def test_max_pool_same_padding_never_wins(backend: str) -> None:

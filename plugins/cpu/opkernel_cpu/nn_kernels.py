@@ -460,6 +460,11 @@ def _lowest(dtype: np.dtype[Any]) -> Any:
 def _argmax_tap(x: np.ndarray, win: _Window) -> np.ndarray:
     """(n, oh, ow, c): which window position (row-major tap index) holds each window's
     maximum: the first on ties, never a padding position (TensorFlow's CPU rule)."""
+    with np.errstate(invalid="ignore"):  # bfloat16 comparisons with nan warn; the rule is the same
+        return _argmax_tap_impl(x, win)
+
+
+def _argmax_tap_impl(x: np.ndarray, win: _Window) -> np.ndarray:
     _, h, w, _ = x.shape
     xp = win.padded(x, _lowest(x.dtype))
     _, hp, wp, _ = xp.shape
@@ -471,14 +476,15 @@ def _argmax_tap(x: np.ndarray, win: _Window) -> np.ndarray:
     tap = win.tap(0, 0)
     best = xp[tap].copy()
     taps = win.kh * win.kw
-    if not padded and taps < 256 and not (best.dtype.kind == "f" and np.isnan(best).any()):
+    floating = best.dtype.kind in "fV"  # V: ml_dtypes' bfloat16
+    if not padded and taps < 256 and not (floating and np.isnan(best).any()):
         # Branch-free: with no padding and no nan in the first tap, fmax keeps the first
         # maximum (nan never wins), and each later winner's index k exceeds every earlier one.
         best_k8 = np.zeros(best.shape, np.uint8)
         for k in range(1, taps):
             v = xp[win.tap(*divmod(k, win.kw))]
             take = v > best
-            np.fmax(best, v, out=best) if best.dtype.kind == "f" else np.maximum(best, v, out=best)
+            np.fmax(best, v, out=best) if floating else np.maximum(best, v, out=best)
             np.maximum(best_k8, take.view(np.uint8) * np.uint8(k), out=best_k8)
         return best_k8
     best_k = np.zeros(best.shape, np.intp)
@@ -514,12 +520,13 @@ def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
     win = _pool_geometry("MaxPool", x.shape, attrs)
     xp = win.padded(x, _lowest(x.dtype))
     out = np.empty((x.shape[0], win.oh, win.ow, x.shape[3]), x.dtype)
-    for i in range(win.kh):
-        for j in range(win.kw):
-            if i == j == 0:
-                out[...] = xp[win.tap(0, 0)]
-            else:
-                np.maximum(out, xp[win.tap(i, j)], out=out)
+    with np.errstate(invalid="ignore"):  # bfloat16's maximum warns on nan; the result is nan, as in TensorFlow
+        for i in range(win.kh):
+            for j in range(win.kw):
+                if i == j == 0:
+                    out[...] = xp[win.tap(0, 0)]
+                else:
+                    np.maximum(out, xp[win.tap(i, j)], out=out)
     return _from_nhwc(out, data_format)
 
 
@@ -536,7 +543,7 @@ def max_pool_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndar
     best_k = _argmax_tap(x, win)
     dy = _to_nhwc(grad, data_format).astype(wt, copy=False)
     zero = np.zeros((), wt)
-    branch_free = not (dy.dtype.kind == "f" and np.isnan(dy).any())  # nan * 0 would leak nan to other taps
+    branch_free = bool(np.isfinite(dy).all())  # nan * 0 and inf * 0 would put nan at the other taps
     for k in range(win.kh * win.kw):  # one tap at a time: a tap's positions never collide
         dst = dxp[win.tap(*divmod(k, win.kw))]
         dst += dy * (best_k == k) if branch_free else np.where(best_k == k, dy, zero)

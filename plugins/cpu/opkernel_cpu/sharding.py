@@ -48,22 +48,44 @@ _buffers: dict[tuple[tuple[int, ...], np.dtype[Any]], list[np.ndarray]] = {}
 _buffers_lock = threading.Lock()
 
 
+def _free_in(bucket: list[np.ndarray], free_count: int) -> np.ndarray | None:
+    """The first array of ``bucket`` whose reference count is ``free_count``: held by
+    the list only (a view of it, a tensor or a memoryview would hold another)."""
+    for arr in bucket:
+        if sys.getrefcount(arr) == free_count:
+            return arr
+    return None
+
+
+def _calibrate() -> int:
+    """What ``getrefcount`` reads in ``_free_in`` for an array only the list holds (3 up to
+    CPython 3.13; a borrowed load in later versions may count one less)."""
+    for free_count in range(1, 8):
+        if _free_in([np.empty(0)], free_count) is not None:
+            return free_count
+    raise RuntimeError("cannot calibrate the output pool's reference count")
+
+
+#: The reference count of a pooled array nothing else holds, measured on this interpreter.
+_FREE_REFS = _calibrate()
+
+
 def _output(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
     """An array for a large result: a pooled one nobody references any more, else a new
-    one that joins the pool.  An array is free when the pool's list holds the only
-    reference (a view of it, a tensor or a memoryview would hold another)."""
+    one that joins the pool (while there is room)."""
     if math.prod(shape) * dtype.itemsize < MIN_POOLED_BYTES:
         return np.empty(shape, dtype)
     key = (shape, dtype)
     with _buffers_lock:
-        bucket = _buffers.setdefault(key, [])
-        for arr in bucket:
-            if sys.getrefcount(arr) == 3:  # the list, this loop's name and getrefcount's argument
-                return arr
+        bucket = _buffers.get(key)
+        if bucket:
+            free = _free_in(bucket, _FREE_REFS)
+            if free is not None:
+                return free
         out = np.empty(shape, dtype)
         held = sum(a.nbytes for b in _buffers.values() for a in b)
-        if len(bucket) < POOLED_PER_SHAPE and held + out.nbytes <= POOLED_BYTES:
-            bucket.append(out)
+        if len(bucket or ()) < POOLED_PER_SHAPE and held + out.nbytes <= POOLED_BYTES:
+            _buffers.setdefault(key, []).append(out)
         return out
 
 
