@@ -672,7 +672,7 @@ def test_the_literal_table_stays_bounded(backend: str) -> None:
     assert 0 < len(engine.op_handle("Add").literal) <= engine._LITERAL_ENTRIES
 
 
-def test_literal_constants_are_made_per_backend(twin: str) -> None:
+def test_literal_calls_are_keyed_per_backend(twin: str) -> None:
     with ok.use_backend("cpu"):
         a = ok.ops.add(ok.tensor(np.ones(2, np.float32)), 1.0)
     with ok.use_backend(twin):
