@@ -106,13 +106,12 @@ def _run_backward(record: OpRecord, output_grads: list[Tensor]) -> Sequence[Tens
     if record.backward is not None:
         result: Any = record.backward(output_grads)
     else:
-        entry = gradients.get_gradient(record.type)
+        entry = _GRADIENTS.get(record.type) or gradients.get_gradient(record.type)
         if entry.fn is None:
             return [None] * len(record.inputs)
         result = entry.fn(record, *output_grads)
-    if isinstance(result, Tensor) or result is None:
-        result = [result]
-    result = list(result)
+    if result.__class__ is not list:
+        result = [result] if result is None or isinstance(result, Tensor) else list(result)
     if len(result) != len(record.inputs):
         raise InvalidArgumentError(
             f"op {record.type!r}: gradient function returned {len(result)} values for "
@@ -219,9 +218,14 @@ class GradientTape:
         self._used = True
         targets = _flatten(target)
         seeds = _flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
-        with self.stop_recording():
+        was = self._recording
+        self._pop()  # not recorded on this tape (as stop_recording(), without its generator)
+        try:
             grads = _backprop(self._entries, targets, seeds, self._tracked)
             result = _structure_like(sources, grads, self._tracked, unconnected_gradients)
+        finally:
+            if was:
+                self._push()
         if not self.persistent:
             self._entries = []
             self._tracked = {}
@@ -240,6 +244,9 @@ def _structure_like(sources: Any, grads: dict[int, Tensor], tracked: Mapping[int
     """Gradients shaped like ``sources``.  Only tracked tensors (watched, or computed
     from watched ones on this tape) get one, as in TensorFlow."""
     ops = _ops()
+    if sources.__class__ is list and unconnected == "none" and all([s.__class__ is Variable for s in sources]):
+        # The usual call, tape.gradient(loss, model.variables), without the recursion.
+        return [grads.get(id(s)) if tracked.get(id(s)) is s else None for s in sources]
 
     def one(s: Any) -> Any:
         if isinstance(s, Mapping):
@@ -296,12 +303,21 @@ def _backprop(
         if seed is None:
             seed = _filled(t, 1)
         _accumulate(grads, t, seed if isinstance(seed, Tensor) else ops.cast(seed, DstT=t.dtype))
+    get = grads.get
     for raw in reversed(entries):
-        out_grads = [grads.get(id(o)) for o in (raw.outputs if isinstance(raw, OpRecord) else raw[3])]
-        if all(g is None for g in out_grads):
-            continue
-        entry = raw if isinstance(raw, OpRecord) else OpRecord(raw[0].name, raw[0], raw[1], raw[2], raw[3], None, raw[4])
-        filled = [g if g is not None else _filled(o, 0) for g, o in zip(out_grads, entry.outputs)]
+        is_record = raw.__class__ is OpRecord
+        outputs = raw.outputs if is_record else raw[3]  # type: ignore[union-attr,index]
+        if len(outputs) == 1:  # the common case, without the lists
+            g = get(id(outputs[0]))
+            if g is None:
+                continue
+            filled = [g]
+        else:
+            out_grads = [get(id(o)) for o in outputs]
+            if out_grads.count(None) == len(out_grads):
+                continue
+            filled = [g if g is not None else _filled(o, 0) for g, o in zip(out_grads, outputs)]
+        entry: OpRecord = raw if is_record else OpRecord(raw[0].name, raw[0], raw[1], raw[2], raw[3], None, raw[4])  # type: ignore[assignment,index]
         for i, version in entry.versions:
             if entry.inputs[i]._version != version:  # type: ignore[attr-defined]
                 raise InvalidArgumentError(
@@ -320,7 +336,7 @@ def _backprop(
             raise GradientNotFoundError(str(e), op=entry.type) from None
         for x, g in zip(entry.inputs, in_grads):
             if g is not None and differentiable[x._dtype]:
-                old = grads.get(id(x))
+                old = get(id(x))
                 grads[id(x)] = g if old is None else ops.add(old, g)
     return grads
 

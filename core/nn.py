@@ -144,9 +144,11 @@ class Sequential(Layer):
 
 def sparse_softmax_cross_entropy(logits: Tensor, labels: Any) -> Tensor:
     """Mean cross-entropy of integer ``labels`` under ``softmax(logits)``."""
+    from .ops._grad_util import constant
+
     ops = _ops()
     loss, _ = ops.sparse_softmax_cross_entropy_with_logits(logits, labels)
-    return ops.mean(loss, [0])  # type: ignore[no-any-return]
+    return ops.mean(loss, constant((0,), loss))  # type: ignore[no-any-return]
 
 
 class Optimizer:

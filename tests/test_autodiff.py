@@ -206,6 +206,31 @@ def test_gradient_functions_can_tell_tape_made_zeros(backend: str, fresh_registr
     assert not is_zero_gradient(ok.ops.zeros_like(x)) and not is_zero_gradient(None)
 
 
+def test_gradient_constants_are_made_once_per_backend_and_read_only(backend: str) -> None:
+    from opkernel.ops._grad_util import constant
+
+    like = ok.tensor(np.ones(2, np.float32))
+    shape = constant((2, 3), like)
+    assert shape is constant((2, 3), like) and shape.dtype == ok.int32 and shape.numpy().tolist() == [2, 3]
+    count = constant(4, like, ok.float32)
+    assert count is not constant(4, like, ok.float64) and count.numpy().dtype == np.float32
+    assert count.backend == like.backend
+    if backend == "cpu":  # the array is the backend's own: an op handing it out could not have it written
+        with pytest.raises(ValueError, match="read-only"):
+            ok.ops.identity(count).numpy()[...] = 5
+    assert float(constant(4, like, ok.float32).numpy()) == 4.0
+
+
+def test_mean_gradient_reuses_its_constants_and_is_exact(backend: str) -> None:
+    x = ok.Variable(np.arange(12, dtype=np.float32).reshape(3, 4))
+    for axes, keep in (([0, 1], False), ([1], False), ([0], True)):
+        with ok.GradientTape() as tape:
+            y = ok.ops.mean(x, axes, keep_dims=keep)
+        n = 12 // int(np.prod(y.shape)) if not keep else 3
+        g = tape.gradient(y, x).numpy()
+        assert g.shape == (3, 4) and (g == np.float32(1) / np.float32(n)).all(), (axes, g)
+
+
 def test_a_gradient_written_through_numpy_never_changes_a_later_seed(backend: str) -> None:
     x = ok.Variable(np.ones(3, np.float32))
     with ok.GradientTape() as tape:

@@ -421,6 +421,8 @@ def test_wrong_dtype(backend: str) -> None:
         (lambda: ok.ops.one_hot(i64(1), np.int32(-1), np.float32(1), np.float32(0)), "'OneHot'"),
         (lambda: ok.ops.tile(np.zeros((2, 3)), i32(2)), "'Tile'"),
         (lambda: ok.ops.broadcast_to(np.zeros((2, 3)), i32(3, 3)), "'BroadcastTo'"),
+        (lambda: ok.ops.broadcast_to(np.zeros((1, 3)), i32(3)), "'BroadcastTo'.*shape \\[1, 3\\] to shape \\[3\\]"),
+        (lambda: ok.ops.broadcast_to(np.zeros(3), i32(-1, 3)), "'BroadcastTo'"),
         (lambda: ok.ops.fill(i32(2, -1), np.float32(1)), "'Fill'"),
         (lambda: ok.ops.range(np.int32(0), np.int32(5), np.int32(0)), "'Range'.*delta"),
         (lambda: ok.ops.range(np.int32(5), np.int32(0), np.int32(1)), "'Range'"),

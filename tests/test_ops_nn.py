@@ -295,6 +295,10 @@ BIAS_CASES = [
     OpCase("BiasAddGrad-int32", "BiasAddGrad", one((2, 3, 4)), ref_bias_add_grad, dtypes=("int32",), grad=False),
     OpCase("BiasAddGrad-nhwc", "BiasAddGrad", one((2, 3, 4)), ref_bias_add_grad),
     OpCase("BiasAddGrad-nchw", "BiasAddGrad", one((2, 3, 2, 2)), ref_bias_add_grad, attrs={"data_format": "NCHW"}),
+    # Shapes that take the CPU kernels' other paths: many rows of a few channels.
+    OpCase("BiasAdd-many-rows", "BiasAdd", lambda rng, dt: [randn(rng, dt, 4, 64, 32, 4), randn(rng, dt, 4)], ref_bias_add,
+           grad=False),
+    OpCase("BiasAddGrad-many-rows", "BiasAddGrad", one((8, 9, 5)), ref_bias_add_grad, grad=False),
 ]
 
 
@@ -660,10 +664,11 @@ def test_pool_grad_shape_errors(backend: str) -> None:
         ok.infer_shapes("MaxPoolGrad", [(1, 4, 4, 2), (1, 2, 2, 2), (1, 3, 3, 2)], attrs)
 
 
-@pytest.mark.parametrize("label", [3, -1])
-def test_sparse_xent_out_of_range_label(label: int, backend: str) -> None:
+@pytest.mark.parametrize("label_dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("label", [3, -1, -(2**31)])
+def test_sparse_xent_out_of_range_label(label: int, label_dtype: Any, backend: str) -> None:
     with pytest.raises(InvalidArgumentError, match=rf"op 'SparseSoftmaxCrossEntropyWithLogits'.*{label}.*\[0, 3\)"):
-        ops.sparse_softmax_cross_entropy_with_logits(np.zeros((2, 3), np.float32), np.array([0, label], np.int64))
+        ops.sparse_softmax_cross_entropy_with_logits(np.zeros((2, 3), np.float32), np.array([0, label], label_dtype))
 
 
 def test_sparse_xent_labels_must_be_integers(backend: str) -> None:

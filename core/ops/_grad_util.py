@@ -4,7 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ..dtypes import DType, int32
 from ..tensor import Tensor, ops_module as _ops
+
+#: (backend, dtype, value) -> Tensor; emptied when full, so it never grows without bound.
+_CONSTANTS: dict[tuple[Any, ...], Tensor] = {}
+_CONSTANTS_MAX = 1024
+
+
+def constant(value: int | tuple[int, ...], like: Tensor, dtype: DType = int32) -> Tensor:
+    """A small constant (a shape vector, an element count) on ``like``'s backend,
+    made once per backend, dtype and value.
+
+    For operands that an op only reads (the shape of a Reshape or BroadcastTo,
+    the divisor of a mean's gradient): one built from a literal on every call
+    costs a conversion each time.  Its host array is read-only, so an op that
+    handed it out could not have it written through.
+    """
+    be = like._backend
+    key = (be, dtype, value)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        arr = np.array(value, dtype.np)
+        arr.flags.writeable = False
+        t = Tensor(be.from_numpy(arr), dtype, be)
+        if len(_CONSTANTS) >= _CONSTANTS_MAX:
+            _CONSTANTS.clear()
+        _CONSTANTS[key] = t
+    return t
 
 
 def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:

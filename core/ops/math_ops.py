@@ -20,7 +20,7 @@ from ..gradients import not_differentiable, register_gradient
 from ..op_registry import register_op
 from ..shapes import InferenceContext
 from ..tensor import ops_module as _ops
-from ._grad_util import unbroadcast
+from ._grad_util import constant, unbroadcast
 
 _BINARY_TYPES = "{bfloat16, half, float, double, uint8, int8, uint16, int16, int32, int64, complex64, complex128}"
 _NEG_TYPES = "{bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128}"
@@ -434,31 +434,32 @@ def _int32(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=np.int32).reshape(-1)
 
 
-def _kept_shape(op: Any) -> np.ndarray:
+def _kept_shape(op: Any) -> tuple[int, ...]:
     axes = set(reduction_axes(op))
-    return _int32([1 if i in axes else d for i, d in enumerate(op.inputs[0].shape)])
+    return tuple([1 if i in axes else d for i, d in enumerate(op.inputs[0].shape)])
 
 
 def _with_kept_dims(op: Any, t: Any) -> Any:
     """``t`` (shaped like the reduction's output) reshaped as if keep_dims were true."""
     if op.get_attr("keep_dims"):
         return t
-    return _ops().reshape(t, _kept_shape(op))
+    return _ops().reshape(t, constant(_kept_shape(op), t))
 
 
 def _sum_grad(op: Any, grad: Any) -> list[Any]:
     x = op.inputs[0]
     g = grad if not grad.shape else _with_kept_dims(op, grad)  # a scalar broadcasts as it is
     if tuple(g.shape) != tuple(x.shape):
-        g = _ops().broadcast_to(g, _int32(x.shape))
+        g = _ops().broadcast_to(g, constant(tuple(x.shape), g))
     return [g, None]
 
 
 def _mean_grad(op: Any, grad: Any) -> list[Any]:
+    # Divided before it is broadcast (the same values as TensorFlow's broadcast, then
+    # divide, with the division on the reduced shape only).
     x, y = op.inputs[0], op.outputs[0]
-    count = math.prod(x.shape) // max(math.prod(y.shape), 1)
-    g = _sum_grad(op, grad)[0]
-    return [_ops().real_div(g, float(max(count, 1))), None]
+    count = max(math.prod(x.shape) // max(math.prod(y.shape), 1), 1)
+    return _sum_grad(op, _ops().real_div(grad, constant(count, grad, grad.dtype)))
 
 
 def _min_max_reduction_grad(op: Any, grad: Any) -> list[Any]:

@@ -21,7 +21,7 @@ from ..gradients import register_gradient
 from ..op_registry import register_op
 from ..shapes import Dimension, InferenceContext, TensorShape
 from ..tensor import Tensor, ops_module as _ops
-from ._grad_util import unbroadcast
+from ._grad_util import constant, unbroadcast
 
 __all__ = [
     "SELU_ALPHA",
@@ -538,7 +538,7 @@ def _xent_features_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> An
     """d/dfeatures through both outputs: loss' derivative is ``backprop``; backprop's
     (softmax - labels) is the softmax Jacobian."""
     ops = _ops()
-    grad = ops.mul(ops.reshape(grad_loss, [-1, 1]), op.outputs[1])
+    grad = ops.mul(ops.reshape(grad_loss, constant((-1, 1), grad_loss)), op.outputs[1])
     if is_zero_gradient(grad_backprop):  # the usual case: nothing used backprop
         return grad
     return ops.add(grad, _softmax_vjp(grad_backprop, ops.softmax(op.inputs[0])))
@@ -549,7 +549,7 @@ def _xent_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> list[Any]:
     features, labels = op.inputs
     d_features = _xent_features_grad(op, grad_loss, grad_backprop)
     d_labels = ops.sub(
-        ops.mul(ops.reshape(grad_loss, [-1, 1]), ops.neg(ops.log_softmax(features))), grad_backprop
+        ops.mul(ops.reshape(grad_loss, constant((-1, 1), grad_loss)), ops.neg(ops.log_softmax(features))), grad_backprop
     )
     return [unbroadcast(d_features, features.shape), unbroadcast(d_labels, labels.shape)]
 

@@ -259,10 +259,17 @@ def _accumulator(T: ok.DType) -> Any:
     return np.float32 if T.name in ("float16", "bfloat16") else T.np
 
 
+def _add_reduce(xp: Any, x: Any, axes: tuple[int, ...], keep_dims: bool, dtype: Any) -> Any:
+    # numpy's ufunc.reduce directly: np.sum's Python wrapper costs more than a small reduction.
+    if xp is np:
+        return np.add.reduce(x, axis=axes, keepdims=keep_dims, dtype=dtype)
+    return xp.sum(x, axis=axes, keepdims=keep_dims, dtype=dtype)
+
+
 def sum_(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
     axes = _axes("Sum", input, reduction_indices)
     xp = xp_of(input)
-    return xp.asarray(xp.sum(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)  # type: ignore[no-any-return]
+    return xp.asarray(_add_reduce(xp, input, axes, keep_dims, _accumulator(T)), dtype=T.np)  # type: ignore[no-any-return]
 
 
 def prod(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
@@ -276,12 +283,12 @@ def mean(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: o
     count = math.prod([input.shape[a] for a in axes])
     xp = xp_of(input)
     if not T.is_integer:
-        total = xp.sum(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T))
+        total = _add_reduce(xp, input, axes, keep_dims, _accumulator(T))
         if count == 0:
             with np.errstate(all="ignore"):  # the mean of nothing is nan
                 return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
         return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
-    total = xp.asarray(xp.sum(input, axis=axes, keepdims=keep_dims, dtype=T.np))
+    total = xp.asarray(_add_reduce(xp, input, axes, keep_dims, T.np))
     if count == 0:
         return xp.zeros_like(total)  # type: ignore[no-any-return]
     q = total // count  # floor; move the negative quotients with a remainder back toward zero
