@@ -389,6 +389,9 @@ def pool(k: tuple[int, int], s: tuple[int, int], padding: str, fmt: str = "NHWC"
 
 POOL_CASES = [
     *pool_rows("valid-2x2", (2, 4, 4, 2), pool((2, 2), (2, 2), "VALID")),
+    # Windows that tile the input (the CPU kernels' contiguous-taps path), with a VALID remainder and as SAME.
+    *pool_rows("valid-2x2-remainder", (1, 5, 7, 3), pool((2, 2), (2, 2), "VALID"), avg=False),
+    *pool_rows("same-2x3-tiled", (1, 4, 6, 2), pool((2, 3), (2, 3), "SAME"), avg=False),
     *pool_rows("valid-k3s2", (1, 6, 5, 2), pool((3, 3), (2, 2), "VALID")),
     *pool_rows("same-k3s2", (1, 5, 5, 2), pool((3, 3), (2, 2), "SAME")),
     *pool_rows("same-k2s1", (1, 3, 4, 2), pool((2, 2), (1, 1), "SAME")),
@@ -402,6 +405,10 @@ POOL_CASES = [
            lambda rng, dt: [rng.integers(0, 3, (1, 5, 5, 2)).astype(dt), np.zeros((1, 3, 3, 2), dt),
                             rng.integers(-4, 5, (1, 3, 3, 2)).astype(dt)],
            ref_max_pool_grad, attrs=pool((3, 3), (2, 2), "SAME"), dtypes=("int32",), grad=False),
+    OpCase("MaxPoolGrad-int32-ties-tiled", "MaxPoolGrad",
+           lambda rng, dt: [rng.integers(0, 2, (2, 4, 4, 3)).astype(dt), np.zeros((2, 2, 2, 3), dt),
+                            rng.integers(-4, 5, (2, 2, 2, 3)).astype(dt)],
+           ref_max_pool_grad, attrs=pool((2, 2), (2, 2), "VALID"), dtypes=("int32",), grad=False),
     OpCase("MaxPoolGradGrad-int32-ties", "MaxPoolGradGrad",
            lambda rng, dt: [rng.integers(0, 3, (1, 5, 5, 2)).astype(dt), np.zeros((1, 3, 3, 2), dt),
                             rng.integers(-4, 5, (1, 5, 5, 2)).astype(dt)],
@@ -441,6 +448,20 @@ def test_max_pool_grad_ties_go_to_first_in_window(backend: str) -> None:
     y = ops.max_pool(x, **attrs)
     dx = ops.max_pool_grad(x, y, np.ones((1, 2, 2, 1), np.float32), **attrs).numpy()[0, :, :, 0]
     np.testing.assert_array_equal(dx, [[1, 1, 0], [1, 1, 0], [0, 0, 0]])
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 2, 1), (1, 4, 4, 1), (2, 4, 4, 3)])
+def test_max_pool_and_its_gradient_never_write_their_inputs(shape: tuple[int, ...], backend: str) -> None:
+    # One window per image with one channel: the taps' reshape could be a view of the input.
+    attrs = pool((2, 2), (2, 2), "VALID")
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    kept = x.copy()
+    y = ops.max_pool(x, **attrs)
+    dy = np.ones(y.shape, np.float32)
+    dx = ops.max_pool_grad(x, y, dy, **attrs)
+    np.testing.assert_array_equal(x, kept)
+    np.testing.assert_array_equal(y.numpy(), ref_max_pool(kept, **attrs))
+    np.testing.assert_array_equal(dx.numpy(), ref_max_pool_grad(kept, y.numpy(), dy, **attrs))
 
 
 def test_cpu_max_pool_grad_nan_rule_is_the_same_on_both_paths() -> None:

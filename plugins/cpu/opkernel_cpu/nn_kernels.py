@@ -474,39 +474,66 @@ def _argmax_tap_impl(x: np.ndarray, win: _Window) -> np.ndarray:
     _, h, w, _ = x.shape
     xp = win.padded(x, _lowest(x.dtype))
     _, hp, wp, _ = xp.shape
+    if hp == h and wp == w:
+        return _argmax_of([xp[win.tap(*divmod(k, win.kw))] for k in range(win.kh * win.kw)])
     (t, _), (l, _) = win.pads
-    padded = hp != h or wp != w
-    if padded:  # which window positions are real input, so that padding never wins
-        inside = (((np.arange(hp) >= t) & (np.arange(hp) < t + h))[:, None]
-                  & ((np.arange(wp) >= l) & (np.arange(wp) < l + w))[None, :])
+    # which window positions are real input, so that padding never wins
+    inside = (((np.arange(hp) >= t) & (np.arange(hp) < t + h))[:, None]
+              & ((np.arange(wp) >= l) & (np.arange(wp) < l + w))[None, :])
     tap = win.tap(0, 0)
     best = xp[tap].copy()
-    taps = win.kh * win.kw
+    best_k = np.zeros(best.shape, np.intp)
+    best_ok = np.broadcast_to(inside[tap[1], tap[2]][None, :, :, None], best.shape).copy()
+    for k in range(1, win.kh * win.kw):
+        tap = win.tap(*divmod(k, win.kw))
+        v = xp[tap]
+        ok_ = inside[tap[1], tap[2]][None, :, :, None]
+        take = ok_ & ((v > best) | ~best_ok)
+        best_ok |= take
+        np.copyto(best, v, where=take)
+        np.copyto(best_k, k, where=take)
+    return best_k
+
+
+def _argmax_of(taps: list[np.ndarray]) -> np.ndarray:
+    """Elementwise, the index of the first largest of ``taps`` (same-shaped arrays, no padding)."""
+    best = taps[0].copy()
     floating = best.dtype.kind in "fV"  # V: ml_dtypes' bfloat16
-    if not padded and taps < 256 and not (floating and np.isnan(best).any()):
-        # Branch-free: with no padding and no nan in the first tap, fmax keeps the first
-        # maximum (nan never wins), and each later winner's index k exceeds every earlier one.
+    if len(taps) < 256 and not (floating and np.isnan(best).any()):
+        # Branch-free: with no nan in the first tap, fmax keeps the first maximum (nan
+        # never wins), and each later winner's index k exceeds every earlier one.
         best_k8 = np.zeros(best.shape, np.uint8)
-        for k in range(1, taps):
-            v = xp[win.tap(*divmod(k, win.kw))]
+        for k in range(1, len(taps)):
+            v = taps[k]
             take = v > best
             np.fmax(best, v, out=best) if floating else np.maximum(best, v, out=best)
             np.maximum(best_k8, take.view(np.uint8) * np.uint8(k), out=best_k8)
         return best_k8
     best_k = np.zeros(best.shape, np.intp)
-    if padded:
-        best_ok = np.broadcast_to(inside[tap[1], tap[2]][None, :, :, None], best.shape).copy()
-    for k in range(1, win.kh * win.kw):
-        tap = win.tap(*divmod(k, win.kw))
-        v = xp[tap]
+    for k in range(1, len(taps)):
+        v = taps[k]
         take = v > best
-        if padded:
-            ok_ = inside[tap[1], tap[2]][None, :, :, None]
-            take = ok_ & (take | ~best_ok)
-            best_ok |= take
         np.copyto(best, v, where=take)
         np.copyto(best_k, k, where=take)
     return best_k
+
+
+def _tiling(x_shape: tuple[int, ...], win: _Window) -> tuple[int, int] | None:
+    """(rows, cols) of input the windows cover when they tile it exactly (stride ==
+    size, no padding, no dilation; a VALID remainder is left out), else None."""
+    if win.pads != ((0, 0), (0, 0)) or (win.sh, win.sw) != (win.kh, win.kw) or (win.dh, win.dw) != (1, 1):
+        return None
+    rows, cols = win.oh * win.kh, win.ow * win.kw
+    return (rows, cols) if rows <= x_shape[1] and cols <= x_shape[2] else None
+
+
+def _taps_major(x: np.ndarray, win: _Window, rows: int, cols: int) -> np.ndarray:
+    """(kh * kw, n, oh, ow, c): each window position's values, contiguous, in a new
+    array (always a copy, never a view of ``x``: callers may write into it).
+    numpy's loops over strided taps of a few channels are slow; over these they are not."""
+    n, c = x.shape[0], x.shape[3]
+    x6 = x[:, :rows, :cols].reshape(n, win.oh, win.kh, win.ow, win.kw, c)
+    return x6.transpose(2, 4, 0, 1, 3, 5).copy().reshape(win.kh * win.kw, n, win.oh, win.ow, c)
 
 
 def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
@@ -524,6 +551,14 @@ def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
     _check_rank4("MaxPool", input=input)
     x = _to_nhwc(input, data_format)
     win = _pool_geometry("MaxPool", x.shape, attrs)
+    tiled = _tiling(x.shape, win) if type(x) is np.ndarray and win.kh * win.kw > 1 else None
+    if tiled is not None and x.shape[3] < 64:  # contiguous taps pay off for a few channels
+        taps = _taps_major(x, win, *tiled)
+        out = taps[0]  # a fresh copy: written in place below
+        with np.errstate(invalid="ignore"):
+            for k in range(1, len(taps)):
+                np.maximum(out, taps[k], out=out)
+        return _from_nhwc(out, data_format)
     xp = win.padded(x, _lowest(x.dtype))
     out = np.empty((x.shape[0], win.oh, win.ow, x.shape[3]), x.dtype)
     with np.errstate(invalid="ignore"):  # bfloat16's maximum warns on nan; the result is nan, as in TensorFlow
@@ -545,11 +580,27 @@ def max_pool_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndar
     for name, a in (("orig_output", orig_output), ("grad", grad)):
         _check_out(op, name, _to_nhwc(a, data_format).shape, (n, win.oh, win.ow, c), data_format)
     wt = _work_type(T)
-    dxp = np.zeros(win.padded_shape(n, h, w, c), wt)
-    best_k = _argmax_tap(x, win)
     dy = _to_nhwc(grad, data_format).astype(wt, copy=False)
     zero = np.zeros((), wt)
     branch_free = bool(np.isfinite(dy).all())  # nan * 0 and inf * 0 would put nan at the other taps
+    tiled = _tiling(x.shape, win) if type(x) is np.ndarray and win.kh * win.kw > 1 else None
+    if tiled is not None:  # windows tile the input: work on contiguous taps (2-3x faster)
+        rows, cols = tiled
+        taps = _taps_major(x, win, rows, cols)
+        with np.errstate(invalid="ignore"):
+            best_k = _argmax_of(list(taps))
+        dt = np.empty(taps.shape, wt)
+        for k in range(len(taps)):
+            np.multiply(dy, best_k == k, out=dt[k]) if branch_free else np.copyto(dt[k], np.where(best_k == k, dy, zero))
+        dx6 = dt.reshape(win.kh, win.kw, n, win.oh, win.ow, c).transpose(2, 3, 0, 4, 1, 5)
+        if (rows, cols) == (h, w):
+            dx = dx6.reshape(n, h, w, c)
+        else:
+            dx = np.zeros((n, h, w, c), wt)
+            dx[:, :rows, :cols] = dx6.reshape(n, rows, cols, c)
+        return _from_nhwc(dx.astype(T.np, copy=False), data_format)
+    dxp = np.zeros(win.padded_shape(n, h, w, c), wt)
+    best_k = _argmax_tap(x, win)
     for k in range(win.kh * win.kw):  # one tap at a time: a tap's positions never collide
         dst = dxp[win.tap(*divmod(k, win.kw))]
         dst += dy * (best_k == k) if branch_free else np.where(best_k == k, dy, zero)
