@@ -12,7 +12,7 @@ import numpy as np
 from .dtypes import DType, as_dtype
 from .engine import to_tensor
 from .errors import InvalidArgumentError
-from .tensor import Tensor, Variable
+from .tensor import Tensor, Variable, ops_module as _ops
 
 __all__ = [
     "glorot_uniform", "he_normal", "zeros", "Layer", "Dense", "Conv2D", "MaxPool2D", "Flatten", "Sequential",
@@ -23,10 +23,6 @@ __all__ = [
 Initializer = Callable[[tuple[int, ...], DType, "np.random.Generator"], np.ndarray]
 
 
-def _ops() -> Any:
-    from . import ops
-
-    return ops
 
 
 def glorot_uniform(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
@@ -124,7 +120,9 @@ class MaxPool2D(Layer):
 
 class Flatten(Layer):
     def __call__(self, x: Tensor) -> Tensor:
-        return _ops().reshape(x, [x.shape[0], -1])  # type: ignore[no-any-return]
+        from .ops._grad_util import constant
+
+        return _ops().reshape(x, constant((x.shape[0], -1), x))  # type: ignore[no-any-return]
 
 
 class Sequential(Layer):

@@ -159,7 +159,8 @@ def sparse_softmax_cross_entropy_with_logits(
         )
     batch, classes = features.shape
     # One comparison finds negative labels too: seen unsigned they are huge.
-    if (labels.view(labels.dtype.str.replace("i", "u")) >= classes).any():
+    unsigned = labels.view(labels.dtype.str.replace("i", "u"))
+    if unsigned.size and (np.maximum.reduce(unsigned) if type(unsigned) is np.ndarray else unsigned.max()) >= classes:
         bad = labels[(labels < 0) | (labels >= classes)]
         raise _error(
             op,
@@ -168,7 +169,8 @@ def sparse_softmax_cross_entropy_with_logits(
         )
     xp = xp_of(features, labels)
     x = features.astype(_work_type(T), copy=False)
-    shifted = x - x.max(axis=-1, keepdims=True)
+    top = np.maximum.reduce(x, axis=-1, keepdims=True) if type(x) is np.ndarray else x.max(axis=-1, keepdims=True)
+    shifted = x - top
     at_label = xp.arange(0, batch * classes, classes) + labels  # flat index of each row's label
     picked = shifted.reshape(-1).take(at_label)
     e = xp.exp(shifted, out=shifted)
