@@ -23,8 +23,6 @@ __all__ = [
 Initializer = Callable[[tuple[int, ...], DType, "np.random.Generator"], np.ndarray]
 
 
-
-
 def glorot_uniform(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
     """Uniform in +-sqrt(6 / (fan_in + fan_out)) (Keras's default)."""
     receptive = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
