@@ -70,8 +70,14 @@ def _activation(name: str | None) -> Callable[[Tensor], Tensor] | None:
     return fn  # type: ignore[no-any-return]
 
 
+#: Dense activations that FusedMatMul applies itself (the others run as their own op).
+_FUSED = {None: "Identity", "relu": "Relu", "relu6": "Relu6", "elu": "Elu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
+
+
 class Dense(Layer):
-    """y = activation(x @ kernel + bias)."""
+    """y = activation(x @ kernel + bias): one FusedMatMul op when the activation is
+    one it offers (none, relu, relu6, elu, sigmoid, tanh), else MatMul, BiasAdd and
+    the activation's op."""
 
     def __init__(self, units_in: int, units_out: int, activation: str | None = None, *, seed: int | None = 0,
                  dtype: Any = "float32", kernel_initializer: Initializer = glorot_uniform) -> None:
@@ -79,9 +85,12 @@ class Dense(Layer):
         self.kernel = self.add_variable("kernel", (units_in, units_out), kernel_initializer, dtype, seed)
         self.bias = self.add_variable("bias", (units_out,), zeros, dtype, seed)
         self.activation = _activation(activation)
+        self._fused = _FUSED.get(activation)
 
     def __call__(self, x: Tensor) -> Tensor:
         ops = _ops()
+        if self._fused is not None:
+            return ops.fused_mat_mul(x, self.kernel, self.bias, activation=self._fused)  # type: ignore[no-any-return]
         y = ops.bias_add(ops.mat_mul(x, self.kernel), self.bias)
         return self.activation(y) if self.activation else y
 

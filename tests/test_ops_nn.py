@@ -302,6 +302,45 @@ BIAS_CASES = [
 ]
 
 
+FUSED_ACTIVATIONS = ("Identity", "Relu", "Relu6", "Elu", "Sigmoid", "Tanh")
+
+
+def ref_fused_mat_mul(a: np.ndarray, b: np.ndarray, bias: np.ndarray, transpose_a: bool = False,
+                      transpose_b: bool = False, activation: str = "Identity", **_: Any) -> np.ndarray:
+    x = (a.T if transpose_a else a) @ (b.T if transpose_b else b) + bias
+    return {
+        "Identity": lambda: x, "Relu": lambda: np.maximum(x, 0), "Relu6": lambda: np.clip(x, 0, 6),
+        "Elu": lambda: np.where(x > 0, x, np.expm1(np.minimum(x, 0))), "Sigmoid": lambda: 1 / (1 + np.exp(-x)),
+        "Tanh": lambda: np.tanh(x),
+    }[activation]()
+
+
+def dense_inputs(m: int, k: int, n: int, transpose_a: bool = False, transpose_b: bool = False,
+                 scale: float = 1.0) -> Any:
+    return lambda rng, dt: [randn(rng, dt, *((k, m) if transpose_a else (m, k)), scale=scale),
+                            randn(rng, dt, *((n, k) if transpose_b else (k, n))), randn(rng, dt, n)]
+
+
+FUSED_CASES = [
+    *[OpCase(f"FusedMatMul-{act}", "FusedMatMul", dense_inputs(3, 4, 5, scale=2.0), ref_fused_mat_mul,
+             attrs={"activation": act}) for act in FUSED_ACTIVATIONS],
+    OpCase("FusedMatMul-default", "FusedMatMul", dense_inputs(2, 3, 4), ref_fused_mat_mul),
+    OpCase("FusedMatMul-transpose_a", "FusedMatMul", dense_inputs(3, 4, 2, transpose_a=True), ref_fused_mat_mul,
+           attrs={"transpose_a": True, "activation": "Relu"}),
+    OpCase("FusedMatMul-transpose_b", "FusedMatMul", dense_inputs(3, 4, 2, transpose_b=True), ref_fused_mat_mul,
+           attrs={"transpose_b": True, "activation": "Tanh"}),
+    OpCase("FusedMatMul-transpose_both", "FusedMatMul", dense_inputs(3, 4, 2, True, True), ref_fused_mat_mul,
+           attrs={"transpose_a": True, "transpose_b": True, "activation": "Sigmoid"}),
+    # Large enough for the CPU Relu's contiguous path, written into the product in place.
+    OpCase("FusedMatMul-relu-large", "FusedMatMul", dense_inputs(64, 20, 128), ref_fused_mat_mul,
+           attrs={"activation": "Relu"}, grad=False),
+    OpCase("FusedMatMul-half", "FusedMatMul", dense_inputs(3, 4, 5), ref_fused_mat_mul,
+           attrs={"activation": "Elu"}, dtypes=("float16",), grad=False),
+    OpCase("FusedMatMul-empty", "FusedMatMul", dense_inputs(0, 4, 5), ref_fused_mat_mul,
+           attrs={"activation": "Relu"}, grad=False),
+]
+
+
 def conv_rows(name: str, x: tuple[int, ...], w: tuple[int, ...], attrs: dict[str, Any], **kw: Any) -> list[OpCase]:
     """Conv2D and its two backprop ops on one geometry."""
     full = {"dilations": [1, 1, 1, 1], **attrs}
@@ -417,7 +456,7 @@ POOL_CASES = [
            dtypes=("float16",), grad=False),
 ]
 
-CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + CONV_CASES + POOL_CASES
+CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + FUSED_CASES + CONV_CASES + POOL_CASES
 
 
 test_values, test_shapes, test_gradients = optable.table_tests(CASES)
@@ -425,7 +464,7 @@ test_values, test_shapes, test_gradients = optable.table_tests(CASES)
 
 def test_every_op_has_rows() -> None:
     names = {"Relu", "ReluGrad", "Relu6", "Elu", "Selu", "Softplus", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
-             "SparseSoftmaxCrossEntropyWithLogits", "BiasAdd", "BiasAddGrad", "Conv2D", "Conv2DBackpropInput",
+             "SparseSoftmaxCrossEntropyWithLogits", "BiasAdd", "BiasAddGrad", "FusedMatMul", "Conv2D", "Conv2DBackpropInput",
              "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"}
     assert names <= {c.op for c in CASES}
     assert names <= {c.op for c in CASES if c.grad}
@@ -715,6 +754,85 @@ def test_bias_add_errors(backend: str) -> None:
         ok.infer_shapes("BiasAdd", [(2, 3, 4), (3,)])
     (s,) = ok.infer_shapes("BiasAdd", [(2, 3, 4), (3,)], {"data_format": "NCHW"})
     assert s.as_list() == [2, 3, 4]
+
+
+def test_fused_mat_mul_errors(backend: str) -> None:
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    with pytest.raises(InvalidArgumentError, match=r"op 'FusedMatMul'.*bias must be 1-D with size .*\(4\), got shape \[3\]"):
+        ops.fused_mat_mul(a, b, np.ones(3, np.float32))
+    with pytest.raises(InvalidArgumentError, match=r"op 'FusedMatMul'.*got shape \[1, 4\]"):
+        ops.fused_mat_mul(a, b, np.ones((1, 4), np.float32))
+    with pytest.raises(InvalidArgumentError, match=r"op 'FusedMatMul': Matrix size-incompatible: In\[0\]: \[2, 3\], In\[1\]: \[4, 3\]"):
+        ops.fused_mat_mul(a, b.T, np.ones(4, np.float32))
+    with pytest.raises(InvalidArgumentError, match="op 'FusedMatMul'.*inputs must be matrices"):
+        ops.fused_mat_mul(a[0], b, np.ones(4, np.float32))
+    with pytest.raises(InvalidArgumentError, match="op 'FusedMatMul'.*'activation' must be one of"):
+        ops.fused_mat_mul(a, b, np.ones(4, np.float32), activation="Gelu")
+    with pytest.raises(OpTypeError, match="op 'FusedMatMul'"):
+        ops.fused_mat_mul(a.astype(np.int32), b.astype(np.int32), np.ones(4, np.int32))
+    with pytest.raises(ShapeError, match="op 'FusedMatMul'"):
+        ok.infer_shapes("FusedMatMul", [(2, 3), (3, 4), (3,)])
+    (s,) = ok.infer_shapes("FusedMatMul", [(3, 2), (4, 3), (4,)], {"transpose_a": True, "transpose_b": True})
+    assert s.as_list() == [2, 4]
+
+
+@pytest.mark.parametrize("activation", FUSED_ACTIVATIONS)
+def test_fused_mat_mul_generic_kernel_is_the_composition(activation: str, backend: str) -> None:
+    # What a backend without a FusedMatMul kernel runs: MatMul, BiasAdd and the activation op.
+    (generic,) = ok.kernels.kernels_for("FusedMatMul", "*")
+    a, b, bias = dense_inputs(5, 3, 4, transpose_b=True)(np.random.default_rng(1), "float32")
+    tensors = [ok.tensor(v) for v in (a, b, bias)]
+    out = generic.impl(*tensors, transpose_a=False, transpose_b=True, activation=activation, T=ok.float32)
+    assert out.backend == backend
+    fused = ops.fused_mat_mul(a, b, bias, transpose_b=True, activation=activation)
+    np.testing.assert_allclose(out.numpy(), fused.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "tanh", "softplus"])
+def test_dense_runs_one_fused_op_with_the_unfused_values_and_gradients(activation: str | None, backend: str) -> None:
+    rng = np.random.default_rng(2)
+    x = ok.tensor(rng.standard_normal((6, 5)).astype(np.float32))
+    layer = ok.nn.Dense(5, 3, activation, seed=3)
+    with ok.profile() as prof, GradientTape() as tape:
+        y = layer(x)
+        loss = ops.sum(ops.mul(y, y), [0, 1])
+    fused_grads = tape.gradient(loss, layer.variables)
+    counts = {op: calls for _, op, calls, _, _ in prof.rows()}
+    if activation == "softplus":  # not one FusedMatMul offers: three ops
+        assert "FusedMatMul" not in counts and counts["MatMul"] == 1 and counts["Softplus"] == 1
+    else:
+        assert counts["FusedMatMul"] == 1 and "BiasAdd" not in counts
+
+    with GradientTape() as tape:
+        ref = ops.bias_add(ops.mat_mul(x, layer.kernel), layer.bias)
+        ref = getattr(ops, activation)(ref) if activation else ref
+        ref_loss = ops.sum(ops.mul(ref, ref), [0, 1])
+    ref_grads = tape.gradient(ref_loss, layer.variables)
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+    for g, r in zip(fused_grads, ref_grads):
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_fused_mat_mul_gradient_skips_what_the_tape_does_not_need(backend: str) -> None:
+    rng = np.random.default_rng(3)
+    x = ok.tensor(rng.standard_normal((4, 3)).astype(np.float32))  # a constant: no gradient wanted
+    layer = ok.nn.Dense(3, 2, "relu", seed=0)
+    with GradientTape() as tape:
+        y = layer(x)
+    with ok.profile() as prof:
+        gk, gb = tape.gradient(y, layer.variables)
+    counts = {op: calls for _, op, calls, _, _ in prof.rows()}
+    assert counts["MatMul"] == 1 and counts["BiasAddGrad"] == 1 and counts["ReluGrad"] == 1
+    mask = (x.numpy() @ layer.kernel.numpy() + layer.bias.numpy()) > 0
+    np.testing.assert_allclose(gk.numpy(), x.numpy().T @ mask.astype(np.float32), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gb.numpy(), mask.sum(0).astype(np.float32), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("activation", FUSED_ACTIVATIONS)
+def test_fused_mat_mul_second_order(activation: str, backend: str) -> None:
+    inputs = dense_inputs(3, 2, 4, scale=0.5)(np.random.default_rng(7), "float64")
+    f = grad_of(lambda a, b, c: ops.fused_mat_mul(a, b, c, activation=activation), 0)
+    assert compute_gradient_error(f, inputs) < 1e-6
 
 
 def test_softmax_needs_rank_1(backend: str) -> None:

@@ -23,3 +23,4 @@ def opkernel_register_gradients() -> None:
 @hookimpl
 def opkernel_register_kernels() -> None:
     state_ops.register_generic_kernels()
+    nn_ops.register_generic_kernels()

@@ -49,3 +49,19 @@ def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     if axes:
         grad = ops.sum(grad, axes, keep_dims=False)
     return ops.reshape(grad, list(shape))  # type: ignore[no-any-return]
+
+
+def mat_mul_grads(
+    a: Tensor, b: Tensor, grad: Tensor, transpose_a: bool, transpose_b: bool, need_a: bool = True, need_b: bool = True
+) -> tuple[Any, Any]:
+    """TensorFlow's _MatMulGrad, every transpose combination without a Transpose op:
+    (F, F): grad b^T, a^T grad;  (F, T): grad b, grad^T a;  (T, F): b grad^T, a grad;
+    (T, T): b^T grad^T, grad^T a^T.  A gradient not needed is not computed (None)."""
+    mm = _ops().mat_mul
+    ta, tb = transpose_a, transpose_b
+    ga = gb = None
+    if need_a:
+        ga = mm(grad, b, transpose_b=not tb) if not ta else mm(b, grad, transpose_a=tb, transpose_b=True)
+    if need_b:
+        gb = mm(a, grad, transpose_a=not ta) if not tb else mm(grad, a, transpose_a=True, transpose_b=ta)
+    return ga, gb

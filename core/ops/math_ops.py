@@ -20,7 +20,7 @@ from ..gradients import not_differentiable, register_gradient
 from ..op_registry import register_op
 from ..shapes import InferenceContext
 from ..tensor import ops_module as _ops
-from ._grad_util import constant, unbroadcast
+from ._grad_util import constant, mat_mul_grads, unbroadcast
 
 _BINARY_TYPES = "{bfloat16, half, float, double, uint8, int8, uint16, int16, int32, int64, complex64, complex128}"
 _NEG_TYPES = "{bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128}"
@@ -495,19 +495,8 @@ def _prod_grad(op: Any, grad: Any) -> list[Any]:
 
 
 def _mat_mul_grad(op: Any, grad: Any) -> list[Any]:
-    """TensorFlow's _MatMulGrad, every transpose combination without a Transpose op:
-    (F, F): grad b^T, a^T grad;  (F, T): grad b, grad^T a;  (T, F): b grad^T, a grad;
-    (T, T): b^T grad^T, grad^T a^T.  A gradient the tape does not need is not computed."""
-    mm = _ops().mat_mul
-    a, b = op.inputs
-    need_a, need_b = op.needs_input_grad
-    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
-    ga = gb = None
-    if need_a:
-        ga = mm(grad, b, transpose_b=not tb) if not ta else mm(b, grad, transpose_a=tb, transpose_b=True)
-    if need_b:
-        gb = mm(a, grad, transpose_a=not ta) if not tb else mm(grad, a, transpose_a=True, transpose_b=ta)
-    return [ga, gb]
+    (a, b), (need_a, need_b) = op.inputs, op.needs_input_grad
+    return list(mat_mul_grads(a, b, grad, op.get_attr("transpose_a"), op.get_attr("transpose_b"), need_a, need_b))
 
 
 def _batch_mat_mul_grad(op: Any, grad: Any) -> list[Any]:

@@ -18,12 +18,14 @@ from .. import shape_fns
 from ..autodiff import is_zero_gradient
 from ..errors import InvalidArgumentError
 from ..gradients import register_gradient
+from ..kernels import register_kernel
 from ..op_registry import register_op
 from ..shapes import Dimension, InferenceContext, TensorShape
 from ..tensor import Tensor, ops_module as _ops
-from ._grad_util import constant, unbroadcast
+from ._grad_util import constant, mat_mul_grads, unbroadcast
 
 __all__ = [
+    "FUSED_ACTIVATIONS",
     "SELU_ALPHA",
     "SELU_SCALE",
     "explicit_padding",
@@ -41,6 +43,9 @@ _PADDING = "padding: {'SAME', 'VALID'}"
 _PADDING_EXPLICIT = "padding: {'SAME', 'VALID', 'EXPLICIT'}"
 _EXPLICIT_PADDINGS = "explicit_paddings: list(int) = []"
 _DATA_FORMAT = "data_format: {'NHWC', 'NCHW'} = 'NHWC'"
+#: The activations FusedMatMul offers (a subset of TensorFlow's _FusedMatMul fused_ops).
+FUSED_ACTIVATIONS = ("Identity", "Relu", "Relu6", "Elu", "Sigmoid", "Tanh")
+FUSED_ACTIVATION_ATTR = "activation: {" + ", ".join(f"'{a}'" for a in FUSED_ACTIVATIONS) + "} = 'Identity'"
 
 
 # ------------------------------------------------------------ window geometry
@@ -253,6 +258,12 @@ def _bias_add_shape(c: InferenceContext) -> None:
     c.set_output(0, c.replace_dim(x, axis, c.merge(c.dim(x, axis), c.dim(bias, 0))))
 
 
+def _fused_mat_mul_shape(c: InferenceContext) -> None:
+    shape_fns.matmul_shape(c)
+    bias = c.with_rank(c.input(2), 1)
+    c.set_output(0, c.matrix(c.dim(c.output(0), 0), c.merge(c.dim(c.output(0), 1), c.dim(bias, 0))))
+
+
 def _bias_add_grad_shape(c: InferenceContext) -> None:
     x = c.with_rank_at_least(c.input(0), 2)
     c.set_output(0, c.vector(c.dim(x, _channel_axis(c, x))))
@@ -396,6 +407,21 @@ def register_ops() -> None:
         "The backward operation for BiasAdd: sums out_backprop over every dimension but the channel one.\n\n"
         "out_backprop: Any number of dimensions, at least 2.\n"
         "output: 1-D with size the channel dimension of out_backprop."
+    )
+    register_op("FusedMatMul").input("a: T").input("b: T").input("bias: T").output("product: T").attr(
+        "transpose_a: bool = false"
+    ).attr("transpose_b: bool = false").attr(FUSED_ACTIVATION_ATTR).attr(f"T: {_FLOATS}").set_shape_fn(
+        _fused_mat_mul_shape
+    ).doc(
+        "activation(a * b + bias): MatMul, BiasAdd and an activation in one op (a dense layer).\n\n"
+        "TensorFlow's grappler rewrites MatMul + BiasAdd + activation into _FusedMatMul; here the fused op "
+        "is called directly (ok.nn.Dense does), so eager code saves the intermediate ops, their tensors "
+        "and their tape records.  The gradient needs only the output: every activation offered has a "
+        "derivative written in terms of its result.\n\n"
+        "a: A matrix [M, K] (or [K, M] with transpose_a).\n"
+        "b: A matrix [K, N] (or [N, K] with transpose_b).\n"
+        "bias: 1-D, [N].\n"
+        "activation: Applied to a * b + bias: Identity, Relu, Relu6, Elu, Sigmoid or Tanh."
     )
 
     _conv_op("Conv2D", "{half, bfloat16, float, double, int32}").input("input: T").input("filter: T").output(
@@ -558,6 +584,33 @@ def _sparse_xent_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> list
     return [_xent_features_grad(op, grad_loss, grad_backprop), None]
 
 
+def _activation_grad_from_output(activation: str, grad: Tensor, y: Tensor) -> Tensor:
+    """d activation / d its input, times ``grad``, written with the activation's output ``y``."""
+    ops = _ops()
+    if activation == "Identity":
+        return grad
+    if activation == "Relu":
+        return ops.relu_grad(grad, y)  # type: ignore[no-any-return]
+    if activation == "Relu6":  # 0 < y < 6 exactly where 0 < x < 6
+        return ops.mul(grad, ops.mul(_mask(ops.greater(y, 0), grad), _mask(ops.less(y, 6), grad)))  # type: ignore[no-any-return]
+    if activation == "Elu":  # 1 where y > 0, else exp(x) = y + 1
+        pos = _mask(ops.greater(y, 0), grad)
+        return ops.mul(grad, ops.add(pos, ops.mul(ops.sub(1, pos), ops.add(y, 1))))  # type: ignore[no-any-return]
+    if activation == "Sigmoid":
+        return ops.mul(grad, ops.mul(y, ops.sub(1, y)))  # type: ignore[no-any-return]
+    if activation == "Tanh":
+        return ops.mul(grad, ops.sub(1, ops.square(y)))  # type: ignore[no-any-return]
+    raise InvalidArgumentError(f"op 'FusedMatMul': unknown activation {activation!r}", op="FusedMatMul")
+
+
+def _fused_mat_mul_grad(op: Any, grad: Tensor) -> list[Any]:
+    a, b, _ = op.inputs
+    need_a, need_b, need_bias = op.needs_input_grad
+    dz = _activation_grad_from_output(op.get_attr("activation"), grad, op.outputs[0])
+    ga, gb = mat_mul_grads(a, b, dz, op.get_attr("transpose_a"), op.get_attr("transpose_b"), need_a, need_b)
+    return [ga, gb, _ops().bias_add_grad(dz) if need_bias else None]
+
+
 def _bias_add_grad(op: Any, grad: Tensor) -> list[Any]:
     return [grad, _ops().bias_add_grad(grad, data_format=op.get_attr("data_format"))]
 
@@ -642,6 +695,7 @@ _GRADIENTS: dict[str, Any] = {
     "SparseSoftmaxCrossEntropyWithLogits": _sparse_xent_grad,
     "BiasAdd": _bias_add_grad,
     "BiasAddGrad": _bias_add_grad_grad,
+    "FusedMatMul": _fused_mat_mul_grad,
     "Conv2D": _conv2d_grad,
     "Conv2DBackpropInput": _conv2d_backprop_input_grad,
     "Conv2DBackpropFilter": _conv2d_backprop_filter_grad,
@@ -657,6 +711,18 @@ def register_gradients() -> None:
     """Neural-network op gradients: every op here is differentiable."""
     for name, fn in _GRADIENTS.items():
         register_gradient(name)(fn)
+
+
+def _fused_mat_mul(a: Any, b: Any, bias: Any, transpose_a: bool, transpose_b: bool, activation: str, **attrs: Any) -> Any:
+    """FusedMatMul composed of MatMul, BiasAdd and the activation op: what a backend
+    without a fused kernel runs."""
+    ops = _ops()
+    y = ops.bias_add(ops.mat_mul(a, b, transpose_a=transpose_a, transpose_b=transpose_b), bias)
+    return y if activation == "Identity" else getattr(ops, activation.lower())(y)
+
+
+def register_generic_kernels() -> None:
+    register_kernel("FusedMatMul", backend="*")(_fused_mat_mul)
 
 
 # Host-side argument checks that every backend's convolution and pooling kernels share.

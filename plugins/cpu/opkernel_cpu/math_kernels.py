@@ -328,7 +328,8 @@ def _arg(op: str, fn: Kernel) -> Kernel:
 _DOT_BELOW = 4096
 
 
-def mat_mul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
+def product(op: str, a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
+    """The matrix product of MatMul (and FusedMatMul): a new array, errors naming ``op``."""
     x = a.T if transpose_a else a
     y = b.T if transpose_b else b
     if x.ndim == 2 and y.ndim == 2 and x.shape[1] == y.shape[0]:
@@ -336,12 +337,16 @@ def mat_mul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) 
         # 1.3 us on a 4x4), matmul is a few per cent faster on large products.
         return x.dot(y) if x.shape[0] * y.shape[1] < _DOT_BELOW else x @ y
     if a.ndim != 2 or b.ndim != 2:
-        raise _fail("MatMul", f"inputs must be matrices, got shapes {list(a.shape)} and {list(b.shape)}")
+        raise _fail(op, f"inputs must be matrices, got shapes {list(a.shape)} and {list(b.shape)}")
     raise _fail(
-        "MatMul",
+        op,
         f"Matrix size-incompatible: In[0]: {list(x.shape)}, In[1]: {list(y.shape)}"
         f" (transpose_a={transpose_a}, transpose_b={transpose_b})",
     )
+
+
+def mat_mul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
+    return product("MatMul", a, b, transpose_a, transpose_b)
 
 
 def _adjoint(m: np.ndarray, complex_: bool) -> np.ndarray:

@@ -26,6 +26,7 @@ from opkernel.ops.nn_ops import (
     window_output_size,
 )
 
+from .math_kernels import product, sigmoid
 from .xp import xp_of
 
 _FLOATS = ["float16", "bfloat16", "float32", "float64"]
@@ -57,8 +58,7 @@ def _widened(fn: Any) -> Any:
 _ZERO_ROWS: dict[np.dtype[Any], np.ndarray] = {}
 
 
-def relu(features: np.ndarray, **attrs: Any) -> np.ndarray:
-    x = features
+def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     if type(x) is np.ndarray and x.flags.c_contiguous and x.size >= 4096:
         # numpy's maximum against a scalar takes a slow broadcasting loop; against a row
         # of zeros it runs contiguous on both operands (2x faster), with the same result.
@@ -67,8 +67,13 @@ def relu(features: np.ndarray, **attrs: Any) -> np.ndarray:
             zeros = _ZERO_ROWS.get(x.dtype)
             if zeros is None:
                 zeros = _ZERO_ROWS.setdefault(x.dtype, np.zeros(1024, x.dtype))
-            return np.maximum(x.reshape(-1, width), zeros[:width]).reshape(x.shape)
-    return xp_of(x).maximum(x, x.dtype.type(0))  # type: ignore[no-any-return]
+            rows = None if out is None else out.reshape(-1, width)  # a view: out is contiguous like x
+            return np.maximum(x.reshape(-1, width), zeros[:width], out=rows).reshape(x.shape)
+    return xp_of(x).maximum(x, x.dtype.type(0), out=out)  # type: ignore[no-any-return]
+
+
+def relu(features: np.ndarray, **attrs: Any) -> np.ndarray:
+    return _relu(features)
 
 
 def relu_grad(gradients: np.ndarray, features: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -663,6 +668,47 @@ def avg_pool_grad(orig_input_shape: np.ndarray, grad: np.ndarray, T: ok.DType, *
     return _from_nhwc(win.crop(dxp, h, w).astype(T.np), data_format)
 
 
+# ------------------------------------------------------------ dense layer
+
+
+def _tanh(x: np.ndarray, T: ok.DType) -> np.ndarray:
+    return xp_of(x).tanh(x, out=x)  # type: ignore[no-any-return]
+
+
+#: Activations that FusedMatMul applies with the activation op's own kernel (a new array).
+_FUSED_BY_KERNEL = {"Elu": _widened(_elu), "Sigmoid": sigmoid, "Tanh": _tanh}
+
+
+def fused_mat_mul(
+    a: np.ndarray, b: np.ndarray, bias: np.ndarray, transpose_a: bool, transpose_b: bool, activation: str,
+    T: ok.DType, **attrs: Any,
+) -> np.ndarray:
+    """activation(a @ b + bias): the bias and Relu/Relu6/Tanh written into the product
+    in place, so a dense layer allocates one array instead of three.  The values are
+    those of MatMul, BiasAdd and the activation's kernel run one after the other."""
+    op = "FusedMatMul"
+    out = product(op, a, b, transpose_a, transpose_b)  # a new array: ours to write
+    if bias.ndim != 1 or bias.shape[0] != out.shape[1]:
+        raise _error(
+            op,
+            f"bias must be 1-D with size the number of columns of the product ({out.shape[1]}), "
+            f"got shape {list(bias.shape)}",
+        )
+    xp = xp_of(out, bias)
+    xp.add(out, bias, out=out)
+    if activation == "Identity":
+        return out
+    if activation == "Relu":
+        return _relu(out, out=out)
+    if activation == "Relu6":
+        xp.maximum(out, out.dtype.type(0), out=out)
+        return xp.minimum(out, out.dtype.type(6), out=out)  # type: ignore[no-any-return]
+    fn = _FUSED_BY_KERNEL.get(activation)
+    if fn is None:
+        raise _error(op, f"unknown activation {activation!r}")
+    return fn(out, T=T)  # type: ignore[no-any-return]
+
+
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
@@ -678,6 +724,7 @@ def register_all() -> None:
         ("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits, None, ()),
         ("BiasAdd", bias_add, {"T": _NUMBER}, ()),
         ("BiasAddGrad", bias_add_grad, {"T": _NUMBER}, ()),
+        ("FusedMatMul", fused_mat_mul, None, ()),
         ("Conv2D", conv2d, None, ()),
         ("Conv2DBackpropInput", conv2d_backprop_input, None, ("input_sizes",)),
         ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),

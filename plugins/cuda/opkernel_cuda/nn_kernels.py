@@ -1,6 +1,9 @@
 """CUDA kernels of the neural-network ops.
 
 * Activations, Softmax, LogSoftmax and BiasAdd: the CPU plugin's bodies.
+* FusedMatMul: the CPU body too: a cuBLAS product, then the bias and the
+  activation written into it in place (cupy elementwise launches, no new buffers
+  for Relu, Relu6 and Tanh).
 * Conv2D and its two backprops: im2col as a strided view of the padded input
   (copied once) and one cuBLAS GEMM, as on the CPU; the input backprop adds the
   GEMM's columns back with one strided add per kernel position.  16-bit floats
@@ -320,6 +323,7 @@ def rows() -> list[Row]:
         ("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits, floats, ()),
         ("BiasAdd", cpu.bias_add, number, ()),
         ("BiasAddGrad", bias_add_grad, number, ()),
+        ("FusedMatMul", cpu.fused_mat_mul, floats, ()),
         ("Conv2D", conv2d, None, ()),
         ("Conv2DBackpropInput", conv2d_backprop_input, None, ("input_sizes",)),
         ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),

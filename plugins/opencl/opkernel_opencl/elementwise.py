@@ -74,7 +74,7 @@ def render(spec: Ew, dtype: str) -> str:
         types = ["uchar", T, T]
     else:
         types = [T] * spec.arity
-    helpers = _FLOAT_HELPERS if dtype in FLOATS else (_INT_HELPERS if dtype in INTS else "")
+    helpers = FLOAT_HELPERS if dtype in FLOATS else (_INT_HELPERS if dtype in INTS else "")
     lines = [f"#define T {T}", f"#define R {R}", helpers]
     ins = ", ".join(f"__global const {t}* restrict x{j}" for j, t in enumerate(types))
     for variant in _variants(spec.arity):
@@ -412,13 +412,23 @@ inline T ok_floordiv(T a, T b) { T q = a / b; if ((a % b != 0) && ((a < 0) != (b
 inline T ok_floormod(T a, T b) { T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 inline T ok_ipow(T a, T b) { T r = 1; while (b > 0) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
 """
-_FLOAT_HELPERS = """
+FLOAT_HELPERS = """
 inline T ok_floormod(T a, T b) { T r = fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 inline T ok_sigmoid(T a) { T e = exp(-fabs(a)); return a >= 0 ? 1 / (1 + e) : e / (1 + e); }
 inline T ok_softplus(T a) { return fmax(a, (T)0) + log1p(exp(-fabs(a))); }
 """
 
 _SELU_SCALE, _SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
+
+#: The floating-point expressions of the activations FusedMatMul applies (shared with their own ops).
+ACTIVATIONS = {
+    "Identity": "a",
+    "Relu": "a > 0 ? a : (T)0",
+    "Relu6": "a > 0 ? (a < 6 ? a : (T)6) : (T)0",
+    "Elu": "a > 0 ? a : expm1(a)",
+    "Sigmoid": "ok_sigmoid(a)",
+    "Tanh": "tanh(a)",
+}
 
 
 def _table() -> list[tuple[Ew, Any]]:
@@ -447,8 +457,8 @@ def _table() -> list[tuple[Ew, Any]]:
         (Ew("Rsqrt", 1, {"f": "1 / sqrt(a)"}, FLOATS), E),
         (Ew("Sin", 1, {"f": "sin(a)"}, FLOATS), E),
         (Ew("Cos", 1, {"f": "cos(a)"}, FLOATS), E),
-        (Ew("Tanh", 1, {"f": "tanh(a)"}, FLOATS), E),
-        (Ew("Sigmoid", 1, {"f": "ok_sigmoid(a)"}, FLOATS), E),
+        (Ew("Tanh", 1, {"f": ACTIVATIONS["Tanh"]}, FLOATS), E),
+        (Ew("Sigmoid", 1, {"f": ACTIVATIONS["Sigmoid"]}, FLOATS), E),
         (Ew("Erf", 1, {"f": "erf(a)"}, FLOATS), E),
         (Ew("Equal", 2, {"*": "a == b"}, ALL, out="bool"), _equality("Equal")),
         (Ew("NotEqual", 2, {"*": "a != b"}, ALL, out="bool"), _equality("NotEqual")),
@@ -463,10 +473,10 @@ def _table() -> list[tuple[Ew, Any]]:
         (Ew("ClipByValue", 3, {"f": "fmin(fmax(a, b), c)", "i": "min(max(a, b), c)"}, REALS), check_clip),
         (Ew("AddN", 2, {"*": "a + b"}, arith), add_n_kernel),
         (Ew("BiasAdd", 2, {"*": "a + b"}, arith), bias_add_kernel),
-        (Ew("Relu", 1, {"*": "a > 0 ? a : (T)0"}, REALS), E),
+        (Ew("Relu", 1, {"*": ACTIVATIONS["Relu"]}, REALS), E),
         (Ew("ReluGrad", 2, {"*": "a * (T)(b > 0)"}, REALS), check_relu_grad),
-        (Ew("Relu6", 1, {"*": "a > 0 ? (a < 6 ? a : (T)6) : (T)0"}, REALS), E),
-        (Ew("Elu", 1, {"f": "a > 0 ? a : expm1(a)"}, FLOATS), E),
+        (Ew("Relu6", 1, {"*": ACTIVATIONS["Relu6"]}, REALS), E),
+        (Ew("Elu", 1, {"f": ACTIVATIONS["Elu"]}, FLOATS), E),
         (Ew("Softplus", 1, {"f": "ok_softplus(a)"}, FLOATS), E),
     ]
     rows.append((Ew("Selu", 1, {d: f"a > 0 ? {literal(_SELU_SCALE, d)} * a : {literal(_SELU_SCALE * _SELU_ALPHA, d)} * expm1(a)" for d in FLOATS}, FLOATS), E))

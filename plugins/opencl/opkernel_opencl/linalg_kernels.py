@@ -1,4 +1,4 @@
-"""OpenCL kernels of MatMul and BatchMatMul: one table in ``register_all``.
+"""OpenCL kernels of MatMul, BatchMatMul and FusedMatMul: one table in ``register_all``.
 
 C = A B runs as three launches, the structure of a CPU BLAS:
 
@@ -40,7 +40,7 @@ import opkernel as ok
 from .array_kernels import BE, zeros
 from .backend import OpenCLBackend, ctype
 from .common import broadcast_strides, contiguous_strides, dims, fail
-from .elementwise import float32_compute
+from .elementwise import ACTIVATIONS, FLOAT_HELPERS, float32_compute
 from .programs import family
 
 ENV_MATMUL = "OPKERNEL_OPENCL_MATMUL"
@@ -250,21 +250,56 @@ def gemm(
     return out
 
 
-def mat_mul(a: Any, b: Any, transpose_a: bool, transpose_b: bool, T: ok.DType, **attrs: Any) -> Any:
+def _product(op: str, a: Any, b: Any, transpose_a: bool, transpose_b: bool, T: ok.DType) -> Any:
     if a.ndim != 2 or b.ndim != 2:
-        raise fail("MatMul", f"inputs must be matrices, got shapes {list(a.shape)} and {list(b.shape)}")
+        raise fail(op, f"inputs must be matrices, got shapes {list(a.shape)} and {list(b.shape)}")
     M, K = (a.shape[1], a.shape[0]) if transpose_a else a.shape
     K2, N = (b.shape[1], b.shape[0]) if transpose_b else b.shape
     if K != K2:
         ea = [M, K]
         eb = [K2, N]
         raise fail(
-            "MatMul",
+            op,
             f"Matrix size-incompatible: In[0]: {ea}, In[1]: {eb} (transpose_a={transpose_a}, transpose_b={transpose_b})",
         )
     sa = (1, a.shape[1]) if transpose_a else (a.shape[1], 1)
     sb = (1, b.shape[1]) if transpose_b else (b.shape[1], 1)
-    return gemm(BE(), "MatMul", T.name, a, b, M, N, K, sa, sb)
+    return gemm(BE(), op, T.name, a, b, M, N, K, sa, sb)
+
+
+def mat_mul(a: Any, b: Any, transpose_a: bool, transpose_b: bool, T: ok.DType, **attrs: Any) -> Any:
+    return _product("MatMul", a, b, transpose_a, transpose_b, T)
+
+
+@family("dense", ("float32", "float64"))
+def _dense_source(dtype: str) -> str:
+    T = ctype(ok.as_dtype(dtype))
+    kernels = "\n".join(
+        f"__kernel void bias_{name.lower()}(__global T* restrict y, __global const T* restrict bias, int N) {{\n"
+        f"  int i = get_global_id(0); T a = y[i] + bias[i % N]; y[i] = {expr};\n}}"
+        for name, expr in ACTIVATIONS.items()
+    )
+    return f"#define T {T}\n{FLOAT_HELPERS}\n// y = activation(y + bias), in place on a fresh [M, N] product.\n{kernels}\n#undef T\n"
+
+
+def fused_mat_mul(
+    a: Any, b: Any, bias: Any, transpose_a: bool, transpose_b: bool, activation: str, T: ok.DType, **attrs: Any
+) -> Any:
+    """The MatMul kernel's product, then one launch adding the bias and applying the
+    activation in place (MatMul, BiasAdd and the activation would be three launches
+    and two more buffers)."""
+    op = "FusedMatMul"
+    if activation not in ACTIVATIONS:
+        raise fail(op, f"unknown activation {activation!r}")
+    out = _product(op, a, b, transpose_a, transpose_b, T)
+    N = out.shape[1]
+    if bias.ndim != 1 or bias.shape[0] != N:
+        raise fail(op, f"bias must be 1-D with size the number of columns of the product ({N}), got shape {list(bias.shape)}")
+    if out.size:
+        be = BE()
+        k = be.programs.kernel("dense", T.name, f"bias_{activation.lower()}", op)
+        be.launch1d(k, out.size, out.base_data, bias.base_data, np.int32(N))
+    return out
 
 
 def batch_mat_mul(x: Any, y: Any, adj_x: bool, adj_y: bool, T: ok.DType, **attrs: Any) -> Any:
@@ -299,6 +334,7 @@ def register_all() -> None:
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
         ("MatMul", float32_compute(mat_mul), {"T": list(DTYPES) + ["float16"]}, ()),
         ("BatchMatMul", float32_compute(batch_mat_mul), {"T": list(DTYPES) + ["float16"]}, ()),
+        ("FusedMatMul", float32_compute(fused_mat_mul), {"T": ["float32", "float64", "float16"]}, ()),
     ]
     for op, fn, constraints, host in table:
         ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)
