@@ -37,7 +37,7 @@ _GRADIENTS = gradients._gradients
 _counter_lock = threading.Lock()
 
 
-Backward = Callable[[list[Tensor]], Sequence[Tensor | None]]
+Backward = Callable[[list[Tensor | None]], Sequence[Tensor | None]]
 #: What ``record_op`` stores for a registered op: (op_def, attrs, inputs, outputs, versions).
 _Raw = tuple[Any, Mapping[str, Any], Sequence[Tensor], Sequence[Tensor], tuple[tuple[int, int], ...]]
 
@@ -101,7 +101,7 @@ class _ByDType(dict):  # type: ignore[type-arg]
 _DIFFERENTIABLE = _ByDType()
 
 
-def _run_backward(record: OpRecord, output_grads: list[Tensor]) -> Sequence[Tensor | None]:
+def _run_backward(record: OpRecord, output_grads: list[Tensor | None]) -> Sequence[Tensor | None]:
     """Input gradients of one recorded step (a registered gradient or a custom one)."""
     if record.backward is not None:
         result: Any = record.backward(output_grads)
@@ -311,12 +311,16 @@ def _backprop(
             g = get(id(outputs[0]))
             if g is None:
                 continue
-            filled = [g]
+            filled: list[Any] = [g]
         else:
             out_grads = [get(id(o)) for o in outputs]
             if out_grads.count(None) == len(out_grads):
                 continue
-            filled = [g if g is not None else _filled(o, 0) for g, o in zip(out_grads, outputs)]
+            gdef = None if is_record else _GRADIENTS.get(raw[0].name)  # type: ignore[index]
+            if gdef is not None and not gdef.materialize_grads:
+                filled = out_grads
+            else:
+                filled = [g if g is not None else _filled(o, 0) for g, o in zip(out_grads, outputs)]
         entry: OpRecord = raw if is_record else OpRecord(raw[0].name, raw[0], raw[1], raw[2], raw[3], None, raw[4])  # type: ignore[assignment,index]
         for i, version in entry.versions:
             if entry.inputs[i]._version != version:  # type: ignore[attr-defined]
@@ -393,7 +397,7 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
         inputs = [a for a in args if isinstance(a, Tensor)]
         outputs = _flatten(y)
 
-        def backward(output_grads: list[Tensor]) -> Sequence[Tensor | None]:
+        def backward(output_grads: list[Tensor | None]) -> Sequence[Tensor | None]:
             result = grad_fn(*output_grads)
             grads = [result] if isinstance(result, Tensor) or result is None else list(result)
             if len(grads) == len(args) != len(inputs):  # one per argument: keep the tensors' ones

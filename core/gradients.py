@@ -31,11 +31,16 @@ F = TypeVar("F", bound=GradFn)
 
 @dataclass(frozen=True)
 class GradientDef:
-    """One registry entry.  ``fn`` is None for a not-differentiable op."""
+    """One registry entry.  ``fn`` is None for a not-differentiable op.
+
+    ``materialize_grads``: whether ``fn`` receives zeros (True) or None (False) for
+    an output nothing depended on (torch's ``ctx.set_materialize_grads``).
+    """
 
     op: str
     fn: GradFn | None
     provider: Provider
+    materialize_grads: bool = True
 
 
 _lock = threading.RLock()
@@ -59,12 +64,18 @@ def _add(entry: GradientDef, override: bool) -> None:
         _gradients[entry.op] = entry
 
 
-def register_gradient(op_name: str, *, override: bool = False) -> Callable[[F], F]:
+def register_gradient(op_name: str, *, override: bool = False, materialize_grads: bool = True) -> Callable[[F], F]:
     """Decorator registering ``fn(op, *grads)`` as the gradient of ``op_name``;
-    returns ``fn`` unchanged."""
+    returns ``fn`` unchanged.
+
+    ``fn`` gets one gradient per output of the op.  For an output that nothing
+    the tape differentiates depended on, that gradient is a zeros tensor, or None
+    with ``materialize_grads=False`` (a multi-output op whose gradient can skip
+    that term saves making the zeros: TensorFlow's softmax cross-entropy losses).
+    """
 
     def decorate(fn: F) -> F:
-        _add(GradientDef(op_name, fn, current_provider()), override)
+        _add(GradientDef(op_name, fn, current_provider(), materialize_grads), override)
         return fn
 
     return decorate

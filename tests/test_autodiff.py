@@ -206,6 +206,40 @@ def test_gradient_functions_can_tell_tape_made_zeros(backend: str, fresh_registr
     assert not is_zero_gradient(ok.ops.zeros_like(x)) and not is_zero_gradient(None)
 
 
+def test_gradient_functions_can_take_none_for_unused_outputs(backend: str, fresh_registry: None) -> None:
+    seen: list[tuple[Any, Any]] = []
+    ok.register_op("Probe>Pair").input("x: float").output("a: float").output("b: float")
+    ok.register_kernel("Probe>Pair", backend="*")(lambda x: (ok.ops.mul(x, 2.0), ok.ops.mul(x, 3.0)))
+
+    @ok.register_gradient("Probe>Pair", materialize_grads=False)
+    def _grad(op: Any, da: ok.Tensor | None, db: ok.Tensor | None) -> ok.Tensor:
+        seen.append((da is None, db is None))
+        terms = [ok.ops.mul(g, k) for g, k in ((da, 2.0), (db, 3.0)) if g is not None]
+        return terms[0] if len(terms) == 1 else ok.ops.add(*terms)
+
+    x = ok.Variable(np.ones(2, np.float32))
+    with ok.GradientTape(persistent=True) as tape:
+        a, b = ok.ops.probe.pair(x)
+    assert tape.gradient(b, x).numpy().tolist() == [3.0, 3.0]
+    assert tape.gradient(a, x).numpy().tolist() == [2.0, 2.0]
+    assert tape.gradient([a, b], x).numpy().tolist() == [5.0, 5.0]
+    assert seen == [(True, False), (False, True), (False, False)]
+
+
+def test_sparse_cross_entropy_backward_makes_no_zeros(backend: str) -> None:
+    logits = ok.Variable(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32))
+    with ok.GradientTape() as tape:
+        loss = ok.nn.sparse_softmax_cross_entropy(logits, ok.tensor(np.array([0, 2, 1, 1])))
+    with ok.profile() as prof:
+        g = tape.gradient(loss, logits)
+    assert "ZerosLike" not in {op for _, op, *_ in prof.rows()}
+    z = logits.numpy().astype(np.float64)
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(4), [0, 2, 1, 1]] -= 1
+    np.testing.assert_allclose(g.numpy(), p / 4, rtol=1e-5, atol=1e-7)
+
+
 def test_gradient_constants_are_made_once_per_backend_and_read_only(backend: str) -> None:
     from opkernel.ops._grad_util import constant
 

@@ -560,24 +560,35 @@ def _log_softmax_grad(op: Any, grad: Tensor) -> list[Any]:
     return [ops.sub(grad, ops.mul(ops.sum(grad, -1, keep_dims=True), softmax))]
 
 
-def _xent_features_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> Any:
+def _xent_features_grad(op: Any, grad_loss: Tensor | None, grad_backprop: Tensor | None) -> Any:
     """d/dfeatures through both outputs: loss' derivative is ``backprop``; backprop's
-    (softmax - labels) is the softmax Jacobian."""
+    (softmax - labels) is the softmax Jacobian.  An output nothing used has None
+    (these gradients are registered with materialize_grads=False)."""
     ops = _ops()
-    grad = ops.mul(ops.reshape(grad_loss, constant((-1, 1), grad_loss)), op.outputs[1])
-    if is_zero_gradient(grad_backprop):  # the usual case: nothing used backprop
+    grad = None
+    if grad_loss is not None:
+        grad = ops.mul(ops.reshape(grad_loss, constant((-1, 1), grad_loss)), op.outputs[1])
+    if grad_backprop is None or is_zero_gradient(grad_backprop):  # the usual case: nothing used backprop
         return grad
-    return ops.add(grad, _softmax_vjp(grad_backprop, ops.softmax(op.inputs[0])))
+    term = _softmax_vjp(grad_backprop, ops.softmax(op.inputs[0]))
+    return term if grad is None else ops.add(grad, term)
 
 
-def _xent_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> list[Any]:
+def _xent_grad(op: Any, grad_loss: Tensor | None, grad_backprop: Tensor | None) -> list[Any]:
     ops = _ops()
     features, labels = op.inputs
-    d_features = _xent_features_grad(op, grad_loss, grad_backprop)
-    d_labels = ops.sub(
-        ops.mul(ops.reshape(grad_loss, constant((-1, 1), grad_loss)), ops.neg(ops.log_softmax(features))), grad_backprop
-    )
-    return [unbroadcast(d_features, features.shape), unbroadcast(d_labels, labels.shape)]
+    need_features, need_labels = op.needs_input_grad
+    d_features = _xent_features_grad(op, grad_loss, grad_backprop) if need_features else None
+    d_labels = None
+    if need_labels:
+        if grad_loss is not None:
+            d_labels = ops.mul(ops.reshape(grad_loss, constant((-1, 1), grad_loss)), ops.neg(ops.log_softmax(features)))
+        if grad_backprop is not None:
+            d_labels = ops.neg(grad_backprop) if d_labels is None else ops.sub(d_labels, grad_backprop)
+    return [
+        None if d_features is None else unbroadcast(d_features, features.shape),
+        None if d_labels is None else unbroadcast(d_labels, labels.shape),
+    ]
 
 
 def _sparse_xent_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> list[Any]:
@@ -707,10 +718,14 @@ _GRADIENTS: dict[str, Any] = {
 }
 
 
+#: Gradients that take None for an unused output (TensorFlow's FunctionsAcceptingNoneForIndicesMap).
+_WITHOUT_ZEROS = ("SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits")
+
+
 def register_gradients() -> None:
     """Neural-network op gradients: every op here is differentiable."""
     for name, fn in _GRADIENTS.items():
-        register_gradient(name)(fn)
+        register_gradient(name, materialize_grads=name not in _WITHOUT_ZEROS)(fn)
 
 
 def _fused_mat_mul(a: Any, b: Any, bias: Any, transpose_a: bool, transpose_b: bool, activation: str, **attrs: Any) -> Any:
