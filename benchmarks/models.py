@@ -16,21 +16,29 @@ import opkernel as ok
 BATCH, LR = 64, 0.01
 
 
-def _mlp_data() -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+#: (inputs, hidden, classes) of the benchmarked MLP; TINY_MLP (batch 4) makes every
+#: kernel negligible, so its step time is what the framework itself adds per step.
+MLP = (784, 256, 10)
+TINY_MLP, TINY_BATCH = (8, 8, 3), 4
+
+
+def _mlp_data(sizes: tuple[int, int, int] = MLP, batch: int = BATCH) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    n_in, n_hidden, n_out = sizes
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((BATCH, 784)).astype(np.float32)
-    y = rng.integers(0, 10, BATCH)
+    x = rng.standard_normal((batch, n_in)).astype(np.float32)
+    y = rng.integers(0, n_out, batch)
     params = [
-        (rng.standard_normal((784, 256)) * 0.05).astype(np.float32), np.zeros(256, np.float32),
-        (rng.standard_normal((256, 10)) * 0.05).astype(np.float32), np.zeros(10, np.float32),
+        (rng.standard_normal((n_in, n_hidden)) * 0.05).astype(np.float32), np.zeros(n_hidden, np.float32),
+        (rng.standard_normal((n_hidden, n_out)) * 0.05).astype(np.float32), np.zeros(n_out, np.float32),
     ]
     return x, y, params
 
 
-def mlp_step_opkernel() -> Callable[[], None]:
-    x_np, y_np, _ = _mlp_data()
+def mlp_step_opkernel(sizes: tuple[int, int, int] = MLP, batch: int = BATCH) -> Callable[[], None]:
+    n_in, n_hidden, n_out = sizes
+    x_np, y_np, _ = _mlp_data(sizes, batch)
     x, y = ok.tensor(x_np), ok.tensor(y_np)
-    model = ok.nn.Sequential([ok.nn.Dense(784, 256, "relu", seed=1), ok.nn.Dense(256, 10, seed=2)])
+    model = ok.nn.Sequential([ok.nn.Dense(n_in, n_hidden, "relu", seed=1), ok.nn.Dense(n_hidden, n_out, seed=2)])
     opt = ok.nn.SGD(LR)
     variables = model.variables
 
@@ -51,8 +59,8 @@ def _softmax_xent_grad(z: np.ndarray, y: np.ndarray) -> np.ndarray:
     return p
 
 
-def mlp_step_numpy() -> Callable[[], None]:
-    x, y, (w1, b1, w2, b2) = _mlp_data()
+def mlp_step_numpy(sizes: tuple[int, int, int] = MLP, batch: int = BATCH) -> Callable[[], None]:
+    x, y, (w1, b1, w2, b2) = _mlp_data(sizes, batch)
 
     def step() -> None:
         h = x @ w1 + b1
@@ -68,8 +76,8 @@ def mlp_step_numpy() -> Callable[[], None]:
     return step
 
 
-def mlp_step_torch(torch: Any) -> Callable[[], None]:
-    x_np, y_np, params = _mlp_data()
+def mlp_step_torch(torch: Any, sizes: tuple[int, int, int] = MLP, batch: int = BATCH) -> Callable[[], None]:
+    x_np, y_np, params = _mlp_data(sizes, batch)
     x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
     w1, b1, w2, b2 = [torch.tensor(p, requires_grad=True) for p in params]
     f = torch.nn.functional

@@ -137,16 +137,21 @@ def matmul(backend: str, quick: bool) -> list[Row]:
 
 
 def mlp(backend: str, quick: bool) -> list[Row]:
-    from models import mlp_step_numpy, mlp_step_opkernel, mlp_step_torch
+    from models import MLP, TINY_BATCH, TINY_MLP, BATCH, mlp_step_numpy, mlp_step_opkernel, mlp_step_torch
 
-    f_np = mlp_step_numpy()
-    with ok.use_backend(backend):
-        f_ok = mlp_step_opkernel()
-        t_ok, t_np, t_t = interleaved(
-            [Timed(f_ok, sync=_sync(backend)), Timed(f_np), Timed(mlp_step_torch(torch) if torch is not None else None)],
-            repeats=7 if quick else 15,
-        )
-    return [Row("MLP 784-256-10 train step, batch 64", backend, t_ok, t_np, t_t, "numpy: hand-written")]
+    rows = []
+    for sizes, batch, note in ((MLP, BATCH, "numpy: hand-written"),
+                               (TINY_MLP, TINY_BATCH, "kernels negligible: the framework's cost per step")):
+        f_np = mlp_step_numpy(sizes, batch)
+        with ok.use_backend(backend):
+            f_ok = mlp_step_opkernel(sizes, batch)
+            f_t = mlp_step_torch(torch, sizes, batch) if torch is not None else None
+            t_ok, t_np, t_t = interleaved(
+                [Timed(f_ok, sync=_sync(backend)), Timed(f_np), Timed(f_t)], repeats=7 if quick else 15,
+            )
+        name = "-".join(map(str, sizes))
+        rows.append(Row(f"MLP {name} train step, batch {batch}", backend, t_ok, t_np, t_t, note))
+    return rows
 
 
 def cnn(backend: str, quick: bool) -> list[Row]:
