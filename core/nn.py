@@ -85,7 +85,7 @@ class Dense(Layer):
         self.kernel = self.add_variable("kernel", (units_in, units_out), kernel_initializer, dtype, seed)
         self.bias = self.add_variable("bias", (units_out,), zeros, dtype, seed)
         self.activation = _activation(activation)
-        self._fused = _FUSED.get(activation)
+        self._fused = _FUSED.get(activation) if self.kernel.dtype.is_floating else None  # FusedMatMul: floats only
 
     def __call__(self, x: Tensor) -> Tensor:
         ops = _ops()

@@ -591,7 +591,7 @@ def _xent_grad(op: Any, grad_loss: Tensor | None, grad_backprop: Tensor | None) 
     ]
 
 
-def _sparse_xent_grad(op: Any, grad_loss: Tensor, grad_backprop: Tensor) -> list[Any]:
+def _sparse_xent_grad(op: Any, grad_loss: Tensor | None, grad_backprop: Tensor | None) -> list[Any]:
     return [_xent_features_grad(op, grad_loss, grad_backprop), None]
 
 
