@@ -360,7 +360,7 @@ def _sigmoid_rule(ops: Any, gy: Any, y: Any) -> Any:
 
 # Written to avoid scalar constants where an identity allows (1 - y*y -> grad - grad*y*y):
 # each constant is one more op, and one more gradient, at every higher order.
-_UNARY_RULES = {
+UNARY_GRAD_RULES = {
     "Abs": lambda ops, g, x, y: ops.mul(g, ops.sign(x)),
     "Exp": lambda ops, g, x, y: ops.mul(g, y),
     "Log": lambda ops, g, x, y: ops.real_div(g, x),
@@ -557,7 +557,7 @@ def register_gradients() -> None:
         "MatMul": _mat_mul_grad,
         "BatchMatMul": _batch_mat_mul_grad,
     }
-    table.update({name: _unary_grad(rule) for name, rule in _UNARY_RULES.items()})
+    table.update({name: _unary_grad(rule) for name, rule in UNARY_GRAD_RULES.items()})
     for name, fn in table.items():
         register_gradient(name)(fn)
     for name in _NOT_DIFFERENTIABLE:

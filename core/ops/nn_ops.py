@@ -23,6 +23,7 @@ from ..op_registry import register_op
 from ..shapes import Dimension, InferenceContext, TensorShape
 from ..tensor import Tensor, ops_module as _ops
 from ._grad_util import constant, mat_mul_grads, unbroadcast
+from .math_ops import UNARY_GRAD_RULES
 
 __all__ = [
     "FUSED_ACTIVATIONS",
@@ -509,7 +510,7 @@ def _mask(cond: Tensor, like: Tensor) -> Tensor:
 
 
 def _relu_grad(op: Any, grad: Tensor) -> list[Any]:
-    return [_ops().relu_grad(grad, op.outputs[0])]
+    return [_activation_grad_from_output("Relu", grad, op.outputs[0])]
 
 
 def _relu_grad_grad(op: Any, grad: Tensor) -> list[Any]:
@@ -518,17 +519,11 @@ def _relu_grad_grad(op: Any, grad: Tensor) -> list[Any]:
 
 
 def _relu6_grad(op: Any, grad: Tensor) -> list[Any]:
-    ops, x = _ops(), op.inputs[0]
-    inside = ops.mul(_mask(ops.greater(x, 0), grad), _mask(ops.less(x, 6), grad))
-    return [ops.mul(grad, inside)]
+    return [_activation_grad_from_output("Relu6", grad, op.outputs[0])]
 
 
 def _elu_grad(op: Any, grad: Tensor) -> list[Any]:
-    # d/dx = 1 where x > 0, else exp(x) = y + 1; written with y so it stays differentiable.
-    ops, y = _ops(), op.outputs[0]
-    pos = _mask(ops.greater(op.inputs[0], 0), grad)
-    slope = ops.add(pos, ops.mul(ops.sub(1, pos), ops.add(y, 1)))
-    return [ops.mul(grad, slope)]
+    return [_activation_grad_from_output("Elu", grad, op.outputs[0])]
 
 
 def _selu_grad(op: Any, grad: Tensor) -> list[Any]:
@@ -596,7 +591,8 @@ def _sparse_xent_grad(op: Any, grad_loss: Tensor | None, grad_backprop: Tensor |
 
 
 def _activation_grad_from_output(activation: str, grad: Tensor, y: Tensor) -> Tensor:
-    """d activation / d its input, times ``grad``, written with the activation's output ``y``."""
+    """d activation / d its input, times ``grad``, written with the activation's output
+    ``y`` (the gradients of Relu, Relu6, Elu and FusedMatMul)."""
     ops = _ops()
     if activation == "Identity":
         return grad
@@ -604,14 +600,10 @@ def _activation_grad_from_output(activation: str, grad: Tensor, y: Tensor) -> Te
         return ops.relu_grad(grad, y)  # type: ignore[no-any-return]
     if activation == "Relu6":  # 0 < y < 6 exactly where 0 < x < 6
         return ops.mul(grad, ops.mul(_mask(ops.greater(y, 0), grad), _mask(ops.less(y, 6), grad)))  # type: ignore[no-any-return]
-    if activation == "Elu":  # 1 where y > 0, else exp(x) = y + 1
+    if activation == "Elu":  # 1 where y > 0 (exactly where x > 0), else exp(x) = y + 1: differentiable in y
         pos = _mask(ops.greater(y, 0), grad)
         return ops.mul(grad, ops.add(pos, ops.mul(ops.sub(1, pos), ops.add(y, 1))))  # type: ignore[no-any-return]
-    if activation == "Sigmoid":
-        return ops.mul(grad, ops.mul(y, ops.sub(1, y)))  # type: ignore[no-any-return]
-    if activation == "Tanh":
-        return ops.mul(grad, ops.sub(1, ops.square(y)))  # type: ignore[no-any-return]
-    raise InvalidArgumentError(f"op 'FusedMatMul': unknown activation {activation!r}", op="FusedMatMul")
+    return UNARY_GRAD_RULES[activation](ops, grad, None, y)  # type: ignore[no-any-return]  # Sigmoid, Tanh: in y only
 
 
 def _fused_mat_mul_grad(op: Any, grad: Tensor) -> list[Any]:
