@@ -14,6 +14,8 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from . import gradients
 from .dtypes import DType
 from .errors import GradientNotFoundError, InvalidArgumentError
@@ -270,9 +272,27 @@ def _structure_like(sources: Any, grads: dict[int, Tensor], tracked: Mapping[int
 _ZEROS: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
 
 
+#: (backend, dtype) -> the scalar one that seeds the gradient of a scalar target:
+#: made once (its host array read-only), so ``is_unit_gradient`` is an identity test.
+_UNITS: dict[tuple[Any, DType], Tensor] = {}
+
+
+def _unit(like: Tensor) -> Tensor:
+    key = (like._backend, like._dtype)
+    t = _UNITS.get(key)
+    if t is None:
+        be = like._backend
+        arr = np.ones((), like._dtype.np)
+        arr.flags.writeable = False
+        t = _UNITS[key] = Tensor(be.from_numpy(arr), like._dtype, be)
+    return t
+
+
 def _filled(like: Tensor, value: int) -> Tensor:
     ops = _ops()
     if value:
+        if not like._value.shape and _DIFFERENTIABLE[like._dtype]:
+            return _unit(like)  # a scalar loss: no op, and gradient functions can tell
         return ops.ones_like(like)  # type: ignore[no-any-return]
     t: Tensor = ops.zeros_like(like)
     _ZEROS[id(t)] = t
@@ -283,6 +303,13 @@ def is_zero_gradient(grad: Any) -> bool:
     """Whether ``grad`` is zeros the tape made for an output nothing depended on
     (TensorFlow's ``_IsZero``): a gradient function may skip that output's term."""
     return grad is not None and _ZEROS.get(id(grad)) is grad
+
+
+def is_unit_gradient(grad: Any) -> bool:
+    """Whether ``grad`` is the scalar one the tape seeds a scalar target with (as
+    ``tape.gradient(loss, ...)`` does without ``output_gradients``): a gradient
+    function may return the derivative itself instead of multiplying it by one."""
+    return grad is not None and _UNITS.get((grad._backend, grad._dtype)) is grad
 
 
 def _accumulate(grads: dict[int, Tensor], t: Tensor, g: Tensor) -> None:

@@ -147,13 +147,11 @@ class Sequential(Layer):
         return x
 
 
-def sparse_softmax_cross_entropy(logits: Tensor, labels: Any) -> Tensor:
-    """Mean cross-entropy of integer ``labels`` under ``softmax(logits)``."""
-    from .ops._grad_util import constant
-
-    ops = _ops()
-    loss, _ = ops.sparse_softmax_cross_entropy_with_logits(logits, labels)
-    return ops.mean(loss, constant((0,), loss))  # type: ignore[no-any-return]
+def sparse_softmax_cross_entropy(logits: Tensor, labels: Any, reduction: str = "mean") -> Tensor:
+    """Cross-entropy of integer ``labels`` under ``softmax(logits)``, averaged over the
+    batch (``reduction="sum"``: summed): one SparseSoftmaxCrossEntropyLoss op, whose
+    gradient is its own backprop output."""
+    return _ops().sparse_softmax_cross_entropy_loss(logits, labels, reduction=reduction).loss  # type: ignore[no-any-return]
 
 
 class Optimizer:

@@ -214,6 +214,15 @@ def ref_sparse_xent(features: np.ndarray, labels: np.ndarray, **_: Any) -> tuple
     return ref_xent(features, onehot)
 
 
+def ref_sparse_xent_loss(
+    features: np.ndarray, labels: np.ndarray, reduction: str = "mean", **_: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    loss, backprop = ref_sparse_xent(features, labels)
+    if reduction == "sum":
+        return loss.sum(), backprop
+    return loss.mean(), backprop / max(len(labels), 1)
+
+
 def ref_bias_add(x: np.ndarray, b: np.ndarray, data_format: str = "NHWC", **_: Any) -> np.ndarray:
     if data_format == "NCHW":
         return x + b.reshape((-1,) + (1,) * (x.ndim - 2))
@@ -283,6 +292,21 @@ SOFTMAX_CASES = [
            lambda rng, dt: [randn(rng, dt, 3, 4), np.array([0, 3, 1], np.int64)], ref_sparse_xent, grad_output=1),
     OpCase("SparseXent-int32", "SparseSoftmaxCrossEntropyWithLogits",
            lambda rng, dt: [randn(rng, dt, 4, 3), np.array([2, 2, 0, 1], np.int32)], ref_sparse_xent),
+    OpCase("SparseXentLoss-mean", "SparseSoftmaxCrossEntropyLoss",
+           lambda rng, dt: [randn(rng, dt, 3, 4), np.array([0, 3, 1], np.int64)], ref_sparse_xent_loss),
+    OpCase("SparseXentLoss-mean-backprop", "SparseSoftmaxCrossEntropyLoss",
+           lambda rng, dt: [randn(rng, dt, 3, 4), np.array([0, 3, 1], np.int64)], ref_sparse_xent_loss, grad_output=1),
+    OpCase("SparseXentLoss-sum-int32", "SparseSoftmaxCrossEntropyLoss",
+           lambda rng, dt: [randn(rng, dt, 5, 3), np.array([2, 2, 0, 1, 0], np.int32)], ref_sparse_xent_loss,
+           attrs={"reduction": "sum"}),
+    OpCase("SparseXentLoss-one-example", "SparseSoftmaxCrossEntropyLoss",
+           lambda rng, dt: [randn(rng, dt, 1, 4), np.array([2], np.int64)], ref_sparse_xent_loss),
+    OpCase("SparseXentLoss-large", "SparseSoftmaxCrossEntropyLoss",
+           lambda rng, dt: [np.array([[1000.0, 0.0, -1000.0], [0.0, 1000.0, 0.0]], dt), np.array([1, 1], np.int64)],
+           lambda f, l: (np.array(500.0), np.array([[0.5, -0.5, 0.0], [0.0, 0.0, 0.0]])), grad=False),
+    OpCase("SparseXentLoss-half", "SparseSoftmaxCrossEntropyLoss",
+           lambda rng, dt: [randn(rng, dt, 3, 4), np.array([0, 3, 1], np.int64)], ref_sparse_xent_loss,
+           dtypes=("float16",), grad=False),
 ]
 
 BIAS_CASES = [
@@ -464,7 +488,7 @@ test_values, test_shapes, test_gradients = optable.table_tests(CASES)
 
 def test_every_op_has_rows() -> None:
     names = {"Relu", "ReluGrad", "Relu6", "Elu", "Selu", "Softplus", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
-             "SparseSoftmaxCrossEntropyWithLogits", "BiasAdd", "BiasAddGrad", "FusedMatMul", "Conv2D", "Conv2DBackpropInput",
+             "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyLoss", "BiasAdd", "BiasAddGrad", "FusedMatMul", "Conv2D", "Conv2DBackpropInput",
              "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"}
     assert names <= {c.op for c in CASES}
     assert names <= {c.op for c in CASES if c.grad}
@@ -626,6 +650,71 @@ def test_xent_second_order(sparse: bool, backend: str) -> None:
     assert compute_gradient_error(f, [logits]) < 1e-6
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_sparse_xent_loss_second_order(reduction: str, backend: str) -> None:
+    logits = np.random.default_rng(7).standard_normal((3, 4))
+    labels = np.array([2, 0, 3], np.int64)
+    f = grad_of(lambda a: ops.sparse_softmax_cross_entropy_loss(a, labels, reduction=reduction).loss, 0)
+    assert compute_gradient_error(f, [logits]) < 1e-6
+
+
+def test_sparse_xent_loss_is_the_mean_of_the_per_example_op(backend: str) -> None:
+    # Values and gradients of the fused loss against SparseSoftmaxCrossEntropyWithLogits + Mean,
+    # through a tape, with an explicit output gradient (not the tape's unit seed) too.
+    rng = np.random.default_rng(9)
+    logits = ok.tensor(rng.standard_normal((6, 5)).astype(np.float32))
+    labels = ok.tensor(rng.integers(0, 5, 6))
+    for seed in (None, ok.tensor(np.float32(2.5))):
+        with GradientTape() as tape:
+            tape.watch(logits)
+            fused = ops.sparse_softmax_cross_entropy_loss(logits, labels).loss
+            composed = ops.mean(ops.sparse_softmax_cross_entropy_with_logits(logits, labels).loss, [0])
+        assert fused.shape == () and fused.backend == backend
+        np.testing.assert_allclose(fused.numpy(), composed.numpy(), rtol=1e-6)
+        (g_fused,) = tape.gradient(fused, [logits], output_gradients=seed) if seed is not None else tape.gradient(fused, [logits])
+        with GradientTape() as tape2:
+            tape2.watch(logits)
+            composed = ops.mean(ops.sparse_softmax_cross_entropy_with_logits(logits, labels).loss, [0])
+        (g_composed,) = tape2.gradient(composed, [logits], output_gradients=seed)
+        np.testing.assert_allclose(g_fused.numpy(), g_composed.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_sparse_xent_loss_gradient_runs_no_op_for_the_seed(backend: str) -> None:
+    # The tape seeds a scalar loss with its shared unit, so the gradient is the kernel's
+    # backprop output itself; an output gradient of 2 costs one Mul.
+    rng = np.random.default_rng(10)
+    logits = ok.tensor(rng.standard_normal((4, 3)).astype(np.float32))
+    labels = ok.tensor(np.array([0, 2, 1, 1]))
+    for seed, expected in ((None, {}), (ok.tensor(np.float32(2.0)), {"Mul": 1})):
+        with GradientTape() as tape:
+            tape.watch(logits)
+            loss, backprop = ops.sparse_softmax_cross_entropy_loss(logits, labels)
+        with ok.profile() as prof:
+            (g,) = tape.gradient(loss, [logits], output_gradients=seed)
+        assert {op: calls for _, op, calls, _, _ in prof.rows()} == expected
+        factor = 1.0 if seed is None else 2.0
+        np.testing.assert_allclose(g.numpy(), factor * backprop.numpy(), rtol=1e-6)
+
+
+def test_sparse_xent_loss_of_an_empty_batch(backend: str) -> None:
+    out = ops.sparse_softmax_cross_entropy_loss(np.zeros((0, 3), np.float32), np.zeros(0, np.int64))
+    assert np.isnan(out.loss.numpy()) and out.backprop.shape == (0, 3)
+    total = ops.sparse_softmax_cross_entropy_loss(np.zeros((0, 3), np.float32), np.zeros(0, np.int64), reduction="sum")
+    assert total.loss.numpy() == 0
+
+
+def test_sparse_xent_loss_generic_kernel_is_the_composition(backend: str) -> None:
+    (generic,) = ok.kernels.kernels_for("SparseSoftmaxCrossEntropyLoss", "*")
+    rng = np.random.default_rng(11)
+    logits, labels = rng.standard_normal((5, 4)).astype(np.float32), rng.integers(0, 4, 5)
+    for reduction in ("mean", "sum"):
+        loss, backprop = generic.impl(ok.tensor(logits), ok.tensor(labels), reduction=reduction, T=ok.float32)
+        assert loss.backend == backend
+        expected = ops.sparse_softmax_cross_entropy_loss(logits, labels, reduction=reduction)
+        np.testing.assert_allclose(loss.numpy(), expected.loss.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(backprop.numpy(), expected.backprop.numpy(), rtol=1e-6, atol=1e-7)
+
+
 # ---------------------------------------------------------------- errors
 
 X4 = np.zeros((1, 4, 4, 2), np.float32)
@@ -729,6 +818,25 @@ def test_pool_grad_shape_errors(backend: str) -> None:
 def test_sparse_xent_out_of_range_label(label: int, label_dtype: Any, backend: str) -> None:
     with pytest.raises(InvalidArgumentError, match=rf"op 'SparseSoftmaxCrossEntropyWithLogits'.*{label}.*\[0, 3\)"):
         ops.sparse_softmax_cross_entropy_with_logits(np.zeros((2, 3), np.float32), np.array([0, label], label_dtype))
+
+
+@pytest.mark.parametrize("label", [3, -1])
+def test_sparse_xent_loss_out_of_range_label(label: int, backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=rf"op 'SparseSoftmaxCrossEntropyLoss'.*{label}.*\[0, 3\)"):
+        ops.sparse_softmax_cross_entropy_loss(np.zeros((2, 3), np.float32), np.array([0, label]))
+
+
+def test_sparse_xent_loss_errors(backend: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="op 'SparseSoftmaxCrossEntropyLoss'.*labels 1-D"):
+        ops.sparse_softmax_cross_entropy_loss(np.zeros((2, 3), np.float32), np.zeros(3, np.int64))
+    with pytest.raises(InvalidArgumentError, match="op 'SparseSoftmaxCrossEntropyLoss'.*'reduction' must be one of"):
+        ops.sparse_softmax_cross_entropy_loss(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), reduction="none")
+    with pytest.raises(OpTypeError, match="SparseSoftmaxCrossEntropyLoss"):
+        ops.sparse_softmax_cross_entropy_loss(np.zeros((2, 3), np.float32), np.zeros(2, np.float32))
+    with pytest.raises(ShapeError, match="op 'SparseSoftmaxCrossEntropyLoss'"):
+        ok.infer_shapes("SparseSoftmaxCrossEntropyLoss", [(2, 3), (3,)])
+    loss, backprop = ok.infer_shapes("SparseSoftmaxCrossEntropyLoss", [(None, 3), (4,)])
+    assert loss.as_list() == [] and backprop.as_list() == [4, 3]
 
 
 def test_sparse_xent_labels_must_be_integers(backend: str) -> None:
@@ -853,5 +961,6 @@ def test_kernels_do_not_mutate_inputs(backend: str) -> None:
     ops.conv2d_backprop_filter(x, i32(2, 2, 2, 2), dy, **attrs)
     ops.max_pool_grad(x, x, dy, **pool((1, 1), (1, 1), "SAME"))
     ops.sparse_softmax_cross_entropy_with_logits(x.reshape(8, 4), np.arange(8) % 4)
+    ops.sparse_softmax_cross_entropy_loss(x.reshape(8, 4), np.arange(8) % 4)
     for a, b in zip((x, w, dy), saved):
         np.testing.assert_array_equal(a, b)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import shape_fns
-from ..autodiff import is_zero_gradient
+from ..autodiff import is_unit_gradient, is_zero_gradient
 from ..errors import InvalidArgumentError
 from ..gradients import register_gradient
 from ..kernels import register_kernel
@@ -44,6 +44,9 @@ _PADDING = "padding: {'SAME', 'VALID'}"
 _PADDING_EXPLICIT = "padding: {'SAME', 'VALID', 'EXPLICIT'}"
 _EXPLICIT_PADDINGS = "explicit_paddings: list(int) = []"
 _DATA_FORMAT = "data_format: {'NHWC', 'NCHW'} = 'NHWC'"
+#: How SparseSoftmaxCrossEntropyLoss reduces the per-example losses (torch's ``reduction``).
+LOSS_REDUCTION_ATTR = "reduction: {'mean', 'sum'} = 'mean'"
+
 #: The activations FusedMatMul offers (a subset of TensorFlow's _FusedMatMul fused_ops).
 FUSED_ACTIVATIONS = ("Identity", "Relu", "Relu6", "Elu", "Sigmoid", "Tanh")
 FUSED_ACTIVATION_ATTR = "activation: {" + ", ".join(f"'{a}'" for a in FUSED_ACTIVATIONS) + "} = 'Identity'"
@@ -286,6 +289,14 @@ def _sparse_xent_shape(c: InferenceContext) -> None:
     c.set_output(1, c.replace_dim(features, 0, batch))
 
 
+def _sparse_xent_loss_shape(c: InferenceContext) -> None:
+    features = c.with_rank(c.input(0), 2)
+    labels = c.with_rank(c.input(1), 1)
+    batch = c.merge(c.dim(features, 0), c.dim(labels, 0))
+    c.set_output(0, c.scalar())
+    c.set_output(1, c.replace_dim(features, 0, batch))
+
+
 # ------------------------------------------------------------ specs
 
 
@@ -393,6 +404,23 @@ def register_ops() -> None:
         "labels: batch_size vector with values in [0, num_classes): the index of the true class.\n"
         "loss: Per example loss (batch_size vector).\n"
         "backprop: backpropagated gradients (batch_size x num_classes matrix)."
+    )
+    register_op("SparseSoftmaxCrossEntropyLoss").input("features: T").input("labels: Tlabels").output(
+        "loss: T"
+    ).output("backprop: T").attr(f"T: {_FLOATS}").attr("Tlabels: {int32, int64} = DT_INT64").attr(
+        LOSS_REDUCTION_ATTR
+    ).set_shape_fn(_sparse_xent_loss_shape).doc(
+        "SparseSoftmaxCrossEntropyWithLogits reduced over the batch in the same op: a training loss.\n\n"
+        "The per-example op followed by Mean is two ops forward and five backward (the Mean's gradient, "
+        "a reshape and a multiply); here the kernel reduces the loss and scales backprop, so the loss "
+        "is one op and its gradient one multiply (none for the tape's own seed of a scalar loss), as "
+        "torch's cross_entropy with a reduction.\n\n"
+        "features: batch_size x num_classes matrix of logits.\n"
+        "labels: batch_size vector with values in [0, num_classes): the index of the true class.\n"
+        "reduction: 'mean' (the loss averaged over the batch; nan for an empty batch) or 'sum'.\n"
+        "loss: The reduced loss (a scalar).\n"
+        "backprop: d loss / d features (batch_size x num_classes matrix): softmax(features) - labels, "
+        "divided by batch_size for 'mean'."
     )
 
     register_op("BiasAdd").attr("T: numbertype").input("value: T").input("bias: T").attr(_DATA_FORMAT).output(
@@ -590,6 +618,25 @@ def _sparse_xent_grad(op: Any, grad_loss: Tensor | None, grad_backprop: Tensor |
     return [_xent_features_grad(op, grad_loss, grad_backprop), None]
 
 
+def _sparse_xent_loss_grad(op: Any, grad_loss: Tensor | None, grad_backprop: Tensor | None) -> list[Any]:
+    """The kernel's backprop output is already d loss / d features: times the loss'
+    gradient (nothing to multiply for the tape's seed of a scalar loss), plus the
+    softmax Jacobian's term when something used backprop itself (second order)."""
+    if not op.needs_input_grad[0]:
+        return [None, None]
+    ops = _ops()
+    backprop = op.outputs[1]
+    grad = None
+    if grad_loss is not None:
+        grad = backprop if is_unit_gradient(grad_loss) else ops.mul(backprop, grad_loss)
+    if grad_backprop is not None and not is_zero_gradient(grad_backprop):
+        term = _softmax_vjp(grad_backprop, ops.softmax(op.inputs[0]))
+        if op.get_attr("reduction") == "mean" and backprop.shape[0] > 1:
+            term = ops.real_div(term, constant(backprop.shape[0], term, term.dtype))
+        grad = term if grad is None else ops.add(grad, term)
+    return [grad, None]
+
+
 def _activation_grad_from_output(activation: str, grad: Tensor, y: Tensor) -> Tensor:
     """d activation / d its input, times ``grad``, written with the activation's output
     ``y`` (the gradients of Relu, Relu6, Elu and FusedMatMul)."""
@@ -696,6 +743,7 @@ _GRADIENTS: dict[str, Any] = {
     "LogSoftmax": _log_softmax_grad,
     "SoftmaxCrossEntropyWithLogits": _xent_grad,
     "SparseSoftmaxCrossEntropyWithLogits": _sparse_xent_grad,
+    "SparseSoftmaxCrossEntropyLoss": _sparse_xent_loss_grad,
     "BiasAdd": _bias_add_grad,
     "BiasAddGrad": _bias_add_grad_grad,
     "FusedMatMul": _fused_mat_mul_grad,
@@ -711,7 +759,7 @@ _GRADIENTS: dict[str, Any] = {
 
 
 #: Gradients that take None for an unused output (TensorFlow's FunctionsAcceptingNoneForIndicesMap).
-_WITHOUT_ZEROS = ("SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits")
+_WITHOUT_ZEROS = ("SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyLoss")
 
 
 def register_gradients() -> None:
@@ -728,8 +776,21 @@ def _fused_mat_mul(a: Any, b: Any, bias: Any, transpose_a: bool, transpose_b: bo
     return y if activation == "Identity" else getattr(ops, activation.lower())(y)
 
 
+def _sparse_xent_loss(features: Any, labels: Any, reduction: str, **attrs: Any) -> Any:
+    """SparseSoftmaxCrossEntropyLoss composed of the per-example op, a reduction and a
+    scaling of backprop: what a backend without a fused kernel runs."""
+    ops = _ops()
+    loss, backprop = ops.sparse_softmax_cross_entropy_with_logits(features, labels)
+    axis = constant((0,), loss)
+    if reduction == "sum":
+        return ops.sum(loss, axis), backprop
+    batch = backprop.shape[0]
+    return ops.mean(loss, axis), ops.real_div(backprop, constant(max(batch, 1), backprop, backprop.dtype))
+
+
 def register_generic_kernels() -> None:
     register_kernel("FusedMatMul", backend="*")(_fused_mat_mul)
+    register_kernel("SparseSoftmaxCrossEntropyLoss", backend="*")(_sparse_xent_loss)
 
 
 # Host-side argument checks that every backend's convolution and pooling kernels share.

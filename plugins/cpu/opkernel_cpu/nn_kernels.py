@@ -152,10 +152,27 @@ def softmax_cross_entropy_with_logits(
     return loss.astype(T.np, copy=False), backprop.astype(T.np, copy=False)
 
 
-def sparse_softmax_cross_entropy_with_logits(
-    features: np.ndarray, labels: np.ndarray, T: ok.DType, **attrs: Any
-) -> tuple[np.ndarray, np.ndarray]:
-    op = "SparseSoftmaxCrossEntropyWithLogits"
+#: Unsigned twin of each signed label dtype: one comparison of the unsigned view
+#: finds negative labels too (seen unsigned they are huge).
+_UNSIGNED = {np.dtype(np.int32): np.dtype(np.uint32), np.dtype(np.int64): np.dtype(np.uint64)}
+#: (batch, classes) -> the flat offset of each row (read-only, made once per shape).
+_ROW_STARTS: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _row_starts(batch: int, classes: int) -> np.ndarray:
+    key = (batch, classes)
+    starts = _ROW_STARTS.get(key)
+    if starts is None:
+        if len(_ROW_STARTS) >= 64:
+            _ROW_STARTS.clear()
+        starts = _ROW_STARTS[key] = np.arange(0, batch * classes, classes)
+        starts.flags.writeable = False
+    return starts
+
+
+def _sparse_xent(op: str, features: Any, labels: Any, T: ok.DType) -> tuple[Any, Any]:
+    """Per-example loss and backprop (softmax - one_hot) of the sparse softmax
+    cross-entropy, in the work type (float32 for the 16-bit floats)."""
     if features.ndim != 2 or labels.ndim != 1 or labels.shape[0] != features.shape[0]:
         raise _error(
             op,
@@ -163,28 +180,59 @@ def sparse_softmax_cross_entropy_with_logits(
             f"got shapes {list(features.shape)} and {list(labels.shape)}",
         )
     batch, classes = features.shape
-    # One comparison finds negative labels too: seen unsigned they are huge.
-    unsigned = labels.view(labels.dtype.str.replace("i", "u"))
-    if unsigned.size and (np.maximum.reduce(unsigned) if type(unsigned) is np.ndarray else unsigned.max()) >= classes:
-        bad = labels[(labels < 0) | (labels >= classes)]
-        raise _error(
-            op,
-            f"received a label value of {int(bad[0])} which is outside the valid range of [0, {classes}); "
-            f"label values: {labels.tolist() if labels.size <= 16 else '...'}",
-        )
-    xp = xp_of(features, labels)
+    host = type(features) is np.ndarray
+    if labels.size:
+        unsigned = labels.view(_UNSIGNED.get(labels.dtype) or labels.dtype.str.replace("i", "u"))
+        if (np.maximum.reduce(unsigned) if host else unsigned.max()) >= classes:
+            bad = labels[(labels < 0) | (labels >= classes)]
+            raise _error(
+                op,
+                f"received a label value of {int(bad[0])} which is outside the valid range of [0, {classes}); "
+                f"label values: {labels.tolist() if labels.size <= 16 else '...'}",
+            )
+    xp = np if host else xp_of(features, labels)
     x = features.astype(_work_type(T), copy=False)
-    top = np.maximum.reduce(x, axis=-1, keepdims=True) if type(x) is np.ndarray else x.max(axis=-1, keepdims=True)
-    shifted = x - top
-    at_label = xp.arange(0, batch * classes, classes) + labels  # flat index of each row's label
-    picked = shifted.reshape(-1).take(at_label)
+    top = np.maximum.reduce(x, axis=-1, keepdims=True) if host else x.max(axis=-1, keepdims=True)
+    shifted = xp.subtract(x, top)
+    at_label = (_row_starts(batch, classes) if host else xp.arange(0, batch * classes, classes)) + labels
+    flat = shifted.reshape(-1)
+    picked = flat.take(at_label)  # the shifted logit of each row's label
     e = xp.exp(shifted, out=shifted)
-    total = e.sum(axis=-1, keepdims=True)
-    loss = xp.log(total.reshape(-1)) - picked  # -log_softmax at the label
-    backprop = xp.divide(e, total, out=e)  # softmax, in place of its numerator
-    flat = backprop.reshape(-1)
-    flat[at_label] -= 1  # the labels of distinct rows never collide
+    total = np.add.reduce(e, axis=-1) if host else e.sum(axis=-1)
+    loss = xp.log(total)
+    loss -= picked  # -log_softmax at the label
+    backprop = xp.divide(e, total.reshape(-1, 1), out=e)  # softmax, in place of its numerator
+    flat.put(at_label, flat.take(at_label) - 1)  # rows' labels never collide: take/put, no fancy indexing
+    return loss, backprop
+
+
+def sparse_softmax_cross_entropy_with_logits(
+    features: np.ndarray, labels: np.ndarray, T: ok.DType, **attrs: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    loss, backprop = _sparse_xent("SparseSoftmaxCrossEntropyWithLogits", features, labels, T)
     return loss.astype(T.np, copy=False), backprop.astype(T.np, copy=False)
+
+
+def reduce_loss(loss: Any, backprop: Any, reduction: str, T: ok.DType) -> tuple[Any, Any]:
+    """Per-example (loss, backprop) in the work type -> the reduced loss and its
+    gradient with respect to the features (scaled by 1/batch for 'mean'), in T."""
+    host = type(loss) is np.ndarray
+    total = np.add.reduce(loss) if host else loss.sum()
+    batch = loss.shape[0]
+    if reduction == "mean" and batch != 1:
+        if batch:
+            total = total / batch  # a Python number: computed in the work type (NEP 50)
+            backprop *= 1 / batch
+        else:
+            total = np.nan  # the mean of no examples
+    out = np.asarray(total, T.np) if host else xp_of(loss).asarray(total, dtype=T.np)
+    return out, backprop.astype(T.np, copy=False)
+
+
+def sparse_softmax_cross_entropy_loss(
+    features: np.ndarray, labels: np.ndarray, T: ok.DType, reduction: str, **attrs: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    return reduce_loss(*_sparse_xent("SparseSoftmaxCrossEntropyLoss", features, labels, T), reduction, T)
 
 
 # ------------------------------------------------------------ bias
@@ -719,6 +767,7 @@ def register_all() -> None:
         ("LogSoftmax", log_softmax, None, ()),
         ("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits, None, ()),
         ("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits, None, ()),
+        ("SparseSoftmaxCrossEntropyLoss", sparse_softmax_cross_entropy_loss, None, ()),
         ("BiasAdd", bias_add, {"T": _NUMBER}, ()),
         ("BiasAddGrad", bias_add_grad, {"T": _NUMBER}, ()),
         ("FusedMatMul", fused_mat_mul, None, ()),

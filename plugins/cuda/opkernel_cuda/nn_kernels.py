@@ -8,6 +8,8 @@
   (copied once) and one cuBLAS GEMM, as on the CPU; the input backprop adds the
   GEMM's columns back with one strided add per kernel position.  16-bit floats
   compute in float32.  Written against ``xp_of``, so the tests run them on numpy.
+* SparseSoftmaxCrossEntropyLoss: the raw per-example kernel below, then the
+  loss summed and backprop scaled on the device (cupy, the CPU body's helper).
 * AvgPool / AvgPoolGrad: one strided add per window position, as on the CPU.
 * Raw CUDA (``sources.py``): the two softmax cross-entropy losses (one block
   per row, fused max / sum / loss / backprop), BiasAddGrad over the channels
@@ -94,6 +96,19 @@ def sparse_softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.D
         shared=runtime.BLOCK * _acc_size(T),
     )
     return loss, backprop
+
+
+def sparse_softmax_cross_entropy_loss(
+    features: Any, labels: Any, T: ok.DType, Tlabels: ok.DType, reduction: str, **attrs: Any
+) -> Any:
+    """The raw per-example kernel, then the loss summed and backprop scaled on the
+    device (cupy's reduction and an in-place multiply) by the CPU body's helper."""
+    op = "SparseSoftmaxCrossEntropyLoss"
+    if features.ndim != 2 or labels.ndim != 1 or labels.shape[0] != features.shape[0]:
+        return cpu.sparse_softmax_cross_entropy_loss(features, labels, T=T, reduction=reduction)  # raises, naming the op
+    if not features.size or bool(((labels < 0) | (labels >= features.shape[1])).any()):
+        return cpu.reduce_loss(*cpu._sparse_xent(op, features, labels, T), reduction, T)  # empty, or raises the label error
+    return cpu.reduce_loss(*sparse_softmax_cross_entropy_with_logits(features, labels, T, Tlabels), reduction, T)
 
 
 # ------------------------------------------------------------ bias
@@ -321,6 +336,7 @@ def rows() -> list[Row]:
         ("LogSoftmax", cpu.log_softmax, None, ()),
         ("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits, floats, ()),
         ("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits, floats, ()),
+        ("SparseSoftmaxCrossEntropyLoss", sparse_softmax_cross_entropy_loss, floats, ()),
         ("BiasAdd", cpu.bias_add, number, ()),
         ("BiasAddGrad", bias_add_grad, number, ()),
         ("FusedMatMul", cpu.fused_mat_mul, floats, ()),

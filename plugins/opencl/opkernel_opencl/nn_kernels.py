@@ -20,7 +20,7 @@ from opkernel.ops.nn_ops import check_out_shape, check_rank4, check_sizes, expli
 
 from .array_kernels import BE, gather_view
 from .backend import OpenCLBackend, ctype
-from .common import FLOATS, dims, fail
+from .common import FLOATS, dims, fail, scalar
 from .linalg_kernels import TILES, gemm
 from .elementwise import float32_compute
 from .programs import family
@@ -29,14 +29,14 @@ from .reduction_kernels import reduce
 POOL_TYPES = FLOATS + ("int32", "int64")
 
 
-def _sparse_xent(label: str) -> str:
+def _sparse_xent_source(label: str) -> str:
     """The sparse cross-entropy kernel for one label type (int32 or int64 labels)."""
-    return f"""__kernel void sparse_xent_{label}(__global T* loss, __global T* back, __global const T* x, __global const {label}* y, int C) {{
+    return f"""__kernel void sparse_xent_{label}(__global T* loss, __global T* back, __global const T* x, __global const {label}* y, int C, T scale) {{
   int r = get_global_id(0); __global const T* p = x + (long)r * C; __global T* b = back + (long)r * C;
   T m = row_max(p, C); T s = 0;
   for (int c = 0; c < C; ++c) s += exp(p[c] - m);
   T ls = log(s); {label} lab = y[r];
-  for (int c = 0; c < C; ++c) b[c] = exp(p[c] - m - ls) - (c == lab ? 1 : 0);
+  for (int c = 0; c < C; ++c) b[c] = (exp(p[c] - m - ls) - (c == lab ? 1 : 0)) * scale;
   loss[r] = (lab >= 0 && lab < C) ? -(p[lab] - m - ls) : NAN;
 }}
 """
@@ -64,7 +64,7 @@ __kernel void xent(__global T* loss, __global T* back, __global const T* x, __gl
   for (int c = 0; c < C; ++c) {{ T lp = p[c] - m - ls; acc -= l[c] * lp; b[c] = exp(lp) - l[c]; }}
   loss[r] = acc;
 }}
-{_sparse_xent("int")}{_sparse_xent("long")}#undef T
+{_sparse_xent_source("int")}{_sparse_xent_source("long")}#undef T
 """
 
 
@@ -109,8 +109,8 @@ def softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, *
     return loss, back
 
 
-def sparse_softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, Tlabels: ok.DType, **attrs: Any) -> tuple[Any, Any]:
-    op = "SparseSoftmaxCrossEntropyWithLogits"
+def _sparse_xent(op: str, features: Any, labels: Any, T: ok.DType, Tlabels: ok.DType, scale: float) -> tuple[Any, Any]:
+    """Per-example loss and backprop (softmax - one_hot, times ``scale``): one work-item per row."""
     if features.ndim != 2 or labels.ndim != 1 or labels.shape[0] != features.shape[0]:
         raise fail(op, "features must be 2-D [batch, classes] and labels 1-D [batch], "
                    f"got shapes {list(features.shape)} and {list(labels.shape)}")
@@ -127,8 +127,23 @@ def sparse_softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.D
     if features.size:
         name = "sparse_xent_int" if Tlabels.name == "int32" else "sparse_xent_long"
         be.launch1d(be.programs.kernel("softmax", T.name, name, op), features.shape[0], loss.base_data, back.base_data,
-                    features.base_data, labels.base_data, np.int32(classes))
+                    features.base_data, labels.base_data, np.int32(classes), scalar(features.dtype, scale))
     return loss, back
+
+
+def sparse_softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, Tlabels: ok.DType, **attrs: Any) -> tuple[Any, Any]:
+    return _sparse_xent("SparseSoftmaxCrossEntropyWithLogits", features, labels, T, Tlabels, 1.0)
+
+
+def sparse_softmax_cross_entropy_loss(
+    features: Any, labels: Any, T: ok.DType, Tlabels: ok.DType, reduction: str, **attrs: Any
+) -> tuple[Any, Any]:
+    """The per-example kernel with backprop scaled by 1/batch for 'mean', then the
+    loss vector reduced on the device (the Mean/Sum reduction kernels)."""
+    batch = features.shape[0] if features.ndim == 2 else 0
+    mean = reduction == "mean"
+    loss, back = _sparse_xent("SparseSoftmaxCrossEntropyLoss", features, labels, T, Tlabels, 1 / batch if mean and batch else 1.0)
+    return reduce(BE(), "Mean" if mean else "Sum", loss, (0,), False, T.name), back
 
 
 def bias_add_grad(out_backprop: Any, T: ok.DType, data_format: str, **attrs: Any) -> Any:
@@ -484,6 +499,7 @@ def register_all() -> None:
         ("LogSoftmax", f(_softmax("LogSoftmax", 1)), floats, ()),
         ("SoftmaxCrossEntropyWithLogits", f(softmax_cross_entropy_with_logits), floats, ()),
         ("SparseSoftmaxCrossEntropyWithLogits", f(sparse_softmax_cross_entropy_with_logits), floats, ()),
+        ("SparseSoftmaxCrossEntropyLoss", f(sparse_softmax_cross_entropy_loss), floats, ()),
         ("BiasAddGrad", f(bias_add_grad), {"T": list(FLOATS) + ["float16"] + ints}, ()),
         ("Conv2D", f(conv2d), conv, ()),
         ("Conv2DBackpropInput", f(conv2d_backprop_input), conv, ("input_sizes",)),
