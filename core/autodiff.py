@@ -235,6 +235,8 @@ class GradientTape:
 
 
 def _flatten(x: Any) -> list[Any]:
+    if isinstance(x, Tensor):  # the usual target: before the (slower) Mapping check
+        return [x]
     if isinstance(x, Mapping):
         return [v for k in x for v in _flatten(x[k])]
     if isinstance(x, (list, tuple)):

@@ -1124,6 +1124,24 @@ def _fast_multi_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]
     conv, n, refs = be.as_output, len(sig.out_dtypes), sig.refs
     if n > 1 and not refs:
         return _fast_tuple_call(sig, fn, kw)
+    if n == 1:  # an in-place update (ApplyGradientDescent, AssignAdd): one output, Refs bumped
+        dt = out_dtypes[0]
+        npdt = dt.np
+        native: Any = (be.array_types or (None,))[0]
+
+        def call_ref(*xs: Tensor) -> Any:
+            try:
+                v: Any = fn(*[x._value for x in xs], **kw)
+            except Exception as e:
+                _raise_translated(e, be, name)
+            for i in refs:
+                xs[i]._version += 1  # type: ignore[attr-defined]
+            t = Tensor(v if type(v) is native and v.dtype is npdt else conv(v, dt), dt, be)
+            if RECORDING[0]:
+                record_op(op_def, attrs, xs, (t,))
+            return t
+
+        return call_ref
 
     def call(*xs: Tensor) -> Any:
         try:
