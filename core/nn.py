@@ -70,7 +70,7 @@ def _activation(name: str | None) -> Callable[[Tensor], Tensor] | None:
     return fn  # type: ignore[no-any-return]
 
 
-#: Dense activations that FusedMatMul applies itself (the others run as their own op).
+#: Activations that FusedMatMul and FusedConv2D apply themselves (the others run as their own op).
 _FUSED = {None: "Identity", "relu": "Relu", "relu6": "Relu6", "elu": "Elu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
 
 
@@ -96,7 +96,8 @@ class Dense(Layer):
 
 
 class Conv2D(Layer):
-    """NHWC convolution with a bias: y = activation(conv2d(x, kernel) + bias)."""
+    """NHWC convolution with a bias: y = activation(conv2d(x, kernel) + bias), one
+    FusedConv2D op for the activations it offers (as Dense's FusedMatMul)."""
 
     def __init__(self, channels_in: int, channels_out: int, kernel_size: int | Sequence[int], *,
                  strides: int = 1, padding: str = "SAME", activation: str | None = None,
@@ -108,9 +109,14 @@ class Conv2D(Layer):
         self.strides = [1, strides, strides, 1]
         self.padding = padding
         self.activation = _activation(activation)
+        self._fused = _FUSED.get(activation) if self.kernel.dtype.is_floating else None  # FusedConv2D: floats only
 
     def __call__(self, x: Tensor) -> Tensor:
         ops = _ops()
+        if self._fused is not None:
+            return ops.fused_conv2d(  # type: ignore[no-any-return]
+                x, self.kernel, self.bias, strides=self.strides, padding=self.padding, activation=self._fused
+            )
         y = ops.bias_add(ops.conv2d(x, self.kernel, strides=self.strides, padding=self.padding), self.bias)
         return self.activation(y) if self.activation else y
 

@@ -331,7 +331,10 @@ FUSED_ACTIVATIONS = ("Identity", "Relu", "Relu6", "Elu", "Sigmoid", "Tanh")
 
 def ref_fused_mat_mul(a: np.ndarray, b: np.ndarray, bias: np.ndarray, transpose_a: bool = False,
                       transpose_b: bool = False, activation: str = "Identity", **_: Any) -> np.ndarray:
-    x = (a.T if transpose_a else a) @ (b.T if transpose_b else b) + bias
+    return ref_fused_activation((a.T if transpose_a else a) @ (b.T if transpose_b else b) + bias, activation)
+
+
+def ref_fused_activation(x: np.ndarray, activation: str) -> np.ndarray:
     return {
         "Identity": lambda: x, "Relu": lambda: np.maximum(x, 0), "Relu6": lambda: np.clip(x, 0, 6),
         "Elu": lambda: np.where(x > 0, x, np.expm1(np.minimum(x, 0))), "Sigmoid": lambda: 1 / (1 + np.exp(-x)),
@@ -383,7 +386,25 @@ def conv_rows(name: str, x: tuple[int, ...], w: tuple[int, ...], attrs: dict[str
     ] if x_nhwc[3] == w[2] else []
 
 
+def ref_fused_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray, activation: str = "Identity", **attrs: Any) -> np.ndarray:
+    return ref_fused_activation(ref_bias_add(ref_conv2d(x, w, **attrs), bias, attrs.get("data_format", "NHWC")), activation)
+
+
+def fused_conv_row(name: str, x: tuple[int, ...], w: tuple[int, ...], attrs: dict[str, Any], **kw: Any) -> OpCase:
+    channels = w[3]
+    return OpCase(f"FusedConv2D-{name}", "FusedConv2D",
+                  lambda rng, dt: [randn(rng, dt, *x), randn(rng, dt, *w), randn(rng, dt, channels)],
+                  ref_fused_conv2d, attrs={"dilations": [1, 1, 1, 1], **attrs}, **kw)
+
+
 CONV_CASES = [
+    *[fused_conv_row(act.lower(), (2, 4, 4, 2), (3, 3, 2, 3),
+                     {"strides": [1, 1, 1, 1], "padding": "SAME", "activation": act}) for act in FUSED_ACTIVATIONS],
+    fused_conv_row("relu-valid-s2", (1, 6, 5, 2), (2, 2, 2, 3), {"strides": [1, 2, 2, 1], "padding": "VALID", "activation": "Relu"}),
+    fused_conv_row("nchw-tanh", (2, 2, 4, 4), (3, 3, 2, 3),
+                   {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW", "activation": "Tanh"}),
+    fused_conv_row("half", (1, 4, 4, 2), (3, 3, 2, 2), {"strides": [1, 1, 1, 1], "padding": "SAME", "activation": "Relu6"},
+                   dtypes=("float16",), grad=False),
     *conv_rows("valid", (2, 4, 4, 2), (3, 3, 2, 3), {"strides": [1, 1, 1, 1], "padding": "VALID"}),
     *conv_rows("same-s2-odd-total", (1, 6, 6, 2), (3, 3, 2, 2), {"strides": [1, 2, 2, 1], "padding": "SAME"}),
     *conv_rows("same-s21", (1, 5, 4, 2), (2, 3, 2, 2), {"strides": [1, 2, 1, 1], "padding": "SAME"}),
@@ -489,7 +510,7 @@ test_values, test_shapes, test_gradients = optable.table_tests(CASES)
 def test_every_op_has_rows() -> None:
     names = {"Relu", "ReluGrad", "Relu6", "Elu", "Selu", "Softplus", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
              "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyLoss", "BiasAdd", "BiasAddGrad", "FusedMatMul", "Conv2D", "Conv2DBackpropInput",
-             "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"}
+             "Conv2DBackpropFilter", "FusedConv2D", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"}
     assert names <= {c.op for c in CASES}
     assert names <= {c.op for c in CASES if c.grad}
 
@@ -934,6 +955,66 @@ def test_fused_mat_mul_gradient_skips_what_the_tape_does_not_need(backend: str) 
     mask = (x.numpy() @ layer.kernel.numpy() + layer.bias.numpy()) > 0
     np.testing.assert_allclose(gk.numpy(), x.numpy().T @ mask.astype(np.float32), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(gb.numpy(), mask.sum(0).astype(np.float32), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("activation", FUSED_ACTIVATIONS)
+def test_fused_conv2d_generic_kernel_is_the_composition(activation: str, backend: str) -> None:
+    (generic,) = ok.kernels.kernels_for("FusedConv2D", "*")
+    rng = np.random.default_rng(3)
+    x, w, b = randn(rng, "float32", 2, 5, 5, 2), randn(rng, "float32", 3, 3, 2, 4), randn(rng, "float32", 4)
+    attrs = {"strides": [1, 2, 1, 1], "padding": "SAME", "activation": activation}
+    out = generic.impl(*[ok.tensor(v) for v in (x, w, b)], data_format="NHWC", T=ok.float32, **attrs)
+    assert out.backend == backend
+    np.testing.assert_allclose(out.numpy(), ops.fused_conv2d(x, w, b, **attrs).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "sigmoid", "softplus"])
+def test_conv2d_layer_runs_one_fused_op_with_the_unfused_values_and_gradients(activation: str | None, backend: str) -> None:
+    rng = np.random.default_rng(4)
+    x = ok.tensor(rng.standard_normal((2, 5, 5, 3)).astype(np.float32))
+    layer = ok.nn.Conv2D(3, 4, 3, strides=2, activation=activation, seed=5)
+    with ok.profile() as prof, GradientTape() as tape:
+        y = layer(x)
+        loss = ops.sum(ops.mul(y, y), [0, 1, 2, 3])
+    fused_grads = tape.gradient(loss, layer.variables)
+    counts = {op: calls for _, op, calls, _, _ in prof.rows()}
+    if activation == "softplus":  # not one FusedConv2D offers: three ops
+        assert "FusedConv2D" not in counts and counts["Conv2D"] == 1 and counts["Softplus"] == 1
+    else:
+        assert counts["FusedConv2D"] == 1 and "BiasAdd" not in counts and "Conv2D" not in counts
+        assert "Conv2DBackpropInput" not in counts  # the layer's input needs no gradient here
+
+    with GradientTape() as tape:
+        ref = ops.bias_add(ops.conv2d(x, layer.kernel, strides=[1, 2, 2, 1], padding="SAME"), layer.bias)
+        ref = getattr(ops, activation)(ref) if activation else ref
+        ref_loss = ops.sum(ops.mul(ref, ref), [0, 1, 2, 3])
+    ref_grads = tape.gradient(ref_loss, layer.variables)
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+    for g, r in zip(fused_grads, ref_grads):
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_fused_conv2d_errors(backend: str) -> None:
+    x, w = np.ones((1, 4, 4, 2), np.float32), np.ones((3, 3, 2, 3), np.float32)
+    attrs = {"strides": [1, 1, 1, 1], "padding": "SAME"}
+    with pytest.raises(InvalidArgumentError, match=r"op 'FusedConv2D'.*bias must be 1-D with size .*\(3\), got shape \[2\]"):
+        ops.fused_conv2d(x, w, np.ones(2, np.float32), **attrs)
+    with pytest.raises(InvalidArgumentError, match=r"op 'FusedConv2D'.*'activation' must be one of"):
+        ops.fused_conv2d(x, w, np.ones(3, np.float32), activation="Gelu", **attrs)
+    with pytest.raises(OpTypeError, match="op 'FusedConv2D'"):
+        ops.fused_conv2d(x.astype(np.int32), w.astype(np.int32), np.ones(3, np.int32), **attrs)
+    with pytest.raises(ShapeError, match="op 'FusedConv2D'"):
+        ok.infer_shapes("FusedConv2D", [(1, 4, 4, 2), (3, 3, 2, 3), (2,)], attrs)
+    (s,) = ok.infer_shapes("FusedConv2D", [(1, 2, 4, 4), (3, 3, 2, 3), (3,)], {**attrs, "data_format": "NCHW"})
+    assert s.as_list() == [1, 3, 4, 4]
+
+
+@pytest.mark.parametrize("activation", ["Relu", "Tanh"])
+def test_fused_conv2d_second_order(activation: str, backend: str) -> None:
+    rng = np.random.default_rng(8)
+    inputs = [rng.standard_normal((1, 3, 3, 2)), rng.standard_normal((2, 2, 2, 2)) * 0.5, rng.standard_normal(2)]
+    f = grad_of(lambda a, b, c: ops.fused_conv2d(a, b, c, strides=[1, 1, 1, 1], padding="SAME", activation=activation), 1)
+    assert compute_gradient_error(f, inputs) < 1e-6
 
 
 @pytest.mark.parametrize("activation", FUSED_ACTIVATIONS)

@@ -262,6 +262,14 @@ def _bias_add_shape(c: InferenceContext) -> None:
     c.set_output(0, c.replace_dim(x, axis, c.merge(c.dim(x, axis), c.dim(bias, 0))))
 
 
+def _fused_conv2d_shape(c: InferenceContext) -> None:
+    _conv2d_shape(c)
+    out = c.output(0)
+    bias = c.with_rank(c.input(2), 1)
+    axis = 1 if c.get_attr("data_format") == "NCHW" else 3
+    c.set_output(0, c.replace_dim(out, axis, c.merge(c.dim(out, axis), c.dim(bias, 0))))
+
+
 def _fused_mat_mul_shape(c: InferenceContext) -> None:
     shape_fns.matmul_shape(c)
     bias = c.with_rank(c.input(2), 1)
@@ -461,6 +469,19 @@ def register_ops() -> None:
         "strides[2] * j + dilations[2] * dj, q] * filter[di, dj, q, k] (NHWC, after padding).\n\n"
         "input: 4-D tensor laid out as data_format.\n"
         "filter: 4-D tensor of shape [filter_height, filter_width, in_channels, out_channels].\n" + _CONV_DOC
+    )
+    _conv_op("FusedConv2D", _FLOATS).input("input: T").input("filter: T").input("bias: T").output(
+        "output: T"
+    ).attr(FUSED_ACTIVATION_ATTR).set_shape_fn(_fused_conv2d_shape).doc(
+        "activation(conv2d(input, filter) + bias): Conv2D, BiasAdd and an activation in one op (a "
+        "convolution layer).\n\n"
+        "TensorFlow's grappler rewrites Conv2D + BiasAdd + activation into _FusedConv2D; here the fused "
+        "op is called directly (ok.nn.Conv2D does), so eager code saves the intermediate ops, their "
+        "tensors and their tape records.  The gradient needs only the output.\n\n"
+        "input: 4-D tensor laid out as data_format.\n"
+        "filter: 4-D tensor of shape [filter_height, filter_width, in_channels, out_channels].\n"
+        "bias: 1-D, [out_channels], added along the channel dimension of data_format.\n"
+        "activation: Applied to conv2d + bias: Identity, Relu, Relu6, Elu, Sigmoid or Tanh.\n" + _CONV_DOC
     )
     _conv_op("Conv2DBackpropInput", "{half, bfloat16, float, double, int32}").input("input_sizes: int32").input(
         "filter: T"
@@ -688,6 +709,18 @@ def _conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
     ]
 
 
+def _fused_conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
+    ops, attrs = _ops(), _conv_attrs(op)
+    x, w, _ = op.inputs
+    need_x, need_w, need_bias = op.needs_input_grad
+    dz = _activation_grad_from_output(op.get_attr("activation"), grad, op.outputs[0])
+    return [
+        ops.conv2d_backprop_input(list(x.shape), w, dz, **attrs) if need_x else None,
+        ops.conv2d_backprop_filter(x, list(w.shape), dz, **attrs) if need_w else None,
+        ops.bias_add_grad(dz, data_format=attrs["data_format"]) if need_bias else None,
+    ]
+
+
 def _conv2d_backprop_input_grad(op: Any, grad: Tensor) -> list[Any]:
     # output = dx(filter, dy) is linear in each of filter and dy.
     ops, attrs = _ops(), _conv_attrs(op)
@@ -748,6 +781,7 @@ _GRADIENTS: dict[str, Any] = {
     "BiasAddGrad": _bias_add_grad_grad,
     "FusedMatMul": _fused_mat_mul_grad,
     "Conv2D": _conv2d_grad,
+    "FusedConv2D": _fused_conv2d_grad,
     "Conv2DBackpropInput": _conv2d_backprop_input_grad,
     "Conv2DBackpropFilter": _conv2d_backprop_filter_grad,
     "MaxPool": _max_pool_grad,
@@ -776,6 +810,14 @@ def _fused_mat_mul(a: Any, b: Any, bias: Any, transpose_a: bool, transpose_b: bo
     return y if activation == "Identity" else getattr(ops, activation.lower())(y)
 
 
+def _fused_conv2d(input: Any, filter: Any, bias: Any, activation: str, data_format: str, **attrs: Any) -> Any:
+    """FusedConv2D composed of Conv2D, BiasAdd and the activation op."""
+    ops = _ops()
+    conv_attrs = {name: attrs[name] for name in _CONV_ATTRS if name in attrs}
+    y = ops.bias_add(ops.conv2d(input, filter, data_format=data_format, **conv_attrs), bias, data_format=data_format)
+    return y if activation == "Identity" else getattr(ops, activation.lower())(y)
+
+
 def _sparse_xent_loss(features: Any, labels: Any, reduction: str, **attrs: Any) -> Any:
     """SparseSoftmaxCrossEntropyLoss composed of the per-example op, a reduction and a
     scaling of backprop: what a backend without a fused kernel runs."""
@@ -790,6 +832,7 @@ def _sparse_xent_loss(features: Any, labels: Any, reduction: str, **attrs: Any) 
 
 def register_generic_kernels() -> None:
     register_kernel("FusedMatMul", backend="*")(_fused_mat_mul)
+    register_kernel("FusedConv2D", backend="*")(_fused_conv2d)
     register_kernel("SparseSoftmaxCrossEntropyLoss", backend="*")(_sparse_xent_loss)
 
 

@@ -742,7 +742,16 @@ def fused_mat_mul(
             f"bias must be 1-D with size the number of columns of the product ({out.shape[1]}), "
             f"got shape {list(bias.shape)}",
         )
+    return bias_activation_in_place(out, bias, activation, T)
+
+
+def bias_activation_in_place(out: Any, bias: Any, activation: str, T: ok.DType, channel_axis: int = -1) -> Any:
+    """activation(out + bias) written into ``out`` (a fresh array the caller owns) for
+    Identity, Relu, Relu6 and Tanh; Elu and Sigmoid through their own kernels (a new
+    array).  ``bias`` runs along ``channel_axis``."""
     xp = xp_of(out, bias)
+    if channel_axis != -1 and channel_axis != out.ndim - 1:
+        bias = bias.reshape((-1,) + (1,) * (out.ndim - 1 - channel_axis))
     xp.add(out, bias, out=out)
     if activation == "Identity":
         return out
@@ -750,8 +759,29 @@ def fused_mat_mul(
         return _relu(out, out=out)
     if activation == "Relu6":
         xp.maximum(out, out.dtype.type(0), out=out)
-        return xp.minimum(out, out.dtype.type(6), out=out)  # type: ignore[no-any-return]
-    return _FUSED_BY_KERNEL[activation](out, T=T)  # type: ignore[no-any-return]  # attr checked by the engine
+        return xp.minimum(out, out.dtype.type(6), out=out)
+    return _FUSED_BY_KERNEL[activation](out, T=T)  # attr checked by the engine
+
+
+def fused_conv2d(
+    input: np.ndarray, filter: np.ndarray, bias: np.ndarray, activation: str, T: ok.DType, **attrs: Any
+) -> np.ndarray:
+    """activation(conv2d + bias), the bias and Relu/Relu6/Tanh written into the
+    convolution's output in place: one array instead of three, the values of Conv2D,
+    BiasAdd and the activation's kernel run one after the other."""
+    return fused_conv2d_epilogue(conv2d(input, filter, T=T, **attrs), bias, activation, T, attrs["data_format"])
+
+
+def fused_conv2d_epilogue(out: Any, bias: Any, activation: str, T: ok.DType, data_format: str) -> Any:
+    """FusedConv2D's bias check and in-place epilogue on a convolution's fresh output
+    (shared with the CUDA plugin, whose convolution differs)."""
+    axis = 1 if data_format == "NCHW" else 3
+    if bias.ndim != 1 or bias.shape[0] != out.shape[axis]:
+        raise _error(
+            "FusedConv2D",
+            f"bias must be 1-D with size the number of output channels ({out.shape[axis]}), got shape {list(bias.shape)}",
+        )
+    return bias_activation_in_place(out, bias, activation, T, axis)
 
 
 def register_all() -> None:
@@ -771,6 +801,7 @@ def register_all() -> None:
         ("BiasAdd", bias_add, {"T": _NUMBER}, ()),
         ("BiasAddGrad", bias_add_grad, {"T": _NUMBER}, ()),
         ("FusedMatMul", fused_mat_mul, None, ()),
+        ("FusedConv2D", fused_conv2d, None, ()),
         ("Conv2D", conv2d, None, ()),
         ("Conv2DBackpropInput", conv2d_backprop_input, None, ("input_sizes",)),
         ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),

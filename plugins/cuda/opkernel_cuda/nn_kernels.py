@@ -4,6 +4,7 @@
 * FusedMatMul: the CPU body too: a cuBLAS product, then the bias and the
   activation written into it in place (cupy elementwise launches, no new buffers
   for Relu, Relu6 and Tanh).
+* FusedConv2D: the Conv2D below, then FusedMatMul's in-place bias and activation.
 * Conv2D and its two backprops: im2col as a strided view of the padded input
   (copied once) and one cuBLAS GEMM, as on the CPU; the input backprop adds the
   GEMM's columns back with one strided add per kernel position.  16-bit floats
@@ -159,6 +160,12 @@ def conv2d(input: Any, filter: Any, T: ok.DType, **attrs: Any) -> Any:
     n, win = x.shape[0], g.win
     out = _im2col(x.astype(wt, copy=False), win) @ filter.astype(wt, copy=False).reshape(-1, g.out_channels)
     return cpu._from_nhwc(out.reshape(n, win.oh, win.ow, g.out_channels).astype(T.np, copy=False), attrs["data_format"])
+
+
+def fused_conv2d(input: Any, filter: Any, bias: Any, activation: str, T: ok.DType, **attrs: Any) -> Any:
+    """The convolution above, then the bias and the activation written into its fresh
+    output (the CPU body's epilogue: cupy elementwise, in place for Relu, Relu6, Tanh)."""
+    return cpu.fused_conv2d_epilogue(conv2d(input, filter, T=T, **attrs), bias, activation, T, attrs["data_format"])
 
 
 def conv2d_backprop_input(input_sizes: Any, filter: Any, out_backprop: Any, T: ok.DType, **attrs: Any) -> Any:
@@ -341,6 +348,7 @@ def rows() -> list[Row]:
         ("BiasAddGrad", bias_add_grad, number, ()),
         ("FusedMatMul", cpu.fused_mat_mul, floats, ()),
         ("Conv2D", conv2d, None, ()),
+        ("FusedConv2D", fused_conv2d, floats, ()),
         ("Conv2DBackpropInput", conv2d_backprop_input, None, ("input_sizes",)),
         ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),
         ("MaxPool", max_pool, fused_real, ()),

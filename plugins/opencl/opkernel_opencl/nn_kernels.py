@@ -359,8 +359,8 @@ def _check_conv_type(op: str, T: ok.DType) -> str:
     return T.name
 
 
-def conv2d(input: Any, filter: Any, T: ok.DType, **attrs: Any) -> Any:
-    op = "Conv2D"
+def _conv2d_nhwc(op: str, input: Any, filter: Any, T: ok.DType, attrs: Any) -> Any:
+    """The convolution's output in NHWC (a fresh GEMM result), whatever data_format."""
     _rank4(op, input=input, filter=filter)
     be = BE()
     if attrs["data_format"] not in ("NHWC", "NCHW"):
@@ -371,7 +371,27 @@ def conv2d(input: Any, filter: Any, T: ok.DType, **attrs: Any) -> Any:
     cols = _im2col(be, op, x, win, T.name)
     K = win.kh * win.kw * win.c
     out = gemm(be, op, _check_conv_type(op, T), cols, filter, cols.shape[0], oc, K, (K, 1), (oc, 1))
-    out = be.view(out, (win.n, win.oh, win.ow, oc))
+    return be.view(out, (win.n, win.oh, win.ow, oc))
+
+
+def conv2d(input: Any, filter: Any, T: ok.DType, **attrs: Any) -> Any:
+    op = "Conv2D"
+    return _from_nhwc(BE(), op, _conv2d_nhwc(op, input, filter, T, attrs), attrs["data_format"])
+
+
+def fused_conv2d(input: Any, filter: Any, bias: Any, activation: str, T: ok.DType, **attrs: Any) -> Any:
+    """The convolution, then FusedMatMul's epilogue launch (bias + activation in place)
+    on its NHWC output, where the channels are the last dimension; NCHW is transposed
+    after that, as Conv2D's output is."""
+    op = "FusedConv2D"
+    out = _conv2d_nhwc(op, input, filter, T, attrs)
+    oc = out.shape[3]
+    if bias.ndim != 1 or bias.shape[0] != oc:
+        raise fail(op, f"bias must be 1-D with size the number of output channels ({oc}), got shape {list(bias.shape)}")
+    be = BE()
+    if out.size:
+        k = be.programs.kernel("dense", T.name, f"bias_{activation.lower()}", op)
+        be.launch1d(k, out.size, out.base_data, bias.base_data, np.int32(oc))
     return _from_nhwc(be, op, out, attrs["data_format"])
 
 
@@ -502,6 +522,7 @@ def register_all() -> None:
         ("SparseSoftmaxCrossEntropyLoss", f(sparse_softmax_cross_entropy_loss), floats, ()),
         ("BiasAddGrad", f(bias_add_grad), {"T": list(FLOATS) + ["float16"] + ints}, ()),
         ("Conv2D", f(conv2d), conv, ()),
+        ("FusedConv2D", f(fused_conv2d), floats, ()),
         ("Conv2DBackpropInput", f(conv2d_backprop_input), conv, ("input_sizes",)),
         ("Conv2DBackpropFilter", f(conv2d_backprop_filter), conv, ("filter_sizes",)),
         ("MaxPool", f(_pool("MaxPool", "max_pool")), pools, ()),
