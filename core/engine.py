@@ -1119,7 +1119,8 @@ def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], o
 
 def _fast_multi_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]) -> Callable[..., Any]:
     """``_fast_call`` for an op with several single-tensor outputs (a kernel returning a
-    tuple) or with Ref inputs (whose Variables' versions each call bumps)."""
+    tuple) or with Ref inputs (whose Variables' versions each call bumps): one output
+    with Refs, several without (``_fast_tuple_call``), or several with Refs."""
     be, op_def, attrs, out_dtypes, pack, name = sig.backend, sig.op_def, sig.attrs, sig.out_dtypes, sig.pack, sig.op_def.name
     conv, n, refs = be.as_output, len(sig.out_dtypes), sig.refs
     if n > 1 and not refs:
@@ -1150,9 +1151,7 @@ def _fast_multi_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]
             _raise_translated(e, be, name)
         for i in refs:
             xs[i]._version += 1  # type: ignore[attr-defined]
-        if n == 1:
-            result = (result,)
-        elif not isinstance(result, (tuple, list)) or len(result) != n:
+        if not isinstance(result, (tuple, list)) or len(result) != n:
             _flatten_outputs(op_def, result, [None] * n)  # raises the kernel-contract error
         outs = [Tensor(conv(v, dt), dt, be) for v, dt in zip(result, out_dtypes)]
         if RECORDING[0]:
@@ -1170,6 +1169,7 @@ def _fast_tuple_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]
     typed = tuple((dt, dt.np) for dt in out_dtypes)
     native: Any = (be.array_types or (None,))[0]
     make = _result_types[op_def.name]._make
+
     def call(*xs: Tensor) -> Any:
         try:
             result: Any = fn(*[x._value for x in xs], **kw)
