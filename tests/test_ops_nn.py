@@ -717,6 +717,31 @@ def test_sparse_xent_loss_gradient_runs_no_op_for_the_seed(backend: str) -> None
         np.testing.assert_allclose(g.numpy(), factor * backprop.numpy(), rtol=1e-6)
 
 
+def test_sparse_xent_loss_hessian_vector_product_through_the_unit_seed(backend: str) -> None:
+    # The inner gradient (default seed: backprop returned as is) differentiated again by an
+    # outer tape must match the per-example op + Mean composition.
+    rng = np.random.default_rng(12)
+    logits = ok.tensor(rng.standard_normal((3, 4)))
+    labels = ok.tensor(np.array([1, 0, 3]))
+    v = ok.tensor(rng.standard_normal((3, 4)))
+
+    def hvp(loss_fn: Any) -> np.ndarray:
+        with GradientTape() as outer:
+            outer.watch(logits)
+            with GradientTape() as inner:
+                inner.watch(logits)
+                loss = loss_fn()
+            (g,) = inner.gradient(loss, [logits])
+            dot = ops.sum(ops.mul(g, v), [0, 1])
+        (h,) = outer.gradient(dot, [logits])
+        return h.numpy()  # type: ignore[no-any-return]
+
+    fused = hvp(lambda: ops.sparse_softmax_cross_entropy_loss(logits, labels).loss)
+    composed = hvp(lambda: ops.mean(ops.sparse_softmax_cross_entropy_with_logits(logits, labels).loss, [0]))
+    assert np.abs(composed).max() > 1e-3
+    np.testing.assert_allclose(fused, composed, rtol=1e-6, atol=1e-9)
+
+
 def test_sparse_xent_loss_of_an_empty_batch(backend: str) -> None:
     out = ops.sparse_softmax_cross_entropy_loss(np.zeros((0, 3), np.float32), np.zeros(0, np.int64))
     assert np.isnan(out.loss.numpy()) and out.backprop.shape == (0, 3)
