@@ -298,11 +298,8 @@ def _sparse_xent_shape(c: InferenceContext) -> None:
 
 
 def _sparse_xent_loss_shape(c: InferenceContext) -> None:
-    features = c.with_rank(c.input(0), 2)
-    labels = c.with_rank(c.input(1), 1)
-    batch = c.merge(c.dim(features, 0), c.dim(labels, 0))
-    c.set_output(0, c.scalar())
-    c.set_output(1, c.replace_dim(features, 0, batch))
+    _sparse_xent_shape(c)
+    c.set_output(0, c.scalar())  # reduced over the batch
 
 
 # ------------------------------------------------------------ specs
@@ -660,7 +657,7 @@ def _sparse_xent_loss_grad(op: Any, grad_loss: Tensor | None, grad_backprop: Ten
 
 def _activation_grad_from_output(activation: str, grad: Tensor, y: Tensor) -> Tensor:
     """d activation / d its input, times ``grad``, written with the activation's output
-    ``y`` (the gradients of Relu, Relu6, Elu and FusedMatMul)."""
+    ``y`` (the gradients of Relu, Relu6, Elu, FusedMatMul and FusedConv2D)."""
     ops = _ops()
     if activation == "Identity":
         return grad
@@ -806,8 +803,12 @@ def _fused_mat_mul(a: Any, b: Any, bias: Any, transpose_a: bool, transpose_b: bo
     """FusedMatMul composed of MatMul, BiasAdd and the activation op: what a backend
     without a fused kernel runs."""
     ops = _ops()
-    y = ops.bias_add(ops.mat_mul(a, b, transpose_a=transpose_a, transpose_b=transpose_b), bias)
-    return y if activation == "Identity" else getattr(ops, activation.lower())(y)
+    return _activate(ops.bias_add(ops.mat_mul(a, b, transpose_a=transpose_a, transpose_b=transpose_b), bias), activation)
+
+
+def _activate(y: Any, activation: str) -> Any:
+    """``y`` through the op of one of FUSED_ACTIVATIONS (the generic fused kernels)."""
+    return y if activation == "Identity" else getattr(_ops(), activation.lower())(y)
 
 
 def _fused_conv2d(input: Any, filter: Any, bias: Any, activation: str, data_format: str, **attrs: Any) -> Any:
@@ -815,7 +816,7 @@ def _fused_conv2d(input: Any, filter: Any, bias: Any, activation: str, data_form
     ops = _ops()
     conv_attrs = {name: attrs[name] for name in _CONV_ATTRS if name in attrs}
     y = ops.bias_add(ops.conv2d(input, filter, data_format=data_format, **conv_attrs), bias, data_format=data_format)
-    return y if activation == "Identity" else getattr(ops, activation.lower())(y)
+    return _activate(y, activation)
 
 
 def _sparse_xent_loss(features: Any, labels: Any, reduction: str, **attrs: Any) -> Any:

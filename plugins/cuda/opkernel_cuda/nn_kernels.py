@@ -76,18 +76,20 @@ def softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, *
     return loss, backprop
 
 
-def sparse_softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, Tlabels: ok.DType, **attrs: Any) -> Any:
+def _sparse_xent(op: str, features: Any, labels: Any, T: ok.DType, Tlabels: ok.DType) -> tuple[Any, Any]:
+    """Per-example loss and backprop: the raw kernel (in T), or the CPU body (in its
+    work type) for host arrays, other dtypes, bad shapes or labels (raising its
+    messages, naming ``op``) and empty inputs."""
     xp = xp_of(features, labels)
-    fallback = lambda: cpu.sparse_softmax_cross_entropy_with_logits(features, labels, T=T)  # noqa: E731
     if (
         xp is np or T.name not in FLOATS or Tlabels.name not in ("int32", "int64")
         or features.ndim != 2 or labels.ndim != 1 or labels.shape[0] != features.shape[0]
         or not features.size
     ):
-        return fallback()
+        return cpu._sparse_xent(op, features, labels, T)
     rows, cols = features.shape
     if bool(((labels < 0) | (labels >= cols)).any()):  # synchronises, as TensorFlow's CPU kernel checks
-        return fallback()  # raises the CPU's message naming the label
+        return cpu._sparse_xent(op, features, labels, T)  # raises the CPU's message naming the label
     x = xp.ascontiguousarray(features)
     loss = xp.empty(rows, T.np)
     backprop = xp.empty((rows, cols), T.np)
@@ -99,17 +101,17 @@ def sparse_softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.D
     return loss, backprop
 
 
+def sparse_softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, Tlabels: ok.DType, **attrs: Any) -> Any:
+    loss, backprop = _sparse_xent("SparseSoftmaxCrossEntropyWithLogits", features, labels, T, Tlabels)
+    return loss.astype(T.np, copy=False), backprop.astype(T.np, copy=False)
+
+
 def sparse_softmax_cross_entropy_loss(
     features: Any, labels: Any, T: ok.DType, Tlabels: ok.DType, reduction: str, **attrs: Any
 ) -> Any:
-    """The raw per-example kernel, then the loss summed and backprop scaled on the
-    device (cupy's reduction and an in-place multiply) by the CPU body's helper."""
-    op = "SparseSoftmaxCrossEntropyLoss"
-    if features.ndim != 2 or labels.ndim != 1 or labels.shape[0] != features.shape[0]:
-        return cpu.sparse_softmax_cross_entropy_loss(features, labels, T=T, reduction=reduction)  # raises, naming the op
-    if not features.size or bool(((labels < 0) | (labels >= features.shape[1])).any()):
-        return cpu.reduce_loss(*cpu._sparse_xent(op, features, labels, T), reduction, T)  # empty, or raises the label error
-    return cpu.reduce_loss(*sparse_softmax_cross_entropy_with_logits(features, labels, T, Tlabels), reduction, T)
+    """The per-example kernel, then the loss summed and backprop scaled on the device
+    (cupy's reduction and an in-place multiply) by the CPU body's helper."""
+    return cpu.reduce_loss(*_sparse_xent("SparseSoftmaxCrossEntropyLoss", features, labels, T, Tlabels), reduction, T)
 
 
 # ------------------------------------------------------------ bias

@@ -293,10 +293,16 @@ def fused_mat_mul(
     N = out.shape[1]
     if bias.ndim != 1 or bias.shape[0] != N:
         raise fail(op, f"bias must be 1-D with size the number of columns of the product ({N}), got shape {list(bias.shape)}")
+    return bias_activation_in_place(op, out, bias, activation, T)
+
+
+def bias_activation_in_place(op: str, out: Any, bias: Any, activation: str, T: ok.DType) -> Any:
+    """One launch writing activation(out + bias) into ``out``, a fresh array whose last
+    dimension is the bias' (FusedMatMul's product, FusedConv2D's NHWC output)."""
     if out.size:
         be = BE()
         k = be.programs.kernel("dense", T.name, f"bias_{activation.lower()}", op)
-        be.launch1d(k, out.size, out.base_data, bias.base_data, np.int32(N))
+        be.launch1d(k, out.size, out.base_data, bias.base_data, np.int32(out.shape[-1]))
     return out
 
 

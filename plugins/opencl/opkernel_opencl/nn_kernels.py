@@ -21,7 +21,7 @@ from opkernel.ops.nn_ops import check_out_shape, check_rank4, check_sizes, expli
 from .array_kernels import BE, gather_view
 from .backend import OpenCLBackend, ctype
 from .common import FLOATS, dims, fail, scalar
-from .linalg_kernels import TILES, gemm
+from .linalg_kernels import TILES, bias_activation_in_place, gemm
 from .elementwise import float32_compute
 from .programs import family
 from .reduction_kernels import reduce
@@ -388,11 +388,7 @@ def fused_conv2d(input: Any, filter: Any, bias: Any, activation: str, T: ok.DTyp
     oc = out.shape[3]
     if bias.ndim != 1 or bias.shape[0] != oc:
         raise fail(op, f"bias must be 1-D with size the number of output channels ({oc}), got shape {list(bias.shape)}")
-    be = BE()
-    if out.size:
-        k = be.programs.kernel("dense", T.name, f"bias_{activation.lower()}", op)
-        be.launch1d(k, out.size, out.base_data, bias.base_data, np.int32(oc))
-    return _from_nhwc(be, op, out, attrs["data_format"])
+    return _from_nhwc(BE(), op, bias_activation_in_place(op, out, bias, activation, T), attrs["data_format"])
 
 
 def conv2d_backprop_input(input_sizes: np.ndarray, filter: Any, out_backprop: Any, T: ok.DType, **attrs: Any) -> Any:
