@@ -473,7 +473,7 @@ def pool(k: tuple[int, int], s: tuple[int, int], padding: str, fmt: str = "NHWC"
 
 POOL_CASES = [
     *pool_rows("valid-2x2", (2, 4, 4, 2), pool((2, 2), (2, 2), "VALID")),
-    # Windows that tile the input (the CPU kernels' contiguous-taps path), with a VALID remainder and as SAME.
+    # Windows that tile the input (the CPU kernels' whole-rows path), with a VALID remainder and as SAME.
     *pool_rows("valid-2x2-remainder", (1, 5, 7, 3), pool((2, 2), (2, 2), "VALID"), avg=False),
     *pool_rows("same-2x3-tiled", (1, 4, 6, 2), pool((2, 3), (2, 3), "SAME"), avg=False),
     *pool_rows("valid-k3s2", (1, 6, 5, 2), pool((3, 3), (2, 2), "VALID")),
@@ -532,6 +532,37 @@ def test_max_pool_grad_ties_go_to_first_in_window(backend: str) -> None:
     y = ops.max_pool(x, **attrs)
     dx = ops.max_pool_grad(x, y, np.ones((1, 2, 2, 1), np.float32), **attrs).numpy()[0, :, :, 0]
     np.testing.assert_array_equal(dx, [[1, 1, 0], [1, 1, 0], [0, 0, 0]])
+
+
+@pytest.mark.parametrize("size, shape", [((2, 2), (3, 4, 6, 5)), ((2, 3), (2, 5, 7, 3)), ((3, 1), (2, 6, 2, 4))])
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_max_pool_grad_tiling_windows_with_relu_ties(
+    size: tuple[int, int], shape: tuple[int, ...], data_format: str, backend: str
+) -> None:
+    # Windows that tile the input (a VALID remainder left out in the second case),
+    # with Relu's zeros tying in many windows: the gradient goes to each window's
+    # first maximum only.
+    x = np.maximum(np.random.default_rng(1).standard_normal(shape), 0).astype(np.float32)
+    if data_format == "NCHW":
+        x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    attrs = pool(size, size, "VALID", data_format)
+    y = ops.max_pool(x, **attrs)
+    np.testing.assert_array_equal(y.numpy(), ref_max_pool(x, **attrs))
+    dy = np.random.default_rng(2).standard_normal(y.shape).astype(np.float32)
+    dx = ops.max_pool_grad(x, y, dy, **attrs)
+    np.testing.assert_array_equal(dx.numpy(), ref_max_pool_grad(x, y.numpy(), dy, **attrs))
+
+
+def test_cpu_max_pool_grad_with_an_orig_output_from_elsewhere_follows_the_input() -> None:
+    # The tiled path finds each maximum by comparing with orig_output; an orig_output
+    # that matches no value of a window sends it to the argmax of the input alone.
+    attrs = pool((2, 2), (2, 2), "VALID")
+    x = np.random.default_rng(3).standard_normal((2, 4, 4, 3)).astype(np.float32)
+    y = np.random.default_rng(4).standard_normal((2, 2, 2, 3)).astype(np.float32)
+    dy = np.random.default_rng(5).standard_normal(y.shape).astype(np.float32)
+    with ok.use_backend("cpu"):
+        dx = ops.max_pool_grad(x, y, dy, **attrs).numpy()
+    np.testing.assert_array_equal(dx, ref_max_pool_grad(x, y, dy, **attrs))
 
 
 @pytest.mark.parametrize("shape", [(1, 2, 2, 1), (1, 4, 4, 1), (2, 4, 4, 3)])

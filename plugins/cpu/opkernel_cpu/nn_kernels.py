@@ -8,6 +8,7 @@ strided slices.  Half and bfloat16 compute in float32.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -352,6 +353,17 @@ def _window(
     op: str, hw: tuple[int, int], khw: tuple[int, int], strides: Any, dilations: Any, padding: str,
     explicit_paddings: Any, data_format: str,
 ) -> _Window:
+    return _window_cached(
+        op, hw, khw, tuple(strides), None if dilations is None else tuple(dilations), padding,
+        tuple(explicit_paddings), data_format,
+    )
+
+
+@functools.lru_cache(maxsize=256)  # a model's few layer geometries, asked for on every step
+def _window_cached(
+    op: str, hw: tuple[int, int], khw: tuple[int, int], strides: tuple[int, ...], dilations: tuple[int, ...] | None,
+    padding: str, explicit_paddings: tuple[int, ...], data_format: str,
+) -> _Window:
     try:
         sh, sw = spatial_attr(strides, data_format, "strides")
         dh, dw = spatial_attr(dilations, data_format, "dilations") if dilations is not None else (1, 1)
@@ -582,13 +594,12 @@ def _tiling(x_shape: tuple[int, ...], win: _Window) -> tuple[int, int] | None:
     return (rows, cols) if rows <= x_shape[1] and cols <= x_shape[2] else None
 
 
-def _taps_major(x: np.ndarray, win: _Window, rows: int, cols: int) -> np.ndarray:
-    """(kh * kw, n, oh, ow, c): each window position's values, contiguous, in a new
-    array (always a copy, never a view of ``x``: callers may write into it).
-    numpy's loops over strided taps of a few channels are slow; over these they are not."""
+def _blocks(x: np.ndarray, win: _Window, rows: int, cols: int) -> np.ndarray:
+    """(n * oh, kh, ow, kw, c): the tiling windows of NHWC ``x`` (``_tiling``), a view
+    when they cover all of ``x``. Window (a, b)'s tap (i, j) is ``[a, i, b, j]``; a
+    slice ``[:, i]`` is a run of whole rows, so loops over it stay contiguous."""
     n, c = x.shape[0], x.shape[3]
-    x6 = x[:, :rows, :cols].reshape(n, win.oh, win.kh, win.ow, win.kw, c)
-    return x6.transpose(2, 4, 0, 1, 3, 5).copy().reshape(win.kh * win.kw, n, win.oh, win.ow, c)
+    return x[:, :rows, :cols].reshape(n * win.oh, win.kh, win.ow, win.kw, c)
 
 
 def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
@@ -607,13 +618,16 @@ def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
     x = _to_nhwc(input, data_format)
     win = _pool_geometry("MaxPool", x.shape, attrs)
     tiled = _tiling(x.shape, win) if type(x) is np.ndarray and win.kh * win.kw > 1 else None
-    if tiled is not None and x.shape[3] < 64:  # contiguous taps pay off for a few channels
-        taps = _taps_major(x, win, *tiled)
-        out = taps[0]  # a fresh copy: written in place below
+    if tiled is not None:  # windows tile the input: reduce whole rows, then the taps of a row
+        x5 = _blocks(x, win, *tiled)
         with np.errstate(invalid="ignore"):
-            for k in range(1, len(taps)):
-                np.maximum(out, taps[k], out=out)
-        return _from_nhwc(out, data_format)
+            rows = x5[:, 0] if win.kh == 1 else np.maximum(x5[:, 0], x5[:, 1])
+            for i in range(2, win.kh):
+                np.maximum(rows, x5[:, i], out=rows)
+            out = rows[:, :, 0] if win.kw == 1 else np.maximum(rows[:, :, 0], rows[:, :, 1])
+            for j in range(2, win.kw):
+                np.maximum(out, rows[:, :, j], out=out)
+        return _from_nhwc(out.reshape(x.shape[0], win.oh, win.ow, x.shape[3]), data_format)
     xp = win.padded(x, _lowest(x.dtype))
     out = np.empty((x.shape[0], win.oh, win.ow, x.shape[3]), x.dtype)
     with np.errstate(invalid="ignore"):  # bfloat16's maximum warns on nan; the result is nan, as in TensorFlow
@@ -639,27 +653,50 @@ def max_pool_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndar
     zero = np.zeros((), wt)
     branch_free = bool(np.isfinite(dy).all())  # nan * 0 and inf * 0 would put nan at the other taps
     tiled = _tiling(x.shape, win) if type(x) is np.ndarray and win.kh * win.kw > 1 else None
-    if tiled is not None:  # windows tile the input: work on contiguous taps (2-3x faster)
-        rows, cols = tiled
-        taps = _taps_major(x, win, rows, cols)
-        with np.errstate(invalid="ignore"):
-            best_k = _argmax_of(list(taps))
-        dt = np.empty(taps.shape, wt)
-        for k in range(len(taps)):
-            np.multiply(dy, best_k == k, out=dt[k]) if branch_free else np.copyto(dt[k], np.where(best_k == k, dy, zero))
-        dx6 = dt.reshape(win.kh, win.kw, n, win.oh, win.ow, c).transpose(2, 3, 0, 4, 1, 5)
-        if (rows, cols) == (h, w):
-            dx = dx6.reshape(n, h, w, c)
-        else:
-            dx = np.zeros((n, h, w, c), wt)
-            dx[:, :rows, :cols] = dx6.reshape(n, rows, cols, c)
-        return _from_nhwc(dx.astype(T.np, copy=False), data_format)
+    if tiled is not None:
+        dx = _max_pool_grad_tiled(x, _to_nhwc(orig_output, data_format), dy, win, tiled, branch_free)
+        if dx is not None:
+            return _from_nhwc(dx.astype(T.np, copy=False), data_format)
     dxp = np.zeros(win.padded_shape(n, h, w, c), wt)
     best_k = _argmax_tap(x, win)
     for k in range(win.kh * win.kw):  # one tap at a time: a tap's positions never collide
         dst = dxp[win.tap(*divmod(k, win.kw))]
         dst += dy * (best_k == k) if branch_free else np.where(best_k == k, dy, zero)
     return _from_nhwc(win.crop(dxp, h, w).astype(T.np, copy=False), data_format)
+
+
+def _max_pool_grad_tiled(
+    x: np.ndarray, y: np.ndarray, dy: np.ndarray, win: _Window, tiled: tuple[int, int], branch_free: bool
+) -> np.ndarray | None:
+    """MaxPoolGrad when the windows tile ``x``: each window's gradient goes to its first
+    tap, in row-major order, equal to ``y``, the forward's output, so to its first
+    maximum (the tap TensorFlow's CPU kernel picks; its GPU kernel also finds it by
+    comparing with the output). None, for the general path to recompute the argmax
+    from ``x`` alone, when some window holds no value equal to its ``y`` (a nan, or an
+    ``orig_output`` that is not this input's MaxPool)."""
+    n, h, w, c = x.shape
+    rows, cols = tiled
+    x5 = _blocks(x, win, rows, cols)
+    y3, dy3 = y.reshape(n * win.oh, win.ow, c), dy.reshape(n * win.oh, win.ow, c)
+    dx5 = np.empty(x5.shape, dy.dtype)
+    free = np.ones(y3.shape, bool)  # windows whose maximum is still to be found
+    hit = np.empty(y3.shape, bool)
+    zero = np.zeros((), dy.dtype)
+    with np.errstate(invalid="ignore"):  # bfloat16 comparisons with nan warn
+        for i in range(win.kh):
+            for j in range(win.kw):
+                np.equal(x5[:, i, :, j], y3, out=hit)
+                hit &= free
+                free ^= hit
+                dst = dx5[:, i, :, j]
+                np.multiply(dy3, hit, out=dst) if branch_free else np.copyto(dst, np.where(hit, dy3, zero))
+    if free.any():
+        return None
+    if (rows, cols) == (h, w):
+        return dx5.reshape(n, h, w, c)
+    dx = np.zeros((n, h, w, c), dy.dtype)
+    dx[:, :rows, :cols] = dx5.reshape(n, rows, cols, c)
+    return dx
 
 
 def max_pool_grad_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndarray, **attrs: Any) -> np.ndarray:
