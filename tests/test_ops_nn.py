@@ -518,6 +518,17 @@ def test_every_op_has_rows() -> None:
 # ---------------------------------------------------------------- specific behaviour
 
 
+@pytest.mark.parametrize("op", ["relu", "relu6"])
+def test_relu_keeps_nan_and_clips_inf(op: str, backend: str) -> None:
+    x = np.array([np.nan, -np.inf, -1.0, 0.0, 3.0, 7.0, np.inf], np.float32)
+    top = np.inf if op == "relu" else 6.0
+    out = getattr(ops, op)(x).numpy()
+    np.testing.assert_array_equal(out, [np.nan, 0.0, 0.0, 0.0, 3.0, min(7.0, top), top])
+    dense = ok.nn.Dense(3, 3, op, seed=0)
+    h = dense(ok.tensor(np.array([[np.nan, 1.0, 1.0]], np.float32))).numpy()
+    assert np.isnan(h).all()  # the fused epilogue keeps the nan too
+
+
 def test_relu_grad_needs_matching_shapes_and_keeps_nan(backend: str) -> None:
     with pytest.raises(InvalidArgumentError, match="'ReluGrad'.*same shape, got \\[2, 3\\] and \\[3\\]"):
         ops.relu_grad(np.ones((2, 3), np.float32), np.ones(3, np.float32))

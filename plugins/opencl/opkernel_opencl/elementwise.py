@@ -423,8 +423,9 @@ _SELU_SCALE, _SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772
 #: The floating-point expressions of the activations FusedMatMul applies (shared with their own ops).
 ACTIVATIONS = {
     "Identity": "a",
-    "Relu": "a > 0 ? a : (T)0",
-    "Relu6": "a > 0 ? (a < 6 ? a : (T)6) : (T)0",
+    # "a < 0 ? 0 : a", not "a > 0 ? a : 0": a nan passes through, as numpy's maximum keeps it
+    "Relu": "a < 0 ? (T)0 : a",
+    "Relu6": "a < 0 ? (T)0 : (a > 6 ? (T)6 : a)",
     "Elu": "a > 0 ? a : expm1(a)",
     "Sigmoid": "ok_sigmoid(a)",
     "Tanh": "tanh(a)",
