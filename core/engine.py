@@ -983,6 +983,14 @@ def _invoker(
             token = _ACTIVE.set(be)
             try:
                 result = fn(*grouped, **attrs)
+            except KernelNotFoundError as e:
+                if e.op == op_def.name:
+                    raise
+                raise KernelNotFoundError(
+                    f"op {op_def.name!r} runs its generic kernel on backend {be.name!r} (no kernel of its own "
+                    f"matches), which is composed of other ops, and op {e.op!r} has no kernel there: {e}",
+                    op=op_def.name, backend=be.name,
+                ) from e
             finally:
                 _ACTIVE.reset(token)
             outs = _flatten_outputs(op_def, result, out_lengths)

@@ -623,6 +623,18 @@ def test_generic_kernel_serves_a_backend_that_only_has_the_ops_it_uses(twin: str
             np.testing.assert_array_equal(out.numpy(), [3.0, 4.0])
 
 
+def test_generic_kernel_missing_an_op_names_both_ops(twin: str) -> None:
+    ok.register_op("Guide>ExpTwice").input("x: float").output("y: float")
+    ok.register_kernel("Guide>ExpTwice", backend="*")(lambda x: ok.ops.exp(x) + ok.ops.exp(x))
+    with ok.use_backend(twin):  # twin has kernels for Add, Sub, Mul and Neg only
+        with pytest.raises(KernelNotFoundError, match=(
+            rf"op 'Guide>ExpTwice' runs its generic kernel on backend '{twin}' .*op 'Exp' has no kernel there"
+        )) as info:
+            ok.ops.guide.exp_twice([1.0])
+    assert info.value.op == "Guide>ExpTwice" and info.value.backend == twin
+    assert isinstance(info.value.__cause__, KernelNotFoundError) and info.value.__cause__.op == "Exp"
+
+
 def _labelled(backend: str) -> dict[str, list[int]]:
     calls: dict[str, list[int]] = {"default": [], "fast": []}
     ok.register_op("Guide>Labelled").input("x: float").output("y: float")
