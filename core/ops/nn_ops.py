@@ -517,7 +517,9 @@ def register_ops() -> None:
     ).doc(
         "Computes gradients of the maxpooling function: each grad value goes to the position of its "
         "window's maximum in orig_input (the first in row-major window order on ties).\n\n"
-        "orig_input: The original input tensor.\norig_output: The original output tensor.\n"
+        "orig_input: The original input tensor.\norig_output: The original output tensor: MaxPool's output "
+        "for orig_input (a kernel may find each window's maximum as its first value equal to it, as "
+        "TensorFlow's GPU kernel does; the CPU kernel does where the windows tile the input).\n"
         "grad: 4-D gradients with respect to the output of max_pool.\n" + _POOL_DOC
     )
     # TensorFlow's MaxPoolGradGrad has no EXPLICIT padding; it is added here (defaults keep
