@@ -167,6 +167,45 @@ def cnn(backend: str, quick: bool) -> list[Row]:
     return [Row("digits CNN train step, batch 64", backend, t_ok, t_np, t_t, "numpy: hand-written")]
 
 
+def pool(backend: str, quick: bool) -> list[Row]:
+    """The digits CNN's two 2×2 max pools (NHWC), forward and gradient, alone."""
+    rows = []
+    rep = 7 if quick else 15
+    attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
+    rng = np.random.default_rng(0)
+    for n, h, w, c in ((64, 8, 8, 16), (64, 4, 4, 32)):
+        x = np.maximum(rng.standard_normal((n, h, w, c)), 0).astype(np.float32)  # after Relu: ties at 0
+        windows = x.reshape(n, h // 2, 2, w // 2, 2, c)
+        y = windows.max(axis=(2, 4))
+        dy = rng.standard_normal(y.shape).astype(np.float32)
+
+        def np_grad() -> np.ndarray:  # the numpy CNN step's mask (it marks every tie) and product
+            mask = windows == y[:, :, None, :, None]
+            return (mask * dy[:, :, None, :, None]).reshape(n, h, w, c)
+
+        t_fwd = t_bwd = None
+        if torch is not None:
+            f = torch.nn.functional
+            tx = torch.from_numpy(x).permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels_last
+            ty, idx = f.max_pool2d(tx, 2, return_indices=True)
+            tdy = torch.from_numpy(dy).permute(0, 3, 1, 2)
+            t_fwd = lambda: f.max_pool2d(tx, 2)  # noqa: E731
+            t_bwd = lambda: torch.ops.aten.max_pool2d_with_indices_backward(  # noqa: E731
+                tdy, tx, [2, 2], [2, 2], [0, 0], [1, 1], False, idx)
+        with ok.use_backend(backend):
+            ox, oy, ody = ok.tensor(x), ok.tensor(y), ok.tensor(dy)
+            sync = _sync(backend)
+            fwd = interleaved([Timed(lambda: ok.ops.max_pool(ox, **attrs), sync=sync),
+                               Timed(lambda: windows.max(axis=(2, 4))), Timed(t_fwd)], repeats=rep)
+            bwd = interleaved([Timed(lambda: ok.ops.max_pool_grad(ox, oy, ody, **attrs), sync=sync),
+                               Timed(np_grad), Timed(t_bwd)], repeats=rep)
+        shape = f"{n}×{h}×{w}×{c}"
+        rows.append(Row(f"MaxPool 2×2, {shape}", backend, *fwd, "numpy: reshape + max; torch: channels_last"))
+        rows.append(Row(f"MaxPoolGrad 2×2, {shape}", backend, *bwd,
+                        "numpy: mask + product; torch: from the forward's indices"))
+    return rows
+
+
 def _subprocess_seconds(code: str, runs: int, **env: str) -> float:
     """Median over ``runs`` fresh interpreters, after one untimed run.  Bytecode
     caching is on (as for an installed package) even where the environment turns
@@ -201,7 +240,7 @@ def startup(quick: bool) -> list[Row]:
 
 
 CASES: dict[str, Callable[[str, bool], list[Row]]] = {
-    "tiny": tiny_ops, "elementwise": elementwise, "matmul": matmul, "mlp": mlp, "cnn": cnn,
+    "tiny": tiny_ops, "elementwise": elementwise, "matmul": matmul, "pool": pool, "mlp": mlp, "cnn": cnn,
 }
 
 

@@ -476,6 +476,8 @@ POOL_CASES = [
     # Windows that tile the input (the CPU kernels' whole-rows path), with a VALID remainder and as SAME.
     *pool_rows("valid-2x2-remainder", (1, 5, 7, 3), pool((2, 2), (2, 2), "VALID"), avg=False),
     *pool_rows("same-2x3-tiled", (1, 4, 6, 2), pool((2, 3), (2, 3), "SAME"), avg=False),
+    # Strides larger than the window: disjoint windows with rows and columns between them.
+    *pool_rows("valid-k2s3-gaps", (1, 7, 8, 2), pool((2, 2), (3, 3), "VALID"), avg=False),
     *pool_rows("valid-k3s2", (1, 6, 5, 2), pool((3, 3), (2, 2), "VALID")),
     *pool_rows("same-k3s2", (1, 5, 5, 2), pool((3, 3), (2, 2), "SAME")),
     *pool_rows("same-k2s1", (1, 3, 4, 2), pool((2, 2), (1, 1), "SAME")),

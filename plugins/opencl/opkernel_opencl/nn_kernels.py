@@ -18,7 +18,7 @@ import numpy as np
 import opkernel as ok
 from opkernel.ops.nn_ops import check_out_shape, check_rank4, check_sizes, explicit_padding, spatial_attr, window_output_size
 
-from .array_kernels import BE, gather_view
+from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
 from .common import FLOATS, dims, fail, scalar
 from .linalg_kernels import TILES, bias_activation_in_place, gemm
@@ -284,7 +284,29 @@ __kernel void max_pool(__global T* out, __global const T* x, dims_t g1, dims_t g
   }}
   out[i] = best;
 }}
-__kernel void max_pool_grad(__global T* dx, __global const T* x, __global const T* dy, dims_t g1, dims_t g2) {{
+// MaxPoolGrad where windows never overlap (strides >= window): one launch, each window
+// writing its gradient at its argmax and zeros at its other positions.
+__kernel void max_pool_grad_scatter(__global T* dx, __global const T* x, __global const T* dy, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  int a = window_argmax(x, n, oh, ow, c, g1, g2);
+  T g = dy[i];
+  for (int ii = 0; ii < KH; ++ii) {{
+    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      dx[((n * H + h) * W + w) * C + c] = h * W + w == a ? g : (T)0;
+    }}
+  }}
+}}
+// Overlapping windows: MaxPoolGrad in two launches: each window's argmax once (max_pool_argmax), then every
+// input element gathers the gradients of the windows whose argmax it is (no atomics).
+__kernel void max_pool_argmax(__global int* argmax, __global const T* x, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  argmax[i] = window_argmax(x, n, oh, ow, c, g1, g2);
+}}
+__kernel void max_pool_grad(__global T* dx, __global const int* argmax, __global const T* dy, dims_t g1, dims_t g2) {{
   int i = get_global_id(0);
   int c = i % C; int t = i / C; int w = t % W; t /= W; int h = t % H; int n = t / H;
   T acc = 0;
@@ -292,7 +314,8 @@ __kernel void max_pool_grad(__global T* dx, __global const T* x, __global const 
     int hh = h + PT - ii; if (hh < 0 || hh % SH) continue; int oh = hh / SH; if (oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
       int ww = w + PL - j; if (ww < 0 || ww % SW) continue; int ow = ww / SW; if (ow >= OW) continue;
-      if (window_argmax(x, n, oh, ow, c, g1, g2) == h * W + w) acc += dy[((n * OH + oh) * OW + ow) * C + c];
+      int o = ((n * OH + oh) * OW + ow) * C + c;
+      if (argmax[o] == h * W + w) acc += dy[o];
     }}
   }}
   dx[i] = acc;
@@ -468,9 +491,21 @@ def max_pool_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType, **a
     dy = _nhwc(be, op, grad, fmt)
     for nm, a in (("orig_output", orig_output), ("grad", grad)):
         _check_out(op, nm, _nhwc_dims(a.shape, fmt), (win.n, win.oh, win.ow, win.c), fmt)
+    if win.sh >= win.kh and win.sw >= win.kw:  # windows never overlap: each writes its own positions
+        covered = (win.sh, win.sw) == (win.kh, win.kw) and win.oh * win.sh - win.pt >= win.h and win.ow * win.sw - win.pl >= win.w
+        dx = be.new_array(x.shape, x.dtype) if covered else zeros(be, op, x.shape, x.dtype)
+        if dx.size and dy.size:
+            be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad_scatter", op), dy.size, dx.base_data,
+                        x.base_data, dy.base_data, *win.args())
+        return _from_nhwc(be, op, dx, fmt)
     dx = be.new_array(x.shape, x.dtype)
     if dx.size:
-        be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad", op), dx.size, dx.base_data, x.base_data, dy.base_data, *win.args())
+        argmax = be.new_array((win.n, win.oh, win.ow, win.c), np.dtype(np.int32))
+        if argmax.size:
+            be.launch1d(be.programs.kernel("window", T.name, "max_pool_argmax", op), argmax.size, argmax.base_data,
+                        x.base_data, *win.args())
+        be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad", op), dx.size, dx.base_data,
+                    argmax.base_data, dy.base_data, *win.args())
     return _from_nhwc(be, op, dx, fmt)
 
 
