@@ -566,6 +566,18 @@ def test_max_pool_grad_tiling_windows_with_relu_ties(
     np.testing.assert_array_equal(dx.numpy(), ref_max_pool_grad(x, y.numpy(), dy, **attrs))
 
 
+@pytest.mark.parametrize("strides", [(1, 1), (3, 3)])
+def test_max_pool_grad_with_no_window_is_zeros(strides: tuple[int, int], backend: str) -> None:
+    # A 3x3 VALID window does not fit a 2x2 input: no output, and a zero gradient
+    # (overlapping and disjoint windows take different kernels on some backends).
+    attrs = pool((3, 3), strides, "VALID")
+    x = np.ones((2, 2, 2, 3), np.float32)
+    y = ops.max_pool(x, **attrs)
+    assert y.shape == (2, 0, 0, 3)
+    dx = ops.max_pool_grad(x, y, np.zeros(y.shape, np.float32), **attrs)
+    np.testing.assert_array_equal(dx.numpy(), np.zeros_like(x))
+
+
 def test_cpu_max_pool_grad_with_an_orig_output_from_elsewhere_follows_the_input() -> None:
     # The tiled path finds each maximum by comparing with orig_output; an orig_output
     # that matches no value of a window sends it to the argmax of the input alone.
