@@ -257,6 +257,7 @@ def test_every_op_has_a_cuda_kernel() -> None:
 RAW = {  # op -> the source its raw kernel is in
     "SoftmaxCrossEntropyWithLogits": "xent", "SparseSoftmaxCrossEntropyWithLogits": "sparse_xent",
     "BiasAddGrad": "bias_grad", "MaxPool": "pool", "MaxPoolGrad": "pool", "MaxPoolGradGrad": "pool",
+    "MaxPoolWithArgmax": "pool", "MaxPoolGradWithArgmax": "pool",
     "ApplyGradientDescent": "training", "ApplyMomentum": "training", "ApplyAdam": "training",
 }
 

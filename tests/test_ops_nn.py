@@ -174,6 +174,40 @@ def ref_max_pool_grad_grad(x: np.ndarray, y: np.ndarray, gg: np.ndarray, **attrs
     return from_nhwc(out, fmt)
 
 
+def ref_argmax(x: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
+    """MaxPoolWithArgmax's flat indices (NHWC), the batch counted with include_batch_in_index."""
+    n, h, w, c = x.shape
+    batch = attrs.get("include_batch_in_index", False)
+    out = np.zeros(pool_out_shape(x.shape, attrs), np.int64)
+    for b, i, j, ch, r, q in argmax_positions(x, attrs):
+        out[b, i, j, ch] = (((b * h if batch else 0) + r) * w + q) * c + ch
+    return out.astype(attrs.get("Targmax", "int64"))
+
+
+def ref_max_pool_with_argmax(x: np.ndarray, **attrs: Any) -> tuple[np.ndarray, np.ndarray]:
+    return ref_max_pool(x, **attrs), ref_argmax(x, attrs)
+
+
+def _image_of(x_shape: tuple[int, ...], argmax: np.ndarray, batch: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(batch index, flat index into that image) of every argmax entry."""
+    image = int(np.prod(x_shape[1:]))
+    b = np.broadcast_to(np.arange(x_shape[0])[:, None, None, None], argmax.shape)
+    return (argmax // image, argmax % image) if batch else (b, argmax)
+
+
+def ref_max_pool_grad_with_argmax(x: np.ndarray, g: np.ndarray, argmax: np.ndarray, **attrs: Any) -> np.ndarray:
+    dx = np.zeros(x.shape, g.dtype)
+    b, at = _image_of(x.shape, argmax.astype(np.int64), attrs.get("include_batch_in_index", False))
+    for bi, ai, gi in zip(b.ravel(), at.ravel(), g.ravel()):
+        dx[bi].reshape(-1)[ai] += gi
+    return dx
+
+
+def ref_max_pool_grad_grad_with_argmax(x: np.ndarray, gg: np.ndarray, argmax: np.ndarray, **attrs: Any) -> np.ndarray:
+    b, at = _image_of(x.shape, argmax.astype(np.int64), attrs.get("include_batch_in_index", False))
+    return gg.reshape(x.shape[0], -1)[b, at]
+
+
 def ref_avg_pool(x: np.ndarray, **attrs: Any) -> np.ndarray:
     fmt = attrs.get("data_format", "NHWC")
     x = to_nhwc(x, fmt)
@@ -465,6 +499,23 @@ def pool_rows(name: str, x: tuple[int, ...], attrs: dict[str, Any], avg: bool = 
     return rows
 
 
+def argmax_pool_rows(name: str, x: tuple[int, ...], attrs: dict[str, Any]) -> list[OpCase]:
+    """MaxPoolWithArgmax and its two gradients on one NHWC geometry; argmax from the reference."""
+    y_shape = pool_out_shape(x, attrs)
+
+    def with_argmax(rng: np.random.Generator, dt: str, grad_shape: tuple[int, ...]) -> list[np.ndarray]:
+        orig = randn(rng, dt, *x)
+        return [orig, randn(rng, dt, *grad_shape), ref_argmax(orig, attrs)]
+
+    return [
+        OpCase(f"MaxPoolWithArgmax-{name}", "MaxPoolWithArgmax", one(x), ref_max_pool_with_argmax, attrs=attrs),
+        OpCase(f"MaxPoolGradWithArgmax-{name}", "MaxPoolGradWithArgmax", lambda rng, dt: with_argmax(rng, dt, y_shape),
+               ref_max_pool_grad_with_argmax, attrs=attrs),
+        OpCase(f"MaxPoolGradGradWithArgmax-{name}", "MaxPoolGradGradWithArgmax",
+               lambda rng, dt: with_argmax(rng, dt, x), ref_max_pool_grad_grad_with_argmax, attrs=attrs),
+    ]
+
+
 def pool(k: tuple[int, int], s: tuple[int, int], padding: str, fmt: str = "NHWC", **extra: Any) -> dict[str, Any]:
     if fmt == "NHWC":
         return {"ksize": [1, *k, 1], "strides": [1, *s, 1], "padding": padding, **extra}
@@ -485,6 +536,22 @@ POOL_CASES = [
     *pool_rows("nchw-same", (1, 2, 5, 4), pool((2, 3), (2, 2), "SAME", "NCHW")),
     *pool_rows("explicit", (1, 4, 4, 2), pool((2, 2), (2, 1), "EXPLICIT", explicit_paddings=[0, 0, 1, 0, 0, 1, 0, 0]),
                avg=False),
+    # MaxPoolWithArgmax: tiling windows (the CPU kernel's tap-major path, with a VALID remainder),
+    # overlapping and padded ones, gaps, the batch in the index or not, int32 indices.
+    *argmax_pool_rows("valid-2x2", (2, 4, 4, 3), pool((2, 2), (2, 2), "VALID")),
+    *argmax_pool_rows("valid-2x2-remainder-batch", (2, 5, 7, 3),
+                      pool((2, 2), (2, 2), "VALID", include_batch_in_index=True)),
+    *argmax_pool_rows("same-k3s2", (2, 5, 5, 2), pool((3, 3), (2, 2), "SAME")),
+    *argmax_pool_rows("same-k2s1-batch-int32", (2, 3, 4, 2),
+                      pool((2, 2), (1, 1), "SAME", include_batch_in_index=True, Targmax="int32")),
+    *argmax_pool_rows("valid-k2s3-gaps", (1, 7, 8, 2), pool((2, 2), (3, 3), "VALID")),
+    *argmax_pool_rows("same-2x3-tiled-int32", (1, 4, 6, 2), pool((2, 3), (2, 3), "SAME", Targmax="int32")),
+    OpCase("MaxPoolWithArgmax-int32-ties", "MaxPoolWithArgmax",
+           lambda rng, dt: [rng.integers(0, 2, (2, 4, 6, 3)).astype(dt)], ref_max_pool_with_argmax,
+           attrs=pool((2, 2), (2, 2), "VALID"), dtypes=("int32", "int64"), grad=False),
+    OpCase("MaxPoolWithArgmax-int32-ties-overlapping", "MaxPoolWithArgmax",
+           lambda rng, dt: [rng.integers(0, 3, (1, 5, 5, 2)).astype(dt)], ref_max_pool_with_argmax,
+           attrs=pool((3, 3), (2, 2), "SAME"), dtypes=("int32",), grad=False),
     OpCase("MaxPool-int32", "MaxPool", one((1, 4, 4, 2)), ref_max_pool, attrs=pool((2, 2), (1, 1), "SAME"),
            dtypes=("int32",), grad=False),
     OpCase("MaxPoolGrad-int32-ties", "MaxPoolGrad",
@@ -512,7 +579,8 @@ test_values, test_shapes, test_gradients = optable.table_tests(CASES)
 def test_every_op_has_rows() -> None:
     names = {"Relu", "ReluGrad", "Relu6", "Elu", "Selu", "Softplus", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
              "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyLoss", "BiasAdd", "BiasAddGrad", "FusedMatMul", "Conv2D", "Conv2DBackpropInput",
-             "Conv2DBackpropFilter", "FusedConv2D", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"}
+             "Conv2DBackpropFilter", "FusedConv2D", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad",
+             "MaxPoolWithArgmax", "MaxPoolGradWithArgmax", "MaxPoolGradGradWithArgmax"}
     assert names <= {c.op for c in CASES}
     assert names <= {c.op for c in CASES if c.grad}
 
@@ -1126,3 +1194,130 @@ def test_kernels_do_not_mutate_inputs(backend: str) -> None:
     ops.sparse_softmax_cross_entropy_loss(x.reshape(8, 4), np.arange(8) % 4)
     for a, b in zip((x, w, dy), saved):
         np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- max pooling with argmax
+
+ARGMAX_GEOMETRIES = [
+    pool((2, 2), (2, 2), "VALID"), pool((2, 2), (2, 2), "SAME"), pool((3, 3), (2, 2), "SAME"),
+    pool((3, 2), (1, 2), "SAME"), pool((2, 2), (3, 3), "VALID"),
+]
+
+
+@pytest.mark.parametrize("attrs", ARGMAX_GEOMETRIES, ids=lambda a: f"k{a['ksize'][1]}{a['ksize'][2]}s{a['strides'][1]}{a['strides'][2]}{a['padding']}")
+@pytest.mark.parametrize("include_batch", [False, True])
+def test_max_pool_with_argmax_matches_max_pool_and_its_gradient(
+    attrs: dict[str, Any], include_batch: bool, backend: str
+) -> None:
+    # Relu'd data: many tied zeros, each window's gradient goes to its first maximum either way.
+    x = np.maximum(np.random.default_rng(1).standard_normal((3, 7, 6, 4)), 0).astype(np.float32)
+    out = ops.max_pool_with_argmax(x, include_batch_in_index=include_batch, **attrs)
+    y = ops.max_pool(x, **attrs)
+    assert out.argmax.dtype == ok.int64 and out.output.dtype == ok.float32
+    np.testing.assert_array_equal(out.output.numpy(), y.numpy())
+    np.testing.assert_array_equal(out.argmax.numpy(), ref_argmax(x, {**attrs, "include_batch_in_index": include_batch}))
+    dy = np.random.default_rng(2).standard_normal(y.shape).astype(np.float32)
+    with_argmax = ops.max_pool_grad_with_argmax(x, dy, out.argmax, include_batch_in_index=include_batch, **attrs)
+    np.testing.assert_allclose(with_argmax.numpy(), ops.max_pool_grad(x, y, dy, **attrs).numpy(), rtol=1e-6, atol=1e-6)
+    gg = np.random.default_rng(3).standard_normal(x.shape).astype(np.float32)
+    np.testing.assert_array_equal(
+        ops.max_pool_grad_grad_with_argmax(x, gg, out.argmax, include_batch_in_index=include_batch, **attrs).numpy(),
+        ops.max_pool_grad_grad(x, y, gg, **attrs).numpy(),
+    )
+
+
+@pytest.mark.parametrize("attrs", [pool((2, 2), (2, 2), "VALID"), pool((3, 3), (2, 2), "SAME")], ids=["tiled", "overlapping"])
+def test_max_pool_with_argmax_nan_rule(attrs: dict[str, Any], backend: str) -> None:
+    # The maximum propagates nan (as MaxPool, on every backend); the index is the first
+    # maximum, a nan winning only as the window's first element (TensorFlow's CPU rule).
+    x = np.zeros((1, 4, 4, 1), np.float32)
+    x[0, 0, 0, 0] = np.nan  # first element of the first window
+    x[0, 1, 2, 0] = 5.0
+    x[0, 0, 3, 0] = np.nan  # second element of its window's first row: not the index
+    out = ops.max_pool_with_argmax(x, **attrs)
+    y = ops.max_pool(x, **attrs).numpy()
+    np.testing.assert_array_equal(out.output.numpy(), y)
+    assert np.isnan(y[0, 0, 0, 0]) and np.isnan(y[0, 0, -1, 0])
+    am = out.argmax.numpy()[0, :, :, 0]
+    assert am[0, 0] == 0  # the nan in the first position
+    if attrs["padding"] == "VALID":
+        assert am[0, 1] == 1 * 4 + 2  # the 5.0, not the later nan at (0, 3)
+        np.testing.assert_array_equal(am, ref_argmax(np.nan_to_num(x, nan=-np.inf), attrs)[0, :, :, 0] * (am != 0))
+    assert np.isnan(ops.max_pool_grad_with_argmax(x, np.ones(y.shape, np.float32), out.argmax, **attrs).numpy()).sum() == 0
+
+
+def test_max_pool_with_argmax_int32_indices_and_shapes(backend: str) -> None:
+    attrs = pool((2, 2), (2, 2), "SAME")
+    x = np.arange(2 * 5 * 5 * 2, dtype=np.float32).reshape(2, 5, 5, 2)
+    out = ops.max_pool_with_argmax(x, Targmax="int32", include_batch_in_index=True, **attrs)
+    assert out.argmax.dtype == ok.int32 and out.argmax.shape == (2, 3, 3, 2)
+    np.testing.assert_array_equal(out.argmax.numpy(), ref_argmax(x, {**attrs, "include_batch_in_index": True}))
+    assert ok.infer_shapes("MaxPoolWithArgmax", [(2, 5, 5, 2)], {**attrs}) == [ok.TensorShape([2, 3, 3, 2])] * 2
+
+
+def test_max_pool_grad_with_argmax_rejects_bad_indices_and_shapes(backend: str) -> None:
+    attrs = pool((2, 2), (2, 2), "VALID")
+    x = np.ones((2, 4, 4, 3), np.float32)
+    dy = np.ones((2, 2, 2, 3), np.float32)
+    good = ref_argmax(x, attrs)
+    for value, batch in ((4 * 4 * 3, False), (-1, False), (2 * 4 * 4 * 3, True)):
+        bad = good.copy()
+        bad[1, 0, 1, 2] = value
+        for fn, g in ((ops.max_pool_grad_with_argmax, dy), (ops.max_pool_grad_grad_with_argmax, x)):
+            with pytest.raises(InvalidArgumentError, match=r"op 'MaxPoolGrad(Grad)?WithArgmax'.*argmax\[1, 0, 1, 2\]"):
+                fn(x, g, bad, include_batch_in_index=batch, **attrs)
+    with pytest.raises((InvalidArgumentError, ShapeError), match="MaxPoolGradWithArgmax"):
+        ops.max_pool_grad_with_argmax(x, dy, good[:, :1], **attrs)
+    with pytest.raises((InvalidArgumentError, ShapeError), match="MaxPoolGradGradWithArgmax"):
+        ops.max_pool_grad_grad_with_argmax(x, dy, good, **attrs)
+    with pytest.raises((InvalidArgumentError, ShapeError), match="MaxPoolWithArgmax"):
+        ops.max_pool_with_argmax(x, ksize=[2, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+
+
+def test_max_pool_with_argmax_int32_needs_room() -> None:
+    from opkernel.ops.nn_ops import check_argmax_type
+
+    check_argmax_type("MaxPoolWithArgmax", ok.int32, (64, 1024, 1024, 16), include_batch=False)
+    with pytest.raises(InvalidArgumentError, match="op 'MaxPoolWithArgmax'.*Targmax int64"):
+        check_argmax_type("MaxPoolWithArgmax", ok.int32, (256, 1024, 1024, 16), include_batch=True)
+
+
+def test_max_pool_with_argmax_never_writes_its_inputs(backend: str) -> None:
+    attrs = pool((2, 2), (2, 2), "VALID")
+    x = np.random.default_rng(0).standard_normal((2, 4, 4, 3)).astype(np.float32)
+    dy = np.ones((2, 2, 2, 3), np.float32)
+    saved = x.copy(), dy.copy()
+    out = ops.max_pool_with_argmax(x, **attrs)
+    argmax = out.argmax.numpy()
+    kept = argmax.copy()
+    ops.max_pool_grad_with_argmax(x, dy, argmax, **attrs)
+    ops.max_pool_grad_grad_with_argmax(x, x, argmax, **attrs)
+    for a, b in zip((x, dy, argmax), (*saved, kept)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("k", [(1, 2), (2, 1), (2, 3), (3, 2), (3, 3)])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_max_pool_with_argmax_tiling_windows_with_ties(k: tuple[int, int], dtype: str, backend: str) -> None:
+    # Values in {0, 1, 2}: most windows hold their maximum more than once; the index is
+    # the first in row-major order (the CPU kernel compares columns, then rows).
+    attrs = pool(k, k, "VALID")
+    x = np.random.default_rng(k[0] * 10 + k[1]).integers(0, 3, (3, 7, 8, 5)).astype(dtype)
+    out = ops.max_pool_with_argmax(x, include_batch_in_index=True, **attrs)
+    np.testing.assert_array_equal(out.output.numpy(), ref_max_pool(x, **attrs))
+    np.testing.assert_array_equal(out.argmax.numpy(), ref_argmax(x, {**attrs, "include_batch_in_index": True}))
+
+
+@pytest.mark.parametrize("shape,k", [((0, 4, 4, 2), (2, 2)), ((2, 4, 4, 0), (2, 2)), ((2, 1, 1, 3), (2, 2)),
+                                     ((2, 3, 3, 2), (1, 1))])
+def test_max_pool_with_argmax_empty_and_trivial_windows(shape: tuple[int, ...], k: tuple[int, int], backend: str) -> None:
+    attrs = pool(k, k, "VALID")
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    out = ops.max_pool_with_argmax(x, **attrs)
+    np.testing.assert_array_equal(out.output.numpy(), ref_max_pool(x, **attrs))
+    np.testing.assert_array_equal(out.argmax.numpy(), ref_argmax(x, attrs))
+    dy = np.ones(out.output.shape, np.float32)
+    dx = ops.max_pool_grad_with_argmax(x, dy, out.argmax, **attrs)
+    np.testing.assert_array_equal(dx.numpy(), ref_max_pool_grad_with_argmax(x, dy, out.argmax.numpy(), **attrs))
+    gg = ops.max_pool_grad_grad_with_argmax(x, x, out.argmax, **attrs)
+    assert gg.shape == out.output.shape

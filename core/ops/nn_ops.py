@@ -210,7 +210,7 @@ def _conv2d_backprop_filter_shape(c: InferenceContext) -> None:
 
 
 def _pool_output(c: InferenceContext, x: TensorShape) -> TensorShape:
-    fmt = c.get_attr("data_format")
+    fmt = c.get_attr("data_format", "NHWC")  # the *WithArgmax ops have no data_format: NHWC
     if fmt not in ("NHWC", "NCHW"):
         raise c.error(f"data_format {fmt!r} is not supported; use 'NHWC' or 'NCHW'")
     x = c.with_rank(x, 4)
@@ -239,6 +239,25 @@ def _max_pool_grad_grad_shape(c: InferenceContext) -> None:
     out = _pool_output(c, c.input(0))
     c.merge(c.input(0), c.input(2))
     c.set_output(0, c.merge(c.input(1), out))
+
+
+def _max_pool_with_argmax_shape(c: InferenceContext) -> None:
+    out = _pool_output(c, c.input(0))
+    c.set_output(0, out)
+    c.set_output(1, out)
+
+
+def _max_pool_grad_with_argmax_shape(c: InferenceContext) -> None:
+    out = _pool_output(c, c.input(0))
+    c.merge(c.input(1), out)
+    c.merge(c.input(2), out)
+    c.set_output(0, c.with_rank(c.input(0), 4))
+
+
+def _max_pool_grad_grad_with_argmax_shape(c: InferenceContext) -> None:
+    out = _pool_output(c, c.input(0))
+    c.merge(c.input(0), c.input(1))
+    c.set_output(0, c.merge(c.input(2), out))
 
 
 def _avg_pool_grad_shape(c: InferenceContext) -> None:
@@ -331,6 +350,22 @@ _POOL_DOC = (
     "padding: The type of padding algorithm to use.\n"
     "data_format: 'NHWC' ([batch, height, width, channels]) or 'NCHW' ([batch, channels, height, width])."
 )
+
+
+_ARGMAX_POOL_DOC = (
+    "ksize: The size of the window for each dimension of the input (NHWC order); batch and depth "
+    "entries must be 1.\n"
+    "strides: The stride of the sliding window for each dimension of the input.\n"
+    "padding: The type of padding algorithm to use.\n"
+    "include_batch_in_index: Whether argmax's flat indices count the batch dimension."
+)
+
+
+def _argmax_pool_op(name: str, targmax: str) -> Any:
+    """TensorFlow's *WithArgmax pooling ops: NHWC, no data_format and no explicit padding."""
+    return _pool_attrs(register_op(name), explicit=False).attr(targmax).attr(
+        "include_batch_in_index: bool = false"
+    ).attr("T: realnumbertype")
 
 
 def _conv_op(name: str, types: str) -> Any:
@@ -532,6 +567,45 @@ def register_ops() -> None:
         "padding; it is added so every MaxPoolGrad is differentiable.)\n\n"
         "orig_input: The original input tensor.\norig_output: The original output tensor.\n"
         "grad: 4-D gradients of gradients with respect to the input of max_pool.\n" + _POOL_DOC
+    )
+    _argmax_pool_op("MaxPoolWithArgmax", "Targmax: {int32, int64} = DT_INT64").input("input: T").output(
+        "output: T"
+    ).output("argmax: Targmax").set_shape_fn(_max_pool_with_argmax_shape).doc(
+        "Performs max pooling on the input and outputs both max values and indices: MaxPool's output "
+        "(a nan in a window makes its maximum nan), and where each maximum is.\n\n"
+        "The gradient, MaxPoolGradWithArgmax, sends each value straight to its index instead of looking "
+        "for the maximum again (torch's max_pool2d saves its indices the same way).  ok.nn.MaxPool2D "
+        "keeps MaxPool: computing and storing the indices costs more in its forward than it saves in "
+        "its backward on the cpu and opencl backends (docs/benchmarks.md).\n\n"
+        "input: 4-D [batch, height, width, channels] (NHWC only).\n"
+        "output: The max pooled output tensor.\n"
+        "argmax: 4-D. The flat index of each maximum: ((b * height + y) * width + x) * channels + c with "
+        "include_batch_in_index, else (y * width + x) * channels + c.  The first maximum of the window in "
+        "row-major order; a nan is never the maximum unless it is the window's first element inside the "
+        "input (TensorFlow's CPU rule, the one MaxPoolGrad follows); padding is never an index.\n"
+        + _ARGMAX_POOL_DOC
+    )
+    _argmax_pool_op("MaxPoolGradWithArgmax", "Targmax: {int32, int64}").input("input: T").input("grad: T").input(
+        "argmax: Targmax"
+    ).output("output: T").set_shape_fn(_max_pool_grad_with_argmax_shape).doc(
+        "Computes gradients of MaxPoolWithArgmax: each grad value is added at its argmax index.\n\n"
+        "input: The original input (only its shape is read).\n"
+        "grad: 4-D gradients with respect to the output of MaxPoolWithArgmax.\n"
+        "argmax: MaxPoolWithArgmax's argmax for this input and these attrs.  An index outside the "
+        "input is an error where the backend can see it (always on cpu; on OpenCL and CUDA when argmax "
+        "came from the host: a device-computed out-of-range index is ignored, as for Gather).  An index "
+        "in the input but outside its own window: cpu adds the value there, as TensorFlow's CPU kernel "
+        "does; OpenCL and CUDA, which gather per input element from the windows holding it, ignore it.\n"
+        + _ARGMAX_POOL_DOC
+    )
+    _argmax_pool_op("MaxPoolGradGradWithArgmax", "Targmax: {int32, int64}").input("input: T").input(
+        "grad: T"
+    ).input("argmax: Targmax").output("output: T").set_shape_fn(_max_pool_grad_grad_with_argmax_shape).doc(
+        "Computes second-order gradients of the maxpooling function: each output takes the grad value "
+        "at its argmax index.\n\n"
+        "input: The original input (only its shape is read).\n"
+        "grad: 4-D, the shape of input: gradients of gradients with respect to the input of max_pool.\n"
+        "argmax: MaxPoolWithArgmax's argmax, as for MaxPoolGradWithArgmax.\n" + _ARGMAX_POOL_DOC
     )
     _pool_attrs(register_op("AvgPool").input("value: T").output("output: T"), explicit=False).attr(_DATA_FORMAT).attr(
         f"T: {_FLOATS}"
@@ -756,6 +830,28 @@ def _max_pool_grad_grad_grad(op: Any, grad: Tensor) -> list[Any]:
     return [None, None, _ops().max_pool_grad(op.inputs[0], op.inputs[1], grad, **attrs)]
 
 
+def _argmax_pool_attrs_of(op: Any) -> dict[str, Any]:
+    return {name: op.get_attr(name) for name in ("ksize", "strides", "padding", "include_batch_in_index")}
+
+
+def _max_pool_with_argmax_grad(op: Any, grad: Tensor | None, argmax_grad: Any) -> list[Any]:
+    # argmax is an integer output: it has no gradient to pass on (None: not materialized).
+    if grad is None:
+        return [None]
+    return [_ops().max_pool_grad_with_argmax(op.inputs[0], grad, op.outputs[1], **_argmax_pool_attrs_of(op))]
+
+
+def _max_pool_grad_with_argmax_grad(op: Any, grad: Tensor) -> list[Any]:
+    # Linear in grad (the input only gives the shape, argmax is an index): the adjoint is the gather.
+    x, _, argmax = op.inputs
+    return [None, _ops().max_pool_grad_grad_with_argmax(x, grad, argmax, **_argmax_pool_attrs_of(op)), None]
+
+
+def _max_pool_grad_grad_with_argmax_grad(op: Any, grad: Tensor) -> list[Any]:
+    x, _, argmax = op.inputs
+    return [None, _ops().max_pool_grad_with_argmax(x, grad, argmax, **_argmax_pool_attrs_of(op)), None]
+
+
 def _avg_pool_grad(op: Any, grad: Tensor) -> list[Any]:
     return [_ops().avg_pool_grad(list(op.inputs[0].shape), grad, **_pool_attrs_of(op, explicit=False))]
 
@@ -786,13 +882,19 @@ _GRADIENTS: dict[str, Any] = {
     "MaxPool": _max_pool_grad,
     "MaxPoolGrad": _max_pool_grad_grad,
     "MaxPoolGradGrad": _max_pool_grad_grad_grad,
+    "MaxPoolWithArgmax": _max_pool_with_argmax_grad,
+    "MaxPoolGradWithArgmax": _max_pool_grad_with_argmax_grad,
+    "MaxPoolGradGradWithArgmax": _max_pool_grad_grad_with_argmax_grad,
     "AvgPool": _avg_pool_grad,
     "AvgPoolGrad": _avg_pool_grad_grad,
 }
 
 
 #: Gradients that take None for an unused output (TensorFlow's FunctionsAcceptingNoneForIndicesMap).
-_WITHOUT_ZEROS = ("SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyLoss")
+_WITHOUT_ZEROS = (
+    "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyLoss",
+    "MaxPoolWithArgmax",
+)
 
 
 def register_gradients() -> None:
@@ -866,3 +968,10 @@ def check_out_shape(op: str, name: str, got: Sequence[int], want: Sequence[int],
     if tuple(got) != tuple(want):
         raise _bad(op, f"input '{name}' must have shape {list(want)} (NHWC order; data_format {data_format}), got {list(got)}")
 
+
+def check_argmax_type(op: str, targmax: Any, x_shape: Sequence[int], include_batch: bool) -> None:
+    """MaxPoolWithArgmax's int32 indices must reach every element they may point at."""
+    n, h, w, c = (int(d) for d in x_shape)
+    limit = (n if include_batch else 1) * h * w * c
+    if targmax.name == "int32" and limit > np.iinfo(np.int32).max:
+        raise _bad(op, f"an input of {limit} elements needs Targmax int64: its indices do not fit int32")

@@ -17,6 +17,7 @@ import opkernel as ok
 from numpy.lib.stride_tricks import as_strided
 from opkernel.errors import InvalidArgumentError
 from opkernel.ops.nn_ops import (
+    check_argmax_type,
     check_out_shape,
     check_rank4,
     check_sizes,
@@ -711,6 +712,151 @@ def max_pool_grad_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np
     return _from_nhwc(ggp.reshape(-1)[_argmax(x, win)], data_format)
 
 
+# ------------------------------------------------------------ max pooling with argmax (NHWC)
+
+
+def _argmax_pool_window(op: str, x_shape: tuple[int, int, int, int], attrs: dict[str, Any]) -> _Window:
+    return _pool_geometry(op, x_shape, {"ksize": attrs["ksize"], "strides": attrs["strides"],
+                                         "padding": attrs["padding"], "data_format": "NHWC"})
+
+
+@functools.lru_cache(maxsize=32)  # a model's few pooling layers, asked for on every step
+def _argmax_layout(shape: tuple[int, int, int, int], win: _Window) -> tuple[np.ndarray, np.ndarray]:
+    """(base, offsets), both int64 and read-only: tap k of output (oy, ox, ch)'s window
+    lies at flat index ``base[oy, ox, ch] + offsets[k]`` of one (h, w, c) image."""
+    _, h, w, c = shape
+    (t, _), (l, _) = win.pads
+    rows = np.arange(win.oh, dtype=np.int64) * win.sh - t
+    cols = np.arange(win.ow, dtype=np.int64) * win.sw - l
+    base = (rows[:, None, None] * w + cols[None, :, None]) * c + np.arange(c, dtype=np.int64)
+    di, dj = np.divmod(np.arange(win.kh * win.kw, dtype=np.int64), win.kw)
+    offsets = (di * w + dj) * c
+    base.flags.writeable = offsets.flags.writeable = False
+    return base, offsets
+
+
+def _max_and_tap_tiled(x: np.ndarray, win: _Window) -> tuple[np.ndarray, np.ndarray]:
+    """(maximum, first tap holding it) of windows that tile contiguous ``x``, exact when
+    no window holds a nan (the caller checks).  In NHWC a window's taps lie ``c``
+    elements apart, and numpy's loops over strided views of them run several times
+    slower than contiguous ones.  So the ``kw`` columns of each window row are compared
+    first on the whole flattened input against itself shifted by ``j * c`` (a result at
+    every position: the input's size in work, in one long loop), then the ``kh`` rows of
+    each window at the window starts only.  Ties keep the earlier column, then the
+    earlier row: the first maximum in row-major order."""
+    n, h, w, c = x.shape
+    kh, kw = win.kh, win.kw
+    flat = x.reshape(-1)
+    span = flat.size - (kw - 1) * c
+    m1 = np.empty(flat.size, x.dtype)  # at each position: the max of the kw elements from it along the row
+    t1 = np.zeros(flat.size, np.uint8)  # ... and which of them held it first
+    m, t = m1[:span], t1[:span]
+    take = np.empty(span, bool)
+
+    def starts(a: np.ndarray, i: int) -> np.ndarray:
+        """Row i of every window, at its first column: an (n, oh, ow, c) view."""
+        e = a.itemsize
+        return as_strided(a[i * w * c :], (n, win.oh, win.ow, c), (h * w * c * e, kh * w * c * e, kw * c * e, e), writeable=False)
+
+    with np.errstate(invalid="ignore"):  # bfloat16 comparisons warn on nan
+        if kw == 1:
+            m1 = flat
+        else:
+            np.greater(flat[c : c + span], flat[:span], out=take)
+            np.maximum(flat[:span], flat[c : c + span], out=m)
+            t[...] = take.view(np.uint8)
+            for j in range(2, kw):
+                shifted = flat[j * c : j * c + span]
+                np.greater(shifted, m, out=take)
+                np.maximum(m, shifted, out=m)
+                np.maximum(t, take.view(np.uint8) * np.uint8(j), out=t)  # j grows: the latest winner is the largest
+        best, tap = np.array(starts(m1, 0)), np.array(starts(t1, 0))
+        take = np.empty(best.shape, bool)
+        for i in range(1, kh):
+            row = starts(m1, i)
+            np.greater(row, best, out=take)
+            np.maximum(best, row, out=best)
+            # tap = take ? t1 + i * kw : tap, in uint8 arithmetic (np.where is 10x slower here)
+            tap += take.view(np.uint8) * (starts(t1, i) + np.uint8(i * kw) - tap)
+    return best, tap
+
+
+def max_pool_with_argmax(
+    input: np.ndarray, T: ok.DType, Targmax: ok.DType, include_batch_in_index: bool, **attrs: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    op = "MaxPoolWithArgmax"
+    _check_rank4(op, input=input)
+    x = input
+    win = _argmax_pool_window(op, x.shape, attrs)
+    n, h, w, c = x.shape
+    check_argmax_type(op, Targmax, x.shape, include_batch_in_index)
+    tiled = _tiling(x.shape, win) if type(x) is np.ndarray and 1 < win.kh * win.kw < 256 else None
+    tap: np.ndarray | None = None
+    if tiled is not None and x.size and win.oh * win.ow:
+        x = np.ascontiguousarray(x)
+        out, tap = _max_and_tap_tiled(x, win)
+        if out.dtype.kind in "fV" and np.isnan(out).any():
+            tap = None  # a nan in the running maximum stops later taps winning: the general rule below
+    else:
+        out = max_pool(x, ksize=attrs["ksize"], strides=attrs["strides"], padding=attrs["padding"], data_format="NHWC")
+    if tap is None:
+        tap = _argmax_tap(x, win)
+    base, offsets = _argmax_layout(x.shape, win)
+    argmax = np.take(offsets, tap)
+    argmax += base
+    if include_batch_in_index and n > 1:
+        argmax += (np.arange(n, dtype=np.int64) * (h * w * c))[:, None, None, None]
+    return out, argmax.astype(Targmax.np, copy=False)
+
+
+def _flat_argmax(op: str, argmax: Any, x_shape: tuple[int, int, int, int], include_batch: bool) -> Any:
+    """``argmax`` as contiguous int64 indices into the whole flattened input (numpy or
+    cupy); an index outside the input (outside its image without include_batch_in_index)
+    is an error."""
+    xp = xp_of(argmax)
+    n, h, w, c = x_shape
+    image = h * w * c
+    limit = n * image if include_batch else image
+    idx = argmax.astype(np.int64, copy=False)
+    # one pass: a negative index, seen as unsigned, is larger than any limit
+    if idx.size and int(idx.view(np.uint64).max()) >= limit:
+        bad = (idx < 0) | (idx >= limit)
+        where = tuple(int(v) for v in xp.argwhere(bad)[0])
+        scope = "the input" if include_batch else "one image of the input (include_batch_in_index=False)"
+        raise _error(op, f"argmax{list(where)} = {int(idx[where])} is not an index into {scope}: expected [0, {limit})")
+    if not include_batch and n > 1 and idx.size:
+        idx = idx + (xp.arange(n, dtype=np.int64) * image)[:, None, None, None]
+    return xp.ascontiguousarray(idx).reshape(-1)
+
+
+def argmax_pool_inputs(
+    op: str, input: Any, grad: Any, argmax: Any, attrs: dict[str, Any], grad_is_input_shaped: bool
+) -> Any:
+    """The *WithArgmax gradients' shape checks; argmax as ``_flat_argmax`` gives it."""
+    _check_rank4(op, input=input, grad=grad, argmax=argmax)
+    win = _argmax_pool_window(op, input.shape, attrs)
+    pooled = (input.shape[0], win.oh, win.ow, input.shape[3])
+    _check_out(op, "grad", grad.shape, input.shape if grad_is_input_shaped else pooled, "NHWC")
+    _check_out(op, "argmax", argmax.shape, pooled, "NHWC")
+    return _flat_argmax(op, argmax, input.shape, attrs["include_batch_in_index"])
+
+
+def max_pool_grad_with_argmax(input: np.ndarray, grad: np.ndarray, argmax: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    """Each grad value added at its argmax: a scatter-add (TensorFlow's CPU kernel adds
+    too), so overlapping windows that share a maximum sum their values."""
+    idx = argmax_pool_inputs("MaxPoolGradWithArgmax", input, grad, argmax, attrs, grad_is_input_shaped=False)
+    wt = _work_type(T)
+    dx = np.zeros(input.size, wt)
+    np.add.at(dx, idx, grad.astype(wt, copy=False).reshape(-1))
+    return dx.reshape(input.shape).astype(T.np, copy=False)
+
+
+def max_pool_grad_grad_with_argmax(input: Any, grad: Any, argmax: Any, **attrs: Any) -> Any:
+    """Each output takes grad at its argmax: a gather (numpy or cupy)."""
+    idx = argmax_pool_inputs("MaxPoolGradGradWithArgmax", input, grad, argmax, attrs, grad_is_input_shaped=True)
+    return xp_of(grad).take(grad.reshape(-1), idx).reshape(argmax.shape)
+
+
 def _counts(h: int, w: int, win: _Window) -> np.ndarray:
     """(oh, ow, 1): how many elements of each window lie inside the input."""
     (t, _), (l, _) = win.pads
@@ -845,6 +991,9 @@ def register_all() -> None:
         ("MaxPool", max_pool, {"T": _REAL}, ()),
         ("MaxPoolGrad", max_pool_grad, None, ()),
         ("MaxPoolGradGrad", max_pool_grad_grad, None, ()),
+        ("MaxPoolWithArgmax", max_pool_with_argmax, {"T": _REAL}, ()),
+        ("MaxPoolGradWithArgmax", max_pool_grad_with_argmax, {"T": _REAL}, ()),
+        ("MaxPoolGradGradWithArgmax", max_pool_grad_grad_with_argmax, {"T": _REAL}, ()),
         ("AvgPool", avg_pool, None, ()),
         ("AvgPoolGrad", avg_pool_grad, None, ("orig_input_shape",)),
     ]

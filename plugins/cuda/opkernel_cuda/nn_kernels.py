@@ -15,7 +15,9 @@
 * Raw CUDA (``sources.py``): the two softmax cross-entropy losses (one block
   per row, fused max / sum / loss / backprop), BiasAddGrad over the channels
   of NHWC data, and MaxPool with MaxPoolGrad / MaxPoolGradGrad through one
-  argmax kernel and a gather (deterministic: no atomics).
+  argmax kernel and a gather (deterministic: no atomics); MaxPoolWithArgmax is
+  that argmax kernel, MaxPoolGradWithArgmax the gather from its indices, and
+  MaxPoolGradGradWithArgmax the CPU body's gather on cupy.
 
 A raw kernel falls back to the CPU body (which raises the CPU's error
 messages, or computes with cupy's array API) for bad arguments, empty inputs,
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 import opkernel as ok
+from opkernel.ops.nn_ops import check_argmax_type
 from opkernel_cpu import nn_kernels as cpu
 from opkernel_cpu.xp import xp_of
 
@@ -288,6 +291,41 @@ def max_pool_grad_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType
     return cpu._from_nhwc(out, data_format)
 
 
+def max_pool_with_argmax(input: Any, T: ok.DType, Targmax: ok.DType, include_batch_in_index: bool, **attrs: Any) -> Any:
+    """MaxPool's argmax kernel: its maximum propagates NaN and its argmax follows
+    TensorFlow's CPU rule, the contract of MaxPoolWithArgmax on every backend."""
+    op = "MaxPoolWithArgmax"
+    xp = xp_of(input)
+    if xp is np or T.name not in REALS or input.ndim != 4:
+        return cpu.max_pool_with_argmax(input, T=T, Targmax=Targmax, include_batch_in_index=include_batch_in_index, **attrs)
+    x = xp.ascontiguousarray(input)
+    win = cpu._argmax_pool_window(op, x.shape, attrs)
+    check_argmax_type(op, Targmax, x.shape, include_batch_in_index)
+    y, argmax = _max_pool_nhwc(x, win, T)  # argmax counts the batch
+    n, h, w, c = x.shape
+    if not include_batch_in_index and n > 1:
+        argmax -= (xp.arange(n, dtype=np.int64) * (h * w * c))[:, None, None, None]
+    return y, argmax.astype(Targmax.np, copy=False)
+
+
+def max_pool_grad_with_argmax(input: Any, grad: Any, argmax: Any, T: ok.DType, **attrs: Any) -> Any:
+    """MaxPoolGrad's gather over the windows holding each input element, from the given
+    argmax (checked on the device: one synchronisation)."""
+    op = "MaxPoolGradWithArgmax"
+    xp = xp_of(input, grad, argmax)
+    if xp is np or T.name not in REALS or input.ndim != 4:
+        return cpu.max_pool_grad_with_argmax(input, grad, argmax, T=T, **attrs)
+    idx = cpu.argmax_pool_inputs(op, input, grad, argmax, attrs, grad_is_input_shaped=False)
+    win = cpu._argmax_pool_window(op, input.shape, attrs)
+    dx = xp.zeros(input.shape, T.np)
+    if dx.size and idx.size:
+        runtime.launch(
+            "pool", "max_pool_grad", _types(T), runtime.grid(dx.size), runtime.BLOCK,
+            (idx, xp.ascontiguousarray(grad), dx, _I64(dx.size), *_pool_args(input, win)),
+        )
+    return dx
+
+
 def _inside_counts(xp: Any, h: int, w: int, win: Any) -> Any:
     return xp.asarray(np.maximum(cpu._counts(h, w, win), 1))
 
@@ -356,6 +394,9 @@ def rows() -> list[Row]:
         ("MaxPool", max_pool, fused_real, ()),
         ("MaxPoolGrad", max_pool_grad, fused_real, ()),
         ("MaxPoolGradGrad", max_pool_grad_grad, fused_real, ()),
+        ("MaxPoolWithArgmax", max_pool_with_argmax, fused_real, ()),
+        ("MaxPoolGradWithArgmax", max_pool_grad_with_argmax, fused_real, ()),
+        ("MaxPoolGradGradWithArgmax", cpu.max_pool_grad_grad_with_argmax, fused_real, ()),
         ("AvgPool", avg_pool, None, ()),
         ("AvgPoolGrad", avg_pool_grad, None, ("orig_input_shape",)),
     ]

@@ -16,7 +16,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import opkernel as ok
-from opkernel.ops.nn_ops import check_out_shape, check_rank4, check_sizes, explicit_padding, spatial_attr, window_output_size
+from opkernel.ops.nn_ops import (
+    check_argmax_type, check_out_shape, check_rank4, check_sizes, explicit_padding, spatial_attr, window_output_size,
+)
 
 from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
@@ -236,6 +238,7 @@ def _window_source(dtype: str) -> str:
     lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
     return f"""
 #define T {T}
+#define ISNAN(v) {"isnan(v)" if dtype in FLOATS else "0"}
 {_GEOMETRY}
 __kernel void im2col(__global T* cols, __global const T* x, dims_t g1, dims_t g2) {{
   int i = get_global_id(0);
@@ -279,7 +282,7 @@ __kernel void max_pool(__global T* out, __global const T* x, dims_t g1, dims_t g
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
       int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
-      T v = x[((n * H + h) * W + w) * C + c]; best = v > best ? v : best;
+      T v = x[((n * H + h) * W + w) * C + c]; best = (v > best || ISNAN(v)) ? v : best;  // NaN propagates
     }}
   }}
   out[i] = best;
@@ -524,6 +527,119 @@ def max_pool_grad_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType
     return _from_nhwc(be, op, out, fmt)
 
 
+@family("argmax_pool", tuple(f"{t}:{i}" for t in POOL_TYPES for i in ("int32", "int64")))
+def _argmax_pool_source(key: str) -> str:
+    dtype, index = key.split(":")
+    T, I = ctype(ok.as_dtype(dtype)), ctype(ok.as_dtype(index))
+    lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
+    return f"""
+#define T {T}
+#define I {I}
+#define ISNAN(v) {"isnan(v)" if dtype in FLOATS else "0"}
+{_GEOMETRY}
+// MaxPoolWithArgmax: out = the window's maximum (NaN propagates, as MaxPool), argmax = the flat
+// index of its first maximum in row-major order, a NaN winning only as the first element
+// (window_argmax's rule, TensorFlow's CPU one), the batch counted when with_batch.
+__kernel void max_pool_with_argmax(__global T* out, __global I* argmax, __global const T* x, int with_batch,
+                                   dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  int best_at = -1; T best = {lowest}; T top = {lowest};
+  for (int ii = 0; ii < KH; ++ii) {{
+    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      T v = x[((n * H + h) * W + w) * C + c];
+      if (best_at < 0 || v > best) {{ best = v; best_at = h * W + w; }}
+      top = (v > top || ISNAN(v)) ? v : top;
+    }}
+  }}
+  out[i] = top;
+  argmax[i] = best_at < 0 ? (I)-1 : (with_batch ? (I)n * H * W * C : (I)0) + (I)best_at * C + c;
+}}
+// MaxPoolGradWithArgmax as a gather (no atomics): each input element sums the gradients of
+// the windows holding it whose argmax is its own index.
+__kernel void max_pool_grad_with_argmax(__global T* dx, __global const I* argmax, __global const T* dy,
+                                        int with_batch, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int w = t % W; t /= W; int h = t % H; int n = t / H;
+  I me = with_batch ? (I)i : (I)((h * W + w) * C + c);
+  T acc = 0;
+  for (int ii = 0; ii < KH; ++ii) {{
+    int hh = h + PT - ii; if (hh < 0 || hh % SH) continue; int oh = hh / SH; if (oh >= OH) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int ww = w + PL - j; if (ww < 0 || ww % SW) continue; int ow = ww / SW; if (ow >= OW) continue;
+      int o = ((n * OH + oh) * OW + ow) * C + c;
+      if (argmax[o] == me) acc += dy[o];
+    }}
+  }}
+  dx[i] = acc;
+}}
+// MaxPoolGradGradWithArgmax: each output takes gg at its argmax (0 for an index outside the input).
+__kernel void max_pool_grad_grad_with_argmax(__global T* out, __global const I* argmax, __global const T* gg,
+                                             int with_batch, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  long n = i / (OH * OW * C); long image = (long)H * W * C;
+  long a = (long)argmax[i];
+  long limit = with_batch ? N * image : image;
+  out[i] = (a >= 0 && a < limit) ? gg[with_batch ? a : n * image + a] : (T)0;
+}}
+"""
+
+
+def _argmax_pool_setup(op: str, input: Any, attrs: dict[str, Any]) -> tuple[OpenCLBackend, Window]:
+    _rank4(op, input=input)
+    return BE(), _pool_window(op, input.shape, {**attrs, "data_format": "NHWC"})
+
+
+def _argmax_pool_index_check(be: OpenCLBackend, op: str, argmax: Any, win: Window, with_batch: bool) -> None:
+    """Host-known argmax (uploaded from numpy) is checked; device-computed indices outside
+    the input are ignored, as for Gather."""
+    host = be.host(argmax)
+    limit = (win.n if with_batch else 1) * win.h * win.w * win.c
+    if host is not None and host.size:
+        bad = (host < 0) | (host >= limit)
+        if bad.any():
+            where = tuple(int(v) for v in np.argwhere(bad)[0])
+            raise fail(op, f"argmax{list(where)} = {int(host[where])} is not an index into the input's "
+                           f"{'elements' if with_batch else 'image (include_batch_in_index=False)'}: expected [0, {limit})")
+
+
+def max_pool_with_argmax(input: Any, T: ok.DType, Targmax: ok.DType, include_batch_in_index: bool, **attrs: Any) -> Any:
+    op = "MaxPoolWithArgmax"
+    be, win = _argmax_pool_setup(op, input, attrs)
+    check_argmax_type(op, Targmax, input.shape, include_batch_in_index)
+    shape = (win.n, win.oh, win.ow, win.c)
+    out, argmax = be.new_array(shape, input.dtype), be.new_array(shape, Targmax.np)
+    if out.size:
+        k = be.programs.kernel("argmax_pool", f"{T.name}:{Targmax.name}", "max_pool_with_argmax", op)
+        be.launch1d(k, out.size, out.base_data, argmax.base_data, input.base_data, np.int32(include_batch_in_index),
+                    *win.args())
+    return out, argmax
+
+
+def _argmax_pool_backward(op: str, name: str, grad_shaped_as_input: bool) -> Any:
+    def kernel(input: Any, grad: Any, argmax: Any, T: ok.DType, Targmax: ok.DType, include_batch_in_index: bool,
+               **attrs: Any) -> Any:
+        be, win = _argmax_pool_setup(op, input, attrs)
+        _rank4(op, grad=grad, argmax=argmax)
+        pooled = (win.n, win.oh, win.ow, win.c)
+        _check_out(op, "grad", grad.shape, tuple(input.shape) if grad_shaped_as_input else pooled, "NHWC")
+        _check_out(op, "argmax", argmax.shape, pooled, "NHWC")
+        _argmax_pool_index_check(be, op, argmax, win, include_batch_in_index)
+        out = be.new_array(pooled if grad_shaped_as_input else tuple(input.shape), grad.dtype)
+        if out.size:
+            if not argmax.size:
+                return zeros(be, op, out.shape, out.dtype)
+            k = be.programs.kernel("argmax_pool", f"{T.name}:{Targmax.name}", name, op)
+            be.launch1d(k, out.size, out.base_data, argmax.base_data, grad.base_data,
+                        np.int32(include_batch_in_index), *win.args())
+        return out
+
+    kernel.__name__ = op
+    return kernel
+
+
 def avg_pool_grad(orig_input_shape: np.ndarray, grad: Any, T: ok.DType, **attrs: Any) -> Any:
     op, fmt = "AvgPoolGrad", attrs["data_format"]
     _rank4(op, grad=grad)
@@ -559,6 +675,11 @@ def register_all() -> None:
         ("MaxPool", f(_pool("MaxPool", "max_pool")), pools, ()),
         ("MaxPoolGrad", f(max_pool_grad), pools, ()),
         ("MaxPoolGradGrad", f(max_pool_grad_grad), pools, ()),
+        ("MaxPoolWithArgmax", f(max_pool_with_argmax), pools, ()),
+        ("MaxPoolGradWithArgmax", f(_argmax_pool_backward("MaxPoolGradWithArgmax", "max_pool_grad_with_argmax", False)),
+         pools, ()),
+        ("MaxPoolGradGradWithArgmax",
+         f(_argmax_pool_backward("MaxPoolGradGradWithArgmax", "max_pool_grad_grad_with_argmax", True)), pools, ()),
         ("AvgPool", f(_pool("AvgPool", "avg_pool")), pools, ()),
         ("AvgPoolGrad", f(avg_pool_grad), pools, ("orig_input_shape",)),
     ]
