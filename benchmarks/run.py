@@ -183,25 +183,42 @@ def pool(backend: str, quick: bool) -> list[Row]:
             mask = windows == y[:, :, None, :, None]
             return (mask * dy[:, :, None, :, None]).reshape(n, h, w, c)
 
-        t_fwd = t_bwd = None
+        def np_fwd_mask() -> tuple[np.ndarray, np.ndarray]:  # the numpy step's forward: max and mask
+            out = windows.max(axis=(2, 4))
+            return out, windows == out[:, :, None, :, None]
+
+        t_fwd = t_fwd_idx = t_bwd = None
         if torch is not None:
             f = torch.nn.functional
             tx = torch.from_numpy(x).permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels_last
             ty, idx = f.max_pool2d(tx, 2, return_indices=True)
             tdy = torch.from_numpy(dy).permute(0, 3, 1, 2)
             t_fwd = lambda: f.max_pool2d(tx, 2)  # noqa: E731
+            t_fwd_idx = lambda: f.max_pool2d(tx, 2, return_indices=True)  # noqa: E731
             t_bwd = lambda: torch.ops.aten.max_pool2d_with_indices_backward(  # noqa: E731
                 tdy, tx, [2, 2], [2, 2], [0, 0], [1, 1], False, idx)
         with ok.use_backend(backend):
             ox, oy, ody = ok.tensor(x), ok.tensor(y), ok.tensor(dy)
+            argmax = ok.ops.max_pool_with_argmax(ox, include_batch_in_index=True, **attrs).argmax
             sync = _sync(backend)
             fwd = interleaved([Timed(lambda: ok.ops.max_pool(ox, **attrs), sync=sync),
                                Timed(lambda: windows.max(axis=(2, 4))), Timed(t_fwd)], repeats=rep)
+            fwd_idx = interleaved([
+                Timed(lambda: ok.ops.max_pool_with_argmax(ox, include_batch_in_index=True, **attrs), sync=sync),
+                Timed(np_fwd_mask), Timed(t_fwd_idx)], repeats=rep)
             bwd = interleaved([Timed(lambda: ok.ops.max_pool_grad(ox, oy, ody, **attrs), sync=sync),
                                Timed(np_grad), Timed(t_bwd)], repeats=rep)
+            bwd_idx = interleaved([
+                Timed(lambda: ok.ops.max_pool_grad_with_argmax(ox, ody, argmax, include_batch_in_index=True, **attrs),
+                      sync=sync),
+                Timed(np_grad), Timed(t_bwd)], repeats=rep)
         shape = f"{n}×{h}×{w}×{c}"
         rows.append(Row(f"MaxPool 2×2, {shape}", backend, *fwd, "numpy: reshape + max; torch: channels_last"))
+        rows.append(Row(f"MaxPoolWithArgmax 2×2, {shape}", backend, *fwd_idx,
+                        "numpy: max + tie mask; torch: return_indices"))
         rows.append(Row(f"MaxPoolGrad 2×2, {shape}", backend, *bwd,
+                        "numpy: mask + product; torch: from the forward's indices"))
+        rows.append(Row(f"MaxPoolGradWithArgmax 2×2, {shape}", backend, *bwd_idx,
                         "numpy: mask + product; torch: from the forward's indices"))
     return rows
 

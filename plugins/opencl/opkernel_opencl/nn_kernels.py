@@ -575,6 +575,23 @@ __kernel void max_pool_grad_with_argmax(__global T* dx, __global const I* argmax
   }}
   dx[i] = acc;
 }}
+// MaxPoolGradWithArgmax where windows never overlap (strides >= window): one work-item per window
+// writes its gradient at its argmax and zeros at its other positions (an index outside the window
+// is ignored, as by the gather above).
+__kernel void max_pool_grad_with_argmax_scatter(__global T* dx, __global const I* argmax, __global const T* dy,
+                                                int with_batch, dims_t g1, dims_t g2) {{
+  int i = get_global_id(0);
+  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  I a = argmax[i]; T g = dy[i];
+  I base = with_batch ? (I)n * H * W * C : (I)0;
+  for (int ii = 0; ii < KH; ++ii) {{
+    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      dx[((n * H + h) * W + w) * C + c] = base + (I)((h * W + w) * C + c) == a ? g : (T)0;
+    }}
+  }}
+}}
 // MaxPoolGradGradWithArgmax: each output takes gg at its argmax (0 for an index outside the input).
 __kernel void max_pool_grad_grad_with_argmax(__global T* out, __global const I* argmax, __global const T* gg,
                                              int with_batch, dims_t g1, dims_t g2) {{
@@ -627,13 +644,22 @@ def _argmax_pool_backward(op: str, name: str, grad_shaped_as_input: bool) -> Any
         _check_out(op, "grad", grad.shape, tuple(input.shape) if grad_shaped_as_input else pooled, "NHWC")
         _check_out(op, "argmax", argmax.shape, pooled, "NHWC")
         _argmax_pool_index_check(be, op, argmax, win, include_batch_in_index)
+        key, batch = f"{T.name}:{Targmax.name}", np.int32(include_batch_in_index)
+        if not grad_shaped_as_input and win.sh >= win.kh and win.sw >= win.kw:
+            # disjoint windows: each writes its own positions (zeros first unless they cover the input)
+            covered = ((win.sh, win.sw) == (win.kh, win.kw) and win.oh * win.sh - win.pt >= win.h
+                       and win.ow * win.sw - win.pl >= win.w)
+            dx = be.new_array(tuple(input.shape), grad.dtype) if covered else zeros(be, op, tuple(input.shape), grad.dtype)
+            if dx.size and argmax.size:
+                k = be.programs.kernel("argmax_pool", key, "max_pool_grad_with_argmax_scatter", op)
+                be.launch1d(k, argmax.size, dx.base_data, argmax.base_data, grad.base_data, batch, *win.args())
+            return dx
         out = be.new_array(pooled if grad_shaped_as_input else tuple(input.shape), grad.dtype)
         if out.size:
             if not argmax.size:
                 return zeros(be, op, out.shape, out.dtype)
-            k = be.programs.kernel("argmax_pool", f"{T.name}:{Targmax.name}", name, op)
-            be.launch1d(k, out.size, out.base_data, argmax.base_data, grad.base_data,
-                        np.int32(include_batch_in_index), *win.args())
+            k = be.programs.kernel("argmax_pool", key, name, op)
+            be.launch1d(k, out.size, out.base_data, argmax.base_data, grad.base_data, batch, *win.args())
         return out
 
     kernel.__name__ = op
