@@ -247,13 +247,6 @@ def _max_pool_with_argmax_shape(c: InferenceContext) -> None:
     c.set_output(1, out)
 
 
-def _max_pool_grad_with_argmax_shape(c: InferenceContext) -> None:
-    out = _pool_output(c, c.input(0))
-    c.merge(c.input(1), out)
-    c.merge(c.input(2), out)
-    c.set_output(0, c.with_rank(c.input(0), 4))
-
-
 def _max_pool_grad_grad_with_argmax_shape(c: InferenceContext) -> None:
     out = _pool_output(c, c.input(0))
     c.merge(c.input(0), c.input(1))
@@ -587,7 +580,7 @@ def register_ops() -> None:
     )
     _argmax_pool_op("MaxPoolGradWithArgmax", "Targmax: {int32, int64}").input("input: T").input("grad: T").input(
         "argmax: Targmax"
-    ).output("output: T").set_shape_fn(_max_pool_grad_with_argmax_shape).doc(
+    ).output("output: T").set_shape_fn(_max_pool_grad_shape).doc(
         "Computes gradients of MaxPoolWithArgmax: each grad value is added at its argmax index.\n\n"
         "input: The original input (only its shape is read).\n"
         "grad: 4-D gradients with respect to the output of MaxPoolWithArgmax.\n"
