@@ -585,8 +585,8 @@ def register_ops() -> None:
         "input: The original input (only its shape is read).\n"
         "grad: 4-D gradients with respect to the output of MaxPoolWithArgmax.\n"
         "argmax: MaxPoolWithArgmax's argmax for this input and these attrs.  An index outside the "
-        "input is an error where the backend can see it (always on cpu; on OpenCL and CUDA when argmax "
-        "came from the host: a device-computed out-of-range index is ignored, as for Gather).  An index "
+        "input is an error on cpu and CUDA (checked on the device there), and on OpenCL when argmax came "
+        "from the host (a device-computed out-of-range index is ignored there, as for Gather).  An index "
         "in the input but outside its own window: cpu adds the value there, as TensorFlow's CPU kernel "
         "does; OpenCL and CUDA, which gather per input element from the windows holding it, ignore it.\n"
         + _ARGMAX_POOL_DOC
