@@ -127,6 +127,14 @@ class DType:
         return self._kind == _COMPLEX
 
     @property
+    def real_dtype(self) -> DType:
+        """The dtype of a complex dtype's parts (complex64 -> float32, complex128 ->
+        float64); every other dtype is its own real dtype (TensorFlow's ``real_dtype``)."""
+        if self._kind == _COMPLEX:
+            return float32 if self.name == "complex64" else float64
+        return self
+
+    @property
     def is_quantized(self) -> bool:
         """True for qint8, quint8, qint16, quint16 and qint32."""
         return self._kind == _QUANT

@@ -61,9 +61,16 @@ def _reference_inputs(inputs: Sequence[Any]) -> list[Any]:
     return [widen(x) for x in inputs]
 
 
-def _skip(case: OpCase, backend: str) -> None:
+def _skip(case: OpCase, backend: str, dtype: str | None = None) -> None:
     if backend in case.skip:
         pytest.skip(case.skip[backend])
+    # The inputs' dtype and any dtype attr (an output's: Cast's DstT, Complex's Tout).
+    wanted = [ok.as_dtype(dtype)] if dtype is not None else []
+    wanted += [v for v in case.attrs.values() if isinstance(v, ok.DType)]
+    be = ok.engine.backend_instance(backend)
+    for dt in wanted:
+        if not be.supports_dtype(dt):
+            pytest.skip(f"backend {backend!r} does not hold {dt.name} tensors")
 
 
 def run(case: OpCase, inputs: Sequence[Any]) -> list[ok.Tensor]:
@@ -72,7 +79,7 @@ def run(case: OpCase, inputs: Sequence[Any]) -> list[ok.Tensor]:
 
 def check_values(case: OpCase, dtype: str, backend: str) -> None:
     """Outputs match the numpy float64 reference; dtypes match the OpDef."""
-    _skip(case, backend)
+    _skip(case, backend, dtype)
     inputs = case.inputs(np.random.default_rng(0), dtype)
     outs = run(case, inputs)
     expected = _flat(case.ref(*_reference_inputs(inputs), **case.attrs))
@@ -85,13 +92,13 @@ def check_values(case: OpCase, dtype: str, backend: str) -> None:
 
 def check_shapes(case: OpCase, dtype: str, backend: str) -> None:
     """The shape function, given the inputs' shapes (and integer inputs' values), predicts the outputs."""
-    _skip(case, backend)
+    _skip(case, backend, dtype)
     inputs = case.inputs(np.random.default_rng(0), dtype)
     outs = run(case, inputs)
     op_def = ok.op_def(case.op)
     shapes = [[np.shape(v) for v in x] if isinstance(x, list) else np.shape(x) for x in inputs]
     consts = [
-        None if isinstance(x, list) or np.asarray(x).dtype.kind == "f" else np.asarray(x) for x in inputs
+        None if isinstance(x, list) or np.asarray(x).dtype.kind in "fc" else np.asarray(x) for x in inputs
     ]
     attrs = {k: v for k, v in case.attrs.items()}
     for arg, x in zip(op_def.inputs, inputs):  # type attrs the shape fn may read
@@ -104,10 +111,11 @@ def check_shapes(case: OpCase, dtype: str, backend: str) -> None:
 
 
 def check_gradient(case: OpCase, backend: str) -> None:
-    """The registered gradient matches central finite differences."""
-    _skip(case, backend)
+    """The registered gradient matches central finite differences (complex inputs and
+    outputs as pairs of reals)."""
+    _skip(case, backend, case.grad_dtype)
     inputs = list(case.inputs(np.random.default_rng(0), case.grad_dtype))
-    diff = [i for i, x in enumerate(inputs) if not isinstance(x, list) and np.asarray(x).dtype.kind == "f"]
+    diff = [i for i, x in enumerate(inputs) if not isinstance(x, list) and np.asarray(x).dtype.kind in "fc"]
 
     def f(*xs: ok.Tensor) -> ok.Tensor:
         args = list(inputs)

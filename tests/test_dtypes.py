@@ -175,3 +175,11 @@ def test_type_classes() -> None:
     assert dtypes.TYPE_CLASSES["type"] == set(dtypes.ALL_DTYPES)
     assert dtypes.TYPE_CLASSES["realnumbertype"] is dtypes.realnumbertype
     assert dtypes.bool_ not in dtypes.numbertype and dtypes.string not in dtypes.numbertype
+
+
+@pytest.mark.parametrize("dt", dtypes.ALL_DTYPES, ids=str)
+def test_real_dtype(dt: dtypes.DType) -> None:
+    parts = {"complex64": dtypes.float32, "complex128": dtypes.float64}
+    assert dt.real_dtype is parts.get(dt.name, dt)
+    if dt.is_complex:
+        assert dt.real_dtype.np == np.zeros(1, dt.np).real.dtype

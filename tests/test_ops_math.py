@@ -308,7 +308,118 @@ LINALG_CASES = [
     OpCase("AddN-one", "AddN", lambda rng, dt: [[arr(rng, dt, (4,))]], lambda xs: xs[0], grad=False),
 ]
 
-CASES = BINARY_CASES + UNARY_CASES + LOGIC_CASES + REDUCTION_CASES + LINALG_CASES
+# ---------------------------------------------------------------- complex numbers
+# Values on complex64 and complex128; gradients on complex128 against finite differences
+# of the real and imaginary parts (the checker counts a complex number as two reals), so
+# a gradient that is not conjugated fails.
+
+COMPLEX = ("complex64", "complex128")
+PART = {"complex64": ok.float32, "complex128": ok.float64, "float32": ok.complex64, "float64": ok.complex128}
+
+
+def carr(rng: np.random.Generator, dt: str, shape: tuple[int, ...], lo: float = -1.5, hi: float = 1.5) -> np.ndarray:
+    """Both parts uniform in [lo, hi]."""
+    return (rng.uniform(lo, hi, shape) + 1j * rng.uniform(lo, hi, shape)).astype(dt)
+
+
+def polar(rng: np.random.Generator, dt: str, shape: tuple[int, ...], r: tuple[float, float] = (0.5, 1.5), turn: float = 0.8) -> np.ndarray:
+    """|z| in r and arg(z) within turn * pi of the positive real axis (away from the
+    branch cut of Log, Sqrt and Angle on the negative real axis)."""
+    return (rng.uniform(*r, shape) * np.exp(1j * np.pi * rng.uniform(-turn, turn, shape))).astype(dt)
+
+
+def crow(id: str, op: str, inputs: Any, ref: Any, **kw: Any) -> OpCase:
+    return OpCase(f"{id}-complex", op, inputs, ref, dtypes=COMPLEX, grad_dtype="complex128", **kw)
+
+
+def cunary(op: str, ref: Any, maker: Any = carr, **kw: Any) -> OpCase:
+    return crow(op, op, lambda rng, dt: [maker(rng, dt, (2, 3))], ref, **kw)
+
+
+def cbinary(op: str, ref: Any, x: Any = carr, y: Any = carr) -> list[OpCase]:
+    return [
+        crow(f"{op}-{name}", op, lambda rng, dt, sx=sx, sy=sy: [x(rng, dt, sx), y(rng, dt, sy)], ref)
+        for name, sx, sy in BROADCASTS
+    ]
+
+
+def part_rows(op: str, ref: Any, maker: Any = carr) -> list[OpCase]:
+    """Real/Imag/ComplexAbs/Angle: Tout is the parts' dtype, so one row per dtype."""
+    return [
+        OpCase(f"{op}-{dt}", op, lambda rng, d: [maker(rng, d, (2, 3))], lambda z, **a: ref(z), attrs={"Tout": PART[dt]},
+               dtypes=(dt,), grad=dt == "complex128", grad_dtype=dt)
+        for dt in COMPLEX
+    ]
+
+
+def complex_rows() -> list[OpCase]:
+    rows = []
+    for dt in ("float32", "float64"):
+        for name, sx, sy in (("same", (2, 3), (2, 3)), ("bcast", (2, 1), (3,))):
+            rows.append(OpCase(
+                f"Complex-{name}-{dt}", "Complex", lambda rng, d, sx=sx, sy=sy: [arr(rng, d, sx), arr(rng, d, sy)],
+                lambda re, im, **a: re + 1j * im, attrs={"Tout": PART[dt]}, dtypes=(dt,), grad=dt == "float64", grad_dtype=dt,
+            ))
+    return rows
+
+
+def cbmm_ref(x: np.ndarray, y: np.ndarray, adj_x: bool = False, adj_y: bool = False, **attrs: Any) -> np.ndarray:
+    return np.matmul(np.conj(np.swapaxes(x, -1, -2)) if adj_x else x, np.conj(np.swapaxes(y, -1, -2)) if adj_y else y)
+
+
+def ctwo(sa: tuple[int, ...], sb: tuple[int, ...]) -> Any:
+    return lambda rng, dt: [carr(rng, dt, sa), carr(rng, dt, sb)]
+
+
+def cwith_zeros(rng: np.random.Generator, dt: str) -> list[np.ndarray]:
+    x = polar(rng, dt, (3, 4), turn=1.0)
+    x[1, 2] = 0
+    return [x, axes(1)]
+
+
+COMPLEX_CASES = [
+    cunary("Conj", np.conj),
+    *part_rows("Real", np.real),
+    *part_rows("Imag", np.imag),
+    *part_rows("ComplexAbs", np.abs, polar),
+    *part_rows("Angle", np.angle, polar),
+    *complex_rows(),
+    *cbinary("Add", np.add),
+    *cbinary("Sub", np.subtract),
+    *cbinary("Mul", np.multiply),
+    *cbinary("RealDiv", np.divide, y=polar),
+    crow("Pow", "Pow", lambda rng, dt: [polar(rng, dt, (2, 3)), carr(rng, dt, (2, 3), -1, 1)], np.power),
+    cunary("Neg", np.negative),
+    cunary("Square", np.square),
+    cunary("Exp", np.exp),
+    cunary("Log", np.log, polar),
+    cunary("Log1p", np.log1p, lambda rng, dt, s: (polar(rng, dt, s) + 0.5).astype(dt)),
+    cunary("Sqrt", np.sqrt, polar),
+    cunary("Rsqrt", lambda z: 1 / np.sqrt(z), polar),
+    cunary("Sin", np.sin),
+    cunary("Cos", np.cos),
+    cunary("Tanh", np.tanh, lambda rng, dt, s: carr(rng, dt, s, -0.7, 0.7)),
+    cunary("Sigmoid", lambda z: 1 / (1 + np.exp(-z)), lambda rng, dt, s: carr(rng, dt, s, -1, 1)),
+    cunary("Sign", lambda z: z / np.abs(z), polar),
+    crow("Sum", "Sum", lambda rng, dt: [carr(rng, dt, (2, 3)), axes(1)], reducer(np.sum)),
+    crow("Mean", "Mean", lambda rng, dt: [carr(rng, dt, (2, 3, 2)), axes(0, 2)], reducer(np.mean), attrs={"keep_dims": True}),
+    crow("Prod", "Prod", lambda rng, dt: [polar(rng, dt, (3, 4), turn=1.0), axes(1)], reducer(np.prod)),
+    crow("Prod-one_zero", "Prod", cwith_zeros, reducer(np.prod)),
+    crow("MatMul", "MatMul", ctwo((2, 3), (3, 4)), matmul_ref),
+    crow("MatMul-transpose_a", "MatMul", ctwo((3, 2), (3, 4)), matmul_ref, attrs={"transpose_a": True}),
+    crow("MatMul-transpose_both", "MatMul", ctwo((3, 2), (4, 3)), matmul_ref, attrs={"transpose_a": True, "transpose_b": True}),
+    crow("BatchMatMul", "BatchMatMul", ctwo((2, 2, 3), (2, 3, 2)), cbmm_ref),
+    crow("BatchMatMul-adj_x", "BatchMatMul", ctwo((2, 3, 2), (1, 3, 2)), cbmm_ref, attrs={"adj_x": True}),
+    crow("BatchMatMul-adj_y", "BatchMatMul", ctwo((2, 2, 3), (2, 4, 3)), cbmm_ref, attrs={"adj_y": True}),
+    crow("BatchMatMul-adj_both", "BatchMatMul", ctwo((1, 3, 2), (2, 2, 3)), cbmm_ref, attrs={"adj_x": True, "adj_y": True}),
+    crow("Select", "Select", lambda rng, dt: [bools(rng, (2, 1)), carr(rng, dt, (2, 3)), carr(rng, dt, (3,))], select_ref),
+    OpCase("Cast-complex_to_float", "Cast", lambda rng, dt: [carr(rng, dt, (2, 3))], lambda z, DstT: np.real(z).astype(DstT.np),
+           attrs={"DstT": ok.float64}, dtypes=COMPLEX, grad_dtype="complex128"),
+    OpCase("Cast-float_to_complex", "Cast", lambda rng, dt: [arr(rng, dt, (2, 3))], cast_ref,
+           attrs={"DstT": ok.complex128}, dtypes=FLOATS),
+]
+
+CASES = BINARY_CASES + UNARY_CASES + LOGIC_CASES + REDUCTION_CASES + LINALG_CASES + COMPLEX_CASES
 
 
 test_values, test_shapes, test_gradients = optable.table_tests(CASES)
@@ -530,3 +641,79 @@ def test_inputs_are_not_mutated(backend: str) -> None:
     ok.ops.add_n([x, x])
     ok.ops.sum(x, [0])
     np.testing.assert_array_equal(x, keep)
+
+
+# ---------------------------------------------------------------- complex numbers: specific behaviour
+
+
+def needs_complex(backend: str) -> None:
+    if not ok.engine.backend_instance(backend).supports_dtype(ok.complex64):
+        pytest.skip(f"backend {backend!r} holds no complex tensors")
+
+
+def test_complex_gradient_convention(backend: str) -> None:
+    """dL/da + j dL/db for a real loss L of z = a + bj (TensorFlow's and PyTorch's convention)."""
+    needs_complex(backend)
+    z = np.array([1 + 2j, -0.5 + 0.25j, 3 - 1j])
+    # L = sum |z|^2 = sum a^2 + b^2: gradient 2a + 2bj = 2z.
+    (g,) = grads_of(lambda t: ok.ops.sum(ok.ops.real(ok.ops.mul(t, ok.ops.conj(t)), Tout=ok.float64), [0]), z)
+    np.testing.assert_allclose(g, 2 * z)
+    # L = sum Re(z^2) = sum a^2 - b^2: gradient 2a - 2bj = 2 conj(z).
+    (g,) = grads_of(lambda t: ok.ops.sum(ok.ops.real(ok.ops.square(t), Tout=ok.float64), [0]), z)
+    np.testing.assert_allclose(g, 2 * np.conj(z))
+    # L = sum Im(z) = sum b: gradient 0 + 1j.
+    (g,) = grads_of(lambda t: ok.ops.sum(ok.ops.imag(t, Tout=ok.float64), [0]), z)
+    np.testing.assert_allclose(g, np.full(3, 1j))
+
+
+def test_complex_sign_and_abs_gradients_are_zero_at_zero(backend: str) -> None:
+    needs_complex(backend)
+    z = np.array([0j, 3 + 4j])
+    (g,) = grads_of(lambda t: ok.ops.sum(ok.ops.complex_abs(t, Tout=ok.float64), [0]), z)
+    np.testing.assert_allclose(g, [0, (3 + 4j) / 5])
+    (g,) = grads_of(lambda t: ok.ops.sum(ok.ops.real(ok.ops.sign(t), Tout=ok.float64), [0]), z)
+    assert g[0] == 0 and np.isfinite(g).all()
+
+
+@pytest.mark.parametrize("op", ["Real", "Imag", "ComplexAbs", "Angle"])
+def test_complex_part_dtype_must_pair_with_t(op: str, backend: str) -> None:
+    needs_complex(backend)
+    z = np.ones(2, np.complex128)
+    with pytest.raises(InvalidArgumentError, match=rf"^op '{op}': attr 'Tout' must be float64, the dtype of complex128's parts, got float32$"):
+        ok.execute(op, z)  # Tout defaults to float
+    out = ok.execute(op, z, Tout=ok.float64)
+    assert out.dtype == ok.float64
+
+
+def test_complex_dtype_must_pair_with_t(backend: str) -> None:
+    needs_complex(backend)
+    with pytest.raises(InvalidArgumentError, match=r"^op 'Complex': attr 'Tout' must be complex128, the complex dtype with float64 parts, got complex64$"):
+        ok.ops.complex(np.ones(2), np.ones(2))
+
+
+def test_complex_broadcasts_and_keeps_infinite_parts(backend: str) -> None:
+    needs_complex(backend)
+    re = np.array([[np.inf], [1.0]], np.float32)
+    im = np.array([2.0, -np.inf, 0.5], np.float32)
+    out = ok.ops.complex(re, im).numpy()
+    assert out.dtype == np.complex64 and out.shape == (2, 3)
+    np.testing.assert_array_equal(out.real, np.broadcast_to(re, (2, 3)))
+    np.testing.assert_array_equal(out.imag, np.broadcast_to(im, (2, 3)))
+    with pytest.raises(InvalidArgumentError, match=r"^op 'Complex': Incompatible shapes: \[2\] vs. \[3\]$"):
+        ok.ops.complex(np.ones(2, np.float32), np.ones(3, np.float32))
+
+
+def test_complex_parts_are_new_arrays(backend: str) -> None:
+    needs_complex(backend)
+    z = ok.tensor(np.array([1 + 2j, 3 - 4j], np.complex64))
+    before = z.numpy().copy()
+    for f in (ok.ops.real, ok.ops.imag):
+        part = f(z)
+        if backend == "cpu":
+            assert not np.shares_memory(part.value, z.value) and part.value.flags.c_contiguous
+    np.testing.assert_array_equal(z.numpy(), before)
+
+
+def test_conj_takes_complex_types_only(backend: str) -> None:
+    with pytest.raises(ok.errors.OpTypeError, match="Conj"):
+        ok.ops.conj(np.ones(2, np.float32))

@@ -2,9 +2,12 @@
 linear-algebra ops (TensorFlow's ``math_ops.cc`` and ``math_grad.py``).
 
 Gradients are written with public ops only, so they run on every backend and are
-themselves differentiable (second-order gradients through nested tapes).  Complex
-gradients are not conjugated (there is no ``Conj`` op yet): they are exact for real
-dtypes only.
+themselves differentiable (second-order gradients through nested tapes).
+
+Complex gradients follow TensorFlow's (and PyTorch's) convention: for a real loss L
+of a complex z = a + bj, the gradient is dL/da + j dL/db, so a holomorphic
+``y = f(z)`` passes back ``grad * conj(f'(z))``.  The rules below are written for
+real dtypes and take conjugated inputs (``_conj``) where the derivative reads them.
 """
 
 from __future__ import annotations
@@ -251,10 +254,50 @@ def _register_reductions() -> None:
     _arg_op("ArgMin", "Returns the index with the smallest value across a dimension of a tensor.")
 
 
+_COMPLEX_TYPES = "{complex64, complex128}"
+_COMPLEX_PARTS = (
+    "\n\nT: A complex dtype.\n"
+    "Tout: The real dtype of T: float for complex64, double for complex128 (other pairs are "
+    "an InvalidArgumentError; TensorFlow registers no kernel for them)."
+)
+
+
+def _complex_to_real(name: str, doc: str) -> None:
+    register_op(name).input("input: T").output("output: Tout").attr(f"T: {_COMPLEX_TYPES} = DT_COMPLEX64").attr(
+        "Tout: {float, double} = DT_FLOAT"
+    ).set_shape_fn(shape_fns.unchanged_shape).doc(doc + _COMPLEX_PARTS)
+
+
+def _register_complex() -> None:
+    """TensorFlow's complex-number ops.  Conj's ``variant`` type is left out: there are
+    no variant tensors here."""
+    register_op("Conj").input("input: T").output("output: T").attr(f"T: {_COMPLEX_TYPES} = DT_COMPLEX64").set_shape_fn(
+        shape_fns.unchanged_shape
+    ).doc("Returns the complex conjugate of a complex number element-wise: a - bj for a + bj.")
+    _complex_to_real("Real", "Returns the real part of a complex number element-wise: a for a + bj.")
+    _complex_to_real("Imag", "Returns the imaginary part of a complex number element-wise: b for a + bj.")
+    _complex_to_real(
+        "ComplexAbs", "Computes the absolute value of a complex number element-wise: sqrt(a^2 + b^2) for a + bj."
+    )
+    _complex_to_real(
+        "Angle", "Returns the argument of a complex number element-wise: atan2(b, a) for a + bj, in [-pi, pi]."
+    )
+    register_op("Complex").input("real: T").input("imag: T").output("out: Tout").attr("T: {float, double} = DT_FLOAT").attr(
+        f"Tout: {_COMPLEX_TYPES} = DT_COMPLEX64"
+    ).set_shape_fn(shape_fns.broadcast_binary_op_shape).doc(
+        "Converts two real numbers to a complex number element-wise: real + imag * 1j, with numpy broadcasting.\n\n"
+        "real: The real parts.\n"
+        "imag: The imaginary parts.\n"
+        "T: A real dtype.\n"
+        "Tout: The complex dtype whose parts have dtype T: complex64 for float, complex128 for double."
+    )
+
+
 def register_ops() -> None:
     _register_elementwise()
     _register_comparisons()
     _register_reductions()
+    _register_complex()
     register_op("MatMul").input("a: T").input("b: T").output("product: T").attr("transpose_a: bool = false").attr(
         "transpose_b: bool = false"
     ).attr(f"T: {_MATMUL_TYPES}").set_shape_fn(shape_fns.matmul_shape).doc(
@@ -299,15 +342,21 @@ def _sub_grad(op: Any, grad: Any) -> list[Any]:
     return _pair(grad, _ops().neg(grad), op)
 
 
+def _conj(x: Any) -> Any:
+    """The complex conjugate of a complex tensor; any other tensor itself."""
+    return _ops().conj(x) if x.dtype.is_complex else x
+
+
 def _mul_grad(op: Any, grad: Any) -> list[Any]:
     ops = _ops()
     x, y = op.inputs
-    return _pair(ops.mul(grad, y), ops.mul(x, grad), op)
+    return _pair(ops.mul(grad, _conj(y)), ops.mul(_conj(x), grad), op)
 
 
 def _real_div_grad(op: Any, grad: Any) -> list[Any]:
     ops = _ops()
     x, y = op.inputs
+    x, y = _conj(x), _conj(y)
     return _pair(ops.real_div(grad, y), ops.mul(grad, ops.real_div(ops.real_div(ops.neg(x), y), y)), op)
 
 
@@ -321,7 +370,7 @@ def _pow_grad(op: Any, grad: Any) -> list[Any]:
     """d/dx = y x^(y-1); d/dy = z log(x), taken as 0 where x <= 0 (as TensorFlow does)."""
     ops = _ops()
     x, y = op.inputs
-    z = op.outputs[0]
+    x, y, z = _conj(x), _conj(y), _conj(op.outputs[0])
     gx = ops.mul(grad, ops.mul(y, ops.pow(x, ops.sub(y, 1))))
     positive = ops.not_equal(x, 0) if x.dtype.is_complex else ops.greater(x, 0)
     safe_x = ops.select(positive, x, ops.ones_like(x))
@@ -344,10 +393,17 @@ def _min_max_grad(select_x: str) -> Any:
 
 
 def _unary_grad(rule: Any) -> Any:
-    """The gradient ``rule(ops, grad, x, y)`` of an elementwise unary op ``y = f(x)``."""
+    """The gradient ``rule(ops, grad, x, y)`` of an elementwise unary op ``y = f(x)``.
+
+    For complex x the rule is given conj(x) and conj(y): each f here has a power series
+    with real coefficients, so f'(conj(x)) = conj(f'(x)) and f(conj(x)) = conj(y).
+    """
 
     def grad_fn(op: Any, grad: Any) -> list[Any]:
-        return [rule(_ops(), grad, op.inputs[0], op.outputs[0])]
+        x, y = op.inputs[0], op.outputs[0]
+        if x.dtype.is_complex:
+            x, y = _conj(x), _conj(y)
+        return [rule(_ops(), grad, x, y)]
 
     return grad_fn
 
@@ -381,7 +437,20 @@ def _neg_grad(op: Any, grad: Any) -> list[Any]:
 
 
 def _sign_grad(op: Any, grad: Any) -> list[Any]:
-    return [_ops().zeros_like(op.inputs[0])]
+    """0 for real x.  For complex z, sign(z) = z / |z| varies with the angle: the gradient
+    is (grad - conj(grad) s^2) / (2 |z|) with s = sign(z), and 0 at z = 0 (PyTorch's sgn
+    rule; TensorFlow passes back 0 for complex inputs too, which is not the derivative)."""
+    ops = _ops()
+    z = op.inputs[0]
+    if not z.dtype.is_complex:
+        return [ops.zeros_like(z)]
+    s = op.outputs[0]
+    r = ops.complex_abs(z, Tout=z.dtype.real_dtype)
+    at_zero = ops.equal(r, 0)
+    safe_r = ops.select(at_zero, ops.ones_like(r), r)
+    two_r = ops.complex(ops.add(safe_r, safe_r), ops.zeros_like(r), Tout=z.dtype)
+    g = ops.real_div(ops.sub(grad, ops.mul(ops.conj(grad), ops.mul(s, s))), two_r)
+    return [ops.select(at_zero, ops.zeros_like(g), g)]
 
 
 def _select_grad(op: Any, grad: Any) -> list[Any]:
@@ -478,7 +547,7 @@ def _prod_grad(op: Any, grad: Any) -> list[Any]:
     in a slice it is prod / x_i; with exactly one zero, only the zero's position gets
     the product of the others; with two or more zeros it is 0 everywhere."""
     ops = _ops()
-    x = op.inputs[0]
+    x = _conj(op.inputs[0])  # the product of the others has real coefficients: conj commutes
     axes = _int32(reduction_axes(op))
     g = _with_kept_dims(op, grad)
     is_zero = ops.equal(x, 0)
@@ -496,7 +565,7 @@ def _prod_grad(op: Any, grad: Any) -> list[Any]:
 
 def _mat_mul_grad(op: Any, grad: Any) -> list[Any]:
     (a, b), (need_a, need_b) = op.inputs, op.needs_input_grad
-    return list(mat_mul_grads(a, b, grad, op.get_attr("transpose_a"), op.get_attr("transpose_b"), need_a, need_b))
+    return list(mat_mul_grads(_conj(a), _conj(b), grad, op.get_attr("transpose_a"), op.get_attr("transpose_b"), need_a, need_b))
 
 
 def _batch_mat_mul_grad(op: Any, grad: Any) -> list[Any]:
@@ -513,6 +582,50 @@ def _batch_mat_mul_grad(op: Any, grad: Any) -> list[Any]:
     else:
         gx, gy = bmm(y, grad, adj_x=True, adj_y=True), bmm(grad, x, adj_x=True, adj_y=True)
     return [unbroadcast(gx, x.shape), unbroadcast(gy, y.shape)]
+
+
+# -- complex numbers
+
+
+def _conj_grad(op: Any, grad: Any) -> list[Any]:
+    return [_ops().conj(grad)]
+
+
+def _real_grad(op: Any, grad: Any) -> list[Any]:
+    """Real(z) = a: dL/da + j dL/db = grad + 0j."""
+    ops = _ops()
+    return [ops.complex(grad, ops.zeros_like(grad), Tout=op.inputs[0].dtype)]
+
+
+def _imag_grad(op: Any, grad: Any) -> list[Any]:
+    """Imag(z) = b: 0 + j grad."""
+    ops = _ops()
+    return [ops.complex(ops.zeros_like(grad), grad, Tout=op.inputs[0].dtype)]
+
+
+def _complex_grad(op: Any, grad: Any) -> list[Any]:
+    """Complex(a, b) = a + bj: the real and imaginary parts of grad, unbroadcast."""
+    ops = _ops()
+    part = grad.dtype.real_dtype
+    return _pair(ops.real(grad, Tout=part), ops.imag(grad, Tout=part), op)
+
+
+def _complex_abs_grad(op: Any, grad: Any) -> list[Any]:
+    """|z|: grad * z / |z|, and 0 at z = 0 (TensorFlow's div_no_nan)."""
+    ops = _ops()
+    z, r = op.inputs[0], op.outputs[0]
+    safe_r = ops.select(ops.equal(r, 0), ops.ones_like(r), r)
+    scale = ops.real_div(grad, safe_r)
+    return [ops.mul(ops.complex(scale, ops.zeros_like(scale), Tout=z.dtype), z)]
+
+
+def _angle_grad(op: Any, grad: Any) -> list[Any]:
+    """atan2(b, a): d/da = -b / |z|^2, d/db = a / |z|^2, so -grad / (b + aj)."""
+    ops = _ops()
+    z = op.inputs[0]
+    part = z.dtype.real_dtype
+    a, b = ops.real(z, Tout=part), ops.imag(z, Tout=part)
+    return [ops.real_div(ops.complex(ops.neg(grad), ops.zeros_like(grad), Tout=z.dtype), ops.complex(b, a, Tout=z.dtype))]
 
 
 _NOT_DIFFERENTIABLE = (
@@ -556,6 +669,12 @@ def register_gradients() -> None:
         "Prod": _prod_grad,
         "MatMul": _mat_mul_grad,
         "BatchMatMul": _batch_mat_mul_grad,
+        "Conj": _conj_grad,
+        "Real": _real_grad,
+        "Imag": _imag_grad,
+        "Complex": _complex_grad,
+        "ComplexAbs": _complex_abs_grad,
+        "Angle": _angle_grad,
     }
     table.update({name: _unary_grad(rule) for name, rule in UNARY_GRAD_RULES.items()})
     for name, fn in table.items():

@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .. import engine, gradients, op_registry, plugins
-from ..dtypes import float64
+from ..dtypes import as_dtype
 from .._infer import infer_shapes
 from ..shapes import TensorShape
 from ..tensor import Tensor, Variable
@@ -156,7 +156,7 @@ def check_op(
 
 def _check_shapes_dtypes(op_def: Any, inputs: Sequence[Any], attrs: Mapping[str, Any], outs: list[Tensor]) -> str:
     shapes = [[np.shape(v) for v in x] if isinstance(x, list) else np.shape(x) for x in inputs]
-    consts = [None if isinstance(x, list) or np.asarray(x).dtype.kind == "f" else np.asarray(x) for x in inputs]
+    consts = [None if isinstance(x, list) or np.asarray(x).dtype.kind in "fc" else np.asarray(x) for x in inputs]
     given = {k: v for k, v in attrs.items() if k not in op_def.inferred_attrs}
     predicted = infer_shapes(op_def, shapes, given, consts)
     for i, (p, o) in enumerate(zip(predicted, outs)):
@@ -194,12 +194,16 @@ def _concurrent(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str
 
 
 def _gradient(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str, Any], refs: Sequence[bool], tol: float) -> str:
-    diff = [i for i, x in enumerate(inputs) if not isinstance(x, list) and np.asarray(x).dtype.kind == "f" and not refs[i]]
+    diff = [i for i, x in enumerate(inputs) if not isinstance(x, list) and np.asarray(x).dtype.kind in "fc" and not refs[i]]
     if not diff:
-        return "no floating-point inputs"
+        return "no floating-point or complex inputs"
     be = engine.backend_instance(backend)
-    wide = be.supports_dtype(float64)
-    point = [np.asarray(inputs[i], np.float64 if wide else np.asarray(inputs[i]).dtype) for i in diff]
+
+    def widest(x: Any) -> Any:  # complex inputs widen to complex128, real ones to float64
+        return np.complex128 if np.asarray(x).dtype.kind == "c" else np.float64
+
+    wide = all(be.supports_dtype(as_dtype(widest(inputs[i]))) for i in diff)
+    point = [np.asarray(inputs[i], widest(inputs[i]) if wide else np.asarray(inputs[i]).dtype) for i in diff]
     args = list(inputs)
 
     def f(*xs: Tensor) -> Tensor:
@@ -211,8 +215,8 @@ def _gradient(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str, 
             return out
 
     with engine.use_backend(backend):
-        if wide:  # differentiate in float64 when the device has it: finite differences need the precision
-            args = [np.asarray(x, np.float64) if i in diff else x for i, x in enumerate(args)]
+        if wide:  # differentiate in float64 (complex128) when the device has it: finite differences need the precision
+            args = [np.asarray(x, widest(x)) if i in diff else x for i, x in enumerate(args)]
         theoretical, numerical = compute_gradient(f, [engine.to_tensor(p) for p in point])
     error = max((float(np.max(np.abs(t - n))) for t, n in zip(theoretical, numerical) if t.size), default=0.0)
     scale = max((float(np.max(np.abs(n))) for n in numerical if n.size), default=0.0)

@@ -399,6 +399,46 @@ def cast(x: np.ndarray, DstT: ok.DType, **attrs: Any) -> np.ndarray:
         return x.astype(DstT.np)
 
 
+# ---------------------------------------------------------------- complex numbers
+
+
+def _check_parts(op: str, complex_: ok.DType, part: ok.DType) -> None:
+    """Tout of Real/Imag/ComplexAbs/Angle (and of Complex) must pair with T: float32 with
+    complex64, float64 with complex128 (the pairs TensorFlow registers kernels for)."""
+    if complex_.real_dtype is part:
+        return
+    if op == "Complex":
+        wanted = "complex64" if part.name == "float32" else "complex128"
+        raise _fail(op, f"attr 'Tout' must be {wanted}, the complex dtype with {part.name} parts, got {complex_.name}")
+    raise _fail(op, f"attr 'Tout' must be {complex_.real_dtype.name}, the dtype of {complex_.name}'s parts, got {part.name}")
+
+
+def complex_part(op: str, take: Callable[[Any], Any]) -> Kernel:
+    """Real, Imag, ComplexAbs and Angle: ``take(z)`` as a new contiguous array of the
+    parts' dtype (``z.real`` and ``z.imag`` are strided views of the input)."""
+
+    def kernel(input: np.ndarray, T: ok.DType, Tout: ok.DType, **attrs: Any) -> np.ndarray:
+        _check_parts(op, T, Tout)
+        return xp_of(input).ascontiguousarray(take(input), dtype=Tout.np)  # type: ignore[no-any-return]
+
+    kernel.__name__ = op
+    return kernel
+
+
+def complex_(real: np.ndarray, imag: np.ndarray, T: ok.DType, Tout: ok.DType, **attrs: Any) -> np.ndarray:
+    """real + imag * 1j, broadcast, written part by part (so an infinite part stays
+    infinite: imag * 1j would turn inf into nan + inf j)."""
+    _check_parts("Complex", Tout, T)
+    try:
+        shape = np.broadcast_shapes(real.shape, imag.shape)
+    except ValueError as e:
+        raise _incompatible("Complex", real, imag) from e
+    out = xp_of(real, imag).empty(shape, Tout.np)
+    out.real[...] = real
+    out.imag[...] = imag
+    return out  # type: ignore[no-any-return]
+
+
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     number = {"T": _NUMBER}
@@ -452,6 +492,12 @@ def register_all() -> None:
         ("BatchMatMul", batch_mat_mul, None, ()),
         ("AddN", add_n, number, ()),
         ("Cast", cast, None, ()),
+        ("Conj", _unary(np.conjugate), None, ()),
+        ("Real", complex_part("Real", lambda z: z.real), None, ()),
+        ("Imag", complex_part("Imag", lambda z: z.imag), None, ()),
+        ("ComplexAbs", complex_part("ComplexAbs", np.abs), None, ()),
+        ("Angle", complex_part("Angle", np.angle), None, ()),
+        ("Complex", complex_, None, ()),
     ]
     for op, fn, constraints, host in table:
         ok.register_kernel(op, backend="cpu", type_constraints=constraints, host_memory=host)(fn)

@@ -145,4 +145,10 @@ def rows(xp: LazyModule, special: LazyModule) -> list[Row]:
         ("BatchMatMul", cpu.batch_mat_mul, None, ()),
         ("AddN", cpu.add_n, number, ()),
         ("Cast", cpu.cast, None, ()),
+        ("Conj", cpu._unary(xp.conjugate), None, ()),
+        ("Real", cpu.complex_part("Real", lambda z: z.real), None, ()),
+        ("Imag", cpu.complex_part("Imag", lambda z: z.imag), None, ()),
+        ("ComplexAbs", cpu.complex_part("ComplexAbs", xp.abs), None, ()),
+        ("Angle", cpu.complex_part("Angle", xp.angle), None, ()),
+        ("Complex", cpu.complex_, None, ()),
     ]
