@@ -977,12 +977,14 @@ def _invoker(
             for _ in range(1 if n is None else n)
         ]
 
+        generic_kw = kernel_kwargs(fn, attrs)  # as a function kernel: the attrs it names
+
         def run_generic(flat: list[Any]) -> list[Any]:
             tensors = [make(v, dt, be) for make, v, dt in zip(makers, flat, in_dtypes)]
             grouped = tensors if simple_inputs else _group(op_def, tensors, in_lengths)
             token = _ACTIVE.set(be)
             try:
-                result = fn(*grouped, **attrs)
+                result = fn(*grouped, **generic_kw)
             except KernelNotFoundError as e:
                 if e.op == op_def.name:
                     raise

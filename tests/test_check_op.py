@@ -81,6 +81,22 @@ def test_check_op_catches_a_zero_gradient_of_a_small_jacobian(fresh_registry):
         check_op("Test>Tiny", [np.ones(3, np.float32)], backends=["cpu"], threads=1)
 
 
+def test_check_op_checks_the_gradients_of_list_inputs(fresh_registry):
+    ok.register_op("Test>WeightedSum").input("xs: N * T").output("y: T").attr("N: int >= 1").attr(
+        "T: {float, double}"
+    ).set_shape_fn(ok.shape_fns.merge_all_inputs)
+    ok.register_kernel("Test>WeightedSum", backend="*")(lambda xs: sum((i + 1) * x for i, x in enumerate(xs)))
+    right = lambda op, g: [g * float(i + 1) for i in range(len(op.inputs))]  # noqa: E731
+    ok.register_gradient("Test>WeightedSum")(lambda op, g: [g] * len(op.inputs))  # wrong past the first
+    xs = [np.ones(3, np.float32), np.ones(3, np.float32)]
+    with pytest.raises(CheckOpFailure, match="gradient"):
+        check_op("Test>WeightedSum", [xs], backends=["cpu"], threads=1)
+    with pytest.warns(UserWarning, match="overridden"):
+        ok.register_gradient("Test>WeightedSum", override=True)(right)
+    report = check_op("Test>WeightedSum", [xs], backends=["cpu"], threads=1)
+    assert [r.passed for r in report.results if "gradient" in r.check] == [True]
+
+
 def test_check_op_compares_with_a_reference(fresh_registry):
     ok.register_op("Test>Answer").input("x: float").output("y: float").set_shape_fn(ok.shape_fns.unchanged_shape)
     ok.register_kernel("Test>Answer", backend="*")(lambda x: x * 0.0 + 42.0)  # wrong the same way everywhere

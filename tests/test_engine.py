@@ -77,6 +77,27 @@ def test_literal_only_calls_use_the_default_or_the_natural_dtype(backend: str, f
     assert ok.ops.probe.twice(np.ones(1, np.float32)).dtype is ok.float32
 
 
+def test_generic_kernels_receive_the_attrs_they_name(backend: str, fresh_registry: None) -> None:
+    ok.register_op("Probe>Sum").input("xs: N * T").output("y: T").attr("N: int >= 1").attr("T: {float, double}").attr(
+        "scale: float = 1.0"
+    ).set_shape_fn(ok.shape_fns.merge_all_inputs)
+    ok.register_kernel("Probe>Sum", backend="*")(lambda xs: ok.ops.add_n(xs))  # names no attr
+    xs = [np.ones(2, np.float32), np.full(2, 2.0, np.float32)]
+    np.testing.assert_array_equal(ok.ops.probe.sum(xs).numpy(), [3.0, 3.0])
+    ok.register_op("Probe>Scaled").input("xs: N * T").output("y: T").attr("N: int >= 1").attr("T: {float, double}").attr(
+        "scale: float = 1.0"
+    ).set_shape_fn(ok.shape_fns.merge_all_inputs)
+    seen: dict[str, object] = {}
+
+    @ok.register_kernel("Probe>Scaled", backend="*")
+    def scaled(xs: list[ok.Tensor], **attrs: object) -> ok.Tensor:  # **kwargs: every attr
+        seen.update(attrs)
+        return ok.ops.mul(ok.ops.add_n(xs), attrs["scale"])
+
+    np.testing.assert_array_equal(ok.ops.probe.scaled(xs, scale=2.0).numpy(), [6.0, 6.0])
+    assert seen == {"N": 2, "T": ok.float32, "scale": 2.0}
+
+
 def test_float_literal_to_an_integer_input_is_a_type_error(backend: str) -> None:
     x = ok.tensor([1, 2], dtype="int32")
     with pytest.raises(TypeError, match=r"op 'Add', input 'y': cannot convert 1\.5 \(floating point\) to int32") as info:

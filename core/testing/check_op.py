@@ -194,29 +194,43 @@ def _concurrent(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str
 
 
 def _gradient(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str, Any], refs: Sequence[bool], tol: float) -> str:
-    diff = [i for i, x in enumerate(inputs) if not isinstance(x, list) and np.asarray(x).dtype.kind in "fc" and not refs[i]]
-    if not diff:
+    def inexact(x: Any) -> bool:
+        return bool(np.asarray(x).dtype.kind in "fc")
+
+    # (input, element) of every floating-point or complex tensor: element is None for a
+    # single tensor, an index into a list input (AddN's, Concat's values) otherwise.
+    where: list[tuple[int, int | None]] = []
+    for i, x in enumerate(inputs):
+        if isinstance(x, list):
+            where += [(i, j) for j, v in enumerate(x) if inexact(v)]
+        elif inexact(x) and not refs[i]:
+            where.append((i, None))
+    if not where:
         return "no floating-point or complex inputs"
     be = engine.backend_instance(backend)
+
+    def value(i: int, j: int | None) -> Any:
+        return inputs[i] if j is None else inputs[i][j]
 
     def widest(x: Any) -> Any:  # complex inputs widen to complex128, real ones to float64
         return np.complex128 if np.asarray(x).dtype.kind == "c" else np.float64
 
-    wide = all(be.supports_dtype(as_dtype(widest(inputs[i]))) for i in diff)
-    point = [np.asarray(inputs[i], widest(inputs[i]) if wide else np.asarray(inputs[i]).dtype) for i in diff]
-    args = list(inputs)
+    # Differentiate in float64 (complex128) when the device has it: finite differences need the precision.
+    wide = all(be.supports_dtype(as_dtype(widest(value(i, j)))) for i, j in where)
+    point = [np.asarray(value(i, j), widest(value(i, j)) if wide else np.asarray(value(i, j)).dtype) for i, j in where]
 
     def f(*xs: Tensor) -> Tensor:
-        call = list(args)
-        for i, x in zip(diff, xs):
-            call[i] = x
+        call = [list(x) if isinstance(x, list) else x for x in inputs]
+        for (i, j), x in zip(where, xs):
+            if j is None:
+                call[i] = x
+            else:
+                call[i][j] = x
         with engine.use_backend(backend):
             out: Tensor = _flat(engine.execute_by_name(op, *call, **attrs))[0]
             return out
 
     with engine.use_backend(backend):
-        if wide:  # differentiate in float64 (complex128) when the device has it: finite differences need the precision
-            args = [np.asarray(x, widest(x)) if i in diff else x for i, x in enumerate(args)]
         theoretical, numerical = compute_gradient(f, [engine.to_tensor(p) for p in point])
     error = max((float(np.max(np.abs(t - n))) for t, n in zip(theoretical, numerical) if t.size), default=0.0)
     scale = max((float(np.max(np.abs(n))) for n in numerical if n.size), default=0.0)
