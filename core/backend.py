@@ -66,6 +66,11 @@ class Backend:
     def synchronize(self) -> None:
         """Wait until all work queued on this backend has finished."""
 
+    def dirty(self, value: Any) -> None:
+        """Forget any host-side copy kept of ``value``: its device memory is written in
+        place.  Kernels with Ref inputs call it; ``check_op`` calls it so that reading an
+        input back shows its device memory.  The default keeps no copies and does nothing."""
+
     def warmup(self) -> int:
         """Compile or build everything ahead of time (``ok.warmup``); returns how many
         programs were built.  Backends without compilation do nothing."""

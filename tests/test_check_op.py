@@ -71,6 +71,21 @@ def test_check_op_lists_every_failure(fresh_registry):
     assert "outputs match the shape function and dtypes" in failed and "inputs not mutated" in failed
 
 
+def test_check_op_sees_a_kernel_write_its_input_on_the_device(backend, fresh_registry):
+    ok.register_op("Test>Sneaky").input("x: float").output("y: float").set_shape_fn(ok.shape_fns.unchanged_shape)
+
+    @ok.register_kernel("Test>Sneaky", backend=backend)
+    def sneaky(x):
+        y = x * 2
+        x += 1  # writes the input where it lives: a numpy, pyopencl or cupy array
+        return y
+
+    ok.not_differentiable("Test>Sneaky")
+    with pytest.raises(CheckOpFailure) as info:
+        check_op("Test>Sneaky", [np.zeros(3, np.float32)], backends=[backend], threads=1)
+    assert [r.check for r in info.value.report.failures] == ["inputs not mutated"]
+
+
 def test_check_op_catches_a_zero_gradient_of_a_small_jacobian(fresh_registry):
     ok.register_op("Test>Tiny").input("x: T").output("y: T").attr("T: {float, double}").set_shape_fn(
         ok.shape_fns.unchanged_shape

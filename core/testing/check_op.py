@@ -80,6 +80,21 @@ def _run(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str, Any],
         return _flat(engine.execute_by_name(op, *args, **attrs))
 
 
+def _device_inputs_unchanged(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str, Any],
+                             refs: Sequence[bool]) -> str:
+    """Run ``op`` once more, then read its inputs back from the device.  A backend may
+    keep a host copy of what it uploaded (OpenCL does, for small arrays) and read that
+    copy back; ``Backend.dirty`` drops it, so a kernel that writes the device memory of
+    an input cannot hide behind it."""
+    be = engine.backend_instance(backend)
+    args = [_on(backend, x, r) for x, r in zip(inputs, refs)]
+    with engine.use_backend(backend):
+        engine.execute_by_name(op, *args, **attrs)
+    for a in _flat(args):
+        be.dirty(a.value)
+    return _unchanged([_host(x) for x in inputs], [_host(a) for a in args], refs)
+
+
 def _check(report: CheckOpReport, backend: str, name: str, fn: Any) -> Any:
     try:
         value = fn()
@@ -142,7 +157,10 @@ def check_op(
             baseline = values
         else:
             _check(report, backend, f"agrees with {base_name}", lambda: _agree(values, baseline, rtol, atol))
-        _check(report, backend, "inputs not mutated", lambda: _unchanged(before, host_inputs, refs))
+        # The caller's arrays (which a kernel may get without a copy, as on cpu), then the
+        # inputs' buffers on the device.
+        _check(report, backend, "inputs not mutated",
+               lambda: _unchanged(before, host_inputs, refs) + _device_inputs_unchanged(op_name, backend, host_inputs, attrs, refs))
         if threads > 1 and not op_def.is_stateful:
             _check(report, backend, f"{threads} threads agree",
                    lambda: _concurrent(op_name, backend, host_inputs, attrs, refs, values, threads))
