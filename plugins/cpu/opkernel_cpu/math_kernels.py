@@ -403,14 +403,10 @@ def cast(x: np.ndarray, DstT: ok.DType, **attrs: Any) -> np.ndarray:
 
 
 def _check_parts(op: str, complex_: ok.DType, part: ok.DType) -> None:
-    """Tout of Real/Imag/ComplexAbs/Angle (and of Complex) must pair with T: float32 with
-    complex64, float64 with complex128 (the pairs TensorFlow registers kernels for)."""
-    if complex_.real_dtype is part:
-        return
-    if op == "Complex":
-        wanted = "complex64" if part.name == "float32" else "complex128"
-        raise _fail(op, f"attr 'Tout' must be {wanted}, the complex dtype with {part.name} parts, got {complex_.name}")
-    raise _fail(op, f"attr 'Tout' must be {complex_.real_dtype.name}, the dtype of {complex_.name}'s parts, got {part.name}")
+    """Tout of Real/Imag/ComplexAbs/Angle must be T's parts' dtype: float32 for complex64,
+    float64 for complex128 (the pairs TensorFlow registers kernels for)."""
+    if complex_.real_dtype is not part:
+        raise _fail(op, f"attr 'Tout' must be {complex_.real_dtype.name}, the dtype of {complex_.name}'s parts, got {part.name}")
 
 
 def complex_part(op: str, take: Callable[[Any], Any]) -> Kernel:
@@ -428,7 +424,9 @@ def complex_part(op: str, take: Callable[[Any], Any]) -> Kernel:
 def complex_(real: np.ndarray, imag: np.ndarray, T: ok.DType, Tout: ok.DType, **attrs: Any) -> np.ndarray:
     """real + imag * 1j, broadcast, written part by part (so an infinite part stays
     infinite: imag * 1j would turn inf into nan + inf j)."""
-    _check_parts("Complex", Tout, T)
+    if Tout.real_dtype is not T:  # the same pairs as Real's, the other way round
+        wanted = "complex64" if T.name == "float32" else "complex128"
+        raise _fail("Complex", f"attr 'Tout' must be {wanted}, the complex dtype with {T.name} parts, got {Tout.name}")
     try:
         shape = np.broadcast_shapes(real.shape, imag.shape)
     except ValueError as e:
