@@ -656,6 +656,17 @@ def test_cpu_max_pool_grad_with_an_orig_output_from_elsewhere_follows_the_input(
     with ok.use_backend("cpu"):
         dx = ops.max_pool_grad(x, y, dy, **attrs).numpy()
     np.testing.assert_array_equal(dx, ref_max_pool_grad(x, y, dy, **attrs))
+    # Only some windows unmatched, with and without a gradient of their own: the
+    # zero-gradient ones give zeros however their maximum is found.
+    y_true = ref_max_pool(x, **attrs)
+    for zero_unmatched in (True, False):
+        y_mixed, dy_mixed = y_true.copy(), dy.copy()
+        y_mixed[0, 1, 0, 2] = y_mixed[1, 0, 1, 0] = 1e6
+        if zero_unmatched:
+            dy_mixed[0, 1, 0, 2] = dy_mixed[1, 0, 1, 0] = 0
+        with ok.use_backend("cpu"):
+            dx = ops.max_pool_grad(x, y_mixed, dy_mixed, **attrs).numpy()
+        np.testing.assert_array_equal(dx, ref_max_pool_grad(x, y_mixed, dy_mixed, **attrs))
 
 
 @pytest.mark.parametrize("shape", [(1, 2, 2, 1), (1, 4, 4, 1), (2, 4, 4, 3)])
