@@ -673,42 +673,25 @@ def _max_pool_grad_tiled(
     tap, in row-major order, equal to ``y``, the forward's output, so to its first
     maximum (the tap TensorFlow's CPU kernel picks; its GPU kernel also finds it by
     comparing with the output). None, for the general path to recompute the argmax
-    from ``x`` alone, when a window with a nonzero gradient holds no value equal to
-    its ``y`` (a nan, or an ``orig_output`` that is not this input's MaxPool)."""
+    from ``x`` alone, when some window holds no value equal to its ``y`` (a nan, or an
+    ``orig_output`` that is not this input's MaxPool)."""
     n, h, w, c = x.shape
     rows, cols = tiled
     x5 = _blocks(x, win, rows, cols)
     y3, dy3 = y.reshape(n * win.oh, win.ow, c), dy.reshape(n * win.oh, win.ow, c)
     dx5 = np.empty(x5.shape, dy.dtype)
+    free = np.ones(y3.shape, bool)  # windows whose maximum is still to be found
     hit = np.empty(y3.shape, bool)
+    zero = np.zeros((), dy.dtype)
     with np.errstate(invalid="ignore"):  # bfloat16 comparisons with nan warn
-        if branch_free:
-            # The gradient not yet given out, per window: a tap equal to the output takes
-            # all of it (rest * 1), and rest - rest leaves exactly 0 for the later taps.
-            # The strided reads and writes are one per tap; the bookkeeping is contiguous
-            # (a fifth fewer passes than tracking a mask of found windows).
-            rest = dy3.copy()
-            part = np.empty(y3.shape, dy.dtype)
-            for i in range(win.kh):
-                for j in range(win.kw):
-                    np.equal(x5[:, i, :, j], y3, out=hit)
-                    np.multiply(rest, hit, out=part)
-                    np.subtract(rest, part, out=rest)
-                    dx5[:, i, :, j] = part
-            # Nonzero rest: a window matched no tap.  Where its gradient is 0, every
-            # tap's gradient is 0 whichever tap holds the maximum.
-            missed = bool(rest.any())
-        else:
-            free = np.ones(y3.shape, bool)  # windows whose maximum is still to be found
-            zero = np.zeros((), dy.dtype)
-            for i in range(win.kh):
-                for j in range(win.kw):
-                    np.equal(x5[:, i, :, j], y3, out=hit)
-                    hit &= free
-                    free ^= hit
-                    np.copyto(dx5[:, i, :, j], np.where(hit, dy3, zero))
-            missed = bool(free.any())
-    if missed:
+        for i in range(win.kh):
+            for j in range(win.kw):
+                np.equal(x5[:, i, :, j], y3, out=hit)
+                hit &= free
+                free ^= hit
+                dst = dx5[:, i, :, j]
+                np.multiply(dy3, hit, out=dst) if branch_free else np.copyto(dst, np.where(hit, dy3, zero))
+    if free.any():
         return None
     if (rows, cols) == (h, w):
         return dx5.reshape(n, h, w, c)
