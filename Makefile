@@ -11,7 +11,7 @@ REQUIRED_BACKENDS ?= cpu,opencl
 PACKAGES := -e . -e ./plugins/cpu -e './plugins/opencl[pocl]' -e ./plugins/cuda -e ./examples/median_pool
 # NVRTC and the CUDA headers as wheels: the tests compile every CUDA kernel for sm_80 and sm_90.
 CUDA_COMPILE_DEPS := nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
-.PHONY: demo test install install-test bench clean
+.PHONY: demo test typecheck install install-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,17 @@ install-test: $(VENV)/.installed-test
 demo: install
 	$(BIN)/python examples/demo.py
 
-test: install-test
-	$(BIN)/python -m mypy
+# mypy checks the core and every package that builds on it.  The core lives in core/
+# and installs as `opkernel` through setuptools' editable import hook, which mypy does
+# not run: a link named opkernel on MYPYPATH gives it the same name.
+MYPY_LINKS := $(VENV)/mypy-path
+MYPY_PACKAGES := opkernel opkernel_cpu opkernel_opencl opkernel_cuda opkernel_medianpool
+typecheck: install-test
+	mkdir -p $(MYPY_LINKS) && ln -sfn $(CURDIR)/core $(MYPY_LINKS)/opkernel
+	MYPYPATH=$(MYPY_LINKS):plugins/cpu:plugins/opencl:plugins/cuda:examples/median_pool \
+		$(BIN)/python -m mypy $(addprefix -p ,$(MYPY_PACKAGES))
+
+test: typecheck
 	OPKERNEL_STRICT_PLUGINS=1 OPKERNEL_REQUIRE_NVRTC=1 $(BIN)/python -m pytest -q --opkernel-backends=$(REQUIRED_BACKENDS) $(PYTEST_ARGS)
 
 # The benchmark suite (docs/benchmarks.md); torch is optional: $(PIP) install torch==2.13.0

@@ -168,7 +168,7 @@ def median_positions(x: np.ndarray, g: Window, medians: np.ndarray) -> np.ndarra
             take = (tap == medians) & inside[None, :, :, i, j, None] & ~found
             np.copyto(positions, base + spatial(i, j), where=take)
             found |= take
-    return positions
+    return positions  # type: ignore[no-any-return]
 
 
 def median_pool2d_grad(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -19,6 +19,9 @@ import opkernel as ok
 from .device import CTYPES, ROW_OUTPUTS, source
 from .geometry import Window, window
 from .ops import MEDIAN_POOL, MEDIAN_POOL_GRAD
+
+if TYPE_CHECKING:
+    from opkernel_opencl.backend import OpenCLBackend
 
 __all__ = ["TYPES", "MedianPool2D", "MedianPool2DGrad", "kernels"]
 
@@ -89,7 +92,7 @@ class MedianPool2D(_Kernel):
     op = MEDIAN_POOL
 
     def compute(self, ctx: ok.OpKernelContext) -> None:
-        be, x = ctx.backend, ctx.input(0)
+        be, x = cast("OpenCLBackend", ctx.backend), ctx.input(0)
         g, wide = self.window(x)
         out = ctx.allocate_output(0, g.out_shape)
         if not out.size:
@@ -112,7 +115,7 @@ class MedianPool2DGrad(_Kernel):
     op = MEDIAN_POOL_GRAD
 
     def compute(self, ctx: ok.OpKernelContext) -> None:
-        be, x, dy = ctx.backend, ctx.input(0), ctx.input(1)
+        be, x, dy = cast("OpenCLBackend", ctx.backend), ctx.input(0), ctx.input(1)
         g, wide = self.window(x)
         if tuple(dy.shape) != g.out_shape:
             raise ok.errors.InvalidArgumentError(

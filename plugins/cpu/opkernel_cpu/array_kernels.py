@@ -26,7 +26,7 @@ def _ints(values: np.ndarray, op: str, name: str, vector: bool = True) -> list[i
     arr = np.asarray(values)
     if vector and arr.ndim != 1:
         raise _error(op)(f"'{name}' must be a vector, got shape {list(arr.shape)}")
-    return arr.reshape(-1).tolist()  # type: ignore[no-any-return]
+    return arr.reshape(-1).tolist()
 
 
 def _scalar(value: np.ndarray, op: str, name: str) -> int:
@@ -81,7 +81,7 @@ def invert_permutation(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
         raise _error("InvertPermutation")(f"x must be a permutation of 0..{p.size - 1}, got {p.tolist()}")
     out = xp.empty(p.size, dtype=T.np)
     out[p] = xp.arange(p.size, dtype=T.np)
-    return out
+    return out  # type: ignore[no-any-return]
 
 
 def expand_dims(input: np.ndarray, dim: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -129,7 +129,7 @@ def tile(input: np.ndarray, multiples: np.ndarray, **attrs: Any) -> np.ndarray:
         raise _error("Tile")(
             f"multiples must hold {input.ndim} non-negative values for an input of shape {list(input.shape)}, got {m}"
         )
-    return xp_of(input).tile(input, m) if m else input.copy()  # type: ignore[no-any-return]
+    return xp_of(input).tile(input, m) if m else input.copy()
 
 
 def fill(dims: np.ndarray, value: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -164,7 +164,7 @@ def concat_v2(values: list[np.ndarray], axis: np.ndarray, **attrs: Any) -> np.nd
     return xp_of(*values).concatenate(values, axis=a)  # type: ignore[no-any-return]
 
 
-def concat_offset(concat_dim: np.ndarray, shape: list[np.ndarray], shape_type: ok.DType, **attrs: Any) -> tuple[list[np.ndarray]]:
+def concat_offset(concat_dim: np.ndarray, shape: list[np.ndarray], shape_type: ok.DType, **attrs: Any) -> list[np.ndarray]:
     shapes = [np.asarray(s) for s in shape]
     first = shapes[0]
     a = _axis(_scalar(concat_dim, "ConcatOffset", "concat_dim"), first.size, "ConcatOffset", "concat_dim")
@@ -191,7 +191,7 @@ def pack(values: list[np.ndarray], axis: int, **attrs: Any) -> np.ndarray:
     return xp_of(*values).stack(values, axis=_axis(axis, first.ndim + 1, "Pack"))  # type: ignore[no-any-return]
 
 
-def unpack(value: np.ndarray, num: int, axis: int, **attrs: Any) -> tuple[list[np.ndarray]]:
+def unpack(value: np.ndarray, num: int, axis: int, **attrs: Any) -> list[np.ndarray]:
     a = _axis(axis, value.ndim, "Unpack")
     if value.shape[a] != num:
         raise _error("Unpack")(f"num={num} must equal dimension {a} of the input shape {list(value.shape)}")
@@ -199,7 +199,7 @@ def unpack(value: np.ndarray, num: int, axis: int, **attrs: Any) -> tuple[list[n
     return [moved[k] for k in range(num)]
 
 
-def split(split_dim: np.ndarray, value: np.ndarray, num_split: int, **attrs: Any) -> tuple[list[np.ndarray]]:
+def split(split_dim: np.ndarray, value: np.ndarray, num_split: int, **attrs: Any) -> list[np.ndarray]:
     a = _axis(_scalar(split_dim, "Split", "split_dim"), value.ndim, "Split", "split_dim")
     if value.shape[a] % num_split:
         raise _error("Split")(
@@ -236,7 +236,7 @@ def _plan(op: str, dims: tuple[int, ...], begin: np.ndarray, end: np.ndarray, st
 
 def strided_slice(input: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, **attrs: Any) -> np.ndarray:
     plan = _plan("StridedSlice", input.shape, begin, end, strides, attrs)
-    return input[plan.numpy_index()].reshape(plan.final_shape)
+    return input[plan.numpy_index()].reshape(plan.final_shape)  # type: ignore[no-any-return]
 
 
 def strided_slice_grad(
@@ -249,7 +249,7 @@ def strided_slice_grad(
     out = xp_of(dy).zeros(dims, dtype=dy.dtype)
     index = plan.numpy_index()
     out[index] = dy.reshape(out[index].shape)
-    return out
+    return out  # type: ignore[no-any-return]
 
 
 def _check_indices(indices: np.ndarray, limit: int, op: str) -> None:
@@ -282,7 +282,7 @@ def gather_v2(params: np.ndarray, indices: np.ndarray, axis: np.ndarray, batch_d
     p = params.reshape(n_b, n_o, params.shape[a], n_i)
     idx = indices.reshape(n_b, 1, -1)
     out = p[xp.arange(n_b)[:, None, None], xp.arange(n_o)[None, :, None], idx]  # [n_b, n_o, n_j, n_i]
-    return out.reshape(params.shape[:a] + indices.shape[bd:] + params.shape[a + 1 :])
+    return out.reshape(params.shape[:a] + indices.shape[bd:] + params.shape[a + 1 :])  # type: ignore[no-any-return]
 
 
 def unsorted_segment_sum(data: np.ndarray, segment_ids: np.ndarray, num_segments: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -303,7 +303,7 @@ def unsorted_segment_sum(data: np.ndarray, segment_ids: np.ndarray, num_segments
     keep = flat_ids >= 0
     out = xp.zeros((n,) + inner, dtype=data.dtype)
     xp.add.at(out, flat_ids[keep], rows[keep])
-    return out
+    return out  # type: ignore[no-any-return]
 
 
 def one_hot(indices: np.ndarray, depth: np.ndarray, on_value: np.ndarray, off_value: np.ndarray, axis: int, T: ok.DType, **attrs: Any) -> np.ndarray:
@@ -328,7 +328,7 @@ def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, Tidx: ok.DTy
     n = range_size(s, l, d, _error("Range"))
     if Tidx.is_integer:
         return (int(s) + np.arange(n, dtype=np.int64) * int(d)).astype(Tidx.np)
-    return (s + np.arange(n, dtype=np.float64) * d).astype(Tidx.np)
+    return (s + np.arange(n, dtype=np.float64) * d).astype(Tidx.np)  # type: ignore[no-any-return]
 
 
 def where(input: np.ndarray, **attrs: Any) -> np.ndarray:

@@ -92,7 +92,7 @@ def real_div(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndar
         _check_nonzero("RealDiv", y)
         xp = xp_of(x, y)
         q = _real_div_int(xp.abs(x), xp.abs(y))  # C semantics: truncate toward zero
-        return xp.where((x < 0) != (y < 0), -q, q).astype(T.np)
+        return xp.where((x < 0) != (y < 0), -q, q).astype(T.np)  # type: ignore[no-any-return]
     return _real_div_float(x, y)  # type: ignore[no-any-return]
 
 
@@ -165,7 +165,7 @@ def _rational(z: np.ndarray, num: tuple[float, ...], den: tuple[float, ...], lea
     for i in range(lead):
         xnum = (xnum + num[i]) * z
         xden = (xden + den[i]) * z
-    return (xnum + num[lead]) / (xden + den[lead])  # type: ignore[no-any-return]
+    return (xnum + num[lead]) / (xden + den[lead])
 
 
 def _erfc_tail(y: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -262,7 +262,9 @@ def _accumulator(T: ok.DType) -> Any:
 def _add_reduce(xp: Any, x: Any, axes: tuple[int, ...], keep_dims: bool, dtype: Any) -> Any:
     # numpy's ufunc.reduce directly: np.sum's Python wrapper costs more than a small reduction.
     if xp is np:
-        return np.add.reduce(x, axis=axes, keepdims=keep_dims, dtype=dtype)
+        if keep_dims:  # two calls: numpy's stubs type keepdims as a literal
+            return np.add.reduce(x, axis=axes, dtype=dtype, keepdims=True)
+        return np.add.reduce(x, axis=axes, dtype=dtype)
     return xp.sum(x, axis=axes, keepdims=keep_dims, dtype=dtype)
 
 
@@ -292,7 +294,7 @@ def mean(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: o
     if count == 0:
         return xp.zeros_like(total)  # type: ignore[no-any-return]
     q = total // count  # floor; move the negative quotients with a remainder back toward zero
-    return (q + ((total < 0) & (q * count != total))).astype(T.np)
+    return (q + ((total < 0) & (q * count != total))).astype(T.np)  # type: ignore[no-any-return]
 
 
 def _extreme(op: str, fn: Kernel, lowest: bool) -> Kernel:

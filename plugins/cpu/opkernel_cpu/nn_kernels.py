@@ -70,7 +70,7 @@ def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             if zeros is None:
                 zeros = _ZERO_ROWS.setdefault(x.dtype, np.zeros(1024, x.dtype))
             rows = None if out is None else out.reshape(-1, width)  # a view: out is contiguous like x
-            return np.maximum(x.reshape(-1, width), zeros[:width], out=rows).reshape(x.shape)
+            return np.maximum(x.reshape(-1, width), zeros[:width], out=rows).reshape(x.shape)  # type: ignore[no-any-return]
     return xp_of(x).maximum(x, x.dtype.type(0), out=out)  # type: ignore[no-any-return]
 
 
@@ -115,7 +115,7 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = xp_of(x).exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    return e / e.sum(axis=-1, keepdims=True)  # type: ignore[no-any-return]
 
 
 def _last_axis(op: str, logits: np.ndarray) -> None:
@@ -261,10 +261,10 @@ def bias_add(value: np.ndarray, bias: np.ndarray, data_format: str, **attrs: Any
         # wider channels plain broadcasting wins (the tile costs more than it saves).
         k = math.gcd(value.size // c, 1024 // c)
         if k > 1:
-            return (value.reshape(-1, c * k) + np.tile(bias, k)).reshape(value.shape)
+            return (value.reshape(-1, c * k) + np.tile(bias, k)).reshape(value.shape)  # type: ignore[no-any-return]
     shape = [1] * value.ndim
     shape[axis] = c
-    return value + bias.reshape(shape)
+    return value + bias.reshape(shape)  # type: ignore[no-any-return]
 
 
 def bias_add_grad(out_backprop: np.ndarray, T: ok.DType, data_format: str, **attrs: Any) -> np.ndarray:
@@ -290,7 +290,7 @@ def _to_nhwc(x: np.ndarray, data_format: str) -> np.ndarray:
 
 
 def _from_nhwc(x: np.ndarray, data_format: str) -> np.ndarray:
-    return x if data_format == "NHWC" else xp_of(x).ascontiguousarray(x.transpose(0, 3, 1, 2))  # type: ignore[no-any-return]
+    return x if data_format == "NHWC" else xp_of(x).ascontiguousarray(x.transpose(0, 3, 1, 2))
 
 
 def _nhwc_dims(values: Any, data_format: str) -> tuple[int, int, int, int]:
@@ -509,7 +509,7 @@ def conv2d_backprop_filter(
     wt = _work_type(T)
     cols = _im2col(x.astype(wt, copy=False), win)
     dw = cols.T @ dy.astype(wt, copy=False).reshape(-1, g.out_channels)
-    return dw.reshape(f_shape).astype(T.np, copy=False)
+    return dw.reshape(f_shape).astype(T.np, copy=False)  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------ pooling
@@ -865,7 +865,7 @@ def _counts(h: int, w: int, win: _Window) -> np.ndarray:
         start = np.arange(out) * s - before
         return np.minimum(start + k, size) - np.maximum(start, 0)
 
-    return (inside(h, win.oh, win.kh, win.sh, t)[:, None] * inside(w, win.ow, win.kw, win.sw, l)[None, :])[:, :, None]
+    return (inside(h, win.oh, win.kh, win.sh, t)[:, None] * inside(w, win.ow, win.kw, win.sw, l)[None, :])[:, :, None]  # type: ignore[no-any-return]
 
 
 def avg_pool(value: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
@@ -925,7 +925,7 @@ def fused_mat_mul(
             f"bias must be 1-D with size the number of columns of the product ({out.shape[1]}), "
             f"got shape {list(bias.shape)}",
         )
-    return bias_activation_in_place(out, bias, activation, T)
+    return bias_activation_in_place(out, bias, activation, T)  # type: ignore[no-any-return]
 
 
 def bias_activation_in_place(out: Any, bias: Any, activation: str, T: ok.DType, channel_axis: int = -1) -> Any:
@@ -952,7 +952,7 @@ def fused_conv2d(
     """activation(conv2d + bias), the bias and Relu/Relu6/Tanh written into the
     convolution's output in place: one array instead of three, the values of Conv2D,
     BiasAdd and the activation's kernel run one after the other."""
-    return fused_conv2d_epilogue(conv2d(input, filter, T=T, **attrs), bias, activation, T, attrs["data_format"])
+    return fused_conv2d_epilogue(conv2d(input, filter, T=T, **attrs), bias, activation, T, attrs["data_format"])  # type: ignore[no-any-return]
 
 
 def fused_conv2d_epilogue(out: Any, bias: Any, activation: str, T: ok.DType, data_format: str) -> Any:

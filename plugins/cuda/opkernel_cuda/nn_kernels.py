@@ -58,7 +58,10 @@ def _acc_size(T: ok.DType) -> int:
 
 def softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, **attrs: Any) -> Any:
     xp = xp_of(features, labels)
-    fallback = lambda: cpu.softmax_cross_entropy_with_logits(features, labels, T=T)  # noqa: E731
+
+    def fallback() -> Any:
+        return cpu.softmax_cross_entropy_with_logits(features, labels, T=T)
+
     if xp is np or T.name not in FLOATS or features.ndim != 2 or labels.ndim != 2:
         return fallback()
     try:

@@ -168,12 +168,12 @@ class OpenCLBackend(ok.Backend):
         key = (shape, dtype)
         geometry = self._geometry.get(key)
         if geometry is None:
-            size, acc, strides = 1, dtype.itemsize, []
+            size, acc, steps = 1, dtype.itemsize, []
             for d in reversed(shape):
-                strides.append(acc)
+                steps.append(acc)
                 acc *= max(d, 1)
                 size *= d
-            geometry = self._geometry[key] = (size, tuple(reversed(strides)))
+            geometry = self._geometry[key] = (size, tuple(reversed(steps)))
             if len(self._geometry) > 4096:
                 self._geometry.clear()
         size, strides = geometry
@@ -243,7 +243,7 @@ class OpenCLBackend(ok.Backend):
             return value
         host = getattr(value, "_ok_host", None)
         if host is not None:
-            return host.copy()
+            return host.copy()  # type: ignore[no-any-return]
         out = np.empty(value.shape, value.dtype)
         if value.size:
             self.cl.enqueue_copy(self.queue, out, value.base_data, src_offset=value.offset, is_blocking=True)
@@ -316,7 +316,7 @@ class OpenCLBackend(ok.Backend):
         if bound is None:
             kernel(self.queue, gsize, lsize, *args, global_offset=offset)
         else:
-            self.cl.enqueue_nd_range_kernel(self.queue, bound, gsize, lsize, global_work_offset=offset)
+            self.cl.enqueue_nd_range_kernel(self.queue, bound, gsize, lsize, offset)  # the offset: positional, named differently in pyopencl and its stubs
 
     def launch(self, kernel: Any, gsize: tuple[int, ...], lsize: tuple[int, ...] | None, *args: Any,
                offset: tuple[int, ...] | None = None) -> None:

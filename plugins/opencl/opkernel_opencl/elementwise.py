@@ -15,6 +15,8 @@ An expression sees its inputs as ``a``, ``b``, ``c`` of the input type ``T``.
 
 from __future__ import annotations
 
+import functools
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -97,7 +99,7 @@ def render(spec: Ew, dtype: str) -> str:
 
 
 def _backend() -> OpenCLBackend:
-    return ok.engine.backend_instance("opencl")  # type: ignore[no-any-return]
+    return typing.cast(OpenCLBackend, ok.engine.backend_instance("opencl"))
 
 
 def run(be: OpenCLBackend, spec: Ew, dtype: str, xs: Sequence[Any]) -> Any:
@@ -488,7 +490,7 @@ _ROWS = _table()
 
 
 def _declare(spec: Ew) -> None:
-    family(f"ew:{spec.op}", spec.dtypes)(lambda dtype, spec=spec: render(spec, dtype))
+    family(f"ew:{spec.op}", spec.dtypes)(functools.partial(render, spec))
 
 
 for _spec, _ in _ROWS:

@@ -198,7 +198,10 @@ def _gemm_local(
 ) -> Any:
     nb = int(np.prod(batch, dtype=np.int64)) if batch else 1
     Mp, Np, Kp = (-(-M // LOCAL_TILE) * LOCAL_TILE, -(-N // LOCAL_TILE) * LOCAL_TILE, -(-K // LOCAL_K) * LOCAL_K)
-    k = lambda name: be.programs.kernel("matmul_local", dtype, name, op)  # noqa: E731
+
+    def k(name: str) -> Any:
+        return be.programs.kernel("matmul_local", dtype, name, op)
+
     brank, bshape = np.int32(len(batch)), dims(batch)
     ap = be.new_array((nb * Mp * Kp,), a.dtype)
     bp = be.new_array((nb * Kp * Np,), a.dtype)
@@ -236,7 +239,10 @@ def gemm(
         )
         return out
     Mp, Np = -(-M // RM) * RM, -(-N // RN) * RN
-    k = lambda name: be.programs.kernel("matmul", dtype, name, op)  # noqa: E731
+
+    def k(name: str) -> Any:
+        return be.programs.kernel("matmul", dtype, name, op)
+
     brank = np.int32(len(batch))
     bshape = dims(batch)
     ap = be.new_array((nb * Mp * K,), a.dtype)

@@ -13,6 +13,7 @@ the reduced axes are not adjacent) and picks one of three kernels:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -93,7 +94,7 @@ _OPS = {
     "Max": REALS, "Min": REALS, "All": ("bool",), "Any": ("bool",),
 }
 for _op, _dts in _OPS.items():
-    family(f"reduce:{_op}", _dts)(lambda dtype, op=_op: _source(op, dtype))
+    family(f"reduce:{_op}", _dts)(functools.partial(_source, _op))
 
 
 def _axes(op: str, rank: int, indices: Any) -> tuple[int, ...]:
@@ -200,7 +201,7 @@ __kernel void arg(__global {I}* out, __global const T* x, int R, int I) {{
 
 _ARG_KEYS = tuple(f"{t}:{i}" for t in ALL for i in ("int32", "int64"))
 for _op in ("ArgMax", "ArgMin"):
-    family(f"arg:{_op}", _ARG_KEYS)(lambda key, op=_op: _arg_source(op, key))
+    family(f"arg:{_op}", _ARG_KEYS)(functools.partial(_arg_source, _op))
 
 
 def _arg(op: str) -> Any:
