@@ -356,7 +356,7 @@ def _strided(a: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]) ->
         view = np.ndarray(shape, a.dtype, a, 0, strides)
         view.flags.writeable = False
         return view
-    return as_strided(a, shape, strides, writeable=False)  # type: ignore[no-any-return]
+    return as_strided(a, shape, strides, writeable=False)
 
 
 def _window(
