@@ -770,8 +770,8 @@ def _conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
     x, w = op.inputs
     need_x, need_w = op.needs_input_grad  # a first layer's input gradient is usually not wanted
     return [
-        ops.conv2d_backprop_input(list(x.shape), w, grad, **attrs) if need_x else None,
-        ops.conv2d_backprop_filter(x, list(w.shape), grad, **attrs) if need_w else None,
+        ops.conv2d_backprop_input(constant(tuple(x.shape), x), w, grad, **attrs) if need_x else None,
+        ops.conv2d_backprop_filter(x, constant(tuple(w.shape), w), grad, **attrs) if need_w else None,
     ]
 
 
@@ -781,8 +781,8 @@ def _fused_conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
     need_x, need_w, need_bias = op.needs_input_grad
     dz = _activation_grad_from_output(op.get_attr("activation"), grad, op.outputs[0])
     return [
-        ops.conv2d_backprop_input(list(x.shape), w, dz, **attrs) if need_x else None,
-        ops.conv2d_backprop_filter(x, list(w.shape), dz, **attrs) if need_w else None,
+        ops.conv2d_backprop_input(constant(tuple(x.shape), x), w, dz, **attrs) if need_x else None,
+        ops.conv2d_backprop_filter(x, constant(tuple(w.shape), w), dz, **attrs) if need_w else None,
         ops.bias_add_grad(dz, data_format=attrs["data_format"]) if need_bias else None,
     ]
 
@@ -791,13 +791,13 @@ def _conv2d_backprop_input_grad(op: Any, grad: Tensor) -> list[Any]:
     # output = dx(filter, dy) is linear in each of filter and dy.
     ops, attrs = _ops(), _conv_attrs(op)
     _, w, dy = op.inputs
-    return [None, ops.conv2d_backprop_filter(grad, list(w.shape), dy, **attrs), ops.conv2d(grad, w, **attrs)]
+    return [None, ops.conv2d_backprop_filter(grad, constant(tuple(w.shape), w), dy, **attrs), ops.conv2d(grad, w, **attrs)]
 
 
 def _conv2d_backprop_filter_grad(op: Any, grad: Tensor) -> list[Any]:
     ops, attrs = _ops(), _conv_attrs(op)
     x, _, dy = op.inputs
-    return [ops.conv2d_backprop_input(list(x.shape), grad, dy, **attrs), None, ops.conv2d(x, grad, **attrs)]
+    return [ops.conv2d_backprop_input(constant(tuple(x.shape), x), grad, dy, **attrs), None, ops.conv2d(x, grad, **attrs)]
 
 
 def _pool_attrs_of(op: Any, explicit: bool) -> dict[str, Any]:
@@ -846,7 +846,7 @@ def _max_pool_grad_grad_with_argmax_grad(op: Any, grad: Tensor) -> list[Any]:
 
 
 def _avg_pool_grad(op: Any, grad: Tensor) -> list[Any]:
-    return [_ops().avg_pool_grad(list(op.inputs[0].shape), grad, **_pool_attrs_of(op, explicit=False))]
+    return [_ops().avg_pool_grad(constant(tuple(op.inputs[0].shape), grad), grad, **_pool_attrs_of(op, explicit=False))]
 
 
 def _avg_pool_grad_grad(op: Any, grad: Tensor) -> list[Any]:
