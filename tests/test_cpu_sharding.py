@@ -110,3 +110,84 @@ def test_the_cpu_backend_reports_its_malloc_setting():
     assert default.strip() == "system default (OPKERNEL_CPU_MALLOC=default)"
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
         assert "mmap_threshold=32 MiB, trim_threshold=256 MiB" in tuned
+
+
+def test_the_shard_size_follows_the_ufuncs_cost(threads, monkeypatch):
+    """Transcendental ufuncs shard from 32 K elements, cheap arithmetic only from 512 K."""
+    calls: list[int] = []
+    real = sharding._run_sharded
+    monkeypatch.setattr(sharding, "_run_sharded", lambda *a, **k: calls.append(a[4]) or real(*a, **k))
+    threads(2)
+    x = ok.tensor(np.linspace(-3, 3, 4 * sharding._TRANSCENDENTAL_PER_SHARD, dtype=np.float32), backend="cpu")
+    with ok.use_backend("cpu"):
+        np.testing.assert_array_equal(ok.ops.exp(x).numpy(), np.exp(x.numpy()))
+        assert calls == [sharding._TRANSCENDENTAL_PER_SHARD]
+        np.testing.assert_array_equal(ok.ops.add(x, x).numpy(), x.numpy() + x.numpy())
+        assert calls == [sharding._TRANSCENDENTAL_PER_SHARD]  # too small for a cheap op
+    assert sharding.min_per_shard(np.add) == sharding.MIN_ELEMENTS_PER_SHARD
+    assert sharding.min_per_shard(np.sqrt) < sharding.MIN_ELEMENTS_PER_SHARD
+
+
+def test_an_error_in_a_pool_thread_reaches_the_caller_and_the_pool_recovers():
+    x = np.arange(N, dtype=np.float64)
+
+    def fails_past_the_first_chunk(a, out=None):
+        if a.size and a[0] > 0:  # only the pool threads' chunks start past element 0
+            raise FloatingPointError("chunk failed")
+        return np.negative(a, out=out)
+
+    with pytest.raises(FloatingPointError, match="chunk failed"):
+        sharding._run_sharded(fails_past_the_first_chunk, (x,), 4, False, N // 4, ("fails", x.dtype))
+    assert not sharding._busy.locked()
+    np.testing.assert_array_equal(sharding._run_sharded(np.negative, (x,), 4, False, N // 4, (np.negative, x.dtype)), -x)
+
+
+def test_ops_from_several_threads_at_once_stay_correct(threads):
+    """One op holds the pool at a time; the others run unsharded on their own thread."""
+    threads(2)
+    xs = [np.full(N, i, np.float32) for i in range(4)]
+    results: dict[int, np.ndarray] = {}
+
+    def work(i):
+        with ok.use_backend("cpu"):
+            for _ in range(5):
+                results[i] = ok.ops.add(ok.tensor(xs[i]), ok.tensor(xs[i])).numpy()
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for i in range(4):
+        np.testing.assert_array_equal(results[i], np.full(N, 2 * i, np.float32))
+
+
+def test_changing_the_thread_count_resizes_the_pool(threads):
+    x = ok.tensor(np.ones(N, np.float32), backend="cpu")
+    with ok.use_backend("cpu"):
+        threads(4)
+        ok.ops.add(x, x)
+        assert len(sharding._workers) == 3
+        threads(2)
+        np.testing.assert_array_equal(ok.ops.add(x, x).numpy(), np.full(N, 2, np.float32))
+        assert len(sharding._workers) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_starts_its_own_pool_threads(threads):
+    import multiprocessing
+
+    threads(2)
+    x = ok.tensor(np.ones(N, np.float32), backend="cpu")
+    with ok.use_backend("cpu"):
+        ok.ops.add(x, x)  # the parent's pool thread exists
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        total = pool.apply(_sharded_sum_in_child)
+    assert total == 2.0 * N
+
+
+def _sharded_sum_in_child() -> float:
+    with ok.use_backend("cpu"):
+        x = ok.tensor(np.ones(N, np.float32))
+        return float(ok.ops.add(x, x).numpy().sum(dtype=np.float64))

@@ -21,22 +21,32 @@ import math
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
 import opkernel as ok
 
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+#: The fewest elements worth a shard of their own, by the ufunc's cost per element
+#: (TensorFlow's Shard weighs ``cost_per_unit`` the same way).  A hand-off costs about
+#: 50 µs on this kind of machine (waking the pool thread's idle core, then the caller's
+#: at the join), so a shard must hold ~100 µs of work: a cheap ufunc (add: 0.25 ns an
+#: element in cache, twice that from memory) gains from 512 K elements on, a division
+#: or square root (0.5 ns) from 256 K, a transcendental (exp 4 ns, tanh 7 ns) from 32 K.
+MIN_ELEMENTS_PER_SHARD = 1 << 18
+_DIVIDING_PER_SHARD = 1 << 17
+_TRANSCENDENTAL_PER_SHARD = 1 << 14
+_DIVIDING = {np.true_divide, np.floor_divide, np.remainder, np.fmod, np.sqrt, np.reciprocal}
+_TRANSCENDENTAL = {np.exp, np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1p, np.sin, np.cos, np.tan,
+                   np.arcsin, np.arccos, np.arctan, np.arctan2, np.sinh, np.cosh, np.tanh, np.arcsinh,
+                   np.arccosh, np.arctanh, np.power, np.float_power, np.hypot, np.cbrt}
 
-#: Below this many output elements a kernel runs on the calling thread: the
-#: hand-off to a pool thread (~10 µs) would cost more than it saves.
-MIN_ELEMENTS_PER_SHARD = 1 << 17
 
-_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
+def min_per_shard(fn: Callable[..., Any]) -> int:
+    """The fewest elements a shard of ``fn`` gets (its cost class; see above)."""
+    if fn in _TRANSCENDENTAL:
+        return _TRANSCENDENTAL_PER_SHARD
+    return _DIVIDING_PER_SHARD if fn in _DIVIDING else MIN_ELEMENTS_PER_SHARD
 
 #: Outputs at least this large come from ``_buffers``: above glibc's mmap threshold
 #: (see allocator.py) every fresh array is new memory, page-faulted in as it is first
@@ -97,56 +107,129 @@ def release_buffers() -> int:
     return freed
 
 
-def _executor(threads: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
-    from concurrent.futures import ThreadPoolExecutor  # at the first large op, not when kernels register
-
-    with _lock:
-        if _pool is None or _pool_size != threads:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="opkernel-shard")
-            _pool_size = threads
-        return _pool
+def _chunk(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], out: np.ndarray, lo: int, hi: int, quiet: bool) -> None:
+    """``fn`` over elements ``lo:hi`` of the flattened (C-contiguous) ``arrays``, into ``out``."""
+    args = [a.reshape(-1)[lo:hi] for a in arrays]
+    if quiet:
+        with np.errstate(all="ignore"):  # errstate is per thread: set it where the chunk runs
+            fn(*args, out=out.reshape(-1)[lo:hi])
+    else:
+        fn(*args, out=out.reshape(-1)[lo:hi])
 
 
-def threads() -> int:
-    n = getattr(ok.config, "intra_op_parallelism_threads", None)
-    return int(n) if n else (os.cpu_count() or 1)
+class _Worker:
+    """A pool thread that runs one chunk at a time.  It sleeps on its own lock, so a
+    hand-off is one lock release: about 13 µs to a no-op and back here, against 45-50 µs
+    for a ``ThreadPoolExecutor`` round trip (its future, queue and condition).  The
+    worker cuts its own slices, so the caller starts it before doing anything else:
+    right after a large op the caches are cold, and every Python step before the
+    hand-off costs several times its usual few hundred nanoseconds."""
+
+    def __init__(self, name: str) -> None:
+        self._go = threading.Lock()
+        self._go.acquire()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._job: tuple[Any, ...] | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._loop, name=name, daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self._go.acquire()
+            job = self._job
+            if job is None:  # stop()
+                return
+            try:
+                _chunk(*job)
+            except BaseException as exc:  # handed to the caller by join()
+                self._error = exc
+            self._job = None
+            self._done.release()
+
+    def start(self, job: tuple[Any, ...]) -> None:
+        """Run ``_chunk(*job)`` on this thread."""
+        self._job = job
+        self._go.release()
+
+    def join(self) -> None:
+        self._done.acquire()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def stop(self) -> None:
+        self._job = None
+        self._go.release()
+
+
+#: The pool threads, and the lock held by the one kernel using them: a kernel that finds
+#: them busy (another Python thread is running a sharded op) runs unsharded rather than wait.
+_workers: list[_Worker] = []
+_busy = threading.Lock()
+
+
+def _resize(n_workers: int) -> None:
+    """Start or stop pool threads until there are ``n_workers``; the caller holds ``_busy``."""
+    while len(_workers) > n_workers:
+        _workers.pop().stop()
+    while len(_workers) < n_workers:
+        _workers.append(_Worker(f"opkernel-shard-{len(_workers)}"))
+
+
+def _after_fork() -> None:
+    """A forked child has none of the parent's threads, and may have inherited ``_busy`` held."""
+    global _busy
+    _workers.clear()
+    _busy = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+_CORES = os.cpu_count() or 1
 
 
 #: (ufunc, input dtypes) -> the ufunc's own output dtype.
 _out_dtypes: dict[tuple[Any, ...], np.dtype[Any]] = {}
 
 
-def _quiet(fn: Callable[..., Any], *args: np.ndarray, out: np.ndarray) -> None:
-    with np.errstate(all="ignore"):  # errstate is per thread: set it where the chunk runs
-        fn(*args, out=out)
-
-
-def _run_sharded(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], n_threads: int, quiet: bool) -> np.ndarray:
-    size = arrays[0].size
-    flats = [a.reshape(-1) for a in arrays]
-    key = (fn, *[a.dtype for a in arrays])
+def _run_sharded(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], n_threads: int, quiet: bool,
+                 per_shard: int, key: tuple[Any, ...]) -> np.ndarray:
+    """``fn`` over ``arrays`` (C-contiguous, one shape) in up to ``n_threads`` chunks of at
+    least ``per_shard`` elements; ``key`` is ``(fn, *input dtypes)``."""
+    first = arrays[0]
     dtype = _out_dtypes.get(key)
     if dtype is None:  # the ufunc's own output type (an empty slice: no warnings)
-        dtype = _out_dtypes.setdefault(key, fn(*[f[:0] for f in flats]).dtype)
-    out = _output(arrays[0].shape, dtype)
-    flat_out = out.reshape(-1)
-    shards = min(n_threads, size // MIN_ELEMENTS_PER_SHARD)
-    bounds = [size * i // shards for i in range(shards + 1)]
-    # Every slice is cut before the hand-off, and the pool threads call the ufunc
-    # itself: they need the GIL only to start it, so they start at once.
-    chunks = [([f[lo:hi] for f in flats], flat_out[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
-    pool = _executor(n_threads)
-    if quiet:
-        futures = [pool.submit(_quiet, fn, *args, out=o) for args, o in chunks[1:]]
-        _quiet(fn, *chunks[0][0], out=chunks[0][1])
-    else:
-        futures = [pool.submit(fn, *args, out=o) for args, o in chunks[1:]]
-        fn(*chunks[0][0], out=chunks[0][1])
-    for f in futures:
-        f.result()
+        dtype = _out_dtypes.setdefault(key, fn(*[a.reshape(-1)[:0] for a in arrays]).dtype)
+    size = first.size
+    out = np.empty(first.shape, dtype) if size * dtype.itemsize < MIN_POOLED_BYTES else _output(first.shape, dtype)
+    if not _busy.acquire(blocking=False):  # another thread's op holds the pool
+        _chunk(fn, arrays, out, 0, size, quiet)
+        return out
+    try:
+        shards = min(n_threads, size // per_shard)
+        if len(_workers) != n_threads - 1:
+            _resize(n_threads - 1)
+        started = []
+        try:
+            for i in range(1, shards):
+                worker = _workers[i - 1]
+                worker.start((fn, arrays, out, size * i // shards, size * (i + 1) // shards, quiet))
+                started.append(worker)
+            _chunk(fn, arrays, out, 0, size // shards, quiet)
+        finally:
+            errors = []
+            for worker in started:  # every started chunk finishes before the output is returned
+                try:
+                    worker.join()
+                except BaseException as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+    finally:
+        _busy.release()
     return out
 
 
@@ -154,19 +237,43 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
     """A kernel running the ufunc ``fn`` sharded across threads when that pays.
 
     ``quiet`` silences numpy's floating-point warnings (TensorFlow returns inf
-    and nan without a word).
+    and nan without a word).  Unary and binary ufuncs get kernels of that arity:
+    fewer steps between a large op's start and its hand-off to the pool threads,
+    when every step runs on caches the previous large op has flushed.
     """
+    config = ok.config
+    per_shard = min_per_shard(fn)
+    least = 2 * per_shard
 
-    def kernel(*arrays: np.ndarray) -> Any:
-        first = arrays[0]
-        if first.size >= 2 * MIN_ELEMENTS_PER_SHARD:
-            n = threads()
-            if n > 1 and all(a.shape == first.shape and a.flags.c_contiguous for a in arrays):
-                return _run_sharded(fn, arrays, n, quiet)
+    def plain(*arrays: np.ndarray) -> Any:
         if quiet:
             with np.errstate(all="ignore"):
                 return fn(*arrays)
         return fn(*arrays)
 
-    kernel.__name__ = getattr(fn, "__name__", "elementwise")
-    return kernel
+    def binary(x: np.ndarray, y: np.ndarray) -> Any:
+        if x.size >= least and x.shape == y.shape:
+            n = config.intra_op_parallelism_threads or _CORES
+            if n > 1 and x.flags.c_contiguous and y.flags.c_contiguous:
+                return _run_sharded(fn, (x, y), n, quiet, per_shard, (fn, x.dtype, y.dtype))
+        return plain(x, y) if quiet else fn(x, y)
+
+    def unary(x: np.ndarray) -> Any:
+        if x.size >= least:
+            n = config.intra_op_parallelism_threads or _CORES
+            if n > 1 and x.flags.c_contiguous:
+                return _run_sharded(fn, (x,), n, quiet, per_shard, (fn, x.dtype))
+        return plain(x) if quiet else fn(x)
+
+    def kernel(*arrays: np.ndarray) -> Any:
+        first = arrays[0]
+        if first.size >= least:
+            n = config.intra_op_parallelism_threads or _CORES
+            if n > 1 and all(a.shape == first.shape and a.flags.c_contiguous for a in arrays):
+                return _run_sharded(fn, arrays, n, quiet, per_shard, (fn, *[a.dtype for a in arrays]))
+        return plain(*arrays)
+
+    arity: dict[int, Callable[..., Any]] = {1: unary, 2: binary}
+    chosen = arity.get(getattr(fn, "nin", 0), kernel)
+    chosen.__name__ = getattr(fn, "__name__", "elementwise")
+    return chosen
