@@ -709,3 +709,29 @@ def test_a_result_written_through_numpy_never_changes_a_later_literal_call(backe
         b.numpy()[0] = 100.0  # the CPU backend hands out the tensor's own array
     assert a.numpy().tolist() == [1.0, 2.0]
     assert ok.ops.identity([1.0, 2.0]).numpy().tolist() == [1.0, 2.0]
+
+
+def test_fast_calls_pass_attrs_positionally_by_keyword_and_by_dict(fresh_registry) -> None:
+    """A cached call hands attrs to the kernel the way its signature takes them, including
+    attrs named like Python keywords (which go through a dict) and ops without inputs."""
+    seen: list[tuple[str, Any]] = []
+    ok.register_op("Test>Pos").input("a: float").input("b: float").output("y: float").attr("k: float = 1.0").attr("n: int = 2")
+    ok.register_kernel("Test>Pos", backend="cpu")(lambda a, b, k, n: seen.append(("pos", (k, n))) or a * k + b * n)
+    ok.register_op("Test>KwOnly").input("a: float").input("b: float").input("c: float").output("y: float").attr("k: float = 1.0")
+    ok.register_kernel("Test>KwOnly", backend="cpu")(lambda a, b, c, *, k: seen.append(("kwonly", k)) or (a + b + c) * k)
+    ok.register_op("Test>Keyword").input("a: float").output("y: float").attr("lambda: float = 1.0").attr("s: string = 'x'")
+    ok.register_kernel("Test>Keyword", backend="cpu")(lambda a, **attrs: seen.append(("dict", attrs)) or a * attrs["lambda"])
+    ok.register_op("Test>Nullary").output("y: float").attr("v: float = 7.0")
+    ok.register_kernel("Test>Nullary", backend="cpu")(lambda v: seen.append(("none", v)) or np.float32(v))
+    x = ok.tensor(np.ones(2, np.float32), backend="cpu")
+    with ok.use_backend("cpu"):
+        for _ in range(3):  # the first call files the signature, the others take the compiled call
+            assert ok.ops.test.pos(x, x, k=3.0, n=4).numpy().tolist() == [7.0, 7.0]
+            assert ok.ops.test.kw_only(x, x, x, k=2.0).numpy().tolist() == [6.0, 6.0]
+            assert ok.ops.test.keyword(x, lambda_=5.0).numpy().tolist() == [5.0, 5.0]
+            assert ok.ops.test.nullary(v=2.0).numpy() == np.float32(2.0)
+    assert seen[-4:] == [("pos", (3.0, 4)), ("kwonly", 2.0), ("dict", {"lambda": 5.0, "s": "x"}), ("none", 2.0)]
+    assert len(seen) == 12
+    for op in (ok.ops.test.pos, ok.ops.test.kw_only, ok.ops.test.keyword, ok.ops.test.nullary):
+        (call,) = op.__globals__["_fast"].values()  # each op's signature is filed with its compiled call
+        assert call.__code__.co_filename.startswith("<opkernel fast call")
