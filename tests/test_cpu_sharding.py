@@ -191,3 +191,13 @@ def _sharded_sum_in_child() -> float:
     with ok.use_backend("cpu"):
         x = ok.tensor(np.ones(N, np.float32))
         return float(ok.ops.add(x, x).numpy().sum(dtype=np.float64))
+
+
+def test_pool_threads_hold_no_reference_to_an_output_once_done(threads):
+    """The output pool reuses an array only when nothing references it: the pool threads
+    must let go of the last chunk's arrays as soon as it is done."""
+    threads(2)
+    x = np.ones(N, np.float32)
+    out = sharding._run_sharded(np.add, (x, x), 2, False, sharding.MIN_ELEMENTS_PER_SHARD, (np.add, x.dtype, x.dtype))
+    assert sys.getrefcount(out) == 2  # ``out`` and getrefcount's argument
+    assert sys.getrefcount(x) == 2
