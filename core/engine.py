@@ -1058,17 +1058,16 @@ def call({params}):
 """
 
 
-def _compiled_call(fn: Callable[..., Any], n_inputs: int, kw: dict[str, Any], wrap: Callable[..., Tensor], *env: Any) -> Callable[..., Tensor]:
+def _compiled_call(fn: Callable[..., Any], n_inputs: int, kw: dict[str, Any], env: dict[str, Any]) -> Callable[..., Tensor]:
     """The fast call of a function kernel with ``n_inputs`` single-tensor inputs, compiled
     with its attrs written into the kernel call: positionally when they are the plain
     parameters after the inputs (``mat_mul(a, b, transpose_a, transpose_b)``), else as
     keyword arguments.  A call spreading a tuple or dict (``fn(a, b, *extra)``,
     ``fn(a, b, **kw)``) takes CPython's generic call path: 0.45 us more on a 4x4 MatMul.
-    ``wrap`` covers outputs that need converting; the common case is written out inline,
-    one Python call less."""
-    names = ("Tensor", "dt", "be", "name", "native", "npdt", "op_def", "attrs")
-    namespace: dict[str, Any] = dict(zip(names, env))
-    namespace.update(fn=fn, wrap=wrap, RECORDING=RECORDING, record_op=record_op, _raise_translated=_raise_translated)
+    ``env`` holds the template's other names; its ``wrap`` covers outputs that need
+    converting, while the common case is written out inline, one Python call less."""
+    namespace: dict[str, Any] = dict(env, fn=fn, Tensor=Tensor, RECORDING=RECORDING, record_op=record_op,
+                                     _raise_translated=_raise_translated)
     params = [f"x{i}" for i in range(n_inputs)]
     args = [f"{p}._value" for p in params]
     extra = _positional_attrs(fn, n_inputs, kw) if kw else ()
@@ -1089,7 +1088,7 @@ def _compiled_call(fn: Callable[..., Any], n_inputs: int, kw: dict[str, Any], wr
 
 
 def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], out_lengths: list[int | None]) -> Callable[..., Any] | None:
-    """A closure running the whole call for the common case — a function kernel, single
+    """A compiled function running the whole call for the common case — a function kernel, single
     tensors in, one tensor out, nothing in host memory — with no per-call work beyond
     the kernel, the output check and the tape check."""
     if (
@@ -1113,7 +1112,8 @@ def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], o
             record_op(op_def, attrs, inputs, (t,))
         return t
 
-    return _compiled_call(fn, len(in_lengths), kw, wrap, Tensor, dt, be, name, native, npdt, op_def, attrs)
+    env = dict(wrap=wrap, dt=dt, be=be, name=name, native=native, npdt=npdt, op_def=op_def, attrs=attrs)
+    return _compiled_call(fn, len(in_lengths), kw, env)
 
 
 def _fast_multi_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]) -> Callable[..., Any]:

@@ -239,7 +239,7 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
     """A kernel running the ufunc ``fn`` sharded across threads when that pays.
 
     ``quiet`` silences numpy's floating-point warnings (TensorFlow returns inf
-    and nan without a word).  Unary and binary ufuncs get kernels of that arity:
+    and nan without a word).  ``fn`` is a unary or binary ufunc; its kernel has that arity:
     fewer steps between a large op's start and its hand-off to the pool threads,
     when every step runs on caches the previous large op has flushed.
     """
@@ -247,35 +247,27 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
     per_shard = min_per_shard(fn)
     least = 2 * per_shard
 
-    def plain(*arrays: np.ndarray) -> Any:
-        if quiet:
-            with np.errstate(all="ignore"):
-                return fn(*arrays)
-        return fn(*arrays)
+    def silenced(*arrays: np.ndarray) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(*arrays)
 
     def binary(x: np.ndarray, y: np.ndarray) -> Any:
         if x.size >= least and x.shape == y.shape:
             n = config.intra_op_parallelism_threads or _CORES
             if n > 1 and x.flags.c_contiguous and y.flags.c_contiguous:
                 return _run_sharded(fn, (x, y), n, quiet, per_shard, (fn, x.dtype, y.dtype))
-        return plain(x, y) if quiet else fn(x, y)
+        return silenced(x, y) if quiet else fn(x, y)
 
     def unary(x: np.ndarray) -> Any:
         if x.size >= least:
             n = config.intra_op_parallelism_threads or _CORES
             if n > 1 and x.flags.c_contiguous:
                 return _run_sharded(fn, (x,), n, quiet, per_shard, (fn, x.dtype))
-        return plain(x) if quiet else fn(x)
+        return silenced(x) if quiet else fn(x)
 
-    def kernel(*arrays: np.ndarray) -> Any:
-        first = arrays[0]
-        if first.size >= least:
-            n = config.intra_op_parallelism_threads or _CORES
-            if n > 1 and all(a.shape == first.shape and a.flags.c_contiguous for a in arrays):
-                return _run_sharded(fn, arrays, n, quiet, per_shard, (fn, *[a.dtype for a in arrays]))
-        return plain(*arrays)
-
-    arity: dict[int, Callable[..., Any]] = {1: unary, 2: binary}
-    chosen = arity.get(getattr(fn, "nin", 0), kernel)
+    nin = getattr(fn, "nin", None)
+    if nin not in (1, 2):
+        raise TypeError(f"elementwise kernels wrap unary or binary ufuncs, got {fn!r}")
+    chosen = unary if nin == 1 else binary
     chosen.__name__ = getattr(fn, "__name__", "elementwise")
     return chosen
