@@ -455,6 +455,8 @@ CONV_CASES = [
                 "dilations": [1, 1, 2, 1]}),
     *conv_rows("explicit-s1-wide-pad", (1, 3, 3, 2), (2, 2, 2, 2),  # padding beyond the kernel's extent
                {"strides": [1, 1, 1, 1], "padding": "EXPLICIT", "explicit_paddings": [0, 0, 3, 0, 1, 2, 0, 0]}),
+    # More channels than the channel blocks of per-position kernels (OpenCL on CPU devices).
+    *conv_rows("same-s2-wide", (1, 5, 6, 20), (3, 3, 20, 3), {"strides": [1, 2, 2, 1], "padding": "SAME"}),
     *conv_rows("nchw", (1, 2, 5, 4), (3, 2, 2, 3),
                {"strides": [1, 1, 2, 1], "padding": "SAME", "data_format": "NCHW"}),
     *conv_rows("nchw-explicit-dilated", (1, 1, 5, 5), (2, 2, 1, 2),
@@ -632,6 +634,37 @@ def test_max_pool_grad_tiling_windows_with_relu_ties(
     dy = np.random.default_rng(2).standard_normal(y.shape).astype(np.float32)
     dx = ops.max_pool_grad(x, y, dy, **attrs)
     np.testing.assert_array_equal(dx.numpy(), ref_max_pool_grad(x, y.numpy(), dy, **attrs))
+
+
+@pytest.mark.parametrize("k, s, padding", [((2, 2), (2, 2), "VALID"), ((2, 2), (3, 3), "VALID"),
+                                           ((2, 2), (2, 2), "SAME"), ((3, 3), (2, 2), "SAME")])
+def test_max_pool_and_grad_over_many_channels(k: tuple[int, int], s: tuple[int, int], padding: str, backend: str) -> None:
+    # 37 channels: two whole blocks and a part of the channel blocks that per-position
+    # kernels loop over (OpenCL on CPU devices), with Relu's ties and a nan in the first
+    # element of a window (which takes its gradient).
+    rng = np.random.default_rng(3)
+    x = np.maximum(rng.standard_normal((2, 5, 7, 37)), 0).astype(np.float32)
+    x[0, 0, 0, 20] = np.nan
+    attrs = pool(k, s, padding)
+    y = ops.max_pool(x, **attrs)
+    np.testing.assert_array_equal(y.numpy(), ref_max_pool(x, **attrs))
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    dx = ops.max_pool_grad(x, y, dy, **attrs)  # overlapping windows sum in another order than the reference
+    np.testing.assert_allclose(dx.numpy(), ref_max_pool_grad(x, y.numpy(), dy, **attrs), rtol=1e-6, atol=1e-6)
+
+
+def test_max_pool_grad_nan_after_a_window_start_never_takes_the_gradient(backend: str) -> None:
+    # TensorFlow's rule on every backend: a nan wins only as its window's first element.
+    x = np.zeros((1, 2, 2, 20), np.float32)
+    x[0, :, :, 19] = [[1.0, np.nan], [3.0, 2.0]]
+    attrs = pool((2, 2), (2, 2), "VALID")
+    y = ops.max_pool(x, **attrs)
+    assert np.isnan(y.numpy()[0, 0, 0, 19])
+    dx = ops.max_pool_grad(x, y, np.full(y.shape, 2.0, np.float32), **attrs).numpy()
+    expect = np.zeros(x.shape, np.float32)
+    expect[0, 0, 0, :19] = 2.0  # all-zero windows: the first position
+    expect[0, 1, 0, 19] = 2.0  # 3.0, the first maximum after the window's start
+    np.testing.assert_array_equal(dx, expect)
 
 
 @pytest.mark.parametrize("strides", [(1, 1), (3, 3)])

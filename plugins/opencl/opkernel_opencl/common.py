@@ -29,6 +29,19 @@ def dims(values: Sequence[int]) -> np.ndarray:
     return out
 
 
+def fast_divisor(d: int) -> tuple[int, int]:
+    """(multiplier, shift) with which the kernels' ``fdiv(n, m, s)`` computes ``n / d`` for
+    0 <= n < 2**31 by a multiply-high, an add and a shift (Granlund and Montgomery,
+    "Division by invariant integers using multiplication", 1994; CUTLASS's FastDivmod).
+    The multiplier is returned as the int32 of its 32 bits, as a ``dims_t`` holds it.
+    (0, 0) for d < 1, a size whose kernels never run."""
+    if d < 1:
+        return 0, 0
+    s = (d - 1).bit_length()  # ceil(log2(d))
+    m = ((1 << 32) * ((1 << s) - d)) // d + 1  # < 2**32 since 2**(s-1) < d
+    return (m - (1 << 32) if m >= 1 << 31 else m), s
+
+
 def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(*shapes))

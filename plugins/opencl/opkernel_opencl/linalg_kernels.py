@@ -65,25 +65,29 @@ def _matmul_source(dtype: str) -> str:
 #define T {T}
 #define RM {RM}
 #define RN {RN}
-// Ap[b][M/RM][K][RM] from A: element (m, k) of batch b at a_off(b) + m*sm + k*sk.
+// Ap[b][Mp/RM][K][RM] from A: element (m, k) of batch b at a_off(b) + m*sm + k*sk.  Work-item
+// (k*RM + r, mb, b) of a 3-D range, dimension 0 padded to whole work-groups: the only
+// divisions are by RM, a constant (a division by a runtime size costs more than the copy).
 __kernel void pack_a(__global T* restrict Ap, __global const T* restrict A, int M, int K, int Mp,
                      int sm, int sk, int brank, dims_t bshape, dims_t bstr) {{
-  int i = get_global_id(0);
-  int r = i % RM; int t = i / RM; int k = t % K; t /= K; int mb = t % (Mp / RM); int b = t / (Mp / RM);
+  int i = get_global_id(0); if (i >= K * RM) return;
+  int mb = get_global_id(1); int b = get_global_id(2);
+  int r = i % RM; int k = i / RM;
   int off = 0; int q = b;
   for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; off += (q % n) * bstr.v[d]; q /= n; }}
   int m = mb * RM + r;
-  Ap[i] = m < M ? A[off + m * sm + k * sk] : (T)0;
+  Ap[((long)b * (Mp / RM) + mb) * K * RM + i] = m < M ? A[off + m * sm + k * sk] : (T)0;
 }}
-// Bp[b][N/RN][K][RN] from B: element (k, n) at b_off(b) + k*sk + n*sn.
+// Bp[b][Np/RN][K][RN] from B: element (k, n) at b_off(b) + k*sk + n*sn; as pack_a.
 __kernel void pack_b(__global T* restrict Bp, __global const T* restrict B, int K, int N, int Np,
                      int sk, int sn, int brank, dims_t bshape, dims_t bstr) {{
-  int i = get_global_id(0);
-  int c = i % RN; int t = i / RN; int k = t % K; t /= K; int nb = t % (Np / RN); int b = t / (Np / RN);
+  int i = get_global_id(0); if (i >= K * RN) return;
+  int nb = get_global_id(1); int b = get_global_id(2);
+  int c = i % RN; int k = i / RN;
   int off = 0; int q = b;
   for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; off += (q % n) * bstr.v[d]; q /= n; }}
   int n = nb * RN + c;
-  Bp[i] = n < N ? B[off + k * sk + n * sn] : (T)0;
+  Bp[((long)b * (Np / RN) + nb) * K * RN + i] = n < N ? B[off + k * sk + n * sn] : (T)0;
 }}
 // C[b] = A[b] B[b] for small products: one work-item per element, A and B read in place.
 __kernel void mm_small(__global T* restrict C, __global const T* restrict A, __global const T* restrict B,
@@ -117,6 +121,15 @@ __kernel void mm(__global T* restrict C, __global const T* restrict Ap, __global
 }}
 #undef T
 """
+
+
+#: Work-group size along dimension 0 of the packing launches (PoCL vectorises groups of 64).
+_GROUP = 64
+
+
+def _groups_of(n: int) -> int:
+    """``n`` rounded up to whole work-groups of ``_GROUP``."""
+    return -(-n // _GROUP) * _GROUP
 
 
 LOCAL_TILE, LOCAL_K = 64, 16
@@ -247,10 +260,10 @@ def gemm(
     bshape = dims(batch)
     ap = be.new_array((nb * Mp * K,), a.dtype)
     bp = be.new_array((nb * Np * K,), a.dtype)
-    be.launch1d(k("pack_a"), ap.size, ap.base_data, a.base_data, np.int32(M), np.int32(K), np.int32(Mp),
-                np.int32(a_mk[0]), np.int32(a_mk[1]), brank, bshape, dims(a_batch))
-    be.launch1d(k("pack_b"), bp.size, bp.base_data, b.base_data, np.int32(K), np.int32(N), np.int32(Np),
-                np.int32(b_kn[0]), np.int32(b_kn[1]), brank, bshape, dims(b_batch))
+    be.launch(k("pack_a"), (_groups_of(K * RM), Mp // RM, nb), (_GROUP, 1, 1), ap.base_data, a.base_data, np.int32(M),
+              np.int32(K), np.int32(Mp), np.int32(a_mk[0]), np.int32(a_mk[1]), brank, bshape, dims(a_batch))
+    be.launch(k("pack_b"), (_groups_of(K * RN), Np // RN, nb), (_GROUP, 1, 1), bp.base_data, b.base_data, np.int32(K),
+              np.int32(N), np.int32(Np), np.int32(b_kn[0]), np.int32(b_kn[1]), brank, bshape, dims(b_batch))
     be.launch(k("mm"), (Mp // RM, Np // RN, nb), (1, 1, 1), out.base_data, ap.base_data, bp.base_data,
               np.int32(M), np.int32(N), np.int32(K), np.int32(Mp), np.int32(Np))
     return out

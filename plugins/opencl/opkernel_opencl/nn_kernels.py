@@ -11,6 +11,7 @@ deterministic.  Layout NCHW is handled by transposing to NHWC and back.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,7 +23,7 @@ from opkernel.ops.nn_ops import (
 
 from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
-from .common import FLOATS, dims, fail, scalar
+from .common import FLOATS, dims, fail, fast_divisor, scalar
 from .linalg_kernels import TILES, bias_activation_in_place, gemm
 from .elementwise import float32_compute
 from .programs import family
@@ -175,8 +176,18 @@ class Window(NamedTuple):
     pt: int
     pl: int
 
-    def args(self, oc: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        return dims(self[:8]), dims(list(self[8:]) + [oc])
+    def args(self, oc: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The kernels' geometry arguments g1 to g4 (``_GEOMETRY``)."""
+        return _window_args(self, oc)
+
+
+@functools.lru_cache(maxsize=256)  # a model's few layer geometries, launched every step
+def _window_args(win: Window, oc: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    magic = [fast_divisor(d) for d in (win.c, win.ow, win.oh, win.w, win.h, win.sh, win.sw)]
+    out = dims(win[:8]), dims(list(win[8:]) + [oc]), dims([m for m, _ in magic]), dims([s for _, s in magic])
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def _window(op: str, x_shape: tuple[int, ...], khw: tuple[int, int], attrs: dict[str, Any], dilations: Any) -> Window:
@@ -229,6 +240,19 @@ _GEOMETRY = """
 #define DW g2.v[3]
 #define PT g2.v[4]
 #define PL g2.v[5]
+// Divisions by the geometry's runtime sizes, as multiplications (fdiv; g3: multipliers, g4: shifts)
+#define DIV_C(n) fdiv(n, g3.v[0], g4.v[0])
+#define DIV_OW(n) fdiv(n, g3.v[1], g4.v[1])
+#define DIV_OH(n) fdiv(n, g3.v[2], g4.v[2])
+#define DIV_W(n) fdiv(n, g3.v[3], g4.v[3])
+#define DIV_H(n) fdiv(n, g3.v[4], g4.v[4])
+#define DIV_SH(n) fdiv(n, g3.v[5], g4.v[5])
+#define DIV_SW(n) fdiv(n, g3.v[6], g4.v[6])
+// (n, oh, ow, c) of output element i; (n, h, w, c) of input element i (NHWC)
+#define OUT_INDEX(i) int t_ = DIV_C(i); int c = (i) - t_ * C; int u_ = DIV_OW(t_); int ow = t_ - u_ * OW; \
+  int n = DIV_OH(u_); int oh = u_ - n * OH;
+#define IN_INDEX(i) int t_ = DIV_C(i); int c = (i) - t_ * C; int u_ = DIV_W(t_); int w = t_ - u_ * W; \
+  int n = DIV_H(u_); int h = u_ - n * H;
 """
 
 
@@ -238,31 +262,60 @@ def _window_source(dtype: str) -> str:
     lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
     return f"""
 #define T {T}
-#define ISNAN(v) {"isnan(v)" if dtype in FLOATS else "0"}
+#define ISNAN(v) {"OK_ISNAN(v)" if dtype in FLOATS else "0"}
 {_GEOMETRY}
-__kernel void im2col(__global T* cols, __global const T* x, dims_t g1, dims_t g2) {{
-  int i = get_global_id(0);
-  int c = i % C; int t = i / C; int j = t % KW; t /= KW; int ii = t % KH; t /= KH;
-  int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
-  int h = oh * SH - PT + ii * DH; int w = ow * SW - PL + j * DW;
-  cols[i] = (h >= 0 && h < H && w >= 0 && w < W) ? x[((n * H + h) * W + w) * C + c] : (T)0;
+// Work-item (p, ii) copies row ii of output position p's window: KW runs of C channels.
+// The divisions by runtime sizes (finding n, oh, ow from p) are paid once per KW * C
+// elements, not once per element: they cost more than the copy itself.
+__kernel void im2col(__global T* cols, __global const T* x, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+  int p = get_global_id(0); if (p >= N * OH * OW) return;
+  int ii = get_global_id(1);
+  int t = DIV_OW(p); int ow = p - t * OW; int n = DIV_OH(t); int oh = t - n * OH;
+  int h = oh * SH - PT + ii * DH;
+  __global T* dst = cols + ((long)p * KH + ii) * KW * C;
+  if (h < 0 || h >= H) {{
+    for (int e = 0; e < KW * C; ++e) dst[e] = (T)0;
+    return;
+  }}
+  __global const T* row = x + ((long)n * H + h) * W * C;
+  for (int j = 0; j < KW; ++j) {{
+    int w = ow * SW - PL + j * DW;
+    if (w >= 0 && w < W) {{ for (int c = 0; c < C; ++c) dst[j * C + c] = row[w * C + c]; }}
+    else {{ for (int c = 0; c < C; ++c) dst[j * C + c] = (T)0; }}
+  }}
 }}
 // dx[n, h, w, c] = sum of the column entries that im2col copied from (n, h, w, c).
-__kernel void col2im(__global T* dx, __global const T* dcols, dims_t g1, dims_t g2) {{
+__kernel void col2im(__global T* dx, __global const T* dcols, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int w = t % W; t /= W; int h = t % H; int n = t / H;
+  IN_INDEX(i)
   T acc = 0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int hh = h + PT - ii * DH; if (hh < 0 || hh % SH) continue; int oh = hh / SH; if (oh >= OH) continue;
+    int hh = h + PT - ii * DH; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
-      int ww = w + PL - j * DW; if (ww < 0 || ww % SW) continue; int ow = ww / SW; if (ow >= OW) continue;
+      int ww = w + PL - j * DW; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
       acc += dcols[((((n * OH + oh) * OW + ow) * KH + ii) * KW + j) * C + c];
     }}
   }}
   dx[i] = acc;
 }}
+// col2im's version for CPU devices: work-item q, an input position (n, h, w), sums the
+// column entries of its C channels tap by tap (the taps' checks paid once per C elements).
+__kernel void col2im_rows(__global T* restrict dx, __global const T* restrict dcols, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+  int q = get_global_id(0); if (q >= N * H * W) return;
+  int t = DIV_W(q); int w = q - t * W; int n = DIV_H(t); int h = t - n * H;
+  __global T* d = dx + (long)q * C;
+  for (int c = 0; c < C; ++c) d[c] = (T)0;
+  for (int ii = 0; ii < KH; ++ii) {{
+    int hh = h + PT - ii * DH; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int ww = w + PL - j * DW; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
+      __global const T* src = dcols + ((((long)(n * OH + oh) * OW + ow) * KH + ii) * KW + j) * C;
+      for (int c = 0; c < C; ++c) d[c] += src[c];
+    }}
+  }}
+}}
 // The first maximum of a window in row-major order, never a padding position: h * W + w.
-inline int window_argmax(__global const T* x, int n, int oh, int ow, int c, dims_t g1, dims_t g2) {{
+inline int window_argmax(__global const T* x, int n, int oh, int ow, int c, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int best_at = -1; T best = {lowest};
   for (int ii = 0; ii < KH; ++ii) {{
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
@@ -274,9 +327,9 @@ inline int window_argmax(__global const T* x, int n, int oh, int ow, int c, dims
   }}
   return best_at;
 }}
-__kernel void max_pool(__global T* out, __global const T* x, dims_t g1, dims_t g2) {{
+__kernel void max_pool(__global T* out, __global const T* x, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  OUT_INDEX(i)
   T best = {lowest};
   for (int ii = 0; ii < KH; ++ii) {{
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
@@ -287,12 +340,66 @@ __kernel void max_pool(__global T* out, __global const T* x, dims_t g1, dims_t g
   }}
   out[i] = best;
 }}
+// CPU devices take the *_rows kernels: work-item p, an output position, does the C channels of
+// its window in an inner loop the compiler vectorises.  One work-item per element runs the
+// window's bounds checks and index arithmetic per element, unvectorised: 6x slower on PoCL.
+#define POS_INDEX(p) int t_ = DIV_OW(p); int ow = (p) - t_ * OW; int n = DIV_OH(t_); int oh = t_ - n * OH;
+__kernel void max_pool_rows(__global T* restrict out, __global const T* restrict x, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+  int p = get_global_id(0); if (p >= N * OH * OW) return;
+  POS_INDEX(p)
+  __global T* o = out + (long)p * C;
+  for (int c = 0; c < C; ++c) o[c] = {lowest};
+  for (int ii = 0; ii < KH; ++ii) {{
+    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      __global const T* v = x + (((long)n * H + h) * W + w) * C;
+      for (int c = 0; c < C; ++c) {{ T a = v[c]; T b = o[c]; o[c] = (a > b || ISNAN(a)) ? a : b; }}  // NaN propagates
+    }}
+  }}
+}}
+// max_pool_grad_scatter's rows version: window_argmax's rule for CH channels at a time (the
+// best value and its tap per channel in private arrays), then each tap's row of dx written.
+#define CH 16
+__kernel void max_pool_grad_scatter_rows(__global T* restrict dx, __global const T* restrict x, __global const T* restrict dy,
+                                         dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+  int p = get_global_id(0); if (p >= N * OH * OW) return;
+  POS_INDEX(p)
+  for (int c0 = 0; c0 < C; c0 += CH) {{
+    int nc = min(CH, C - c0);
+    T best[CH]; int at[CH];
+    for (int e = 0; e < CH; ++e) {{ best[e] = (T)0; at[e] = -1; }}
+    for (int ii = 0; ii < KH; ++ii) {{
+      int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+      for (int j = 0; j < KW; ++j) {{
+        int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+        __global const T* v = x + (((long)n * H + h) * W + w) * C + c0;
+        int here = h * W + w;
+        for (int e = 0; e < nc; ++e) {{
+          T a = v[e]; int take = at[e] < 0 || a > best[e];
+          best[e] = take ? a : best[e]; at[e] = take ? here : at[e];
+        }}
+      }}
+    }}
+    __global const T* g = dy + (long)p * C + c0;
+    for (int ii = 0; ii < KH; ++ii) {{
+      int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+      for (int j = 0; j < KW; ++j) {{
+        int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+        __global T* d = dx + (((long)n * H + h) * W + w) * C + c0;
+        int here = h * W + w;
+        for (int e = 0; e < nc; ++e) d[e] = at[e] == here ? g[e] : (T)0;
+      }}
+    }}
+  }}
+}}
+#undef CH
 // MaxPoolGrad where windows never overlap (strides >= window): one launch, each window
 // writing its gradient at its argmax and zeros at its other positions.
-__kernel void max_pool_grad_scatter(__global T* dx, __global const T* x, __global const T* dy, dims_t g1, dims_t g2) {{
+__kernel void max_pool_grad_scatter(__global T* dx, __global const T* x, __global const T* dy, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
-  int a = window_argmax(x, n, oh, ow, c, g1, g2);
+  OUT_INDEX(i)
+  int a = window_argmax(x, n, oh, ow, c, g1, g2, g3, g4);
   T g = dy[i];
   for (int ii = 0; ii < KH; ++ii) {{
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
@@ -304,39 +411,39 @@ __kernel void max_pool_grad_scatter(__global T* dx, __global const T* x, __globa
 }}
 // Overlapping windows: MaxPoolGrad in two launches: each window's argmax once (max_pool_argmax), then every
 // input element gathers the gradients of the windows whose argmax it is (no atomics).
-__kernel void max_pool_argmax(__global int* argmax, __global const T* x, dims_t g1, dims_t g2) {{
+__kernel void max_pool_argmax(__global int* argmax, __global const T* x, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
-  argmax[i] = window_argmax(x, n, oh, ow, c, g1, g2);
+  OUT_INDEX(i)
+  argmax[i] = window_argmax(x, n, oh, ow, c, g1, g2, g3, g4);
 }}
-__kernel void max_pool_grad(__global T* dx, __global const int* argmax, __global const T* dy, dims_t g1, dims_t g2) {{
+__kernel void max_pool_grad(__global T* dx, __global const int* argmax, __global const T* dy, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int w = t % W; t /= W; int h = t % H; int n = t / H;
+  IN_INDEX(i)
   T acc = 0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int hh = h + PT - ii; if (hh < 0 || hh % SH) continue; int oh = hh / SH; if (oh >= OH) continue;
+    int hh = h + PT - ii; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
-      int ww = w + PL - j; if (ww < 0 || ww % SW) continue; int ow = ww / SW; if (ow >= OW) continue;
+      int ww = w + PL - j; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
       int o = ((n * OH + oh) * OW + ow) * C + c;
       if (argmax[o] == h * W + w) acc += dy[o];
     }}
   }}
   dx[i] = acc;
 }}
-__kernel void max_pool_grad_grad(__global T* out, __global const T* x, __global const T* gg, dims_t g1, dims_t g2) {{
+__kernel void max_pool_grad_grad(__global T* out, __global const T* x, __global const T* gg, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
-  int a = window_argmax(x, n, oh, ow, c, g1, g2);
+  OUT_INDEX(i)
+  int a = window_argmax(x, n, oh, ow, c, g1, g2, g3, g4);
   out[i] = a < 0 ? (T)0 : gg[(n * H * W + a) * C + c];
 }}
-inline int window_count(int oh, int ow, dims_t g1, dims_t g2) {{
+inline int window_count(int oh, int ow, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int hs = oh * SH - PT; int he = min(hs + KH, H); hs = max(hs, 0);
   int ws = ow * SW - PL; int we = min(ws + KW, W); ws = max(ws, 0);
   return max((he - hs) * (we - ws), 1);
 }}
-__kernel void avg_pool(__global T* out, __global const T* x, dims_t g1, dims_t g2) {{
+__kernel void avg_pool(__global T* out, __global const T* x, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  OUT_INDEX(i)
   T acc = 0;
   for (int ii = 0; ii < KH; ++ii) {{
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
@@ -345,17 +452,17 @@ __kernel void avg_pool(__global T* out, __global const T* x, dims_t g1, dims_t g
       acc += x[((n * H + h) * W + w) * C + c];
     }}
   }}
-  out[i] = acc / (T)window_count(oh, ow, g1, g2);
+  out[i] = acc / (T)window_count(oh, ow, g1, g2, g3, g4);
 }}
-__kernel void avg_pool_grad(__global T* dx, __global const T* dy, dims_t g1, dims_t g2) {{
+__kernel void avg_pool_grad(__global T* dx, __global const T* dy, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int w = t % W; t /= W; int h = t % H; int n = t / H;
+  IN_INDEX(i)
   T acc = 0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int hh = h + PT - ii; if (hh < 0 || hh % SH) continue; int oh = hh / SH; if (oh >= OH) continue;
+    int hh = h + PT - ii; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
-      int ww = w + PL - j; if (ww < 0 || ww % SW) continue; int ow = ww / SW; if (ow >= OW) continue;
-      acc += dy[((n * OH + oh) * OW + ow) * C + c] / (T)window_count(oh, ow, g1, g2);
+      int ww = w + PL - j; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
+      acc += dy[((n * OH + oh) * OW + ow) * C + c] / (T)window_count(oh, ow, g1, g2, g3, g4);
     }}
   }}
   dx[i] = acc;
@@ -375,7 +482,9 @@ def _conv_window(op: str, x_shape: tuple[int, ...], f_shape: tuple[int, ...], at
 def _im2col(be: OpenCLBackend, op: str, x: Any, win: Window, dtype: str) -> Any:
     cols = be.new_array((win.n * win.oh * win.ow, win.kh * win.kw * win.c), x.dtype)
     if cols.size:
-        be.launch1d(be.programs.kernel("window", dtype, "im2col", op), cols.size, cols.base_data, x.base_data, *win.args())
+        positions = win.n * win.oh * win.ow
+        be.launch(be.programs.kernel("window", dtype, "im2col", op), (-(-positions // 64) * 64, win.kh), (64, 1),
+                  cols.base_data, x.base_data, *win.args())
     return cols
 
 
@@ -434,7 +543,12 @@ def conv2d_backprop_input(input_sizes: np.ndarray, filter: Any, out_backprop: An
     dcols = gemm(be, op, _check_conv_type(op, T), dy, filter, P, K, oc, (oc, 1), (1, oc))
     dx = be.new_array(x_shape, dy.dtype)
     if dx.size:
-        be.launch1d(be.programs.kernel("window", T.name, "col2im", op), dx.size, dx.base_data, dcols.base_data, *win.args())
+        if be.is_cpu:
+            positions = win.n * win.h * win.w
+            be.launch(be.programs.kernel("window", T.name, "col2im_rows", op), (-(-positions // 64) * 64,), (64,),
+                      dx.base_data, dcols.base_data, *win.args())
+        else:
+            be.launch1d(be.programs.kernel("window", T.name, "col2im", op), dx.size, dx.base_data, dcols.base_data, *win.args())
     return _from_nhwc(be, op, dx, fmt)
 
 
@@ -468,6 +582,12 @@ def _pool_window(op: str, x_shape: tuple[int, ...], attrs: dict[str, Any]) -> Wi
     return _window(op, x_shape, (kh, kw), attrs, None)
 
 
+def _launch_rows(be: OpenCLBackend, kernel: Any, win: Window, *buffers: Any) -> None:
+    """A ``*_rows`` kernel: one work-item per output position, in work-groups of 64."""
+    positions = win.n * win.oh * win.ow
+    be.launch(kernel, (-(-positions // 64) * 64,), (64,), *buffers, *win.args())
+
+
 def _pool(op: str, name: str) -> Any:
     def kernel(*inputs: Any, T: ok.DType, **attrs: Any) -> Any:
         fmt = attrs["data_format"]
@@ -478,7 +598,10 @@ def _pool(op: str, name: str) -> Any:
         win = _pool_window(op, x.shape, attrs)
         out = be.new_array((win.n, win.oh, win.ow, win.c), x.dtype)
         if out.size:
-            be.launch1d(be.programs.kernel("window", T.name, name, op), out.size, out.base_data, x.base_data, *win.args())
+            if name == "max_pool" and be.is_cpu:
+                _launch_rows(be, be.programs.kernel("window", T.name, "max_pool_rows", op), win, out.base_data, x.base_data)
+            else:
+                be.launch1d(be.programs.kernel("window", T.name, name, op), out.size, out.base_data, x.base_data, *win.args())
         return _from_nhwc(be, op, out, fmt)
 
     kernel.__name__ = op
@@ -498,8 +621,12 @@ def max_pool_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType, **a
         covered = (win.sh, win.sw) == (win.kh, win.kw) and win.oh * win.sh - win.pt >= win.h and win.ow * win.sw - win.pl >= win.w
         dx = be.new_array(x.shape, x.dtype) if covered else zeros(be, op, x.shape, x.dtype)
         if dx.size and dy.size:
-            be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad_scatter", op), dy.size, dx.base_data,
-                        x.base_data, dy.base_data, *win.args())
+            if be.is_cpu:
+                _launch_rows(be, be.programs.kernel("window", T.name, "max_pool_grad_scatter_rows", op), win,
+                             dx.base_data, x.base_data, dy.base_data)
+            else:
+                be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad_scatter", op), dy.size, dx.base_data,
+                            x.base_data, dy.base_data, *win.args())
         return _from_nhwc(be, op, dx, fmt)
     dx = be.new_array(x.shape, x.dtype)
     if dx.size:
@@ -535,15 +662,15 @@ def _argmax_pool_source(key: str) -> str:
     return f"""
 #define T {T}
 #define I {I}
-#define ISNAN(v) {"isnan(v)" if dtype in FLOATS else "0"}
+#define ISNAN(v) {"OK_ISNAN(v)" if dtype in FLOATS else "0"}
 {_GEOMETRY}
 // MaxPoolWithArgmax: out = the window's maximum (NaN propagates, as MaxPool), argmax = the flat
 // index of its first maximum in row-major order, a NaN winning only as the first element
 // (window_argmax's rule, TensorFlow's CPU one), the batch counted when with_batch.
 __kernel void max_pool_with_argmax(__global T* out, __global I* argmax, __global const T* x, int with_batch,
-                                   dims_t g1, dims_t g2) {{
+                                   dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  OUT_INDEX(i)
   int best_at = -1; T best = {lowest}; T top = {lowest};
   for (int ii = 0; ii < KH; ++ii) {{
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
@@ -560,15 +687,15 @@ __kernel void max_pool_with_argmax(__global T* out, __global I* argmax, __global
 // MaxPoolGradWithArgmax as a gather (no atomics): each input element sums the gradients of
 // the windows holding it whose argmax is its own index.
 __kernel void max_pool_grad_with_argmax(__global T* dx, __global const I* argmax, __global const T* dy,
-                                        int with_batch, dims_t g1, dims_t g2) {{
+                                        int with_batch, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int w = t % W; t /= W; int h = t % H; int n = t / H;
+  IN_INDEX(i)
   I me = with_batch ? (I)i : (I)((h * W + w) * C + c);
   T acc = 0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int hh = h + PT - ii; if (hh < 0 || hh % SH) continue; int oh = hh / SH; if (oh >= OH) continue;
+    int hh = h + PT - ii; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
-      int ww = w + PL - j; if (ww < 0 || ww % SW) continue; int ow = ww / SW; if (ow >= OW) continue;
+      int ww = w + PL - j; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
       int o = ((n * OH + oh) * OW + ow) * C + c;
       if (argmax[o] == me) acc += dy[o];
     }}
@@ -579,9 +706,9 @@ __kernel void max_pool_grad_with_argmax(__global T* dx, __global const I* argmax
 // writes its gradient at its argmax and zeros at its other positions (an index outside the window
 // is ignored, as by the gather above).
 __kernel void max_pool_grad_with_argmax_scatter(__global T* dx, __global const I* argmax, __global const T* dy,
-                                                int with_batch, dims_t g1, dims_t g2) {{
+                                                int with_batch, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  int c = i % C; int t = i / C; int ow = t % OW; t /= OW; int oh = t % OH; int n = t / OH;
+  OUT_INDEX(i)
   I a = argmax[i]; T g = dy[i];
   I base = with_batch ? (I)n * H * W * C : (I)0;
   for (int ii = 0; ii < KH; ++ii) {{
@@ -594,9 +721,9 @@ __kernel void max_pool_grad_with_argmax_scatter(__global T* dx, __global const I
 }}
 // MaxPoolGradGradWithArgmax: each output takes gg at its argmax (0 for an index outside the input).
 __kernel void max_pool_grad_grad_with_argmax(__global T* out, __global const I* argmax, __global const T* gg,
-                                             int with_batch, dims_t g1, dims_t g2) {{
+                                             int with_batch, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
-  long n = i / (OH * OW * C); long image = (long)H * W * C;
+  long n = DIV_OH(DIV_OW(DIV_C(i))); long image = (long)H * W * C;
   long a = (long)argmax[i];
   long limit = with_batch ? N * image : image;
   out[i] = (a >= 0 && a < limit) ? gg[with_batch ? a : n * image + a] : (T)0;

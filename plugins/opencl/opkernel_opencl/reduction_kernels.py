@@ -31,8 +31,8 @@ LS = 64
 
 _COMBINE = {
     "Sum": ("a + b", "a + b"), "Mean": ("a + b", "a + b"), "Prod": ("a * b", "a * b"),
-    "Max": ("(a >= b || isnan(a)) ? a : b", "a >= b ? a : b"),
-    "Min": ("(a <= b || isnan(a)) ? a : b", "a <= b ? a : b"),
+    "Max": ("(a >= b || OK_ISNAN(a)) ? a : b", "a >= b ? a : b"),
+    "Min": ("(a <= b || OK_ISNAN(a)) ? a : b", "a <= b ? a : b"),
     "All": ("a && b", "a && b"), "Any": ("a || b", "a || b"),
 }
 
@@ -185,7 +185,7 @@ def _arg_source(op: str, key: str) -> str:
     dtype, index = key.split(":")
     T, I = ctype(ok.as_dtype(dtype)), ctype(ok.as_dtype(index))
     cmp = ">" if op == "ArgMax" else "<"
-    nan = "|| (isnan(v) && !isnan(best))" if dtype in FLOATS else ""
+    nan = "|| (OK_ISNAN(v) && !OK_ISNAN(best))" if dtype in FLOATS else ""
     return f"""
 #define T {T}
 __kernel void arg(__global {I}* out, __global const T* x, int R, int I) {{
