@@ -439,3 +439,29 @@ def test_float16_is_stored_as_half_and_computed_in_float32(be: Any) -> None:
     np.testing.assert_allclose(ok.ops.mat_mul(t, t, transpose_b=True).numpy(), (x.astype(np.float32) @ x.T.astype(np.float32)), rtol=2e-3, atol=5e-2)
     np.testing.assert_array_equal(ok.ops.cast(t, DstT=ok.float32).numpy(), x.astype(np.float32))
     assert ok.ops.zeros_like(t).numpy().dtype == np.float16 and ok.ops.ones_like(t).numpy().min() == 1
+
+
+@pytest.mark.parametrize("k, s, padding", [((2, 2), (2, 2), "VALID"), ((2, 2), (3, 3), "SAME")])
+def test_window_kernels_of_both_device_types_agree(be: Any, monkeypatch: pytest.MonkeyPatch, k: Any, s: Any, padding: str) -> None:
+    # CPU devices take per-position pooling and col2im kernels, GPUs one work-item per
+    # element: on this device, run both and compare them with the cpu backend.
+    rng = np.random.default_rng(5)
+    x = np.maximum(rng.standard_normal((2, 6, 7, 19)), 0).astype(np.float32)  # Relu's ties
+    x[1, 0, 0, 3] = np.nan
+    pool = {"ksize": [1, *k, 1], "strides": [1, *s, 1], "padding": padding}
+    w = rng.standard_normal((3, 3, 19, 4)).astype(np.float32)
+    conv = {"strides": [1, 2, 2, 1], "padding": "SAME"}
+    dy = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+
+    def run(backend: str) -> list[np.ndarray]:
+        with ok.use_backend(backend):
+            y = ok.ops.max_pool(x, **pool)
+            g = ok.ops.max_pool_grad(x, y, np.ones(y.shape, np.float32) * 2, **pool)
+            dx = ok.ops.conv2d_backprop_input(np.array(x.shape, np.int32), w, dy, **conv)
+            return [y.numpy(), g.numpy(), dx.numpy()]
+
+    expect = run("cpu")
+    for is_cpu in (True, False):
+        monkeypatch.setattr(be, "is_cpu", is_cpu)
+        for got, want in zip(run("opencl"), expect):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
