@@ -315,7 +315,7 @@ __kernel void col2im_rows(__global T* restrict dx, __global const T* restrict dc
   }}
 }}
 // The first maximum of a window in row-major order, never a padding position: h * W + w.
-inline int window_argmax(__global const T* x, int n, int oh, int ow, int c, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+inline int window_argmax(__global const T* x, int n, int oh, int ow, int c, dims_t g1, dims_t g2) {{
   int best_at = -1; T best = {lowest};
   for (int ii = 0; ii < KH; ++ii) {{
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
@@ -399,7 +399,7 @@ __kernel void max_pool_grad_scatter_rows(__global T* restrict dx, __global const
 __kernel void max_pool_grad_scatter(__global T* dx, __global const T* x, __global const T* dy, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
   OUT_INDEX(i)
-  int a = window_argmax(x, n, oh, ow, c, g1, g2, g3, g4);
+  int a = window_argmax(x, n, oh, ow, c, g1, g2);
   T g = dy[i];
   for (int ii = 0; ii < KH; ++ii) {{
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
@@ -414,7 +414,7 @@ __kernel void max_pool_grad_scatter(__global T* dx, __global const T* x, __globa
 __kernel void max_pool_argmax(__global int* argmax, __global const T* x, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
   OUT_INDEX(i)
-  argmax[i] = window_argmax(x, n, oh, ow, c, g1, g2, g3, g4);
+  argmax[i] = window_argmax(x, n, oh, ow, c, g1, g2);
 }}
 __kernel void max_pool_grad(__global T* dx, __global const int* argmax, __global const T* dy, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
@@ -433,10 +433,10 @@ __kernel void max_pool_grad(__global T* dx, __global const int* argmax, __global
 __kernel void max_pool_grad_grad(__global T* out, __global const T* x, __global const T* gg, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
   OUT_INDEX(i)
-  int a = window_argmax(x, n, oh, ow, c, g1, g2, g3, g4);
+  int a = window_argmax(x, n, oh, ow, c, g1, g2);
   out[i] = a < 0 ? (T)0 : gg[(n * H * W + a) * C + c];
 }}
-inline int window_count(int oh, int ow, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+inline int window_count(int oh, int ow, dims_t g1, dims_t g2) {{
   int hs = oh * SH - PT; int he = min(hs + KH, H); hs = max(hs, 0);
   int ws = ow * SW - PL; int we = min(ws + KW, W); ws = max(ws, 0);
   return max((he - hs) * (we - ws), 1);
@@ -452,7 +452,7 @@ __kernel void avg_pool(__global T* out, __global const T* x, dims_t g1, dims_t g
       acc += x[((n * H + h) * W + w) * C + c];
     }}
   }}
-  out[i] = acc / (T)window_count(oh, ow, g1, g2, g3, g4);
+  out[i] = acc / (T)window_count(oh, ow, g1, g2);
 }}
 __kernel void avg_pool_grad(__global T* dx, __global const T* dy, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
@@ -462,7 +462,7 @@ __kernel void avg_pool_grad(__global T* dx, __global const T* dy, dims_t g1, dim
     int hh = h + PT - ii; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
       int ww = w + PL - j; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
-      acc += dy[((n * OH + oh) * OW + ow) * C + c] / (T)window_count(oh, ow, g1, g2, g3, g4);
+      acc += dy[((n * OH + oh) * OW + ow) * C + c] / (T)window_count(oh, ow, g1, g2);
     }}
   }}
   dx[i] = acc;
@@ -482,9 +482,8 @@ def _conv_window(op: str, x_shape: tuple[int, ...], f_shape: tuple[int, ...], at
 def _im2col(be: OpenCLBackend, op: str, x: Any, win: Window, dtype: str) -> Any:
     cols = be.new_array((win.n * win.oh * win.ow, win.kh * win.kw * win.c), x.dtype)
     if cols.size:
-        positions = win.n * win.oh * win.ow
-        be.launch(be.programs.kernel("window", dtype, "im2col", op), (-(-positions // 64) * 64, win.kh), (64, 1),
-                  cols.base_data, x.base_data, *win.args())
+        _launch_positions(be, be.programs.kernel("window", dtype, "im2col", op), win.n * win.oh * win.ow, win,
+                          cols.base_data, x.base_data, depth=win.kh)
     return cols
 
 
@@ -544,9 +543,8 @@ def conv2d_backprop_input(input_sizes: np.ndarray, filter: Any, out_backprop: An
     dx = be.new_array(x_shape, dy.dtype)
     if dx.size:
         if be.is_cpu:
-            positions = win.n * win.h * win.w
-            be.launch(be.programs.kernel("window", T.name, "col2im_rows", op), (-(-positions // 64) * 64,), (64,),
-                      dx.base_data, dcols.base_data, *win.args())
+            _launch_positions(be, be.programs.kernel("window", T.name, "col2im_rows", op), win.n * win.h * win.w, win,
+                              dx.base_data, dcols.base_data)
         else:
             be.launch1d(be.programs.kernel("window", T.name, "col2im", op), dx.size, dx.base_data, dcols.base_data, *win.args())
     return _from_nhwc(be, op, dx, fmt)
@@ -582,10 +580,10 @@ def _pool_window(op: str, x_shape: tuple[int, ...], attrs: dict[str, Any]) -> Wi
     return _window(op, x_shape, (kh, kw), attrs, None)
 
 
-def _launch_rows(be: OpenCLBackend, kernel: Any, win: Window, *buffers: Any) -> None:
-    """A ``*_rows`` kernel: one work-item per output position, in work-groups of 64."""
-    positions = win.n * win.oh * win.ow
-    be.launch(kernel, (-(-positions // 64) * 64,), (64,), *buffers, *win.args())
+def _launch_positions(be: OpenCLBackend, kernel: Any, positions: int, win: Window, *buffers: Any, depth: int = 1) -> None:
+    """A kernel with a work-item per spatial position (and ``depth`` along dimension 1):
+    im2col and the ``*_rows`` kernels, in work-groups of 64 (the kernels skip the padding)."""
+    be.launch(kernel, (-(-positions // 64) * 64, depth), (64, 1), *buffers, *win.args())
 
 
 def _pool(op: str, name: str) -> Any:
@@ -599,7 +597,8 @@ def _pool(op: str, name: str) -> Any:
         out = be.new_array((win.n, win.oh, win.ow, win.c), x.dtype)
         if out.size:
             if name == "max_pool" and be.is_cpu:
-                _launch_rows(be, be.programs.kernel("window", T.name, "max_pool_rows", op), win, out.base_data, x.base_data)
+                _launch_positions(be, be.programs.kernel("window", T.name, "max_pool_rows", op), win.n * win.oh * win.ow,
+                                  win, out.base_data, x.base_data)
             else:
                 be.launch1d(be.programs.kernel("window", T.name, name, op), out.size, out.base_data, x.base_data, *win.args())
         return _from_nhwc(be, op, out, fmt)
@@ -622,8 +621,8 @@ def max_pool_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType, **a
         dx = be.new_array(x.shape, x.dtype) if covered else zeros(be, op, x.shape, x.dtype)
         if dx.size and dy.size:
             if be.is_cpu:
-                _launch_rows(be, be.programs.kernel("window", T.name, "max_pool_grad_scatter_rows", op), win,
-                             dx.base_data, x.base_data, dy.base_data)
+                _launch_positions(be, be.programs.kernel("window", T.name, "max_pool_grad_scatter_rows", op),
+                                  win.n * win.oh * win.ow, win, dx.base_data, x.base_data, dy.base_data)
             else:
                 be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad_scatter", op), dy.size, dx.base_data,
                             x.base_data, dy.base_data, *win.args())
