@@ -465,3 +465,26 @@ def test_window_kernels_of_both_device_types_agree(be: Any, monkeypatch: pytest.
         monkeypatch.setattr(be, "is_cpu", is_cpu)
         for got, want in zip(run("opencl"), expect):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("activation", ["Identity", "Relu", "Relu6", "Elu", "Sigmoid", "Tanh"])
+def test_dense_epilogues_of_both_device_types_agree(be: Any, monkeypatch: pytest.MonkeyPatch, activation: str) -> None:
+    # FusedMatMul and FusedConv2D add the bias per row on CPU devices and per element
+    # over an (N, rows) range on GPUs: run both on this device against the cpu backend.
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((67, 13)).astype(np.float32), rng.standard_normal((13, 19)).astype(np.float32) * 3
+    bias = rng.standard_normal(19).astype(np.float32)
+    x, w = rng.standard_normal((2, 5, 6, 3)).astype(np.float32), rng.standard_normal((3, 3, 3, 7)).astype(np.float32)
+    conv_bias = rng.standard_normal(7).astype(np.float32)
+
+    def run(backend: str) -> list[np.ndarray]:
+        with ok.use_backend(backend):
+            y = ok.ops.fused_mat_mul(a, b, bias, activation=activation)
+            z = ok.ops.fused_conv2d(x, w, conv_bias, strides=[1, 1, 1, 1], padding="SAME", activation=activation)
+            return [y.numpy(), z.numpy()]
+
+    expect = run("cpu")
+    for is_cpu in (True, False):
+        monkeypatch.setattr(be, "is_cpu", is_cpu)
+        for got, want in zip(run("opencl"), expect):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -66,28 +66,31 @@ def _matmul_source(dtype: str) -> str:
 #define RM {RM}
 #define RN {RN}
 // Ap[b][Mp/RM][K][RM] from A: element (m, k) of batch b at a_off(b) + m*sm + k*sk.  Work-item
-// (k*RM + r, mb, b) of a 3-D range, dimension 0 padded to whole work-groups: the only
-// divisions are by RM, a constant (a division by a runtime size costs more than the copy).
+// (k, mb, b) of a 3-D range (dimension 0 padded to whole work-groups) copies the RM values of
+// row k of panel mb.  On a CPU device a work-item per element ran 4-6x slower: its index
+// arithmetic and a gather with runtime strides, for each element copied.
 __kernel void pack_a(__global T* restrict Ap, __global const T* restrict A, int M, int K, int Mp,
                      int sm, int sk, int brank, dims_t bshape, dims_t bstr) {{
-  int i = get_global_id(0); if (i >= K * RM) return;
+  int k = get_global_id(0); if (k >= K) return;
   int mb = get_global_id(1); int b = get_global_id(2);
-  int r = i % RM; int k = i / RM;
-  int off = 0; int q = b;
+  long off = 0; int q = b;
   for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; off += (q % n) * bstr.v[d]; q /= n; }}
-  int m = mb * RM + r;
-  Ap[((long)b * (Mp / RM) + mb) * K * RM + i] = m < M ? A[off + m * sm + k * sk] : (T)0;
+  __global const T* src = A + off + (long)mb * RM * sm + (long)k * sk;
+  __global T* dst = Ap + (((long)b * (Mp / RM) + mb) * K + k) * RM;
+  if (mb * RM + RM <= M) {{ for (int r = 0; r < RM; ++r) dst[r] = src[r * sm]; }}
+  else {{ for (int r = 0; r < RM; ++r) dst[r] = mb * RM + r < M ? src[r * sm] : (T)0; }}
 }}
 // Bp[b][Np/RN][K][RN] from B: element (k, n) at b_off(b) + k*sk + n*sn; as pack_a.
 __kernel void pack_b(__global T* restrict Bp, __global const T* restrict B, int K, int N, int Np,
                      int sk, int sn, int brank, dims_t bshape, dims_t bstr) {{
-  int i = get_global_id(0); if (i >= K * RN) return;
+  int k = get_global_id(0); if (k >= K) return;
   int nb = get_global_id(1); int b = get_global_id(2);
-  int c = i % RN; int k = i / RN;
-  int off = 0; int q = b;
+  long off = 0; int q = b;
   for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; off += (q % n) * bstr.v[d]; q /= n; }}
-  int n = nb * RN + c;
-  Bp[((long)b * (Np / RN) + nb) * K * RN + i] = n < N ? B[off + k * sk + n * sn] : (T)0;
+  __global const T* src = B + off + (long)k * sk + (long)nb * RN * sn;
+  __global T* dst = Bp + (((long)b * (Np / RN) + nb) * K + k) * RN;
+  if (nb * RN + RN <= N) {{ for (int c = 0; c < RN; ++c) dst[c] = src[c * sn]; }}
+  else {{ for (int c = 0; c < RN; ++c) dst[c] = nb * RN + c < N ? src[c * sn] : (T)0; }}
 }}
 // C[b] = A[b] B[b] for small products: one work-item per element, A and B read in place.
 __kernel void mm_small(__global T* restrict C, __global const T* restrict A, __global const T* restrict B,
@@ -260,9 +263,9 @@ def gemm(
     bshape = dims(batch)
     ap = be.new_array((nb * Mp * K,), a.dtype)
     bp = be.new_array((nb * Np * K,), a.dtype)
-    be.launch(k("pack_a"), (_groups_of(K * RM), Mp // RM, nb), (_GROUP, 1, 1), ap.base_data, a.base_data, np.int32(M),
+    be.launch(k("pack_a"), (_groups_of(K), Mp // RM, nb), (_GROUP, 1, 1), ap.base_data, a.base_data, np.int32(M),
               np.int32(K), np.int32(Mp), np.int32(a_mk[0]), np.int32(a_mk[1]), brank, bshape, dims(a_batch))
-    be.launch(k("pack_b"), (_groups_of(K * RN), Np // RN, nb), (_GROUP, 1, 1), bp.base_data, b.base_data, np.int32(K),
+    be.launch(k("pack_b"), (_groups_of(K), Np // RN, nb), (_GROUP, 1, 1), bp.base_data, b.base_data, np.int32(K),
               np.int32(N), np.int32(Np), np.int32(b_kn[0]), np.int32(b_kn[1]), brank, bshape, dims(b_batch))
     be.launch(k("mm"), (Mp // RM, Np // RN, nb), (1, 1, 1), out.base_data, ap.base_data, bp.base_data,
               np.int32(M), np.int32(N), np.int32(K), np.int32(Mp), np.int32(Np))
@@ -295,10 +298,19 @@ def _dense_source(dtype: str) -> str:
     T = ctype(ok.as_dtype(dtype))
     kernels = "\n".join(
         f"__kernel void bias_{name.lower()}(__global T* restrict y, __global const T* restrict bias, int N) {{\n"
-        f"  int i = get_global_id(0); T a = y[i] + bias[i % N]; y[i] = {expr};\n}}"
+        f"  int c = get_global_id(0); long i = (long)get_global_id(1) * N + c; T a = y[i] + bias[c]; y[i] = {expr};\n}}\n"
+        f"__kernel void bias_{name.lower()}_rows(__global T* restrict y, __global const T* restrict bias, int N, int R) {{\n"
+        f"  int r = get_global_id(0); if (r >= R) return; __global T* p = y + (long)r * N;\n"
+        f"  for (int c = 0; c < N; ++c) {{ T a = p[c] + bias[c]; p[c] = {expr}; }}\n}}"
         for name, expr in ACTIVATIONS.items()
     )
-    return f"#define T {T}\n{FLOAT_HELPERS}\n// y = activation(y + bias), in place on a fresh [M, N] product.\n{kernels}\n#undef T\n"
+    return (
+        f"#define T {T}\n{FLOAT_HELPERS}\n"
+        "// y = activation(y + bias), in place on a fresh [R, N] product: a work-item per element\n"
+        "// over an (N, R) range (GPUs), or per row (_rows, CPU devices, where a bias index found\n"
+        "// by a division per element, i % N, ran 20x slower than the loop over a row).\n"
+        f"{kernels}\n#undef T\n"
+    )
 
 
 def fused_mat_mul(
@@ -320,8 +332,14 @@ def bias_activation_in_place(op: str, out: Any, bias: Any, activation: str, T: o
     dimension is the bias' (FusedMatMul's product, FusedConv2D's NHWC output)."""
     if out.size:
         be = BE()
-        k = be.programs.kernel("dense", T.name, f"bias_{activation.lower()}", op)
-        be.launch1d(k, out.size, out.base_data, bias.base_data, np.int32(out.shape[-1]))
+        N = out.shape[-1]
+        R = out.size // N
+        name = f"bias_{activation.lower()}"
+        if be.is_cpu:
+            be.launch(be.programs.kernel("dense", T.name, name + "_rows", op), (-(-R // 64) * 64,), (64,),
+                      out.base_data, bias.base_data, np.int32(N), np.int32(R))
+        else:
+            be.launch(be.programs.kernel("dense", T.name, name, op), (N, R), None, out.base_data, bias.base_data, np.int32(N))
     return out
 
 
