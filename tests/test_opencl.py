@@ -327,6 +327,8 @@ def test_both_matmul_variants(be: Any, variant: str, monkeypatch: pytest.MonkeyP
         y = (rng.standard_normal((33, 65)) * 4).astype(dtype)
         got = ok.ops.batch_mat_mul(x, y).numpy()
         np.testing.assert_allclose(got, np.matmul(x, y), rtol=1e-4, atol=1e-3)
+        y64 = y[:, :64].copy()  # whole column blocks: the packed kernel's vector stores
+        np.testing.assert_allclose(ok.ops.batch_mat_mul(x, y64).numpy(), np.matmul(x, y64), rtol=1e-4, atol=1e-3)
         got = ok.ops.mat_mul(x[0].T.copy(), y, transpose_a=True).numpy()
         np.testing.assert_allclose(got, x[0] @ y, rtol=1e-4, atol=1e-3)
 
@@ -487,4 +489,30 @@ def test_dense_epilogues_of_both_device_types_agree(be: Any, monkeypatch: pytest
     for is_cpu in (True, False):
         monkeypatch.setattr(be, "is_cpu", is_cpu)
         for got, want in zip(run("opencl"), expect):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 50, 37), 1), ((70, 16), 0), ((2, 5, 3, 19), 1), ((9, 4), 0)])
+def test_column_reductions_of_both_device_types_agree(be: Any, monkeypatch: pytest.MonkeyPatch, shape: Any, axis: int) -> None:
+    # Reductions over a non-last axis take a work-item per block of 16 outputs on CPU
+    # devices and one per output on GPUs: run both against the cpu backend (a partial
+    # last block, nan in Max/Min, integers, booleans).
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[5] = np.nan
+    xi = (np.nan_to_num(x) * 10).astype(np.int32)
+    xb = rng.random(shape) > 0.3
+    g = rng.standard_normal((4 * shape[0], 16 + shape[-1] % 5)).astype(np.float32)
+
+    def run(backend: str) -> list[np.ndarray]:
+        with ok.use_backend(backend):
+            out = [f(v, [axis]).numpy() for f in (ok.ops.sum, ok.ops.max, ok.ops.min, ok.ops.mean) for v in (x, xi)]
+            out.append(ok.ops.prod(x, [axis]).numpy())
+            out += [ok.ops.all(xb, [axis]).numpy(), ok.ops.any(xb, [axis]).numpy(), ok.ops.bias_add_grad(g).numpy()]
+            return out
+
+    expect = run("cpu")
+    for is_cpu in (True, False):
+        monkeypatch.setattr(be, "is_cpu", is_cpu)
+        for got, want in zip(run("opencl"), expect, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -4,7 +4,9 @@ ArgMin.  One table in ``register_all``.
 The host groups the input as [outer, reduced, inner] (transposing first when
 the reduced axes are not adjacent) and picks one of three kernels:
 
-* ``cols``  (inner > 1): one work-item per output, striding through the reduced axis;
+* ``cols``  (inner > 1): one work-item per output, striding through the reduced axis
+  (GPUs: neighbouring work-items read neighbouring addresses); on CPU devices
+  ``cols_block``, one work-item per block of 16 outputs streaming the rows;
 * ``rows1`` (inner == 1, short rows or many of them): one work-item per row;
 * ``tree``  (inner == 1, long rows): a work-group of 64 per chunk of a row, a tree
   reduction in local memory; rows split into several chunks get a second pass
@@ -28,6 +30,8 @@ from .elementwise import float32_compute
 from .programs import family
 
 LS = 64
+#: Outputs per work-item of ``cols_block``.
+CB = 16
 
 _COMBINE = {
     "Sum": ("a + b", "a + b"), "Mean": ("a + b", "a + b"), "Prod": ("a * b", "a * b"),
@@ -57,6 +61,7 @@ def _source(op: str, dtype: str) -> str:
     return f"""
 #define T {T}
 #define LS {LS}
+#define CB {CB}
 inline T combine(T a, T b) {{ return {combine}; }}
 inline T finish(T a, int count) {{ return {final}; }}
 __kernel void rows1(__global T* out, __global const T* x, int R, int count) {{
@@ -69,6 +74,22 @@ __kernel void cols(__global T* out, __global const T* x, int R, int I, int count
   __global const T* p = x + (long)o * R * I + i; T acc = {_identity(op, dtype)};
   for (int r = 0; r < R; ++r) acc = combine(acc, p[(long)r * I]);
   out[g] = finish(acc, count);
+}}
+// cols on CPU devices: a work-item per block of CB adjacent outputs, streaming the rows
+// (one work-item per output strides through memory and is not vectorised: 2x slower).
+__kernel void cols_block(__global T* out, __global const T* x, int R, int I, int count) {{
+  int c0 = get_global_id(0) * CB; int o = get_global_id(1); if (c0 >= I) return;
+  __global const T* p = x + (long)o * R * I + c0; __global T* q = out + (long)o * I + c0;
+  T acc[CB];
+  for (int c = 0; c < CB; ++c) acc[c] = {_identity(op, dtype)};
+  if (c0 + CB <= I) {{
+    for (int r = 0; r < R; ++r, p += I) for (int c = 0; c < CB; ++c) acc[c] = combine(acc[c], p[c]);
+    for (int c = 0; c < CB; ++c) q[c] = finish(acc[c], count);
+  }} else {{
+    int w = I - c0;
+    for (int r = 0; r < R; ++r, p += I) for (int c = 0; c < w; ++c) acc[c] = combine(acc[c], p[c]);
+    for (int c = 0; c < w; ++c) q[c] = finish(acc[c], count);
+  }}
 }}
 __kernel void tree(__global T* out, __global const T* x, int R, int G, int chunk, int count, int last) {{
   __local T scratch[LS];
@@ -151,7 +172,11 @@ def reduce(be: OpenCLBackend, op: str, x: Any, axes: tuple[int, ...], keep: bool
     out = be.new_array(out_shape, x.dtype)
     count = np.int32(R)
     if I > 1:
-        be.launch1d(be.programs.kernel(fam, dtype, "cols", op), n_out, out.base_data, grouped.base_data, np.int32(R), np.int32(I), count)
+        if be.is_cpu:
+            be.launch(be.programs.kernel(fam, dtype, "cols_block", op), (-(-I // CB), O), None, out.base_data,
+                      grouped.base_data, np.int32(R), np.int32(I), count)
+        else:
+            be.launch1d(be.programs.kernel(fam, dtype, "cols", op), n_out, out.base_data, grouped.base_data, np.int32(R), np.int32(I), count)
         return out
     if R <= 256 or (O >= 64 and R <= 8192):
         be.launch1d(be.programs.kernel(fam, dtype, "rows1", op), O, out.base_data, grouped.base_data, np.int32(R), count)
