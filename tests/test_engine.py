@@ -735,3 +735,24 @@ def test_fast_calls_pass_attrs_positionally_by_keyword_and_by_dict(fresh_registr
     for op in (ok.ops.test.pos, ok.ops.test.kw_only, ok.ops.test.keyword, ok.ops.test.nullary):
         (call,) = op.__globals__["_fast"].values()  # each op's signature is filed with its compiled call
         assert call.__code__.co_filename.startswith("<opkernel fast call")
+
+
+def test_wrappers_named_like_builtins_leave_later_lookups_working() -> None:
+    # Generated wrappers become globals of opkernel.ops: ``any``, ``all``, ``sum`` and
+    # friends then shadow the builtins there; lookups of other ops and namespaces made
+    # afterwards must still work.  A fresh interpreter: no wrapper generated yet.
+    code = (
+        "import numpy as np, opkernel as ok\n"
+        "b = np.array([[True, False]])\n"
+        "assert ok.ops.any(b, [1]).numpy().tolist() == [True]\n"
+        "assert ok.ops.all(b, [1]).numpy().tolist() == [False]\n"
+        "assert ok.ops.sum(np.ones(3, np.float32), [0]).numpy() == 3\n"
+        "ok.register_op('Builtins>Probe').input('x: float').output('y: float')\n"
+        "ok.register_kernel('Builtins>Probe', backend='*')(lambda x: x)\n"
+        "assert ok.ops.builtins.probe(np.ones(2, np.float32)).numpy().tolist() == [1.0, 1.0]\n"
+        "assert ok.ops.zeros_like(np.ones(2, np.float32)).numpy().tolist() == [0.0, 0.0]\n"
+        "assert 'any' in dir(ok.ops) and 'builtins' in dir(ok.ops)\n"
+    )
+    env = {**os.environ, "OPKERNEL_BACKEND": "cpu"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr

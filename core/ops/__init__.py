@@ -7,6 +7,7 @@ Wrappers are generated on first access from the OpDef (``ok.ops.zero_out``,
 
 from __future__ import annotations
 
+import builtins as _builtins
 import pkgutil
 import threading
 from typing import Any, Callable
@@ -17,6 +18,8 @@ from ._gen import make_wrapper, split_namespace
 #: Submodules of this package: names the import system may probe, never op lookups.
 _SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__))
 _lock = threading.RLock()
+#: Wrappers made so far: module globals, so some shadow builtins here (any, all, sum, max,
+#: min, abs, pow, range, slice, complex); this module calls builtins through ``_builtins``.
 _generated: set[str] = set()
 _index: dict[tuple[str | None, str], str] = {}
 _index_version = -1
@@ -67,7 +70,7 @@ def __getattr__(attr: str) -> Any:
         op_name = index.get((None, attr))
         if op_name is not None:
             value: Any = wrapper(op_name)
-        elif any(ns == attr for ns, _ in index):
+        elif _builtins.any(ns == attr for ns, _ in index):  # `any` may be the Any op's wrapper here
             value = Namespace(attr)
         else:
             raise AttributeError(f"module 'opkernel.ops' has no op {attr!r}; registered ops: see opkernel kernels")
