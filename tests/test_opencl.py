@@ -445,8 +445,8 @@ def test_float16_is_stored_as_half_and_computed_in_float32(be: Any) -> None:
 
 @pytest.mark.parametrize("k, s, padding", [((2, 2), (2, 2), "VALID"), ((2, 2), (3, 3), "SAME")])
 def test_window_kernels_of_both_device_types_agree(be: Any, monkeypatch: pytest.MonkeyPatch, k: Any, s: Any, padding: str) -> None:
-    # CPU devices take per-position pooling and col2im kernels, GPUs one work-item per
-    # element: on this device, run both and compare them with the cpu backend.
+    # CPU devices take per-position pooling, col2im and im2col kernels, GPUs one work-item
+    # per element (im2col: per window row): on this device, run both against the cpu backend.
     rng = np.random.default_rng(5)
     x = np.maximum(rng.standard_normal((2, 6, 7, 19)), 0).astype(np.float32)  # Relu's ties
     x[1, 0, 0, 3] = np.nan
@@ -460,7 +460,10 @@ def test_window_kernels_of_both_device_types_agree(be: Any, monkeypatch: pytest.
             y = ok.ops.max_pool(x, **pool)
             g = ok.ops.max_pool_grad(x, y, np.ones(y.shape, np.float32) * 2, **pool)
             dx = ok.ops.conv2d_backprop_input(np.array(x.shape, np.int32), w, dy, **conv)
-            return [y.numpy(), g.numpy(), dx.numpy()]
+            xz = np.nan_to_num(x)
+            c1 = ok.ops.conv2d(xz, w, **conv)  # im2col: per output row on CPU devices
+            c2 = ok.ops.conv2d(xz, w, strides=[1, 1, 1, 1], padding="VALID", dilations=[1, 2, 1, 1])
+            return [y.numpy(), g.numpy(), dx.numpy(), c1.numpy(), c2.numpy()]
 
     expect = run("cpu")
     for is_cpu in (True, False):

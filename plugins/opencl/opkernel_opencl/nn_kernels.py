@@ -284,6 +284,26 @@ __kernel void im2col(__global T* cols, __global const T* x, dims_t g1, dims_t g2
     else {{ for (int c = 0; c < C; ++c) dst[j * C + c] = (T)0; }}
   }}
 }}
+// im2col's version for CPU devices: work-item q, an output row (n, oh), writes the OW * KH
+// window rows of its positions one after the other (a work-item per window row spent
+// more on its fixed cost than on copying a few channels: 156 -> 111 us on 64x8x8x1, 3x3).
+__kernel void im2col_rows(__global T* restrict cols, __global const T* restrict x, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+  int q = get_global_id(0); if (q >= N * OH) return;
+  int n = DIV_OH(q); int oh = q - n * OH;
+  __global T* dst = cols + (long)q * OW * KH * KW * C;
+  for (int ow = 0; ow < OW; ++ow) {{
+    for (int ii = 0; ii < KH; ++ii, dst += KW * C) {{
+      int h = oh * SH - PT + ii * DH;
+      if (h < 0 || h >= H) {{ for (int e = 0; e < KW * C; ++e) dst[e] = (T)0; continue; }}
+      __global const T* row = x + ((long)n * H + h) * W * C;
+      for (int j = 0; j < KW; ++j) {{
+        int w = ow * SW - PL + j * DW;
+        if (w >= 0 && w < W) {{ for (int c = 0; c < C; ++c) dst[j * C + c] = row[w * C + c]; }}
+        else {{ for (int c = 0; c < C; ++c) dst[j * C + c] = (T)0; }}
+      }}
+    }}
+  }}
+}}
 // dx[n, h, w, c] = sum of the column entries that im2col copied from (n, h, w, c).
 __kernel void col2im(__global T* dx, __global const T* dcols, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
@@ -482,8 +502,12 @@ def _conv_window(op: str, x_shape: tuple[int, ...], f_shape: tuple[int, ...], at
 def _im2col(be: OpenCLBackend, op: str, x: Any, win: Window, dtype: str) -> Any:
     cols = be.new_array((win.n * win.oh * win.ow, win.kh * win.kw * win.c), x.dtype)
     if cols.size:
-        _launch_positions(be, be.programs.kernel("window", dtype, "im2col", op), win.n * win.oh * win.ow, win,
-                          cols.base_data, x.base_data, depth=win.kh)
+        if be.is_cpu:
+            _launch_positions(be, be.programs.kernel("window", dtype, "im2col_rows", op), win.n * win.oh, win,
+                              cols.base_data, x.base_data)
+        else:
+            _launch_positions(be, be.programs.kernel("window", dtype, "im2col", op), win.n * win.oh * win.ow, win,
+                              cols.base_data, x.base_data, depth=win.kh)
     return cols
 
 
