@@ -17,6 +17,7 @@ string tensors live on this backend.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -74,7 +75,7 @@ def strided_copy(
     x: Any, x_off: int, x_strides: Sequence[int], shape: Sequence[int],
 ) -> None:
     """out[out_off + idx . out_strides] = x[x_off + idx . x_strides] for every idx < shape."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = int(math.prod(shape))
     if n == 0:
         return
     size = str(x.dtype.itemsize)
@@ -147,7 +148,7 @@ def reshape(tensor: Any, shape: np.ndarray, **attrs: Any) -> Any:
     d = _ints(shape, "Reshape", "shape", vector=False)
     if np.ndim(shape) > 1 or d.count(-1) > 1 or any(v < -1 for v in d):
         raise fail("Reshape", f"shape must be a vector of sizes >= 0 with at most one -1, got {d}")
-    known = int(np.prod([v for v in d if v != -1], dtype=np.int64))
+    known = int(math.prod([v for v in d if v != -1]))
     size = tensor.size
     if -1 in d:
         if known == 0 or size % known:
@@ -163,7 +164,7 @@ def shape(input: Any, out_type: ok.DType, **attrs: Any) -> np.ndarray:
 
 
 def size(input: Any, out_type: ok.DType, **attrs: Any) -> np.ndarray:
-    return np.array(int(np.prod(input.shape, dtype=np.int64)), dtype=out_type.np)
+    return np.array(int(math.prod(input.shape)), dtype=out_type.np)
 
 
 def rank(input: Any, **attrs: Any) -> np.ndarray:
@@ -384,10 +385,10 @@ def gather_v2(params: Any, indices: Any, axis: np.ndarray, batch_dims: int, Tind
         raise fail(op, f"the first batch_dims={bd} dimensions of params {list(params.shape)} and indices {list(indices.shape)} must match")
     be = BE()
     _check_indices(be, indices, params.shape[a], op)
-    O = int(np.prod(params.shape[bd:a], dtype=np.int64))
+    O = int(math.prod(params.shape[bd:a]))
     A = params.shape[a]
-    N = int(np.prod(params.shape[a + 1 :], dtype=np.int64))
-    J = int(np.prod(indices.shape[bd:], dtype=np.int64))
+    N = int(math.prod(params.shape[a + 1 :]))
+    J = int(math.prod(indices.shape[bd:]))
     out = be.new_array(tuple(params.shape[:a]) + tuple(indices.shape[bd:]) + tuple(params.shape[a + 1 :]), params.dtype)
     if out.size:
         k = be.programs.kernel("gather", f"{params.dtype.itemsize}:{Tindices.name}", "gather", op)
@@ -425,8 +426,8 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: np.ndarray, 
         raise fail(op, f"segment_ids{list(where)} = {int(host[where])} is out of range [0, {n})")
     inner = tuple(data.shape[segment_ids.ndim :])
     out = be.new_array((n,) + inner, data.dtype)
-    N = int(np.prod(inner, dtype=np.int64))
-    R = int(np.prod(segment_ids.shape, dtype=np.int64))
+    N = int(math.prod(inner))
+    R = int(math.prod(segment_ids.shape))
     if out.size:
         if R == 0:
             return zeros(be, op, out.shape, data.dtype)
@@ -461,7 +462,7 @@ def one_hot(indices: Any, depth: np.ndarray, on_value: Any, off_value: Any, axis
     be = BE()
     out = be.new_array(tuple(indices.shape[:a]) + (d,) + tuple(indices.shape[a:]), T.np)
     if out.size:
-        N = int(np.prod(indices.shape[a:], dtype=np.int64))
+        N = int(math.prod(indices.shape[a:]))
         k = be.programs.kernel("one_hot", f"{T.name}:{TI.name}", "one_hot", op)
         on, off = np.asarray(on_value).reshape(()), np.asarray(off_value).reshape(())
         be.launch1d(k, out.size, out.base_data, indices.base_data, scalar(T.np, on.item()), scalar(T.np, off.item()), np.int32(d), np.int32(N))

@@ -32,6 +32,10 @@ HOST_COPY_BYTES = 1 << 16
 
 _MAX_ELEMENTS = 2**31 - 1
 _OOM_CODES = {-4, -5, -6}  # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY
+#: How OpenCLBackend._bound treats a kernel argument: a memory object set at each launch, a
+#: by-value argument (numpy scalar or dims_t array) bound once per value, or anything else
+#: (local memory, Python numbers), which makes the launch set every argument itself.
+_BUFFER, _BY_VALUE, _UNBOUND = 0, 1, 2
 
 _TYPE_NAMES = {
     "bool": "uchar", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
@@ -142,6 +146,7 @@ class OpenCLBackend(ok.Backend):
         self.launch_lock = threading.Lock()  # a Kernel's arguments are shared state
         self._pending: deque[Any] = deque()  # events of uploads still reading host memory
         self._bound_kernels: dict[tuple[Any, ...], Any] = {}
+        self._arg_kinds: dict[type, int] = {}
         self._tls = threading.local()
         self._geometry: dict[tuple[tuple[int, ...], np.dtype[Any]], tuple[int, tuple[int, ...]]] = {}
         self.syncs = 0  # blocking waits for the device (to_numpy, synchronize): tests watch this
@@ -287,14 +292,20 @@ class OpenCLBackend(ok.Backend):
         costs ~8 µs per by-value argument and ~0.1 µs per buffer, so a MatMul's
         eleven size arguments used to cost more than running it.  Call with
         ``launch_lock`` held (a kernel object's arguments are shared state)."""
-        holder = self.cl.MemoryObjectHolder
+        kinds = self._arg_kinds
         key: list[Any] = [kernel]
         buffers: list[tuple[int, Any]] = []
         for i, a in enumerate(args):
-            if isinstance(a, holder):
+            kind = kinds.get(type(a))
+            if kind is None:
+                kind = self._arg_kind(type(a))
+            if kind == _BUFFER:
+                key.append(None)
                 buffers.append((i, a))
-            elif isinstance(a, (np.generic, np.ndarray)):
-                key.append((i, a.dtype.str, a.tobytes()))
+            elif kind == _BY_VALUE:
+                # Its bytes are what set_arg passes: the key needs nothing else (its
+                # dtype's name would cost more than the rest of the key).
+                key.append(a.tobytes())
             else:  # local memory, None, Python numbers: set as they come
                 return None
         bound = self._bound_kernels.get(tuple(key))
@@ -302,13 +313,25 @@ class OpenCLBackend(ok.Backend):
             if len(self._bound_kernels) >= self.BOUND_KERNELS:
                 self._bound_kernels.clear()
             bound = self.cl.Kernel(kernel.program, kernel.function_name)
+            memory = {i for i, _ in buffers}
             for i, a in enumerate(args):
-                if not isinstance(a, holder):
+                if i not in memory:
                     bound.set_arg(i, a)
             self._bound_kernels[tuple(key)] = bound
         for i, b in buffers:
             bound.set_arg(i, b)
         return bound
+
+    def _arg_kind(self, cls: type) -> int:
+        """How ``_bound`` treats a kernel argument of class ``cls`` (cached per class)."""
+        if issubclass(cls, self.cl.MemoryObjectHolder):
+            kind = _BUFFER
+        elif issubclass(cls, (np.generic, np.ndarray)):
+            kind = _BY_VALUE
+        else:
+            kind = _UNBOUND
+        self._arg_kinds[cls] = kind
+        return kind
 
     def _enqueue(self, kernel: Any, gsize: tuple[int, ...], lsize: tuple[int, ...] | None, args: tuple[Any, ...],
                  offset: tuple[int, ...] | None) -> None:

@@ -30,6 +30,7 @@ plain pointer loads and ``a * b + c`` (contracted to FMA by the compiler).
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Sequence
 
@@ -220,7 +221,7 @@ def _gemm_local(
     be: OpenCLBackend, op: str, dtype: str, out: Any, a: Any, b: Any, M: int, N: int, K: int,
     a_mk: tuple[int, int], b_kn: tuple[int, int], batch: Sequence[int], a_batch: Sequence[int], b_batch: Sequence[int],
 ) -> Any:
-    nb = int(np.prod(batch, dtype=np.int64)) if batch else 1
+    nb = int(math.prod(batch)) if batch else 1
     Mp, Np, Kp = (-(-M // LOCAL_TILE) * LOCAL_TILE, -(-N // LOCAL_TILE) * LOCAL_TILE, -(-K // LOCAL_K) * LOCAL_K)
 
     def k(name: str) -> Any:
@@ -254,7 +255,7 @@ def gemm(
     if variant == "local":
         return _gemm_local(be, op, dtype, out, a, b, M, N, K, a_mk, b_kn, batch, a_batch, b_batch)
     RN, RM = TILES[dtype]
-    nb = int(np.prod(batch, dtype=np.int64)) if batch else 1
+    nb = int(math.prod(batch)) if batch else 1
     if variant == "small":
         be.launch(
             be.programs.kernel("matmul", dtype, "mm_small", op), (N, M, nb), None, out.base_data, a.base_data,

@@ -12,6 +12,7 @@ deterministic.  Layout NCHW is handled by transposing to NHWC and back.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -75,7 +76,7 @@ def _rows(op: str, logits: Any) -> tuple[int, int]:
     if logits.ndim < 1 or logits.shape[-1] == 0:
         raise fail(op, f"logits must have rank >= 1 and a non-empty last dimension, got shape {list(logits.shape)}")
     C = logits.shape[-1]
-    return int(np.prod(logits.shape[:-1], dtype=np.int64)), C
+    return int(math.prod(logits.shape[:-1])), C
 
 
 def _softmax(op: str, logs: int) -> Any:

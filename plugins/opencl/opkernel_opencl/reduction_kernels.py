@@ -16,6 +16,7 @@ the reduced axes are not adjacent) and picks one of three kernels:
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -138,10 +139,10 @@ def _group(be: OpenCLBackend, op: str, x: Any, axes: tuple[int, ...]) -> tuple[A
         shape = x.shape
         axes = tuple(range(len(rest), len(shape)))
     if not axes:
-        return x, int(np.prod(shape, dtype=np.int64)), 1, 1
-    O = int(np.prod(shape[: axes[0]], dtype=np.int64))
-    R = int(np.prod(shape[axes[0] : axes[-1] + 1], dtype=np.int64))
-    I = int(np.prod(shape[axes[-1] + 1 :], dtype=np.int64))
+        return x, int(math.prod(shape)), 1, 1
+    O = int(math.prod(shape[: axes[0]]))
+    R = int(math.prod(shape[axes[0] : axes[-1] + 1]))
+    I = int(math.prod(shape[axes[-1] + 1 :]))
     return x, O, R, I
 
 
@@ -236,7 +237,7 @@ def _arg(op: str) -> Any:
         out = be.new_array(tuple(n for d, n in enumerate(input.shape) if d != axis), output_type.np)
         if out.size:
             R = input.shape[axis]
-            I = int(np.prod(input.shape[axis + 1 :], dtype=np.int64))
+            I = int(math.prod(input.shape[axis + 1 :]))
             k = be.programs.kernel(f"arg:{op}", f"{T.name}:{output_type.name}", "arg", op)
             be.launch1d(k, out.size, out.base_data, input.base_data, np.int32(R), np.int32(I))
         return out
