@@ -519,3 +519,18 @@ def test_column_reductions_of_both_device_types_agree(be: Any, monkeypatch: pyte
         monkeypatch.setattr(be, "is_cpu", is_cpu)
         for got, want in zip(run("opencl"), expect, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("sa, sb", [((1, 5), (5,)), ((7, 1), (1, 5)), ((300, 16), (16,)), ((9, 1), (9, 70)),
+                                    ((2, 1, 3), (1, 4, 1)), ((2, 1, 3, 1), (1, 4, 1, 5))])
+def test_broadcasting_kernels_agree_with_numpy(be: Any, sa: Any, sb: Any) -> None:
+    # Two dimensions after collapsing take k_bc2, more take k_bc's loop (rank 1 is padded).
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+    np.testing.assert_array_equal(ok.ops.sub(a, b).numpy(), a - b)
+    np.testing.assert_array_equal(ok.ops.sub(b, a).numpy(), b - a)
+    ai, bi = (a * 100).astype(np.int32), (b * 100).astype(np.int32)
+    np.testing.assert_array_equal(ok.ops.sub(ai, bi).numpy(), ai - bi)
+    shape = np.broadcast_shapes(sa, sb)
+    cond = rng.random(shape[-1:]) > 0.5
+    np.testing.assert_array_equal(ok.ops.select(cond, a, b).numpy(), np.where(cond, a, b))

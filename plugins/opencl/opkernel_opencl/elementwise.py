@@ -7,8 +7,10 @@ work-item and no bounds check (``launch1d`` sizes the launch exactly):
 
 * ``k_v..``: every input has the output's shape (the contiguous fast path);
 * ``k_vs`` / ``k_sv``: one input of a binary op is a single element;
-* ``k_bc``: general broadcasting; the host computes each input's element strides
-  over the output's (collapsed) shape and passes them by value.
+* ``k_bc``: general broadcasting (``k_bc2``: two dimensions after collapsing, the
+  common case, without k_bc's loop); the host computes each input's element strides
+  over the output's (collapsed) shape and passes them by value, with a multiplier
+  and shift per size so the kernel divides by multiplying (``fdiv``).
 
 An expression sees its inputs as ``a``, ``b``, ``c`` of the input type ``T``.
 """
@@ -25,7 +27,9 @@ import numpy as np
 import opkernel as ok
 
 from .backend import OpenCLBackend, ctype
-from .common import ALL, FLOATS, INTS, REALS, SIGNED, broadcast_shape, broadcast_strides, collapse, dims, fail, literal, scalar
+from .common import (
+    ALL, FLOATS, INTS, REALS, SIGNED, broadcast_shape, broadcast_strides, collapse, dims, fail, fast_divisor, literal, scalar,
+)
 from .programs import family
 
 _VARS = "abc"
@@ -64,8 +68,8 @@ def _variants(arity: int) -> list[str]:
     if arity == 1:
         return ["v"]
     if arity == 2:
-        return ["vv", "vs", "sv", "bc"]
-    return ["v" * arity, "bc"]
+        return ["vv", "vs", "sv", "bc2", "bc"]
+    return ["v" * arity, "bc2", "bc"]
 
 
 def render(spec: Ew, dtype: str) -> str:
@@ -86,11 +90,17 @@ def render(spec: Ew, dtype: str) -> str:
                 "  int r = i;",
                 "  " + " ".join(f"int o{j} = 0;" for j in range(spec.arity)),
                 "  for (int d = rank - 1; d >= 0; --d) {",
-                "    int n = shape.v[d]; int k = r % n; r /= n;",
+                "    int q = fdiv(r, dm.v[d], ds.v[d]); int k = r - q * shape.v[d]; r = q;",
                 "    " + " ".join(f"o{j} += k * s{j}.v[d];" for j in range(spec.arity)),
                 "  }",
             ] + [f"  {t} {_VARS[j]} = x{j}[o{j}];" for j, t in enumerate(types)]
-            sig = f"__global R* restrict out, {ins}, int rank, dims_t shape, {strides}"
+            sig = f"__global R* restrict out, {ins}, int rank, dims_t shape, dims_t dm, dims_t ds, {strides}"
+        elif variant == "bc2":  # k_bc for two dimensions, without the loop (vectorised on CPU devices)
+            strides = ", ".join(f"dims_t s{j}" for j in range(spec.arity))
+            body = [
+                "  int r = fdiv(i, dm.v[1], ds.v[1]); int k = i - r * shape.v[1];",
+            ] + [f"  {t} {_VARS[j]} = x{j}[r * s{j}.v[0] + k * s{j}.v[1]];" for j, t in enumerate(types)]
+            sig = f"__global R* restrict out, {ins}, int rank, dims_t shape, dims_t dm, dims_t ds, {strides}"
         else:
             body = [f"  {t} {_VARS[j]} = x{j}[{'i' if m == 'v' else '0'}];" for j, (t, m) in enumerate(zip(types, variant))]
             sig = f"__global R* restrict out, {ins}"
@@ -124,8 +134,23 @@ def run(be: OpenCLBackend, spec: Ew, dtype: str, xs: Sequence[Any]) -> Any:
     cshape, cstrides = collapse(shape, *[broadcast_strides(s, shape) for s in shapes])
     if len(cshape) > 8:
         raise fail(op, f"broadcasting over more than 8 non-trivial dimensions is not supported, got {list(shape)}")
-    be.launch1d(be.programs.kernel(fam, dtype, "k_bc", op), n, out.base_data, *bufs, np.int32(len(cshape)),
-                dims(cshape), *[dims(st) for st in cstrides])
+    if len(cshape) < 2:  # a leading dimension of 1: k_bc2 serves rank 1 too
+        cshape, cstrides = [1, *cshape], [[0, *st] for st in cstrides]
+    variant = "k_bc2" if len(cshape) == 2 else "k_bc"
+    be.launch1d(be.programs.kernel(fam, dtype, variant, op), n, out.base_data, *bufs, np.int32(len(cshape)),
+                *_shape_divisors(tuple(cshape)), *[dims(st) for st in cstrides])
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _shape_divisors(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``k_bc``'s shape and the (multiplier, shift) of each of its sizes: the kernel finds
+    an element's index along each dimension by multiplying (``fdiv``), not dividing (a
+    division by a runtime size per dimension and element ran 7 ns an element on PoCL)."""
+    magic = [fast_divisor(d) for d in shape]
+    out = dims(shape), dims([m for m, _ in magic]), dims([s for _, s in magic])
+    for a in out:
+        a.flags.writeable = False
     return out
 
 
