@@ -84,23 +84,22 @@ def render(spec: Ew, dtype: str) -> str:
     lines = [f"#define T {T}", f"#define R {R}", helpers]
     ins = ", ".join(f"__global const {t}* restrict x{j}" for j, t in enumerate(types))
     for variant in _variants(spec.arity):
-        if variant == "bc":
+        if variant in ("bc", "bc2"):
             strides = ", ".join(f"dims_t s{j}" for j in range(spec.arity))
-            body = [
-                "  int r = i;",
-                "  " + " ".join(f"int o{j} = 0;" for j in range(spec.arity)),
-                "  for (int d = rank - 1; d >= 0; --d) {",
-                "    int q = fdiv(r, dm.v[d], ds.v[d]); int k = r - q * shape.v[d]; r = q;",
-                "    " + " ".join(f"o{j} += k * s{j}.v[d];" for j in range(spec.arity)),
-                "  }",
-            ] + [f"  {t} {_VARS[j]} = x{j}[o{j}];" for j, t in enumerate(types)]
             sig = f"__global R* restrict out, {ins}, int rank, dims_t shape, dims_t dm, dims_t ds, {strides}"
-        elif variant == "bc2":  # k_bc for two dimensions, without the loop (vectorised on CPU devices)
-            strides = ", ".join(f"dims_t s{j}" for j in range(spec.arity))
-            body = [
-                "  int r = fdiv(i, dm.v[1], ds.v[1]); int k = i - r * shape.v[1];",
-            ] + [f"  {t} {_VARS[j]} = x{j}[r * s{j}.v[0] + k * s{j}.v[1]];" for j, t in enumerate(types)]
-            sig = f"__global R* restrict out, {ins}, int rank, dims_t shape, dims_t dm, dims_t ds, {strides}"
+            if variant == "bc":
+                body = [
+                    "  int r = i;",
+                    "  " + " ".join(f"int o{j} = 0;" for j in range(spec.arity)),
+                    "  for (int d = rank - 1; d >= 0; --d) {",
+                    "    int q = fdiv(r, dm.v[d], ds.v[d]); int k = r - q * shape.v[d]; r = q;",
+                    "    " + " ".join(f"o{j} += k * s{j}.v[d];" for j in range(spec.arity)),
+                    "  }",
+                ] + [f"  {t} {_VARS[j]} = x{j}[o{j}];" for j, t in enumerate(types)]
+            else:  # two dimensions, without the loop (1000x1000 + 1000x1 on PoCL: 2.1 against 3.1 ms)
+                body = ["  int r = fdiv(i, dm.v[1], ds.v[1]); int k = i - r * shape.v[1];"] + [
+                    f"  {t} {_VARS[j]} = x{j}[r * s{j}.v[0] + k * s{j}.v[1]];" for j, t in enumerate(types)
+                ]
         else:
             body = [f"  {t} {_VARS[j]} = x{j}[{'i' if m == 'v' else '0'}];" for j, (t, m) in enumerate(zip(types, variant))]
             sig = f"__global R* restrict out, {ins}"

@@ -69,8 +69,9 @@ def _matmul_source(dtype: str) -> str:
 #define RN {RN}
 // Ap[b][Mp/RM][K][RM] from A: element (m, k) of batch b at a_off(b) + m*sm + k*sk.  Work-item
 // (k, mb, b) of a 3-D range (dimension 0 padded to whole work-groups) copies the RM values of
-// row k of panel mb.  On a CPU device a work-item per element ran 4-6x slower: its index
-// arithmetic and a gather with runtime strides, for each element copied.
+// row k of panel mb (a whole panel row with a constant trip count; only the last panel checks
+// M).  On a CPU device a work-item per element ran 4-6x slower: its index arithmetic and a
+// gather with runtime strides, for each element copied.
 __kernel void pack_a(__global T* restrict Ap, __global const T* restrict A, int M, int K, int Mp,
                      int sm, int sk, int brank, dims_t bshape, dims_t bstr) {{
   int k = get_global_id(0); if (k >= K) return;
@@ -345,7 +346,7 @@ def bias_activation_in_place(op: str, out: Any, bias: Any, activation: str, T: o
         R = out.size // N
         name = f"bias_{activation.lower()}"
         if be.is_cpu:
-            be.launch(be.programs.kernel("dense", T.name, name + "_rows", op), (-(-R // 64) * 64,), (64,),
+            be.launch(be.programs.kernel("dense", T.name, name + "_rows", op), (_groups_of(R),), (_GROUP,),
                       out.base_data, bias.base_data, np.int32(N), np.int32(R))
         else:
             be.launch(be.programs.kernel("dense", T.name, name, op), (N, R), None, out.base_data, bias.base_data, np.int32(N))

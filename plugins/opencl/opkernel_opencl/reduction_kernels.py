@@ -78,6 +78,7 @@ __kernel void cols(__global T* out, __global const T* x, int R, int I, int count
 }}
 // cols on CPU devices: a work-item per block of CB adjacent outputs, streaming the rows
 // (one work-item per output strides through memory and is not vectorised: 2x slower).
+// Whole blocks loop to the constant CB; only the last, partial block to its width.
 __kernel void cols_block(__global T* out, __global const T* x, int R, int I, int count) {{
   int c0 = get_global_id(0) * CB; int o = get_global_id(1); if (c0 >= I) return;
   __global const T* p = x + (long)o * R * I + c0; __global T* q = out + (long)o * I + c0;
