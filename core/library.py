@@ -111,9 +111,9 @@ class OpLibrary(types.ModuleType):
             raise AttributeError(
                 f"op library {self._info.name!r} has no op {attr!r}; its ops: {sorted(self._index()) or 'none'}"
             )
-        from .ops import wrapper
+        from .ops import _wrapper
 
-        return wrapper(op_name)
+        return _wrapper(op_name)
 
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *self._index()})

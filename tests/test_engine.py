@@ -752,6 +752,14 @@ def test_wrappers_named_like_builtins_leave_later_lookups_working() -> None:
         "assert ok.ops.builtins.probe(np.ones(2, np.float32)).numpy().tolist() == [1.0, 1.0]\n"
         "assert ok.ops.zeros_like(np.ones(2, np.float32)).numpy().tolist() == [0.0, 0.0]\n"
         "assert 'any' in dir(ok.ops) and 'builtins' in dir(ok.ops)\n"
+        # ops and namespaces named like the module's own imports and helpers
+        "for name in ('Engine', 'Plugins', 'Wrapper', 'Annotations', 'Threading>Probe', 'Pkgutil>Probe'):\n"
+        "    ok.register_op(name).input('x: float').output('y: float')\n"
+        "    ok.register_kernel(name, backend='*')(lambda x: x + 1)\n"
+        "one = np.ones(2, np.float32)\n"
+        "for fn in (ok.ops.engine, ok.ops.plugins, ok.ops.wrapper, ok.ops.annotations,\n"
+        "           ok.ops.threading.probe, ok.ops.pkgutil.probe):\n"
+        "    assert fn(one).numpy().tolist() == [2.0, 2.0], fn\n"
     )
     env = {**os.environ, "OPKERNEL_BACKEND": "cpu"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)

@@ -5,19 +5,24 @@ Wrappers are generated on first access from the OpDef (``ok.ops.zero_out``,
 (``Addons>MedianPool2D`` is ``ok.ops.addons.median_pool2d``).
 """
 
-from __future__ import annotations
-
+# Generated wrappers become globals of this module, looked up before ``__getattr__``: every
+# other global is private (``_`` or capitalised), so no op or namespace name (always snake
+# case) can resolve to one of them.  No ``from __future__ import annotations`` either: it
+# would leave a global named ``annotations``.
 import builtins as _builtins
-import pkgutil
-import threading
+import pkgutil as _pkgutil
+import threading as _threading
 from typing import Any, Callable
 
-from .. import engine, op_registry, plugins
-from ._gen import make_wrapper, split_namespace
+from .. import engine as _engine
+from .. import op_registry as _op_registry
+from .. import plugins as _plugins
+from ._gen import make_wrapper as _make_wrapper
+from ._gen import split_namespace as _split_namespace
 
 #: Submodules of this package: names the import system may probe, never op lookups.
-_SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__))
-_lock = threading.RLock()
+_SUBMODULES = frozenset(m.name for m in _pkgutil.iter_modules(__path__))
+_lock = _threading.RLock()
 #: Wrappers made so far: module globals, so some shadow builtins here (any, all, sum, max,
 #: min, abs, pow, range, slice, complex); this module calls builtins through ``_builtins``.
 _generated: set[str] = set()
@@ -27,18 +32,18 @@ _index_version = -1
 
 def _refresh_index() -> dict[tuple[str | None, str], str]:
     global _index, _index_version
-    plugins.ensure_loaded()
-    version = op_registry.version()
+    _plugins.ensure_loaded()
+    version = _op_registry.version()
     if version != _index_version:
-        _index = {split_namespace(n): n for n in op_registry.op_names()}
+        _index = {_split_namespace(n): n for n in _op_registry.op_names()}
         _index_version = version
     return _index
 
 
-def wrapper(op_name: str) -> Callable[..., Any]:
+def _wrapper(op_name: str) -> Callable[..., Any]:
     """The generated wrapper of ``op_name`` (finalizes the op)."""
-    handle = engine.op_handle(op_name)
-    return make_wrapper(handle.op_def, handle, engine)
+    handle = _engine.op_handle(op_name)
+    return _make_wrapper(handle.op_def, handle, _engine)
 
 
 class Namespace:
@@ -51,7 +56,7 @@ class Namespace:
         op_name = _refresh_index().get((self._namespace, attr))
         if op_name is None:
             raise AttributeError(f"no op {attr!r} in namespace {self._namespace!r}")
-        fn = wrapper(op_name)
+        fn = _wrapper(op_name)
         setattr(self, attr, fn)
         return fn
 
@@ -69,7 +74,7 @@ def __getattr__(attr: str) -> Any:
         index = _refresh_index()
         op_name = index.get((None, attr))
         if op_name is not None:
-            value: Any = wrapper(op_name)
+            value: Any = _wrapper(op_name)
         elif _builtins.any(ns == attr for ns, _ in index):  # `any` may be the Any op's wrapper here
             value = Namespace(attr)
         else:
@@ -94,4 +99,4 @@ def _invalidate() -> None:
         _index_version = -1
 
 
-plugins.on_change(_invalidate)
+_plugins.on_change(_invalidate)
