@@ -320,9 +320,13 @@ def test_both_matmul_variants(be: Any, variant: str, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv(linalg_kernels.ENV_MATMUL, variant)
     assert linalg_kernels.matmul_variant(be) == variant
     rng = np.random.default_rng(3)
-    for dtype in ("float32", "float64", "int32"):
+    for dtype in ("float32", "float64", "int32", "int64"):
         if not be.supports_dtype(ok.as_dtype(dtype)):
             continue
+        # batch dimensions broadcast on both sides (each operand's panels found per batch entry)
+        x4 = (rng.standard_normal((2, 1, 19, 33)) * 4).astype(dtype)
+        y4 = (rng.standard_normal((1, 3, 33, 21)) * 4).astype(dtype)
+        np.testing.assert_allclose(ok.ops.batch_mat_mul(x4, y4).numpy(), np.matmul(x4, y4), rtol=1e-4, atol=1e-3)
         x = (rng.standard_normal((2, 70, 33)) * 4).astype(dtype)
         y = (rng.standard_normal((33, 65)) * 4).astype(dtype)
         got = ok.ops.batch_mat_mul(x, y).numpy()

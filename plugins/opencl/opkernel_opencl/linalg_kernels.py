@@ -1,12 +1,12 @@
 """OpenCL kernels of MatMul, BatchMatMul and FusedMatMul: one table in ``register_all``.
 
-C = A B runs as three launches, the structure of a CPU BLAS:
+C = A B runs as two launches, the structure of a CPU BLAS:
 
-1. ``pack_a`` copies A into row panels, Ap[batch][M/RM][K][RM] (transposes,
-   batch broadcasting and the zero padding of the last panel happen here, so the
+1. ``pack`` copies A into row panels, Ap[batch][M/RM][K][RM], and B into column
+   panels, Bp[batch][N/RN][K][RN], both in one buffer (transposes, batch
+   broadcasting and the zero padding of the last panels happen here, so the
    multiply itself never checks bounds);
-2. ``pack_b`` copies B into column panels, Bp[batch][N/RN][K][RN];
-3. ``mm``: each work-item computes an RM x RN block of C held in registers:
+2. ``mm``: each work-item computes an RM x RN block of C held in registers:
    per step of k it loads one vector of RN values of B (a vector load from the
    panel) and broadcasts RM scalars of A, RM fused multiply-adds on vectors.
    float32 uses 6 x 16 (twelve 8-wide accumulators on AVX2, the shape of a BLAS
@@ -21,7 +21,7 @@ registers with 4-wide vector loads; A and B are first copied into zero-padded
 row-major buffers so the tile loop never checks bounds.
 Small products (M·N·K up to 32768 per batch entry, e.g. 32 x 32 x 32) skip the
 packing: one launch of ``mm_small``, a work-item per element of C, reading A and
-B in place (three launches and two temporary buffers cost more than such a
+B in place (two launches and a temporary buffer cost more than such a
 product).  ``OPKERNEL_OPENCL_MATMUL=packed|local|small`` overrides the choice
 (``auto``: small for small products, then packed on CPU devices, local elsewhere).  On PoCL the OpenCL built-ins vload/vstore/fma are calls, not inlined,
 and a call in the loop forces the accumulators out of registers: the loop uses
@@ -67,33 +67,35 @@ def _matmul_source(dtype: str) -> str:
 #define T {T}
 #define RM {RM}
 #define RN {RN}
-// Ap[b][Mp/RM][K][RM] from A: element (m, k) of batch b at a_off(b) + m*sm + k*sk.  Work-item
-// (k, mb, b) of a 3-D range (dimension 0 padded to whole work-groups) copies the RM values of
-// row k of panel mb (a whole panel row with a constant trip count; only the last panel checks
-// M).  On a CPU device a work-item per element ran 4-6x slower: its index arithmetic and a
-// gather with runtime strides, for each element copied.
-__kernel void pack_a(__global T* restrict Ap, __global const T* restrict A, int M, int K, int Mp,
-                     int sm, int sk, int brank, dims_t bshape, dims_t bstr) {{
+// One launch packs both operands into one buffer P: Ap[b][Mp/RM][K][RM] from A at P, then
+// Bp[b][Np/RN][K][RN] from B at P + boff (boff a multiple of RN, so B's panels keep the
+// alignment of P for mm's vector loads).  Element (m, k) of A's batch b is at
+// a_off(b) + m*sam + k*sak, element (k, n) of B's at b_off(b) + k*sbk + n*sbn.  Work-item
+// (k, p, b) of a 3-D range (dimension 0 padded to whole work-groups) copies row k of panel p:
+// panels p < Mp/RM are A's, the rest B's, so a work-group (along k) never diverges.  It
+// copies the panel's whole row with a constant trip count; only the last panel checks its
+// bound.  On a CPU device a work-item per element ran 4-6x slower (its index arithmetic and
+// a gather with runtime strides for each element copied), and one launch for both operands
+// saves a launch's host time (tens of microseconds on PoCL) per product.
+__kernel void pack(__global T* restrict P, __global const T* restrict A, __global const T* restrict B,
+                   int M, int N, int K, int Mp, int Np, long boff, int sam, int sak, int sbk, int sbn,
+                   int brank, dims_t bshape, dims_t abstr, dims_t bbstr) {{
   int k = get_global_id(0); if (k >= K) return;
-  int mb = get_global_id(1); int b = get_global_id(2);
-  long off = 0; int q = b;
-  for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; off += (q % n) * bstr.v[d]; q /= n; }}
-  __global const T* src = A + off + (long)mb * RM * sm + (long)k * sk;
-  __global T* dst = Ap + (((long)b * (Mp / RM) + mb) * K + k) * RM;
-  if (mb * RM + RM <= M) {{ for (int r = 0; r < RM; ++r) dst[r] = src[r * sm]; }}
-  else {{ for (int r = 0; r < RM; ++r) dst[r] = mb * RM + r < M ? src[r * sm] : (T)0; }}
-}}
-// Bp[b][Np/RN][K][RN] from B: element (k, n) at b_off(b) + k*sk + n*sn; as pack_a.
-__kernel void pack_b(__global T* restrict Bp, __global const T* restrict B, int K, int N, int Np,
-                     int sk, int sn, int brank, dims_t bshape, dims_t bstr) {{
-  int k = get_global_id(0); if (k >= K) return;
-  int nb = get_global_id(1); int b = get_global_id(2);
-  long off = 0; int q = b;
-  for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; off += (q % n) * bstr.v[d]; q /= n; }}
-  __global const T* src = B + off + (long)k * sk + (long)nb * RN * sn;
-  __global T* dst = Bp + (((long)b * (Np / RN) + nb) * K + k) * RN;
-  if (nb * RN + RN <= N) {{ for (int c = 0; c < RN; ++c) dst[c] = src[c * sn]; }}
-  else {{ for (int c = 0; c < RN; ++c) dst[c] = nb * RN + c < N ? src[c * sn] : (T)0; }}
+  int p = get_global_id(1); int b = get_global_id(2); int pa = Mp / RM;
+  long aoff = 0; long bo = 0; int q = b;
+  for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; aoff += (q % n) * abstr.v[d]; bo += (q % n) * bbstr.v[d]; q /= n; }}
+  if (p < pa) {{
+    __global const T* src = A + aoff + (long)p * RM * sam + (long)k * sak;
+    __global T* dst = P + (((long)b * pa + p) * K + k) * RM;
+    if (p * RM + RM <= M) {{ for (int r = 0; r < RM; ++r) dst[r] = src[r * sam]; }}
+    else {{ for (int r = 0; r < RM; ++r) dst[r] = p * RM + r < M ? src[r * sam] : (T)0; }}
+  }} else {{
+    int nb = p - pa;
+    __global const T* src = B + bo + (long)k * sbk + (long)nb * RN * sbn;
+    __global T* dst = P + boff + (((long)b * (Np / RN) + nb) * K + k) * RN;
+    if (nb * RN + RN <= N) {{ for (int c = 0; c < RN; ++c) dst[c] = src[c * sbn]; }}
+    else {{ for (int c = 0; c < RN; ++c) dst[c] = nb * RN + c < N ? src[c * sbn] : (T)0; }}
+  }}
 }}
 // C[b] = A[b] B[b] for small products: one work-item per element, A and B read in place.
 __kernel void mm_small(__global T* restrict C, __global const T* restrict A, __global const T* restrict B,
@@ -109,11 +111,11 @@ __kernel void mm_small(__global T* restrict C, __global const T* restrict A, __g
   for (int k = 0; k < K; ++k) acc += pa[k * sak] * pb[k * sbk];
   C[((long)b * M + m) * N + n] = acc;
 }}
-__kernel void mm(__global T* restrict C, __global const T* restrict Ap, __global const T* restrict Bp,
-                 int M, int N, int K, int Mp, int Np) {{
+// C[b] = A[b] B[b] from the panels in P (see pack).
+__kernel void mm(__global T* restrict C, __global const T* restrict P, int M, int N, int K, int Mp, int Np, long boff) {{
   int mb = get_global_id(0); int nb = get_global_id(1); int b = get_global_id(2);
-  __global const T* pa = Ap + ((long)b * Mp + (long)mb * RM) * K;
-  __global const {VT}* pb = (__global const {VT}*)(Bp + ((long)b * Np + (long)nb * RN) * K);
+  __global const T* pa = P + ((long)b * Mp + (long)mb * RM) * K;
+  __global const {VT}* pb = (__global const {VT}*)(P + boff + ((long)b * Np + (long)nb * RN) * K);
 {acc}
   for (int k = 0; k < K; ++k) {{
     {VT} b = pb[k];
@@ -269,16 +271,14 @@ def gemm(
     def k(name: str) -> Any:
         return be.programs.kernel("matmul", dtype, name, op)
 
-    brank = np.int32(len(batch))
-    bshape = dims(batch)
-    ap = be.new_array((nb * Mp * K,), a.dtype)
-    bp = be.new_array((nb * Np * K,), a.dtype)
-    be.launch(k("pack_a"), (_groups_of(K), Mp // RM, nb), (_GROUP, 1, 1), ap.base_data, a.base_data, np.int32(M),
-              np.int32(K), np.int32(Mp), np.int32(a_mk[0]), np.int32(a_mk[1]), brank, bshape, dims(a_batch))
-    be.launch(k("pack_b"), (_groups_of(K), Np // RN, nb), (_GROUP, 1, 1), bp.base_data, b.base_data, np.int32(K),
-              np.int32(N), np.int32(Np), np.int32(b_kn[0]), np.int32(b_kn[1]), brank, bshape, dims(b_batch))
-    be.launch(k("mm"), (Mp // RM, Np // RN, nb), (1, 1, 1), out.base_data, ap.base_data, bp.base_data,
-              np.int32(M), np.int32(N), np.int32(K), np.int32(Mp), np.int32(Np))
+    boff = -(-nb * Mp * K // RN) * RN  # B's panels start on a vector boundary
+    packed = be.new_array((boff + nb * Np * K,), a.dtype)
+    be.launch(k("pack"), (_groups_of(K), Mp // RM + Np // RN, nb), (_GROUP, 1, 1), packed.base_data, a.base_data,
+              b.base_data, np.int32(M), np.int32(N), np.int32(K), np.int32(Mp), np.int32(Np), np.int64(boff),
+              np.int32(a_mk[0]), np.int32(a_mk[1]), np.int32(b_kn[0]), np.int32(b_kn[1]), np.int32(len(batch)),
+              dims(batch), dims(a_batch), dims(b_batch))
+    be.launch(k("mm"), (Mp // RM, Np // RN, nb), (1, 1, 1), out.base_data, packed.base_data,
+              np.int32(M), np.int32(N), np.int32(K), np.int32(Mp), np.int32(Np), np.int64(boff))
     return out
 
 
