@@ -476,6 +476,41 @@ def test_window_kernels_of_both_device_types_agree(be: Any, monkeypatch: pytest.
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape, w_shape, conv", [
+    # output positions: 189 (the last 6-row panel has 3 padding rows), 80 (2), 60 (none)
+    ((3, 7, 9, 1), (3, 3, 1, 32), {"strides": [1, 1, 1, 1], "padding": "SAME"}),
+    ((2, 9, 8, 5), (3, 2, 5, 17), {"strides": [1, 2, 1, 1], "padding": "SAME", "dilations": [1, 1, 2, 1]}),
+    ((4, 11, 10, 3), (2, 3, 3, 40), {"strides": [1, 2, 3, 1], "padding": "VALID"}),
+])
+def test_conv2d_columns_written_as_matmul_panels(be: Any, monkeypatch: pytest.MonkeyPatch, dtype: str, shape: Any,
+                                                 w_shape: Any, conv: Any) -> None:
+    # On CPU devices a Conv2D that takes the packed MatMul has im2col write the product's
+    # A panels itself (im2col_panels, padding rows zeroed); the rows layout of GPUs as well.
+    from opkernel_opencl import linalg_kernels
+
+    if not be.supports_dtype(ok.as_dtype(dtype)):
+        pytest.skip(f"{dtype} unsupported on this device")
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    bias = rng.standard_normal(w_shape[3]).astype(dtype)
+    with ok.use_backend("cpu"):
+        want = [ok.ops.conv2d(x, w, **conv).numpy(), ok.ops.fused_conv2d(x, w, bias, activation="Relu", **conv).numpy()]
+    monkeypatch.delenv(linalg_kernels.ENV_MATMUL, raising=False)
+    launched: list[str] = []
+    real = type(be).launch
+    monkeypatch.setattr(type(be), "launch", lambda self, kernel, *a, **k: launched.append(kernel.function_name) or real(self, kernel, *a, **k))
+    for is_cpu in (True, False):
+        monkeypatch.setattr(be, "is_cpu", is_cpu)
+        monkeypatch.setattr(be, "max_work_group", 1024)  # GPUs: the local-memory MatMul
+        launched.clear()
+        got = [ok.ops.conv2d(x, w, **conv).numpy(), ok.ops.fused_conv2d(x, w, bias, activation="Relu", **conv).numpy()]
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
+        assert ("im2col_panels" in launched) == is_cpu, launched
+
+
 @pytest.mark.parametrize("activation", ["Identity", "Relu", "Relu6", "Elu", "Sigmoid", "Tanh"])
 def test_dense_epilogues_of_both_device_types_agree(be: Any, monkeypatch: pytest.MonkeyPatch, activation: str) -> None:
     # FusedMatMul and FusedConv2D add the bias per row on CPU devices and per element

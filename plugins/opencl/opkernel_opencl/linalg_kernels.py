@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -266,20 +266,53 @@ def gemm(
             np.int32(b_kn[0]), np.int32(b_kn[1]), np.int32(len(batch)), dims(batch), dims(a_batch), dims(b_batch),
         )
         return out
+    return _gemm_packed(be, op, dtype, out, a, b, M, N, K, a_mk, b_kn, batch, a_batch, b_batch)
+
+
+def _gemm_packed(
+    be: OpenCLBackend, op: str, dtype: str, out: Any, a: Any, b: Any, M: int, N: int, K: int,
+    a_mk: tuple[int, int], b_kn: tuple[int, int], batch: Sequence[int] = (), a_batch: Sequence[int] = (),
+    b_batch: Sequence[int] = (), fill_a: Callable[[Any, int], None] | None = None,
+) -> Any:
+    """The packed product into ``out`` (see the module's docstring).  ``fill_a(buffer,
+    Mp)``, when given, writes A's panels (``Mp`` rows, the padding rows zero) at the
+    start of the packed buffer itself, and ``a`` is not read: the pack launch then
+    copies B's panels only (its work-items for A's panels are skipped by a global
+    offset)."""
+    RN, RM = TILES[dtype]
+    nb = int(math.prod(batch)) if batch else 1
     Mp, Np = -(-M // RM) * RM, -(-N // RN) * RN
 
     def k(name: str) -> Any:
         return be.programs.kernel("matmul", dtype, name, op)
 
     boff = -(-nb * Mp * K // RN) * RN  # B's panels start on a vector boundary
-    packed = be.new_array((boff + nb * Np * K,), a.dtype)
-    be.launch(k("pack"), (_groups_of(K), Mp // RM + Np // RN, nb), (_GROUP, 1, 1), packed.base_data, a.base_data,
-              b.base_data, np.int32(M), np.int32(N), np.int32(K), np.int32(Mp), np.int32(Np), np.int64(boff),
-              np.int32(a_mk[0]), np.int32(a_mk[1]), np.int32(b_kn[0]), np.int32(b_kn[1]), np.int32(len(batch)),
-              dims(batch), dims(a_batch), dims(b_batch))
-    be.launch(k("mm"), (Mp // RM, Np // RN, nb), (1, 1, 1), out.base_data, packed.base_data,
+    packed = be.new_array((boff + nb * Np * K,), out.dtype)
+    a_panels = Mp // RM
+    if fill_a is not None:
+        fill_a(packed.base_data, Mp)
+    be.launch(k("pack"), (_groups_of(K), Np // RN if fill_a else a_panels + Np // RN, nb), (_GROUP, 1, 1),
+              packed.base_data, (b if fill_a else a).base_data, b.base_data, np.int32(M), np.int32(N), np.int32(K),
+              np.int32(Mp), np.int32(Np), np.int64(boff), np.int32(a_mk[0]), np.int32(a_mk[1]), np.int32(b_kn[0]),
+              np.int32(b_kn[1]), np.int32(len(batch)), dims(batch), dims(a_batch), dims(b_batch),
+              offset=(0, a_panels, 0) if fill_a else None)
+    be.launch(k("mm"), (a_panels, Np // RN, nb), (1, 1, 1), out.base_data, packed.base_data,
               np.int32(M), np.int32(N), np.int32(K), np.int32(Mp), np.int32(Np), np.int64(boff))
     return out
+
+
+def gemm_filled_a(
+    be: OpenCLBackend, op: str, dtype: str, fill_a: Callable[[Any, int], None], b: Any, M: int, N: int, K: int,
+    b_kn: tuple[int, int],
+) -> Any | None:
+    """C[M, N] = A B where ``fill_a`` writes A's panels straight into the packed MatMul's
+    buffer (see ``_gemm_packed``: im2col does, saving the packing pass over A).  None when
+    the product does not take the packed kernel (or is empty): the caller then builds A
+    and calls ``gemm``."""
+    if M * N * K == 0 or matmul_variant(be, M * N * K) != "packed":
+        return None
+    out = be.new_array((M, N), b.dtype)
+    return _gemm_packed(be, op, dtype, out, None, b, M, N, K, (0, 0), b_kn, fill_a=fill_a)
 
 
 def _product(op: str, a: Any, b: Any, transpose_a: bool, transpose_b: bool, T: ok.DType) -> Any:

@@ -25,7 +25,7 @@ from opkernel.ops.nn_ops import (
 from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
 from .common import FLOATS, dims, fail, fast_divisor, scalar
-from .linalg_kernels import TILES, bias_activation_in_place, gemm
+from .linalg_kernels import TILES, bias_activation_in_place, gemm, gemm_filled_a
 from .elementwise import float32_compute
 from .programs import family
 from .reduction_kernels import reduce
@@ -257,10 +257,49 @@ _GEOMETRY = """
 """
 
 
+def _im2col_panels_source(rm: int) -> str:
+    """im2col for the packed MatMul on CPU devices (Conv2D's forward): im2col_rows' loops,
+    each value stored straight into the panels of A, the columns (``linalg_kernels``:
+    Ap[M/RM][K][RM], row m an output position, column k a window element), which saves
+    the packing launch's pass over them.  MP is M rounded up to whole panels: the last
+    work-item zeroes the padding rows, as the packing kernel does (they reach only rows of
+    C past M, never stored, but uninitialised memory could hold denormals, slow in the
+    multiply-adds).  (The transposed
+    columns of Conv2DBackpropFilter written the same way, a panel per RM window elements,
+    ran slower than im2col_rows and the packing launch together: that product keeps them.)"""
+    return f"""#define RM {rm}
+__kernel void im2col_panels(__global T* restrict P, __global const T* restrict x, dims_t g1, dims_t g2, dims_t g3, dims_t g4, int MP) {{
+  int q = get_global_id(0); if (q >= N * OH) return;
+  int n = DIV_OH(q); int oh = q - n * OH; int KK = KH * KW * C;
+  for (int ow = 0; ow < OW; ++ow) {{
+    long pos = (long)q * OW + ow;
+    __global T* dst = P + (pos / RM) * KK * RM + pos % RM;
+    for (int ii = 0; ii < KH; ++ii) {{
+      int h = oh * SH - PT + ii * DH; bool hin = h >= 0 && h < H;
+      __global const T* row = x + ((long)n * H + (hin ? h : 0)) * W * C;
+      for (int j = 0; j < KW; ++j) {{
+        int w = ow * SW - PL + j * DW; int k0 = (ii * KW + j) * C;
+        if (hin && w >= 0 && w < W) {{ for (int c = 0; c < C; ++c) dst[(k0 + c) * RM] = row[w * C + c]; }}
+        else {{ for (int c = 0; c < C; ++c) dst[(k0 + c) * RM] = (T)0; }}
+      }}
+    }}
+  }}
+  if (q == N * OH - 1) {{
+    for (long m = (long)N * OH * OW; m < MP; ++m) {{
+      __global T* d = P + (m / RM) * KK * RM + m % RM;
+      for (int k = 0; k < KK; ++k) d[k * RM] = (T)0;
+    }}
+  }}
+}}
+#undef RM
+"""
+
+
 @family("window", POOL_TYPES)
 def _window_source(dtype: str) -> str:
     T = ctype(ok.as_dtype(dtype))
     lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
+    panels = _im2col_panels_source(TILES[dtype][1]) if dtype in TILES else ""
     return f"""
 #define T {T}
 #define ISNAN(v) {"OK_ISNAN(v)" if dtype in FLOATS else "0"}
@@ -305,7 +344,7 @@ __kernel void im2col_rows(__global T* restrict cols, __global const T* restrict 
     }}
   }}
 }}
-// dx[n, h, w, c] = sum of the column entries that im2col copied from (n, h, w, c).
+{panels}// dx[n, h, w, c] = sum of the column entries that im2col copied from (n, h, w, c).
 __kernel void col2im(__global T* dx, __global const T* dcols, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
   IN_INDEX(i)
@@ -512,6 +551,25 @@ def _im2col(be: OpenCLBackend, op: str, x: Any, win: Window, dtype: str) -> Any:
     return cols
 
 
+def _columns_product(be: OpenCLBackend, op: str, x: Any, win: Window, dtype: str, b: Any, N: int,
+                     b_kn: tuple[int, int], transposed: bool) -> Any:
+    """A B, A being the im2col columns of ``x`` ([positions, window elements]; with
+    ``transposed``, their transpose).  When Conv2D's product takes the packed MatMul,
+    im2col writes A's panels itself (``im2col_panels``): one pass over the columns less."""
+    KK, P = win.kh * win.kw * win.c, win.n * win.oh * win.ow
+    M, K = (KK, P) if transposed else (P, KK)
+    if be.is_cpu and not transposed:
+        def fill(packed: Any, Mp: int) -> None:
+            _launch_positions(be, be.programs.kernel("window", dtype, "im2col_panels", op), win.n * win.oh, win,
+                              packed, x.base_data, extra=(np.int32(Mp),))
+
+        out = gemm_filled_a(be, op, dtype, fill, b, M, N, K, b_kn)
+        if out is not None:
+            return out
+    cols = _im2col(be, op, x, win, dtype)
+    return gemm(be, op, dtype, cols, b, M, N, K, (1, KK) if transposed else (KK, 1), b_kn)
+
+
 def _check_conv_type(op: str, T: ok.DType) -> str:
     if T.name not in TILES:
         raise fail(op, f"T={T.name} is not supported by the OpenCL convolution")
@@ -527,9 +585,7 @@ def _conv2d_nhwc(op: str, input: Any, filter: Any, T: ok.DType, attrs: Any) -> A
     x = _nhwc(be, op, input, attrs["data_format"])
     win = _conv_window(op, x.shape, filter.shape, attrs)
     oc = filter.shape[3]
-    cols = _im2col(be, op, x, win, T.name)
-    K = win.kh * win.kw * win.c
-    out = gemm(be, op, _check_conv_type(op, T), cols, filter, cols.shape[0], oc, K, (K, 1), (oc, 1))
+    out = _columns_product(be, op, x, win, _check_conv_type(op, T), filter, oc, (oc, 1), transposed=False)
     return be.view(out, (win.n, win.oh, win.ow, oc))
 
 
@@ -587,10 +643,7 @@ def conv2d_backprop_filter(input: Any, filter_sizes: np.ndarray, out_backprop: A
     win = _conv_window(op, x.shape, f_shape, attrs)
     oc = f_shape[3]
     _check_out(op, "out_backprop", dy.shape, (x.shape[0], win.oh, win.ow, oc), fmt)
-    cols = _im2col(be, op, x, win, T.name)
-    K = win.kh * win.kw * win.c
-    P = cols.shape[0]
-    dw = gemm(be, op, _check_conv_type(op, T), cols, dy, K, oc, P, (1, K), (oc, 1))
+    dw = _columns_product(be, op, x, win, _check_conv_type(op, T), dy, oc, (oc, 1), transposed=True)
     return be.view(dw, f_shape)
 
 
@@ -605,10 +658,12 @@ def _pool_window(op: str, x_shape: tuple[int, ...], attrs: dict[str, Any]) -> Wi
     return _window(op, x_shape, (kh, kw), attrs, None)
 
 
-def _launch_positions(be: OpenCLBackend, kernel: Any, positions: int, win: Window, *buffers: Any, depth: int = 1) -> None:
+def _launch_positions(be: OpenCLBackend, kernel: Any, positions: int, win: Window, *buffers: Any, depth: int = 1,
+                      extra: tuple[Any, ...] = ()) -> None:
     """A kernel with a work-item per spatial position (and ``depth`` along dimension 1):
-    im2col and the ``*_rows`` kernels, in work-groups of 64 (the kernels skip the padding)."""
-    be.launch(kernel, (-(-positions // 64) * 64, depth), (64, 1), *buffers, *win.args())
+    im2col and the ``*_rows`` kernels, in work-groups of 64 (the kernels skip the padding);
+    ``extra`` arguments follow the geometry's."""
+    be.launch(kernel, (-(-positions // 64) * 64, depth), (64, 1), *buffers, *win.args(), *extra)
 
 
 def _pool(op: str, name: str) -> Any:
@@ -683,6 +738,7 @@ def _argmax_pool_source(key: str) -> str:
     dtype, index = key.split(":")
     T, I = ctype(ok.as_dtype(dtype)), ctype(ok.as_dtype(index))
     lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
+    panels = _im2col_panels_source(TILES[dtype][1]) if dtype in TILES else ""
     return f"""
 #define T {T}
 #define I {I}
