@@ -366,6 +366,21 @@ def test_by_value_arguments_are_set_once_per_kernel_object(be: Any, monkeypatch:
     assert ok.ops.add(x, x).numpy().tolist() == [0, 2, 4, 6, 8, 10]
 
 
+def test_bound_kernels_tell_float_arguments_apart_by_their_bits(be: Any) -> None:
+    # Integer arguments are keyed by value, floats by their bytes: -0.0 == 0.0 and nan != nan.
+    k = be.programs.kernel("fill", "float32", "fill", "Fill")
+    out = be.new_array((64,), np.dtype(np.float32))
+    for v in (0.0, -0.0, 0.0, np.nan, np.nan, -0.0):
+        be.launch1d(k, 64, out.base_data, np.float32(v))
+        got = out.get()
+        assert (np.isnan(got).all() if np.isnan(v) else (got == v).all() and (np.signbit(got) == np.signbit(v)).all()), v
+    ints = be.programs.kernel("fill", "int32", "fill", "Fill")
+    iout = be.new_array((64,), np.dtype(np.int32))
+    for v in (3, 3, -1, np.int32(3)):
+        be.launch1d(ints, 64, iout.base_data, np.int32(v))
+        assert (iout.get() == v).all()
+
+
 @pytest.mark.parametrize("n", [1, 100, 4096, 100_003, 1_000_000])
 def test_long_reductions(be: Any, n: int) -> None:
     x = np.random.default_rng(2).uniform(-1, 1, n).astype(np.float32)

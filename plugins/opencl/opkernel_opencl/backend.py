@@ -32,10 +32,13 @@ HOST_COPY_BYTES = 1 << 16
 
 _MAX_ELEMENTS = 2**31 - 1
 _OOM_CODES = {-4, -5, -6}  # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY
-#: How OpenCLBackend._bound treats a kernel argument: a memory object set at each launch, a
-#: by-value argument (numpy scalar or dims_t array) bound once per value, or anything else
-#: (local memory, Python numbers), which makes the launch set every argument itself.
-_BUFFER, _BY_VALUE, _UNBOUND = 0, 1, 2
+#: How OpenCLBackend._bound treats a kernel argument, by class: a memory object (set at each
+#: launch); a numpy integer (bound once per value, keyed by the value: a kernel argument has
+#: one type, so equal values set equal bytes); another by-value argument, a float scalar or
+#: a dims_t array (bound once per value, keyed by its bytes: -0.0 == 0.0 and nan != nan);
+#: or anything else (local memory, Python numbers), which makes the launch set every
+#: argument itself.
+_BUFFER, _BY_VALUE, _UNBOUND, _INTEGER = 0, 1, 2, 3
 
 _TYPE_NAMES = {
     "bool": "uchar", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort",
@@ -302,6 +305,8 @@ class OpenCLBackend(ok.Backend):
             if kind == _BUFFER:
                 key.append(None)
                 buffers.append((i, a))
+            elif kind == _INTEGER:
+                key.append(a)  # hashing a numpy integer: a third of the cost of its bytes
             elif kind == _BY_VALUE:
                 # Its bytes are what set_arg passes: the key needs nothing else (its
                 # dtype's name would cost more than the rest of the key).
@@ -326,6 +331,8 @@ class OpenCLBackend(ok.Backend):
         """How ``_bound`` treats a kernel argument of class ``cls`` (cached per class)."""
         if issubclass(cls, self.cl.MemoryObjectHolder):
             kind = _BUFFER
+        elif issubclass(cls, (np.integer, np.bool_)):
+            kind = _INTEGER
         elif issubclass(cls, (np.generic, np.ndarray)):
             kind = _BY_VALUE
         else:
