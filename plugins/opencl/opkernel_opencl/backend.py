@@ -149,6 +149,7 @@ class OpenCLBackend(ok.Backend):
         self.launch_lock = threading.Lock()  # a Kernel's arguments are shared state
         self._pending: deque[Any] = deque()  # events of uploads still reading host memory
         self._bound_kernels: dict[tuple[Any, ...], Any] = {}
+        self._bound_values: dict[tuple[Any, int], tuple[Any, tuple[Any, ...]]] = {}
         self._arg_kinds: dict[type, int] = {}
         self._tls = threading.local()
         self._geometry: dict[tuple[tuple[int, ...], np.dtype[Any]], tuple[int, tuple[int, ...]]] = {}
@@ -340,29 +341,52 @@ class OpenCLBackend(ok.Backend):
         self._arg_kinds[cls] = kind
         return kind
 
+    def _bound_to(self, kernel: Any, buffers: tuple[Any, ...], values: tuple[Any, ...]) -> Any:
+        """``_bound`` for arguments ``*buffers, *values`` whose by-value part is a tuple the
+        caller reuses (from a cache): the kernel object is found by the tuple's identity,
+        without reading the values.  The entry keeps the tuple alive, so no other tuple
+        can take its identity while the entry exists."""
+        key = (kernel, id(values))
+        entry = self._bound_values.get(key)
+        if entry is None:
+            if len(self._bound_values) >= self.BOUND_KERNELS:
+                self._bound_values.clear()
+            bound = self.cl.Kernel(kernel.program, kernel.function_name)
+            for i, v in enumerate(values, len(buffers)):
+                bound.set_arg(i, v)
+            entry = self._bound_values[key] = (bound, values)
+        bound = entry[0]
+        for i, b in enumerate(buffers):
+            bound.set_arg(i, b)
+        return bound
+
     def _enqueue(self, kernel: Any, gsize: tuple[int, ...], lsize: tuple[int, ...] | None, args: tuple[Any, ...],
-                 offset: tuple[int, ...] | None) -> None:
-        bound = self._bound(kernel, args)
+                 offset: tuple[int, ...] | None, values: tuple[Any, ...] | None = None) -> None:
+        bound = self._bound(kernel, args) if values is None else self._bound_to(kernel, args, values)
         if bound is None:
             kernel(self.queue, gsize, lsize, *args, global_offset=offset)
         else:
             self.cl.enqueue_nd_range_kernel(self.queue, bound, gsize, lsize, offset)  # the offset: positional, named differently in pyopencl and its stubs
 
     def launch(self, kernel: Any, gsize: tuple[int, ...], lsize: tuple[int, ...] | None, *args: Any,
-               offset: tuple[int, ...] | None = None) -> None:
-        """Queue one kernel launch; never waits."""
+               offset: tuple[int, ...] | None = None, values: tuple[Any, ...] | None = None) -> None:
+        """Queue one kernel launch; never waits.  With ``values``, the kernel's arguments
+        are ``*args`` (memory objects) then ``*values``, a tuple of by-value arguments
+        that the caller caches and passes again for the same values (``_bound_to``:
+        neither made nor read at each launch)."""
         with self.launch_lock:
-            self._enqueue(kernel, gsize, lsize, args, offset)
+            self._enqueue(kernel, gsize, lsize, args, offset, values)
 
-    def launch1d(self, kernel: Any, n: int, *args: Any) -> None:
+    def launch1d(self, kernel: Any, n: int, *args: Any, values: tuple[Any, ...] | None = None) -> None:
         """One work-item per element, for kernels without a bounds check: the bulk in
-        work-groups of 64 (PoCL vectorises those), the remainder in groups of 1."""
+        work-groups of 64 (PoCL vectorises those), the remainder in groups of 1.
+        ``values``: as for ``launch``."""
         main = n - n % 64
         with self.launch_lock:
             if main:
-                self._enqueue(kernel, (main,), (64,), args, None)
+                self._enqueue(kernel, (main,), (64,), args, None, values)
             if n != main:
-                self._enqueue(kernel, (n - main,), (1,), args, (main,) if main else None)
+                self._enqueue(kernel, (n - main,), (1,), args, (main,) if main else None, values)
 
     # ------------------------------------------------------------ errors and facts
 

@@ -30,6 +30,7 @@ plain pointer loads and ``a * b + c`` (contracted to FMA by the compiler).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import Any, Callable, Sequence
@@ -260,11 +261,8 @@ def gemm(
     RN, RM = TILES[dtype]
     nb = int(math.prod(batch)) if batch else 1
     if variant == "small":
-        be.launch(
-            be.programs.kernel("matmul", dtype, "mm_small", op), (N, M, nb), None, out.base_data, a.base_data,
-            b.base_data, np.int32(M), np.int32(N), np.int32(K), np.int32(a_mk[0]), np.int32(a_mk[1]),
-            np.int32(b_kn[0]), np.int32(b_kn[1]), np.int32(len(batch)), dims(batch), dims(a_batch), dims(b_batch),
-        )
+        be.launch(be.programs.kernel("matmul", dtype, "mm_small", op), (N, M, nb), None, out.base_data, a.base_data,
+                  b.base_data, values=_small_values(M, N, K, a_mk, b_kn, tuple(batch), tuple(a_batch), tuple(b_batch)))
         return out
     return _gemm_packed(be, op, dtype, out, a, b, M, N, K, a_mk, b_kn, batch, a_batch, b_batch)
 
@@ -291,14 +289,37 @@ def _gemm_packed(
     a_panels = Mp // RM
     if fill_a is not None:
         fill_a(packed.base_data, Mp)
+    pack_values, mm_values = _packed_values(M, N, K, Mp, Np, boff, a_mk, b_kn, tuple(batch), tuple(a_batch),
+                                            tuple(b_batch))
     be.launch(k("pack"), (_groups_of(K), Np // RN if fill_a else a_panels + Np // RN, nb), (_GROUP, 1, 1),
-              packed.base_data, (b if fill_a else a).base_data, b.base_data, np.int32(M), np.int32(N), np.int32(K),
-              np.int32(Mp), np.int32(Np), np.int64(boff), np.int32(a_mk[0]), np.int32(a_mk[1]), np.int32(b_kn[0]),
-              np.int32(b_kn[1]), np.int32(len(batch)), dims(batch), dims(a_batch), dims(b_batch),
+              packed.base_data, (b if fill_a else a).base_data, b.base_data, values=pack_values,
               offset=(0, a_panels, 0) if fill_a else None)
-    be.launch(k("mm"), (a_panels, Np // RN, nb), (1, 1, 1), out.base_data, packed.base_data,
-              np.int32(M), np.int32(N), np.int32(K), np.int32(Mp), np.int32(Np), np.int64(boff))
+    be.launch(k("mm"), (a_panels, Np // RN, nb), (1, 1, 1), out.base_data, packed.base_data, values=mm_values)
     return out
+
+
+# The by-value arguments of the MatMul kernels, made once per product shape (a model's
+# few, at every step): numpy scalars cost about a microsecond each to make, and the
+# backend finds the kernel object holding them by the tuple's identity (``launch(values=)``).
+@functools.lru_cache(maxsize=256)
+def _packed_values(
+    M: int, N: int, K: int, Mp: int, Np: int, boff: int, a_mk: tuple[int, int], b_kn: tuple[int, int],
+    batch: tuple[int, ...], a_batch: tuple[int, ...], b_batch: tuple[int, ...],
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    i32 = np.int32
+    pack = (i32(M), i32(N), i32(K), i32(Mp), i32(Np), np.int64(boff), i32(a_mk[0]), i32(a_mk[1]), i32(b_kn[0]),
+            i32(b_kn[1]), i32(len(batch)), dims(batch), dims(a_batch), dims(b_batch))
+    return pack, (i32(M), i32(N), i32(K), i32(Mp), i32(Np), np.int64(boff))
+
+
+@functools.lru_cache(maxsize=256)
+def _small_values(
+    M: int, N: int, K: int, a_mk: tuple[int, int], b_kn: tuple[int, int], batch: tuple[int, ...],
+    a_batch: tuple[int, ...], b_batch: tuple[int, ...],
+) -> tuple[Any, ...]:
+    i32 = np.int32
+    return (i32(M), i32(N), i32(K), i32(a_mk[0]), i32(a_mk[1]), i32(b_kn[0]), i32(b_kn[1]), i32(len(batch)),
+            dims(batch), dims(a_batch), dims(b_batch))
 
 
 def gemm_filled_a(

@@ -627,7 +627,7 @@ def conv2d_backprop_input(input_sizes: np.ndarray, filter: Any, out_backprop: An
             _launch_positions(be, be.programs.kernel("window", T.name, "col2im_rows", op), win.n * win.h * win.w, win,
                               dx.base_data, dcols.base_data)
         else:
-            be.launch1d(be.programs.kernel("window", T.name, "col2im", op), dx.size, dx.base_data, dcols.base_data, *win.args())
+            be.launch1d(be.programs.kernel("window", T.name, "col2im", op), dx.size, dx.base_data, dcols.base_data, values=win.args())
     return _from_nhwc(be, op, dx, fmt)
 
 
@@ -663,7 +663,15 @@ def _launch_positions(be: OpenCLBackend, kernel: Any, positions: int, win: Windo
     """A kernel with a work-item per spatial position (and ``depth`` along dimension 1):
     im2col and the ``*_rows`` kernels, in work-groups of 64 (the kernels skip the padding);
     ``extra`` arguments follow the geometry's."""
-    be.launch(kernel, (-(-positions // 64) * 64, depth), (64, 1), *buffers, *win.args(), *extra)
+    values = _window_values(win, extra) if extra else win.args()
+    be.launch(kernel, (-(-positions // 64) * 64, depth), (64, 1), *buffers, values=values)
+
+
+@functools.lru_cache(maxsize=256)
+def _window_values(win: Window, extra: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The geometry's arguments, then ``extra``: one tuple per (layer, extra values), so
+    launches find their kernel object by its identity (``OpenCLBackend.launch``)."""
+    return (*win.args(), *extra)
 
 
 def _pool(op: str, name: str) -> Any:
@@ -680,7 +688,7 @@ def _pool(op: str, name: str) -> Any:
                 _launch_positions(be, be.programs.kernel("window", T.name, "max_pool_rows", op), win.n * win.oh * win.ow,
                                   win, out.base_data, x.base_data)
             else:
-                be.launch1d(be.programs.kernel("window", T.name, name, op), out.size, out.base_data, x.base_data, *win.args())
+                be.launch1d(be.programs.kernel("window", T.name, name, op), out.size, out.base_data, x.base_data, values=win.args())
         return _from_nhwc(be, op, out, fmt)
 
     kernel.__name__ = op
@@ -705,16 +713,16 @@ def max_pool_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType, **a
                                   win.n * win.oh * win.ow, win, dx.base_data, x.base_data, dy.base_data)
             else:
                 be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad_scatter", op), dy.size, dx.base_data,
-                            x.base_data, dy.base_data, *win.args())
+                            x.base_data, dy.base_data, values=win.args())
         return _from_nhwc(be, op, dx, fmt)
     dx = be.new_array(x.shape, x.dtype)
     if dx.size:
         argmax = be.new_array((win.n, win.oh, win.ow, win.c), np.dtype(np.int32))
         if argmax.size:
             be.launch1d(be.programs.kernel("window", T.name, "max_pool_argmax", op), argmax.size, argmax.base_data,
-                        x.base_data, *win.args())
+                        x.base_data, values=win.args())
         be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad", op), dx.size, dx.base_data,
-                    argmax.base_data, dy.base_data, *win.args())
+                    argmax.base_data, dy.base_data, values=win.args())
     return _from_nhwc(be, op, dx, fmt)
 
 
@@ -729,7 +737,7 @@ def max_pool_grad_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType
     gg = _nhwc(be, op, grad, fmt)
     out = be.new_array((win.n, win.oh, win.ow, win.c), x.dtype)
     if out.size:
-        be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad_grad", op), out.size, out.base_data, x.base_data, gg.base_data, *win.args())
+        be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad_grad", op), out.size, out.base_data, x.base_data, gg.base_data, values=win.args())
     return _from_nhwc(be, op, out, fmt)
 
 
@@ -883,7 +891,7 @@ def avg_pool_grad(orig_input_shape: np.ndarray, grad: Any, T: ok.DType, **attrs:
     _check_out(op, "grad", dy.shape, (win.n, win.oh, win.ow, win.c), fmt)
     dx = be.new_array(shape, grad.dtype)
     if dx.size:
-        be.launch1d(be.programs.kernel("window", T.name, "avg_pool_grad", op), dx.size, dx.base_data, dy.base_data, *win.args())
+        be.launch1d(be.programs.kernel("window", T.name, "avg_pool_grad", op), dx.size, dx.base_data, dy.base_data, values=win.args())
     return _from_nhwc(be, op, dx, fmt)
 
 
