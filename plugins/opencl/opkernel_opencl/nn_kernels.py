@@ -264,9 +264,9 @@ def _im2col_panels_source(rm: int) -> str:
     the packing launch's pass over them.  MP is M rounded up to whole panels: the last
     work-item zeroes the padding rows, as the packing kernel does (they reach only rows of
     C past M, never stored, but uninitialised memory could hold denormals, slow in the
-    multiply-adds).  (The transposed
-    columns of Conv2DBackpropFilter written the same way, a panel per RM window elements,
-    ran slower than im2col_rows and the packing launch together: that product keeps them.)"""
+    multiply-adds).  The transposed columns of Conv2DBackpropFilter written the same way,
+    a panel per RM window elements, ran slower than im2col_rows and the packing launch
+    together: that product keeps them."""
     return f"""#define RM {rm}
 __kernel void im2col_panels(__global T* restrict P, __global const T* restrict x, dims_t g1, dims_t g2, dims_t g3, dims_t g4, int MP) {{
   int q = get_global_id(0); if (q >= N * OH) return;
