@@ -403,6 +403,31 @@ def record_op(op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], o
             tracked[id(o)] = o
 
 
+def record_single(op_def: Any, attrs: Mapping[str, Any], inputs: tuple[Tensor, ...], output: Tensor) -> None:
+    """``record_op`` for the engine's fast calls (one output): with one tape recording on
+    this thread and no Variable among the inputs, the record is filed here, without
+    ``record_op``'s loops over tapes and outputs; anything else goes to ``record_op``."""
+    tapes = _local.__dict__.get("tapes")
+    if not tapes:
+        return
+    if len(tapes) == 1:
+        tracked = tapes[0]._tracked
+        hit = False
+        for t in inputs:
+            if t.__class__ is Variable:
+                break
+            if id(t) in tracked:
+                hit = True
+        else:
+            if hit:
+                entry = _GRADIENTS.get(op_def.name)
+                if entry is None or entry.fn is not None:
+                    tapes[0]._entries.append((op_def, attrs, inputs, (output,), ()))
+                    tracked[id(output)] = output
+            return
+    record_op(op_def, attrs, inputs, (output,))
+
+
 @contextmanager
 def stop_recording() -> Iterator[None]:
     """Run the block without recording on any tape of this thread."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import kernels as kernel_registry
 from . import op_registry, plugins
-from .autodiff import RECORDING, record_op
+from .autodiff import RECORDING, record_op, record_single
 from .backend import Backend
 from .dtypes import DType, as_dtype
 from .errors import (
@@ -1053,7 +1053,7 @@ def call({params}):
         return wrap(v, ({inputs}))
     t = Tensor(v, dt, be)
     if RECORDING[0]:
-        record_op(op_def, attrs, ({inputs}), (t,))
+        record_single(op_def, attrs, ({inputs}), t)
     return t
 """
 
@@ -1066,7 +1066,7 @@ def _compiled_call(fn: Callable[..., Any], n_inputs: int, kw: dict[str, Any], en
     ``fn(a, b, **kw)``) takes CPython's generic call path: 0.45 us more on a 4x4 MatMul.
     ``env`` holds the template's other names; its ``wrap`` covers outputs that need
     converting, while the common case is written out inline, one Python call less."""
-    namespace: dict[str, Any] = dict(env, fn=fn, Tensor=Tensor, RECORDING=RECORDING, record_op=record_op,
+    namespace: dict[str, Any] = dict(env, fn=fn, Tensor=Tensor, RECORDING=RECORDING, record_single=record_single,
                                      _raise_translated=_raise_translated)
     params = [f"x{i}" for i in range(n_inputs)]
     args = [f"{p}._value" for p in params]
@@ -1109,7 +1109,7 @@ def _fast_call(sig: _Signature, kdef: KernelDef, in_lengths: list[int | None], o
             v = conv(v, dt)
         t = Tensor(v, dt, be)
         if RECORDING[0]:
-            record_op(op_def, attrs, inputs, (t,))
+            record_single(op_def, attrs, inputs, t)
         return t
 
     env = dict(wrap=wrap, dt=dt, be=be, name=name, native=native, npdt=npdt, op_def=op_def, attrs=attrs)

@@ -37,6 +37,25 @@ def test_a_non_persistent_tape_gives_one_gradient_then_releases_its_records(back
         tape.gradient(y, x)
 
 
+def test_ops_on_unwatched_tensors_are_not_recorded(backend):
+    x = ok.tensor(np.array([2.0], np.float32))
+    u = ok.tensor(np.array([3.0], np.float32))
+    for depth in (1, 2):  # one tape recording, then the same under an outer one
+        tapes = [ok.GradientTape(persistent=True) for _ in range(depth)]
+        for t in tapes:
+            t.__enter__()
+        for t in tapes:
+            t.watch(x)
+        y = x * x
+        v = u * u  # nothing watched: no record, and u gets no gradient
+        for t in reversed(tapes):
+            t.__exit__(None, None, None)
+        for t in tapes:
+            assert len(t._entries) == 1 and id(v) not in t._tracked
+            assert t.gradient(v, u) is None
+            assert t.gradient(y, x).numpy().tolist() == [4.0]
+
+
 def test_trainable_variables_are_watched_automatically_unless_switched_off(backend):
     v = ok.Variable(np.array([3.0], np.float32))
     frozen = ok.Variable(np.array([3.0], np.float32), trainable=False)
