@@ -201,3 +201,29 @@ def test_pool_threads_hold_no_reference_to_an_output_once_done(threads):
     out = sharding._run_sharded(np.add, (x, x), 2, False, sharding.MIN_ELEMENTS_PER_SHARD, (np.add, x.dtype, x.dtype))
     assert sys.getrefcount(out) == 2  # ``out`` and getrefcount's argument
     assert sys.getrefcount(x) == 2
+
+
+def test_the_split_gives_pool_threads_less_by_their_measured_wake_up(monkeypatch):
+    key = ("split-test",)
+    monkeypatch.setattr(sharding, "_per_element", {})
+    monkeypatch.setattr(sharding, "_wake", [0.0])
+    assert sharding._split(1000, 2, key) == [0, 500, 1000]  # nothing measured yet: even
+    assert sharding._split(1001, 3, key) == [0, 335, 668, 1001]  # the caller takes the remainder
+    # 1000 elements at 100 ns each: 100 us of work; pool threads wake 20 us late
+    sharding._per_element[key] = 100e-9
+    sharding._wake[0] = 20e-6
+    assert sharding._split(1000, 2, key) == [0, 600, 1000]  # both finish at 60 us
+    assert sharding._split(1200, 3, key) == [0, 534, 867, 1200]  # (120 + 2 * 20) / 3 = 53.3 us each
+    sharding._wake[0] = 1e-3  # wake-ups slower than the work: each pool thread keeps a quarter share
+    assert sharding._split(1000, 2, key) == [0, 875, 1000]
+
+
+def test_sharded_calls_learn_the_wake_up_and_the_rate(threads, monkeypatch):
+    monkeypatch.setattr(sharding, "_per_element", {})
+    monkeypatch.setattr(sharding, "_wake", [0.0])
+    x = np.arange(N, dtype=np.float32)
+    key = (np.add, x.dtype, x.dtype)
+    for _ in range(3):
+        out = sharding._run_sharded(np.add, (x, x), 2, False, sharding.MIN_ELEMENTS_PER_SHARD, key)
+        np.testing.assert_array_equal(out, x + x)  # uneven chunks, same elements
+    assert sharding._per_element[key] > 0 and 0 < sharding._wake[0] <= sharding._MAX_WAKE

@@ -4,7 +4,9 @@ A large elementwise op is split into contiguous chunks of the flattened
 output, one per thread of a shared pool, each computed by the same ufunc into
 its slice of one output array.  numpy releases the GIL inside ufunc loops, so
 the chunks run in parallel, and every element is computed exactly as it would
-be single-threaded (bit-identical results).  Small inputs, broadcasting inputs
+be single-threaded (bit-identical results).  The chunks are not even: a pool
+thread starts a wake-up after the caller, so it gets that much less work
+(``_split``, from timings of earlier calls).  Small inputs, broadcasting inputs
 and non-contiguous inputs take the plain single-threaded call.
 
 The thread count is ``ok.config.intra_op_parallelism_threads`` (default: the
@@ -21,6 +23,7 @@ import math
 import os
 import sys
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -132,11 +135,14 @@ class _Worker:
         self._done.acquire()
         self._job: tuple[Any, ...] | None = None
         self._error: BaseException | None = None
+        #: perf_counter() when this thread last woke up for a chunk (see ``_split``).
+        self.woke = 0.0
         threading.Thread(target=self._loop, name=name, daemon=True).start()
 
     def _loop(self) -> None:
         while True:
             self._go.acquire()
+            self.woke = time.perf_counter()
             job, self._job = self._job, None
             if job is None:  # stop()
                 return
@@ -196,11 +202,51 @@ _CORES = os.cpu_count() or 1
 #: (ufunc, input dtypes) -> the ufunc's own output dtype.
 _out_dtypes: dict[tuple[Any, ...], np.dtype[Any]] = {}
 
+#: How the work is split, learnt from the calls themselves (``_split``): the seconds from
+#: handing a chunk to a pool thread until it runs (one moving average for the pool), and
+#: per (ufunc, input dtypes) the caller's seconds per element while the pool threads run.
+_wake = [0.0]
+_per_element: dict[tuple[Any, ...], float] = {}
+#: Weight of a new measurement in those averages, and the most one wake-up may count:
+#: a thread descheduled for a millisecond says nothing about the next hand-off.
+_AVERAGING, _MAX_WAKE = 0.125, 200e-6
+
+
+def _split(size: int, shards: int, key: tuple[Any, ...]) -> list[int]:
+    """Chunk boundaries ``[0, b1, ..., size]``: the caller's chunk first, then one per
+    pool thread.  A pool thread starts its chunk a wake-up later than the caller (tens
+    of microseconds when its core sleeps, as long as the whole of a 1e6-element add),
+    so with the average wake-up ``L`` and the caller's time per element, the caller
+    takes ``(T + (s-1) L) / s`` of the ``T`` seconds of work and each pool thread ``L``
+    less: all finish together, and the caller rarely sleeps on a join (a second
+    wake-up).  Every pool thread keeps at least a quarter of an even share, so that
+    its wake-ups go on being measured; the first call of a ufunc splits evenly."""
+    rate = _per_element.get(key)
+    even = size // shards
+    worker = even
+    if rate:  # None before the first measurement (0 only if the clock did not move)
+        total = rate * size
+        finish = (total + (shards - 1) * _wake[0]) / shards
+        worker = min(even, max(even // 4, int(size * (finish - _wake[0]) / total)))
+    first = size - worker * (shards - 1)
+    return [0] + [first + worker * i for i in range(shards)]
+
+
+def _learn(key: tuple[Any, ...], handed: float, ran: float, done: float, elements: int, started: list[_Worker]) -> None:
+    """Fold one sharded call's timings into ``_wake`` and ``_per_element``."""
+    if elements:
+        old = _per_element.get(key)
+        sample = (done - ran) / elements
+        _per_element[key] = sample if old is None else old + _AVERAGING * (sample - old)
+    for worker in started:
+        late = min(max(worker.woke - handed, 0.0), _MAX_WAKE)
+        _wake[0] += _AVERAGING * (late - _wake[0])
+
 
 def _run_sharded(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], n_threads: int, quiet: bool,
                  per_shard: int, key: tuple[Any, ...]) -> np.ndarray:
     """``fn`` over ``arrays`` (C-contiguous, one shape) in up to ``n_threads`` chunks of at
-    least ``per_shard`` elements; ``key`` is ``(fn, *input dtypes)``."""
+    least ``per_shard`` elements (``_split`` sizes them); ``key`` is ``(fn, *input dtypes)``."""
     first = arrays[0]
     dtype = _out_dtypes.get(key)
     if dtype is None:  # the ufunc's own output type (an empty slice: no warnings)
@@ -214,13 +260,17 @@ def _run_sharded(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], n_threa
         shards = max(1, min(n_threads, size // per_shard))
         if len(_workers) != n_threads - 1:
             _resize(n_threads - 1)
+        bounds = _split(size, shards, key)
         started = []
+        handed = time.perf_counter()
         try:
             for i in range(1, shards):
                 worker = _workers[i - 1]
-                worker.start((fn, arrays, out, size * i // shards, size * (i + 1) // shards, quiet))
+                worker.start((fn, arrays, out, bounds[i], bounds[i + 1], quiet))
                 started.append(worker)
-            _chunk(fn, arrays, out, 0, size // shards, quiet)
+            ran = time.perf_counter()
+            _chunk(fn, arrays, out, 0, bounds[1], quiet)
+            done = time.perf_counter()
         finally:
             errors = []
             for worker in started:  # every started chunk finishes before the output is returned
@@ -230,6 +280,8 @@ def _run_sharded(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], n_threa
                     errors.append(exc)
         if errors:
             raise errors[0]
+        if started:
+            _learn(key, handed, ran, done, bounds[1], started)
     finally:
         _busy.release()
     return out
