@@ -484,7 +484,9 @@ def test_window_kernels_of_both_device_types_agree(be: Any, monkeypatch: pytest.
             xz = np.nan_to_num(x)
             c1 = ok.ops.conv2d(xz, w, **conv)  # im2col: per output row on CPU devices
             c2 = ok.ops.conv2d(xz, w, strides=[1, 1, 1, 1], padding="VALID", dilations=[1, 2, 1, 1])
-            return [y.numpy(), g.numpy(), dx.numpy(), c1.numpy(), c2.numpy()]
+            ya, am = ok.ops.max_pool_with_argmax(x, include_batch_in_index=True, **pool)
+            ga = ok.ops.max_pool_grad_with_argmax(x, np.ones(y.shape, np.float32) * 3, am, include_batch_in_index=True, **pool)
+            return [y.numpy(), g.numpy(), dx.numpy(), c1.numpy(), c2.numpy(), ya.numpy(), am.numpy(), ga.numpy()]
 
     expect = run("cpu")
     for is_cpu in (True, False):

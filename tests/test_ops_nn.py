@@ -1342,6 +1342,25 @@ def test_max_pool_with_argmax_never_writes_its_inputs(backend: str) -> None:
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("attrs", [pool((2, 2), (2, 2), "VALID"), pool((3, 3), (2, 2), "SAME")], ids=["tiled", "overlapping"])
+@pytest.mark.parametrize("include_batch", [False, True])
+def test_max_pool_with_argmax_over_many_channels(attrs: dict[str, Any], include_batch: bool, backend: str) -> None:
+    # 37 channels: two whole blocks and a part of the channel blocks that per-position
+    # kernels loop over (OpenCL on CPU devices), with Relu's ties (nan: the test above).
+    rng = np.random.default_rng(5)
+    x = np.maximum(rng.standard_normal((2, 5, 7, 37)), 0).astype(np.float32)
+    out = ops.max_pool_with_argmax(x, include_batch_in_index=include_batch, **attrs)
+    np.testing.assert_array_equal(out.output.numpy(), ref_max_pool(x, **attrs))
+    np.testing.assert_array_equal(out.argmax.numpy(), ref_argmax(x, {**attrs, "include_batch_in_index": include_batch}))
+    dy = rng.standard_normal(out.output.shape).astype(np.float32)
+    dx = ops.max_pool_grad_with_argmax(x, dy, out.argmax, include_batch_in_index=include_batch, **attrs)
+    flat = out.argmax.numpy().reshape(2, -1) if not include_batch else out.argmax.numpy().reshape(1, -1)
+    expected = np.zeros((flat.shape[0], x.size // flat.shape[0]), np.float32)
+    for row, (idx, g) in enumerate(zip(flat, dy.reshape(flat.shape[0], -1))):
+        np.add.at(expected[row], idx, g)
+    np.testing.assert_allclose(dx.numpy(), expected.reshape(x.shape), rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("k", [(1, 2), (2, 1), (2, 3), (3, 2), (3, 3)])
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
 def test_max_pool_with_argmax_tiling_windows_with_ties(k: tuple[int, int], dtype: str, backend: str) -> None:

@@ -254,6 +254,8 @@ _GEOMETRY = """
   int n = DIV_OH(u_); int oh = u_ - n * OH;
 #define IN_INDEX(i) int t_ = DIV_C(i); int c = (i) - t_ * C; int u_ = DIV_W(t_); int w = t_ - u_ * W; \
   int n = DIV_H(u_); int h = u_ - n * H;
+// (n, oh, ow) of output position p (the *_rows kernels' work-items)
+#define POS_INDEX(p) int t_ = DIV_OW(p); int ow = (p) - t_ * OW; int n = DIV_OH(t_); int oh = t_ - n * OH;
 """
 
 
@@ -403,7 +405,6 @@ __kernel void max_pool(__global T* out, __global const T* x, dims_t g1, dims_t g
 // CPU devices take the *_rows kernels: work-item p, an output position, does the C channels of
 // its window in an inner loop the compiler vectorises.  One work-item per element runs the
 // window's bounds checks and index arithmetic per element, unvectorised: 6x slower on PoCL.
-#define POS_INDEX(p) int t_ = DIV_OW(p); int ow = (p) - t_ * OW; int n = DIV_OH(t_); int oh = t_ - n * OH;
 __kernel void max_pool_rows(__global T* restrict out, __global const T* restrict x, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int p = get_global_id(0); if (p >= N * OH * OW) return;
   POS_INDEX(p)
@@ -665,19 +666,26 @@ def _pool_window(op: str, x_shape: tuple[int, ...], attrs: dict[str, Any]) -> Wi
 
 
 def _launch_positions(be: OpenCLBackend, kernel: Any, positions: int, win: Window, *buffers: Any, depth: int = 1,
-                      extra: tuple[Any, ...] = ()) -> None:
+                      extra: tuple[Any, ...] = (), values: tuple[Any, ...] | None = None) -> None:
     """A kernel with a work-item per spatial position (and ``depth`` along dimension 1):
     im2col and the ``*_rows`` kernels, in work-groups of 64 (the kernels skip the padding);
-    ``extra`` arguments follow the geometry's."""
-    values = _window_values(win, extra) if extra else win.args()
+    ``extra`` arguments follow the geometry's, or ``values`` (from ``_window_values``) are
+    all the by-value arguments."""
+    if values is None:
+        values = _window_values(win, extra) if extra else win.args()
     be.launch(kernel, (-(-positions // 64) * 64, depth), (64, 1), *buffers, values=values)
 
 
 @functools.lru_cache(maxsize=256)
-def _window_values(win: Window, extra: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The geometry's arguments, then ``extra``: one tuple per (layer, extra values), so
-    launches find their kernel object by its identity (``OpenCLBackend.launch``)."""
-    return (*win.args(), *extra)
+def _window_values(win: Window, extra: tuple[Any, ...], first: bool = False) -> tuple[Any, ...]:
+    """The geometry's arguments, then ``extra`` (before them with ``first``): one tuple per
+    (layer, extra values), so launches find their kernel object by its identity
+    (``OpenCLBackend.launch``)."""
+    return (*extra, *win.args()) if first else (*win.args(), *extra)
+
+
+#: The argmax pools' ``with_batch`` argument, by include_batch_in_index.
+_BATCH = {False: np.int32(0), True: np.int32(1)}
 
 
 def _pool(op: str, name: str) -> Any:
@@ -778,6 +786,62 @@ __kernel void max_pool_with_argmax(__global T* out, __global I* argmax, __global
   out[i] = top;
   argmax[i] = best_at < 0 ? (I)-1 : (with_batch ? (I)n * H * W * C : (I)0) + (I)best_at * C + c;
 }}
+// max_pool_with_argmax for CPU devices: work-item p, an output position, runs the rule above for
+// CH channels at a time, as max_pool_grad_scatter_rows does (full blocks with a constant trip
+// count, so the per-channel arrays stay in registers), and writes its C outputs and indices.
+#define CH 16
+#define MPA_BLOCK(COUNT) {{ \
+    T best[CH]; T top[CH]; int at[CH]; \
+    for (int e = 0; e < CH; ++e) {{ best[e] = {lowest}; top[e] = {lowest}; at[e] = -1; }} \
+    for (int ii = 0; ii < KH; ++ii) {{ \
+      int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue; \
+      for (int j = 0; j < KW; ++j) {{ \
+        int w = ow * SW - PL + j; if (w < 0 || w >= W) continue; \
+        __global const T* v = x + (((long)n * H + h) * W + w) * C + c0; \
+        int here = h * W + w; \
+        for (int e = 0; e < (COUNT); ++e) {{ \
+          T a = v[e]; int take = (at[e] < 0) | (a > best[e]); \
+          best[e] = take ? a : best[e]; at[e] = take ? here : at[e]; \
+          top[e] = ((a > top[e]) | ISNAN(a)) ? a : top[e]; \
+        }} \
+      }} \
+    }} \
+    for (int e = 0; e < (COUNT); ++e) {{ \
+      o[c0 + e] = top[e]; \
+      am[c0 + e] = at[e] < 0 ? (I)-1 : base + (I)at[e] * C + c0 + e; \
+    }} \
+  }}
+__kernel void max_pool_with_argmax_rows(__global T* restrict out, __global I* restrict argmax, __global const T* restrict x,
+                                        int with_batch, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+  int p = get_global_id(0); if (p >= N * OH * OW) return;
+  POS_INDEX(p)
+  __global T* o = out + (long)p * C; __global I* am = argmax + (long)p * C;
+  I base = with_batch ? (I)n * H * W * C : (I)0;
+  int c0 = 0;
+  for (; c0 + CH <= C; c0 += CH) MPA_BLOCK(CH)
+  if (c0 < C) {{ int nc = C - c0; MPA_BLOCK(nc) }}
+}}
+#undef MPA_BLOCK
+#undef CH
+// max_pool_grad_with_argmax_scatter for CPU devices: work-item p, an output position, writes
+// its window's rows of C channels (a loop the compiler vectorises).
+__kernel void max_pool_grad_with_argmax_scatter_rows(__global T* restrict dx, __global const I* restrict argmax,
+                                                     __global const T* restrict dy, int with_batch,
+                                                     dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+  int p = get_global_id(0); if (p >= N * OH * OW) return;
+  POS_INDEX(p)
+  __global const I* a = argmax + (long)p * C; __global const T* g = dy + (long)p * C;
+  I base = with_batch ? (I)n * H * W * C : (I)0;
+  for (int ii = 0; ii < KH; ++ii) {{
+    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    for (int j = 0; j < KW; ++j) {{
+      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      __global T* d = dx + (((long)n * H + h) * W + w) * C;
+      I here = base + (I)(h * W + w) * C;
+      for (int c = 0; c < C; ++c) d[c] = here + c == a[c] ? g[c] : (T)0;
+    }}
+  }}
+}}
 // MaxPoolGradWithArgmax as a gather (no atomics): each input element sums the gradients of
 // the windows holding it whose argmax is its own index.
 __kernel void max_pool_grad_with_argmax(__global T* dx, __global const I* argmax, __global const T* dy,
@@ -850,9 +914,14 @@ def max_pool_with_argmax(input: Any, T: ok.DType, Targmax: ok.DType, include_bat
     shape = (win.n, win.oh, win.ow, win.c)
     out, argmax = be.new_array(shape, input.dtype), be.new_array(shape, Targmax.np)
     if out.size:
-        k = be.programs.kernel("argmax_pool", f"{T.name}:{Targmax.name}", "max_pool_with_argmax", op)
-        be.launch1d(k, out.size, out.base_data, argmax.base_data, input.base_data, np.int32(include_batch_in_index),
-                    *win.args())
+        key, batch = f"{T.name}:{Targmax.name}", _BATCH[include_batch_in_index]
+        if be.is_cpu:
+            _launch_positions(be, be.programs.kernel("argmax_pool", key, "max_pool_with_argmax_rows", op),
+                              win.n * win.oh * win.ow, win, out.base_data, argmax.base_data, input.base_data,
+                              values=_window_values(win, (batch,), first=True))
+        else:
+            be.launch1d(be.programs.kernel("argmax_pool", key, "max_pool_with_argmax", op), out.size, out.base_data,
+                        argmax.base_data, input.base_data, values=_window_values(win, (batch,), first=True))
     return out, argmax
 
 
@@ -865,22 +934,29 @@ def _argmax_pool_backward(op: str, name: str, grad_shaped_as_input: bool) -> Any
         _check_out(op, "grad", grad.shape, tuple(input.shape) if grad_shaped_as_input else pooled, "NHWC")
         _check_out(op, "argmax", argmax.shape, pooled, "NHWC")
         _argmax_pool_index_check(be, op, argmax, win, include_batch_in_index)
-        key, batch = f"{T.name}:{Targmax.name}", np.int32(include_batch_in_index)
+        key, batch = f"{T.name}:{Targmax.name}", _BATCH[include_batch_in_index]
         if not grad_shaped_as_input and win.sh >= win.kh and win.sw >= win.kw:
             # disjoint windows: each writes its own positions (zeros first unless they cover the input)
             covered = ((win.sh, win.sw) == (win.kh, win.kw) and win.oh * win.sh - win.pt >= win.h
                        and win.ow * win.sw - win.pl >= win.w)
             dx = be.new_array(tuple(input.shape), grad.dtype) if covered else zeros(be, op, tuple(input.shape), grad.dtype)
             if dx.size and argmax.size:
-                k = be.programs.kernel("argmax_pool", key, "max_pool_grad_with_argmax_scatter", op)
-                be.launch1d(k, argmax.size, dx.base_data, argmax.base_data, grad.base_data, batch, *win.args())
+                values = _window_values(win, (batch,), first=True)
+                if be.is_cpu:
+                    _launch_positions(be, be.programs.kernel("argmax_pool", key, "max_pool_grad_with_argmax_scatter_rows", op),
+                                      win.n * win.oh * win.ow, win, dx.base_data, argmax.base_data, grad.base_data,
+                                      values=values)
+                else:
+                    k = be.programs.kernel("argmax_pool", key, "max_pool_grad_with_argmax_scatter", op)
+                    be.launch1d(k, argmax.size, dx.base_data, argmax.base_data, grad.base_data, values=values)
             return dx
         out = be.new_array(pooled if grad_shaped_as_input else tuple(input.shape), grad.dtype)
         if out.size:
             if not argmax.size:
                 return zeros(be, op, out.shape, out.dtype)
             k = be.programs.kernel("argmax_pool", key, name, op)
-            be.launch1d(k, out.size, out.base_data, argmax.base_data, grad.base_data, batch, *win.args())
+            be.launch1d(k, out.size, out.base_data, argmax.base_data, grad.base_data,
+                        values=_window_values(win, (batch,), first=True))
         return out
 
     kernel.__name__ = op
