@@ -273,6 +273,20 @@ def _im2col_panels_source(rm: int) -> str:
 __kernel void im2col_panels(__global T* restrict P, __global const T* restrict x, dims_t g1, dims_t g2, dims_t g3, dims_t g4, int MP) {{
   int q = get_global_id(0); if (q >= N * OH) return;
   int n = DIV_OH(q); int oh = q - n * OH; int KK = KH * KW * C;
+  if (C == 1) {{  // one channel: no channel loops, a select instead of the branches
+    for (int ow = 0; ow < OW; ++ow) {{
+      long pos = (long)q * OW + ow;
+      __global T* dst = P + (pos / RM) * KK * RM + pos % RM;
+      for (int ii = 0; ii < KH; ++ii) {{
+        int h = oh * SH - PT + ii * DH; bool hin = h >= 0 && h < H;
+        __global const T* row = x + ((long)n * H + (hin ? h : 0)) * W;
+        for (int j = 0; j < KW; ++j) {{
+          int w = ow * SW - PL + j * DW; bool in = hin && w >= 0 && w < W;
+          T v = row[in ? w : 0]; dst[(ii * KW + j) * RM] = in ? v : (T)0;
+        }}
+      }}
+    }}
+  }} else
   for (int ow = 0; ow < OW; ++ow) {{
     long pos = (long)q * OW + ow;
     __global T* dst = P + (pos / RM) * KK * RM + pos % RM;
@@ -333,6 +347,19 @@ __kernel void im2col_rows(__global T* restrict cols, __global const T* restrict 
   int q = get_global_id(0); if (q >= N * OH) return;
   int n = DIV_OH(q); int oh = q - n * OH;
   __global T* dst = cols + (long)q * OW * KH * KW * C;
+  if (C == 1) {{  // one channel: no channel loops, a select instead of the branches
+    for (int ow = 0; ow < OW; ++ow) {{
+      for (int ii = 0; ii < KH; ++ii, dst += KW) {{
+        int h = oh * SH - PT + ii * DH; bool hin = h >= 0 && h < H;
+        __global const T* row = x + ((long)n * H + (hin ? h : 0)) * W;
+        for (int j = 0; j < KW; ++j) {{
+          int w = ow * SW - PL + j * DW; bool in = hin && w >= 0 && w < W;
+          T v = row[in ? w : 0]; dst[j] = in ? v : (T)0;
+        }}
+      }}
+    }}
+    return;
+  }}
   for (int ow = 0; ow < OW; ++ow) {{
     for (int ii = 0; ii < KH; ++ii, dst += KW * C) {{
       int h = oh * SH - PT + ii * DH;
