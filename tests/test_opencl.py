@@ -453,6 +453,22 @@ def test_larger_shapes_agree_with_cpu(be: Any, name: str) -> None:
     _agree(LARGE[name])
 
 
+def test_only_float16_kernels_go_through_the_float32_wrapper(be: Any) -> None:
+    # float32_compute kernels are registered twice: the wrapper for float16 alone, the
+    # wrapped function itself for every other type (no per-call scan of the attrs).
+    from opkernel.engine import select_kernel
+    from opkernel.kernels import kernels_for
+    from opkernel.op_registry import get_op_def
+
+    for op in ("MatMul", "Conv2D", "Sum", "MaxPool", "OneHot"):
+        defs = kernels_for(op, "opencl")
+        half = [k for k in defs if any(ok.float16 in v for v in k.type_constraints.values())]
+        assert len(half) == 1 and hasattr(half[0].impl, "_float32_of"), op
+        for t in (ok.float32, ok.float16):
+            impl = select_kernel(get_op_def(op), "opencl", {"T": t}).impl
+            assert hasattr(impl, "_float32_of") == (t == ok.float16), (op, t)
+
+
 def test_float16_is_stored_as_half_and_computed_in_float32(be: Any) -> None:
     x = np.random.default_rng(8).standard_normal((70, 33)).astype(np.float16)
     t = ok.tensor(x)

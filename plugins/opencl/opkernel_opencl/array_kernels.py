@@ -525,11 +525,11 @@ MOVABLE = [
 
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
-    from .elementwise import float32_compute
+    from .elementwise import KernelRow, float32_compute, register_table
 
     every = {"T": MOVABLE}
     anything = {"T": MOVABLE + ["string"]}  # string tensors are numpy arrays in host memory
-    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
+    table: list[KernelRow] = [
         ("Identity", identity, anything, ()),
         ("StopGradient", identity, anything, ()),
         ("Reshape", reshape, every, ("shape",)),
@@ -558,5 +558,4 @@ def register_all() -> None:
         ("Where", where, {"T": list(ALL) + ["float16"]}, ("input",)),
         ("StringToNumber", string_to_number, None, ()),
     ]
-    for op, fn, constraints, host in table:
-        ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)
+    register_table(table)

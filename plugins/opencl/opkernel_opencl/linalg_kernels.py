@@ -42,7 +42,7 @@ import opkernel as ok
 from .array_kernels import BE, zeros
 from .backend import OpenCLBackend, ctype
 from .common import broadcast_strides, contiguous_strides, dims, fail
-from .elementwise import ACTIVATIONS, FLOAT_HELPERS, float32_compute
+from .elementwise import ACTIVATIONS, FLOAT_HELPERS, KernelRow, float32_compute, register_table
 from .programs import family
 
 ENV_MATMUL = "OPKERNEL_OPENCL_MATMUL"
@@ -436,10 +436,9 @@ def batch_mat_mul(x: Any, y: Any, adj_x: bool, adj_y: bool, T: ok.DType, **attrs
 
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
-    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
+    table: list[KernelRow] = [
         ("MatMul", float32_compute(mat_mul), {"T": list(DTYPES) + ["float16"]}, ()),
         ("BatchMatMul", float32_compute(batch_mat_mul), {"T": list(DTYPES) + ["float16"]}, ()),
         ("FusedMatMul", float32_compute(fused_mat_mul), {"T": ["float32", "float64", "float16"]}, ()),
     ]
-    for op, fn, constraints, host in table:
-        ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)
+    register_table(table)

@@ -26,7 +26,7 @@ from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
 from .common import FLOATS, dims, fail, fast_divisor, scalar
 from .linalg_kernels import TILES, bias_activation_in_place, gemm, gemm_filled_a
-from .elementwise import float32_compute
+from .elementwise import KernelRow, float32_compute, register_table
 from .programs import family
 from .reduction_kernels import reduce
 
@@ -1011,7 +1011,7 @@ def register_all() -> None:
     conv = {"T": [t for t in TILES if t in POOL_TYPES] + ["float16"]}
     ints = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
     f = float32_compute  # float16 is computed in float32
-    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
+    table: list[KernelRow] = [
         ("Softmax", f(_softmax("Softmax", 0)), floats, ()),
         ("LogSoftmax", f(_softmax("LogSoftmax", 1)), floats, ()),
         ("SoftmaxCrossEntropyWithLogits", f(softmax_cross_entropy_with_logits), floats, ()),
@@ -1033,5 +1033,4 @@ def register_all() -> None:
         ("AvgPool", f(_pool("AvgPool", "avg_pool")), pools, ()),
         ("AvgPoolGrad", f(avg_pool_grad), pools, ("orig_input_shape",)),
     ]
-    for op, fn, constraints, host in table:
-        ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)
+    register_table(table)

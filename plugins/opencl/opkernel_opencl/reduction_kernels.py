@@ -27,7 +27,7 @@ from opkernel.ops.math_ops import arg_axis
 from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
 from .common import ALL, FLOATS, INTS, REALS, fail, scalar
-from .elementwise import float32_compute
+from .elementwise import KernelRow, float32_compute, register_table
 from .programs import family
 
 LS = 64
@@ -250,7 +250,7 @@ def _arg(op: str) -> Any:
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     axes = ("reduction_indices",)
-    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
+    table: list[KernelRow] = [
         (op, float32_compute(_reduction(op)), None if op in ("All", "Any") else {"T": list(dts) + ["float16"]}, axes)
         for op, dts in _OPS.items()
     ]
@@ -258,8 +258,7 @@ def register_all() -> None:
         ("ArgMax", float32_compute(_arg("ArgMax")), {"T": list(ALL) + ["float16"]}, ("dimension",)),
         ("ArgMin", float32_compute(_arg("ArgMin")), {"T": list(ALL) + ["float16"]}, ("dimension",)),
     ]
-    for op, fn, constraints, host in table:
-        ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)
+    register_table(table)
 
 
 __all__ = ["reduce", "register_all", "zeros"]

@@ -17,6 +17,7 @@ import opkernel as ok
 from .array_kernels import BE
 from .backend import ctype
 from .common import FLOATS, INTS, fail
+from .elementwise import KernelRow, register_table
 from .programs import family
 
 ARITH = FLOATS + INTS
@@ -135,7 +136,7 @@ def apply_adam(var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr:
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     floats = {"T": list(FLOATS)}
-    table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
+    table: list[KernelRow] = [
         ("Assign", assign, None, ()),
         ("AssignAdd", _update("AssignAdd", "assign_add"), {"T": list(ARITH)}, ()),
         ("AssignSub", _update("AssignSub", "assign_sub"), {"T": list(ARITH)}, ()),
@@ -143,5 +144,4 @@ def register_all() -> None:
         ("ApplyMomentum", apply_momentum, floats, ()),
         ("ApplyAdam", apply_adam, floats, ()),
     ]
-    for op, fn, constraints, host in table:
-        ok.register_kernel(op, backend="opencl", type_constraints=constraints, host_memory=host)(fn)
+    register_table(table)
