@@ -215,10 +215,11 @@ _AVERAGING, _MAX_WAKE = 0.125, 200e-6
 def _split(size: int, shards: int, key: tuple[Any, ...]) -> list[int]:
     """Chunk boundaries ``[0, b1, ..., size]``: the caller's chunk first, then one per
     pool thread.  A pool thread starts its chunk a wake-up later than the caller (tens
-    of microseconds when its core sleeps: a fifth of a 1e6-element float32 add), so with the average wake-up ``L`` and the caller's time per element, the caller
-    takes ``(T + (s-1) L) / s`` of the ``T`` seconds of work and each pool thread ``L``
-    less: all finish together, and the caller rarely sleeps on a join (a second
-    wake-up).  Every pool thread keeps at least a quarter of an even share, so that
+    of microseconds when its core sleeps: a fifth of a 1e6-element float32 add), so
+    with the average wake-up ``L`` and the caller's time per element, the caller
+    takes ``(T + (s-1) L) / s`` of the ``T`` seconds of work and each pool thread
+    ``L`` less: all finish together, and the caller rarely sleeps on a join (a
+    second wake-up).  Every pool thread keeps at least a quarter of an even share, so that
     its wake-ups go on being measured; the first call of a ufunc splits evenly."""
     rate = _per_element.get(key)
     even = size // shards

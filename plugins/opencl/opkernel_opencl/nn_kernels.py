@@ -449,8 +449,8 @@ __kernel void max_pool_rows(__global T* restrict out, __global const T* restrict
 // max_pool_grad_scatter's rows version: window_argmax's rule for CH channels at a time (the
 // best value and its tap per channel in private arrays), then each tap's row of dx written.
 // Full blocks run with the constant CH as trip count, so the arrays stay in vector registers
-// (with a run-time count they live in memory: the kernel ran 2.3-2.6x slower); the last, partial block of
-// channels takes the same body with its own count.
+// (with a run-time count they live in memory: the kernel ran 2.3-2.6x slower); the last,
+// partial block of channels takes the same body with its own count.
 #define CH 16
 #define MPG_BLOCK(COUNT) {{ \
     T best[CH]; int at[CH]; \
