@@ -439,6 +439,9 @@ CONV_CASES = [
                    {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW", "activation": "Tanh"}),
     fused_conv_row("half", (1, 4, 4, 2), (3, 3, 2, 2), {"strides": [1, 1, 1, 1], "padding": "SAME", "activation": "Relu6"},
                    dtypes=("float16",), grad=False),
+    # 4096 output rows of 4 channels: the cpu epilogue adds the bias tiled onto rows of 1024
+    fused_conv_row("relu-many-rows", (4, 32, 32, 1), (3, 3, 1, 4), {"strides": [1, 1, 1, 1], "padding": "SAME", "activation": "Relu"},
+                   grad=False),
     *conv_rows("valid", (2, 4, 4, 2), (3, 3, 2, 3), {"strides": [1, 1, 1, 1], "padding": "VALID"}),
     *conv_rows("same-s2-odd-total", (1, 6, 6, 2), (3, 3, 2, 2), {"strides": [1, 2, 2, 1], "padding": "SAME"}),
     *conv_rows("same-s21", (1, 5, 4, 2), (2, 3, 2, 2), {"strides": [1, 2, 1, 1], "padding": "SAME"}),

@@ -254,17 +254,27 @@ def bias_add(value: np.ndarray, bias: np.ndarray, data_format: str, **attrs: Any
             f"bias must be 1-D with size the channel dimension of value ({value.shape[axis]}, {data_format}), "
             f"got shapes {list(value.shape)} and {list(bias.shape)}",
         )
+    tiled = _tiled_bias(value, bias) if axis == value.ndim - 1 else None
+    if tiled is not None:
+        width, row = tiled
+        return (value.reshape(-1, width) + row).reshape(value.shape)  # type: ignore[no-any-return]
+    shape = [1] * value.ndim
+    shape[axis] = bias.shape[0]
+    return value + bias.reshape(shape)  # type: ignore[no-any-return]
+
+
+def _tiled_bias(value: Any, bias: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """(width, row) for adding a last-axis ``bias`` to ``value`` viewed as rows of
+    ``width``: numpy broadcasts a short bias row by row (slow for a few channels over
+    many rows), so the bias is tiled k times onto rows k times longer.  None with
+    fewer rows or wider channels, where plain broadcasting wins (the tile costs more
+    than it saves), or for anything but a C-contiguous numpy array."""
     c = bias.shape[0]
-    if axis == value.ndim - 1 and 0 < c <= 16 and value.size >= 2048 * c and type(value) is np.ndarray and value.flags.c_contiguous:
-        # numpy broadcasts a short bias row by row (slow for a few channels over many
-        # rows): add it tiled k times to rows k times longer instead.  With fewer rows or
-        # wider channels plain broadcasting wins (the tile costs more than it saves).
+    if 0 < c <= 16 and value.size >= 2048 * c and type(value) is np.ndarray and value.flags.c_contiguous:
         k = math.gcd(value.size // c, 1024 // c)
         if k > 1:
-            return (value.reshape(-1, c * k) + np.tile(bias, k)).reshape(value.shape)  # type: ignore[no-any-return]
-    shape = [1] * value.ndim
-    shape[axis] = c
-    return value + bias.reshape(shape)  # type: ignore[no-any-return]
+            return c * k, np.tile(bias, k)
+    return None
 
 
 def bias_add_grad(out_backprop: np.ndarray, T: ok.DType, data_format: str, **attrs: Any) -> np.ndarray:
@@ -942,9 +952,16 @@ def bias_activation_in_place(out: Any, bias: Any, activation: str, T: ok.DType, 
     Identity, Relu, Relu6 and Tanh; Elu and Sigmoid through their own kernels (a new
     array).  ``bias`` runs along ``channel_axis``."""
     xp = xp_of(out, bias)
-    if channel_axis != -1 and channel_axis != out.ndim - 1:
-        bias = bias.reshape((-1,) + (1,) * (out.ndim - 1 - channel_axis))
-    xp.add(out, bias, out=out)
+    last = channel_axis in (-1, out.ndim - 1)
+    tiled = _tiled_bias(out, bias) if last else None
+    if tiled is not None:
+        width, row = tiled
+        rows = out.reshape(-1, width)  # a view: out is C-contiguous
+        np.add(rows, row, out=rows)
+    else:
+        if not last:
+            bias = bias.reshape((-1,) + (1,) * (out.ndim - 1 - channel_axis))
+        xp.add(out, bias, out=out)
     if activation == "Identity":
         return out
     if activation == "Relu":
