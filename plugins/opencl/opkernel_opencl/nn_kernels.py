@@ -256,6 +256,26 @@ _GEOMETRY = """
   int n = DIV_H(u_); int h = u_ - n * H;
 // (n, oh, ow) of output position p (the *_rows kernels' work-items)
 #define POS_INDEX(p) int t_ = DIV_OW(p); int ow = (p) - t_ * OW; int n = DIV_OH(t_); int oh = t_ - n * OH;
+// The per-position argmax kernels work on blocks of CH channels (c0 on): WINDOW_ARGMAX_BLOCK
+// finds, for COUNT of them, the first maximum of position (n, oh, ow)'s window in row-major
+// order, never a padding position, into best[e] and at[e] (h * W + w; -1 for none), and
+// runs EXTRA on each value a of channel e.  Whole blocks pass the constant CH as COUNT, so
+// the arrays stay in vector registers (with a run-time count they live in memory: the
+// MaxPoolGrad kernel ran 2.3-2.6x slower); the last, partial block passes its own count.
+#define CH 16
+#define WINDOW_ARGMAX_BLOCK(COUNT, EXTRA) \
+    for (int ii = 0; ii < KH; ++ii) { \
+      int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue; \
+      for (int j = 0; j < KW; ++j) { \
+        int w = ow * SW - PL + j; if (w < 0 || w >= W) continue; \
+        __global const T* v = x + (((long)n * H + h) * W + w) * C + c0; \
+        int here = h * W + w; \
+        for (int e = 0; e < (COUNT); ++e) { \
+          T a = v[e]; int take = (at[e] < 0) | (a > best[e]); \
+          best[e] = take ? a : best[e]; at[e] = take ? here : at[e]; EXTRA \
+        } \
+      } \
+    }
 """
 
 
@@ -446,27 +466,12 @@ __kernel void max_pool_rows(__global T* restrict out, __global const T* restrict
     }}
   }}
 }}
-// max_pool_grad_scatter's rows version: window_argmax's rule for CH channels at a time (the
-// best value and its tap per channel in private arrays), then each tap's row of dx written.
-// Full blocks run with the constant CH as trip count, so the arrays stay in vector registers
-// (with a run-time count they live in memory: the kernel ran 2.3-2.6x slower); the last,
-// partial block of channels takes the same body with its own count.
-#define CH 16
+// max_pool_grad_scatter's rows version: window_argmax's rule for CH channels at a time
+// (WINDOW_ARGMAX_BLOCK), then each tap's row of dx written.
 #define MPG_BLOCK(COUNT) {{ \
     T best[CH]; int at[CH]; \
     for (int e = 0; e < CH; ++e) {{ best[e] = (T)0; at[e] = -1; }} \
-    for (int ii = 0; ii < KH; ++ii) {{ \
-      int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue; \
-      for (int j = 0; j < KW; ++j) {{ \
-        int w = ow * SW - PL + j; if (w < 0 || w >= W) continue; \
-        __global const T* v = x + (((long)n * H + h) * W + w) * C + c0; \
-        int here = h * W + w; \
-        for (int e = 0; e < (COUNT); ++e) {{ \
-          T a = v[e]; int take = (at[e] < 0) | (a > best[e]); \
-          best[e] = take ? a : best[e]; at[e] = take ? here : at[e]; \
-        }} \
-      }} \
-    }} \
+    WINDOW_ARGMAX_BLOCK(COUNT, ) \
     __global const T* g = dy + (long)p * C + c0; \
     for (int ii = 0; ii < KH; ++ii) {{ \
       int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue; \
@@ -487,7 +492,6 @@ __kernel void max_pool_grad_scatter_rows(__global T* restrict dx, __global const
   if (c0 < C) {{ int nc = C - c0; MPG_BLOCK(nc) }}
 }}
 #undef MPG_BLOCK
-#undef CH
 // MaxPoolGrad where windows never overlap (strides >= window): one launch, each window
 // writing its gradient at its argmax and zeros at its other positions.
 __kernel void max_pool_grad_scatter(__global T* dx, __global const T* x, __global const T* dy, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
@@ -814,25 +818,12 @@ __kernel void max_pool_with_argmax(__global T* out, __global I* argmax, __global
   argmax[i] = best_at < 0 ? (I)-1 : (with_batch ? (I)n * H * W * C : (I)0) + (I)best_at * C + c;
 }}
 // max_pool_with_argmax for CPU devices: work-item p, an output position, runs the rule above for
-// CH channels at a time, as max_pool_grad_scatter_rows does (full blocks with a constant trip
-// count, so the per-channel arrays stay in registers), and writes its C outputs and indices.
-#define CH 16
+// CH channels at a time (WINDOW_ARGMAX_BLOCK, the maximum kept apart so that NaN propagates),
+// and writes its C outputs and indices.
 #define MPA_BLOCK(COUNT) {{ \
     T best[CH]; T top[CH]; int at[CH]; \
     for (int e = 0; e < CH; ++e) {{ best[e] = {lowest}; top[e] = {lowest}; at[e] = -1; }} \
-    for (int ii = 0; ii < KH; ++ii) {{ \
-      int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue; \
-      for (int j = 0; j < KW; ++j) {{ \
-        int w = ow * SW - PL + j; if (w < 0 || w >= W) continue; \
-        __global const T* v = x + (((long)n * H + h) * W + w) * C + c0; \
-        int here = h * W + w; \
-        for (int e = 0; e < (COUNT); ++e) {{ \
-          T a = v[e]; int take = (at[e] < 0) | (a > best[e]); \
-          best[e] = take ? a : best[e]; at[e] = take ? here : at[e]; \
-          top[e] = ((a > top[e]) | ISNAN(a)) ? a : top[e]; \
-        }} \
-      }} \
-    }} \
+    WINDOW_ARGMAX_BLOCK(COUNT, top[e] = ((a > top[e]) | ISNAN(a)) ? a : top[e];) \
     for (int e = 0; e < (COUNT); ++e) {{ \
       o[c0 + e] = top[e]; \
       am[c0 + e] = at[e] < 0 ? (I)-1 : base + (I)at[e] * C + c0 + e; \
@@ -849,7 +840,6 @@ __kernel void max_pool_with_argmax_rows(__global T* restrict out, __global I* re
   if (c0 < C) {{ int nc = C - c0; MPA_BLOCK(nc) }}
 }}
 #undef MPA_BLOCK
-#undef CH
 // max_pool_grad_with_argmax_scatter for CPU devices: work-item p, an output position, writes
 // its window's rows of C channels (a loop the compiler vectorises).
 __kernel void max_pool_grad_with_argmax_scatter_rows(__global T* restrict dx, __global const I* restrict argmax,
