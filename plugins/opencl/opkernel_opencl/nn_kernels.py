@@ -931,14 +931,14 @@ def max_pool_with_argmax(input: Any, T: ok.DType, Targmax: ok.DType, include_bat
     shape = (win.n, win.oh, win.ow, win.c)
     out, argmax = be.new_array(shape, input.dtype), be.new_array(shape, Targmax.np)
     if out.size:
-        key, batch = f"{T.name}:{Targmax.name}", _BATCH[include_batch_in_index]
+        key, values = f"{T.name}:{Targmax.name}", _window_values(win, (_BATCH[include_batch_in_index],), first=True)
         if be.is_cpu:
             _launch_positions(be, be.programs.kernel("argmax_pool", key, "max_pool_with_argmax_rows", op),
                               win.n * win.oh * win.ow, win, out.base_data, argmax.base_data, input.base_data,
-                              values=_window_values(win, (batch,), first=True))
+                              values=values)
         else:
             be.launch1d(be.programs.kernel("argmax_pool", key, "max_pool_with_argmax", op), out.size, out.base_data,
-                        argmax.base_data, input.base_data, values=_window_values(win, (batch,), first=True))
+                        argmax.base_data, input.base_data, values=values)
     return out, argmax
 
 
@@ -951,14 +951,13 @@ def _argmax_pool_backward(op: str, name: str, grad_shaped_as_input: bool) -> Any
         _check_out(op, "grad", grad.shape, tuple(input.shape) if grad_shaped_as_input else pooled, "NHWC")
         _check_out(op, "argmax", argmax.shape, pooled, "NHWC")
         _argmax_pool_index_check(be, op, argmax, win, include_batch_in_index)
-        key, batch = f"{T.name}:{Targmax.name}", _BATCH[include_batch_in_index]
+        key, values = f"{T.name}:{Targmax.name}", _window_values(win, (_BATCH[include_batch_in_index],), first=True)
         if not grad_shaped_as_input and win.sh >= win.kh and win.sw >= win.kw:
             # disjoint windows: each writes its own positions (zeros first unless they cover the input)
             covered = ((win.sh, win.sw) == (win.kh, win.kw) and win.oh * win.sh - win.pt >= win.h
                        and win.ow * win.sw - win.pl >= win.w)
             dx = be.new_array(tuple(input.shape), grad.dtype) if covered else zeros(be, op, tuple(input.shape), grad.dtype)
             if dx.size and argmax.size:
-                values = _window_values(win, (batch,), first=True)
                 if be.is_cpu:
                     _launch_positions(be, be.programs.kernel("argmax_pool", key, "max_pool_grad_with_argmax_scatter_rows", op),
                                       win.n * win.oh * win.ow, win, dx.base_data, argmax.base_data, grad.base_data,
@@ -972,8 +971,7 @@ def _argmax_pool_backward(op: str, name: str, grad_shaped_as_input: bool) -> Any
             if not argmax.size:
                 return zeros(be, op, out.shape, out.dtype)
             k = be.programs.kernel("argmax_pool", key, name, op)
-            be.launch1d(k, out.size, out.base_data, argmax.base_data, grad.base_data,
-                        values=_window_values(win, (batch,), first=True))
+            be.launch1d(k, out.size, out.base_data, argmax.base_data, grad.base_data, values=values)
         return out
 
     kernel.__name__ = op
