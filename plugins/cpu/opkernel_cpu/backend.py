@@ -11,7 +11,7 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 
-from . import allocator
+from . import allocator, sharding
 
 
 class CpuBackend(ok.Backend):
@@ -52,4 +52,6 @@ class CpuBackend(ok.Backend):
             "cores": str(os.cpu_count()),
             "numpy": np.__version__,
             "malloc": self.malloc,
+            "intra_op_pool": "native threads (opkernel_cpu._pool)" if sharding.native_pool()
+            else "Python threads (opkernel_cpu._pool was not built: no C compiler at install)",
         }

@@ -1,13 +1,20 @@
 """Intra-op parallelism for large elementwise kernels (TensorFlow's Shard).
 
-A large elementwise op is split into contiguous chunks of the flattened
-output, one per thread of a shared pool, each computed by the same ufunc into
-its slice of one output array.  numpy releases the GIL inside ufunc loops, so
-the chunks run in parallel, and every element is computed exactly as it would
-be single-threaded (bit-identical results).  The chunks are not even: a pool
-thread starts a wake-up after the caller, so it gets that much less work
-(``_split``, from timings of earlier calls).  Small inputs, broadcasting inputs
-and non-contiguous inputs take the plain single-threaded call.
+A large elementwise op is split into contiguous blocks of the flattened
+output, computed by the calling thread and the threads of a shared pool, each
+into its slice of one output array with the inner loop numpy itself would run,
+so every element is computed exactly as it would be single-threaded
+(bit-identical results).  Small inputs, broadcasting inputs and non-contiguous
+inputs take the plain single-threaded call.
+
+Two pools do this.  The native one (``_pool.c``, built with the package when a C
+compiler is there) runs numpy's inner loops on threads that never take the GIL:
+they spin a while after each op, so back-to-back large ops start on every core
+at once, and they claim small blocks one at a time, so a thread that wakes late
+simply does fewer.  Without it, Python threads run the chunks (numpy releases
+the GIL inside ufunc loops); each hand-off then costs a wake-up of an idle core
+plus a GIL hand-over, so the chunks are uneven: a pool thread gets a wake-up's
+worth less work (``_split``, from timings of earlier calls).
 
 The thread count is ``ok.config.intra_op_parallelism_threads`` (default: the
 number of cores); 1 turns sharding off.
@@ -30,12 +37,25 @@ import numpy as np
 
 import opkernel as ok
 
+try:
+    from . import _pool as _native
+except ImportError:  # built without a C compiler: the Python pool below
+    _native = None  # type: ignore[assignment]
+
+
+def native_pool() -> bool:
+    """Whether large elementwise ops run on the native pool (``_pool.c``) rather than Python threads."""
+    return _native is not None
+
 #: The fewest elements worth a shard of their own, by the ufunc's cost per element
 #: (TensorFlow's Shard weighs ``cost_per_unit`` the same way).  A hand-off costs about
 #: 50 µs on this kind of machine (waking the pool thread's idle core, then the caller's
 #: at the join), so a shard must hold ~100 µs of work: a cheap ufunc (add: 0.25 ns an
 #: element in cache, twice that from memory) gains from 512 K elements on, a division
 #: or square root (0.5 ns) from 256 K, a transcendental (exp 4 ns, tanh 7 ns) from 32 K.
+#: The native pool's threads start within a microsecond while they still spin after
+#: the previous op (a 64 K-element add then gains 1.7x), but after a pause they sleep
+#: and cost the same wake-up, so both pools use these sizes.
 MIN_ELEMENTS_PER_SHARD = 1 << 18
 _DIVIDING_PER_SHARD = 1 << 17
 _TRANSCENDENTAL_PER_SHARD = 1 << 14
@@ -110,14 +130,19 @@ def release_buffers() -> int:
     return freed
 
 
-def _chunk(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], out: np.ndarray, lo: int, hi: int, quiet: bool) -> None:
-    """``fn`` over elements ``lo:hi`` of the flattened (C-contiguous) ``arrays``, into ``out``."""
+_QUIET: dict[str, Any] = {"all": "ignore"}
+
+
+def _chunk(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], out: np.ndarray, lo: int, hi: int,
+           errors: dict[str, Any] | None) -> None:
+    """``fn`` over elements ``lo:hi`` of the flattened (C-contiguous) ``arrays``, into ``out``,
+    under numpy's error state ``errors`` (None: this thread's own)."""
     args = [a.reshape(-1)[lo:hi] for a in arrays]
-    if quiet:
-        with np.errstate(all="ignore"):  # errstate is per thread: set it where the chunk runs
-            fn(*args, out=out.reshape(-1)[lo:hi])
-    else:
+    if errors is None:
         fn(*args, out=out.reshape(-1)[lo:hi])
+    else:
+        with np.errstate(**errors):  # errstate is per thread: set it where the chunk runs
+            fn(*args, out=out.reshape(-1)[lo:hi])
 
 
 class _Worker:
@@ -243,33 +268,71 @@ def _learn(key: tuple[Any, ...], handed: float, ran: float, done: float, element
         _wake[0] += _AVERAGING * (late - _wake[0])
 
 
+#: Keys ``(ufunc, *input dtypes)`` the native pool has no inner loop for (the Python pool runs them).
+_not_native: set[tuple[Any, ...]] = set()
+#: numpy's error categories (``np.geterr``) by the floating-point flag that raises them.
+_FPE_CATEGORIES = tuple(_native.fpe_flags().items()) if _native is not None else ()
+
+
+def _report_like_numpy(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], out: np.ndarray, raised: int) -> None:
+    """The native pool's blocks raised the floating-point flags ``raised``: when numpy's
+    error state does not ignore one of them, run the op again single-threaded into
+    ``out`` (the same values), so numpy warns or raises exactly as it would have."""
+    state: dict[str, Any] = dict(np.geterr())
+    if any(raised & flag and state[category] != "ignore" for category, flag in _FPE_CATEGORIES):
+        fn(*arrays, out=out)
+
+
+def _run_native(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], out: np.ndarray, threads: int, quiet: bool,
+                per_shard: int, key: tuple[Any, ...]) -> bool:
+    """Run ``fn`` on the native pool; False when it cannot (the caller computes ``out`` then)."""
+    assert _native is not None
+    try:  # blocks of a quarter shard: a thread that wakes late still finds some left
+        raised = _native.run(fn, arrays, out, threads, max(per_shard // 4, 1024))
+    except TypeError:  # not a ufunc numpy has a plain inner loop of for these types
+        _not_native.add(key)
+        return False
+    if raised < 0:  # -1: another thread's op holds the pool; -2: unaligned or byte-swapped arrays
+        return False
+    if raised and not quiet:
+        _report_like_numpy(fn, arrays, out, raised)
+    return True
+
+
 def _run_sharded(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], n_threads: int, quiet: bool,
                  per_shard: int, key: tuple[Any, ...]) -> np.ndarray:
     """``fn`` over ``arrays`` (C-contiguous, one shape) in up to ``n_threads`` chunks of at
-    least ``per_shard`` elements (``_split`` sizes them); ``key`` is ``(fn, *input dtypes)``."""
+    least ``per_shard`` elements; ``key`` is ``(fn, *input dtypes)``."""
     first = arrays[0]
     dtype = _out_dtypes.get(key)
     if dtype is None:  # the ufunc's own output type (an empty slice: no warnings)
         dtype = _out_dtypes.setdefault(key, fn(*[a.reshape(-1)[:0] for a in arrays]).dtype)
     size = first.size
     out = np.empty(first.shape, dtype) if size * dtype.itemsize < MIN_POOLED_BYTES else _output(first.shape, dtype)
+    if _native is not None and key not in _not_native:
+        if _run_native(fn, arrays, out, max(1, min(n_threads, size // per_shard)), quiet, per_shard, key):
+            return out
+        if key not in _not_native:  # the pool is busy, or the arrays are unaligned or byte-swapped
+            _chunk(fn, arrays, out, 0, size, _QUIET if quiet else None)
+            return out
     if not _busy.acquire(blocking=False):  # another thread's op holds the pool
-        _chunk(fn, arrays, out, 0, size, quiet)
+        _chunk(fn, arrays, out, 0, size, _QUIET if quiet else None)
         return out
     try:
         shards = max(1, min(n_threads, size // per_shard))
         if len(_workers) != n_threads - 1:
             _resize(n_threads - 1)
         bounds = _split(size, shards, key)
+        state: dict[str, Any] = _QUIET if quiet else dict(np.geterr())  # pool threads' chunks run under the caller's error state
         started = []
         handed = time.perf_counter()
         try:
             for i in range(1, shards):
                 worker = _workers[i - 1]
-                worker.start((fn, arrays, out, bounds[i], bounds[i + 1], quiet))
+                worker.start((fn, arrays, out, bounds[i], bounds[i + 1], state))
                 started.append(worker)
             ran = time.perf_counter()
-            _chunk(fn, arrays, out, 0, bounds[1], quiet)
+            _chunk(fn, arrays, out, 0, bounds[1], _QUIET if quiet else None)
             done = time.perf_counter()
         finally:
             errors = []

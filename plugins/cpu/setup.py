@@ -1,0 +1,20 @@
+"""The CPU backend's one native module, ``opkernel_cpu._pool`` (a thread pool for large
+elementwise ufunc calls).  It is optional: without a C compiler the build goes on
+without it, and the backend shards with Python threads instead (see sharding.py)."""
+
+import numpy
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "opkernel_cpu._pool",
+            ["opkernel_cpu/_pool.c"],
+            include_dirs=[numpy.get_include()],
+            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+            extra_compile_args=["-O2", "-std=c11", "-pthread"],
+            extra_link_args=["-pthread"],
+            optional=True,
+        )
+    ]
+)
