@@ -1,4 +1,6 @@
-/* A native thread pool for large elementwise ufunc calls (the CPU backend's Shard).
+/* The CPU backend's native code: a thread pool for large elementwise ufunc calls (its
+ * Shard); MaxPool and MaxPoolGrad, which numpy can only do in a pass per window tap; and
+ * a convolution's im2col, which numpy copies a channel run at a time.
  *
  * ``run(ufunc, inputs, out, threads, block)`` computes ``ufunc(*inputs, out=out)`` over
  * C-contiguous, aligned, native-order arrays of one size, in blocks of ``block``
@@ -37,6 +39,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -299,6 +302,358 @@ static PyObject *run(PyObject *self, PyObject *args) {
     return PyLong_FromLong(raised);
 }
 
+
+/* ---------------------------------------------------------------- max pooling
+ *
+ * MaxPool and MaxPoolGrad over NHWC input in one pass over the windows (numpy needs a
+ * pass per window tap).  The channels go CN at a time, CN a constant (32, 16, 8 or 4,
+ * the largest dividing c) held in 16-byte vectors (GCC/Clang vector extensions: SSE2
+ * on every x86-64, NEON on arm64; wider generic vectors than the target's registers
+ * are split badly by the compilers), so that a tap is a few compares and selects
+ * without branches; other channel counts take a scalar loop.  Tap numbers are as wide
+ * as T so that they vectorize with the values.
+ *
+ * MaxPool: the maximum of each window's real (non-padding) taps, nan if one is nan
+ * (numpy's maximum).  MaxPoolGrad: each window's gradient goes to its maximum, the
+ * first real tap in row-major order unless a later tap is strictly greater (a nan
+ * first tap keeps it; a later nan never wins): TensorFlow's CPU rule, and the rule of
+ * nn_kernels._argmax_tap.  When the windows tile the input exactly (``assign``), every
+ * tap of a window is written (its gradient or 0); otherwise dx starts at zero and each
+ * window adds its gradient at its maximum. */
+
+typedef struct {
+    npy_intp n, h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
+} Geometry;
+
+/* The offsets in x of window (b, oy, ox)'s real taps, row-major; returns how many. */
+static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy, npy_intp ox, npy_intp *offs) {
+    npy_intp taps = 0;
+    for (npy_intp i = 0; i < g->kh; i++) {
+        npy_intp r = oy * g->sh + i * g->dh - g->pt;
+        if (r < 0 || r >= g->h) continue;
+        for (npy_intp j = 0; j < g->kw; j++) {
+            npy_intp q = ox * g->sw + j * g->dw - g->pl;
+            if (q >= 0 && q < g->w) offs[taps++] = ((b * g->h + r) * g->w + q) * g->c;
+        }
+    }
+    return taps;
+}
+
+#define FOR_EACH_WINDOW(g, offs)                                  \
+    for (npy_intp b = 0; b < (g)->n; b++)                         \
+        for (npy_intp oy = 0; oy < (g)->oh; oy++)                 \
+            for (npy_intp ox = 0; ox < (g)->ow; ox++)             \
+                for (npy_intp taps = window_offsets((g), b, oy, ox, (offs)), \
+                              out = ((b * (g)->oh + oy) * (g)->ow + ox) * (g)->c, once = 1; \
+                     once && taps > 0; once = 0) /* a window of padding only has nothing to do */
+
+#define POOL_KERNELS(S, T, IT)                                                                          \
+    typedef T S##_vt __attribute__((vector_size(16)));                                                  \
+    typedef IT S##_vi __attribute__((vector_size(16)));                                                 \
+    enum { S##_VL = 16 / sizeof(T) };                                                                   \
+                                                                                                         \
+    static inline void S##_load(S##_vt *v, const T *p) { memcpy(v, p, sizeof *v); }                    \
+    static inline S##_vt S##_select(S##_vi m, S##_vt a, S##_vt b) {                                     \
+        return (S##_vt)(((S##_vi)a & m) | ((S##_vi)b & ~m));                                            \
+    }                                                                                                   \
+                                                                                                         \
+    /* MaxPool, CN channels at a time */                                                                \
+    static inline void S##_pool_cn(const T *x, T *y, const Geometry *g, const npy_intp *offs,           \
+                                   npy_intp taps, npy_intp c0, int nv) {                                \
+        S##_vt best[32 / S##_VL * 2], v;                                                                 \
+        for (int u = 0; u < nv; u++) S##_load(&best[u], x + offs[0] + c0 + u * S##_VL);                 \
+        for (npy_intp t = 1; t < taps; t++)                                                             \
+            for (int u = 0; u < nv; u++) {                                                              \
+                S##_load(&v, x + offs[t] + c0 + u * S##_VL);                                            \
+                best[u] = S##_select((S##_vi)(v > best[u]) | (S##_vi)(v != v), v, best[u]);             \
+            }                                                                                           \
+        memcpy(y + c0, best, (size_t)nv * sizeof best[0]);                                              \
+    }                                                                                                   \
+                                                                                                         \
+    /* MaxPoolGrad, CN channels at a time */                                                            \
+    static inline void S##_grad_cn(const T *x, const T *gy, T *dx, const npy_intp *offs, npy_intp taps, \
+                                   npy_intp c0, int nv, int assign) {                                   \
+        S##_vt best[32 / S##_VL * 2], v, gv;                                                             \
+        S##_vi at[32 / S##_VL * 2], m;                                                                   \
+        for (int u = 0; u < nv; u++) {                                                                  \
+            S##_load(&best[u], x + offs[0] + c0 + u * S##_VL);                                          \
+            at[u] = (S##_vi){0};                                                                        \
+        }                                                                                               \
+        for (IT t = 1; t < (IT)taps; t++)                                                               \
+            for (int u = 0; u < nv; u++) {                                                              \
+                S##_load(&v, x + offs[t] + c0 + u * S##_VL);                                            \
+                m = (S##_vi)(v > best[u]);                                                              \
+                best[u] = S##_select(m, v, best[u]);                                                    \
+                at[u] = (at[u] & ~m) | (t & m);                                                         \
+            }                                                                                           \
+        for (int u = 0; u < nv; u++) {                                                                  \
+            S##_load(&gv, gy + c0 + u * S##_VL);                                                        \
+            if (assign)                                                                                 \
+                for (IT t = 0; t < (IT)taps; t++) {                                                     \
+                    S##_vt out = (S##_vt)((S##_vi)gv & (S##_vi)(at[u] == t));                           \
+                    memcpy(dx + offs[t] + c0 + u * S##_VL, &out, sizeof out);                           \
+                }                                                                                       \
+            else                                                                                        \
+                for (int k = 0; k < S##_VL; k++) dx[offs[at[u][k]] + c0 + u * S##_VL + k] += gv[k];     \
+        }                                                                                               \
+    }                                                                                                   \
+                                                                                                         \
+    /* The channels a vector loop leaves (c not a multiple of the vector), one at a time */             \
+    static inline void S##_pool_1(const T *x, T *y, const npy_intp *offs, npy_intp taps, npy_intp k) {  \
+        T best = x[offs[0] + k];                                                                        \
+        for (npy_intp t = 1; t < taps; t++) {                                                           \
+            T v = x[offs[t] + k];                                                                       \
+            best = (v > best || v != v) ? v : best;                                                     \
+        }                                                                                               \
+        y[k] = best;                                                                                    \
+    }                                                                                                   \
+    static inline void S##_grad_1(const T *x, const T *gy, T *dx, const npy_intp *offs, npy_intp taps,  \
+                                  npy_intp k, int assign) {                                             \
+        T best = x[offs[0] + k];                                                                        \
+        npy_intp at = 0;                                                                                \
+        for (npy_intp t = 1; t < taps; t++) {                                                           \
+            T v = x[offs[t] + k];                                                                       \
+            if (v > best) {                                                                             \
+                best = v;                                                                               \
+                at = t;                                                                                 \
+            }                                                                                           \
+        }                                                                                               \
+        if (assign)                                                                                     \
+            for (npy_intp t = 0; t < taps; t++) dx[offs[t] + k] = t == at ? gy[k] : (T)0;              \
+        else                                                                                            \
+            dx[offs[at] + k] += gy[k];                                                                  \
+    }                                                                                                   \
+                                                                                                         \
+    /* The channel blocks: nv vectors per block, nv a constant in each branch */                       \
+    static void S##_max_pool(const T *x, T *y, const Geometry *g, npy_intp *offs) {                     \
+        npy_intp c = g->c, cv = c % 4 == 0 ? c : 0; /* vectorized channels */                           \
+        int nv = c % 32 == 0 ? 32 / S##_VL : c % 16 == 0 ? 16 / S##_VL : c % 8 == 0 ? 8 / S##_VL         \
+                                                                         : 4 / S##_VL;                   \
+        FOR_EACH_WINDOW(g, offs) {                                                                      \
+            for (npy_intp c0 = 0; c0 < cv; c0 += nv * S##_VL) switch (nv) {                             \
+                    case 16: S##_pool_cn(x, y + out, g, offs, taps, c0, 16); break;                      \
+                    case 8: S##_pool_cn(x, y + out, g, offs, taps, c0, 8); break;                        \
+                    case 4: S##_pool_cn(x, y + out, g, offs, taps, c0, 4); break;                        \
+                    case 2: S##_pool_cn(x, y + out, g, offs, taps, c0, 2); break;                        \
+                    default: S##_pool_cn(x, y + out, g, offs, taps, c0, 1); break;                       \
+                }                                                                                       \
+            for (npy_intp k = cv; k < c; k++) S##_pool_1(x, y + out, offs, taps, k);                    \
+        }                                                                                               \
+    }                                                                                                   \
+    static void S##_max_pool_grad(const T *x, const T *dy, T *dx, const Geometry *g, npy_intp *offs,    \
+                                  int assign) {                                                         \
+        npy_intp c = g->c, cv = c % 4 == 0 ? c : 0;                                                     \
+        int nv = c % 32 == 0 ? 32 / S##_VL : c % 16 == 0 ? 16 / S##_VL : c % 8 == 0 ? 8 / S##_VL         \
+                                                                         : 4 / S##_VL;                   \
+        FOR_EACH_WINDOW(g, offs) {                                                                      \
+            const T *gy = dy + out;                                                                     \
+            for (npy_intp c0 = 0; c0 < cv; c0 += nv * S##_VL) switch (nv) {                             \
+                    case 16: S##_grad_cn(x, gy, dx, offs, taps, c0, 16, assign); break;                  \
+                    case 8: S##_grad_cn(x, gy, dx, offs, taps, c0, 8, assign); break;                    \
+                    case 4: S##_grad_cn(x, gy, dx, offs, taps, c0, 4, assign); break;                    \
+                    case 2: S##_grad_cn(x, gy, dx, offs, taps, c0, 2, assign); break;                    \
+                    default: S##_grad_cn(x, gy, dx, offs, taps, c0, 1, assign); break;                   \
+                }                                                                                       \
+            for (npy_intp k = cv; k < c; k++) S##_grad_1(x, gy, dx, offs, taps, k, assign);             \
+        }                                                                                               \
+    }
+
+POOL_KERNELS(f32, float, int32_t)
+POOL_KERNELS(f64, double, int64_t)
+
+/* Check ``arrays`` (rank 4, C-contiguous, aligned, native, all float32 or all float64)
+ * and fill ``g`` from x (arrays[0]), the output-shaped arrays[1] and the window
+ * parameters; returns the dtype's number, or -1 with an exception set. */
+static int pool_arguments(const char *fn, PyArrayObject **arrays, int count, const npy_intp *window, Geometry *g) {
+    int t = PyArray_TYPE(arrays[0]);
+    for (int i = 0; i < count; i++) {
+        PyArrayObject *a = arrays[i];
+        if (PyArray_NDIM(a) != 4 || PyArray_TYPE(a) != t || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a) ||
+            !PyArray_ISNOTSWAPPED(a) || (t != NPY_FLOAT32 && t != NPY_FLOAT64)) {
+            PyErr_Format(PyExc_TypeError, "%s() takes rank-4 C-contiguous float32 or float64 arrays of one dtype", fn);
+            return -1;
+        }
+    }
+    const npy_intp *xs = PyArray_DIMS(arrays[0]), *ys = PyArray_DIMS(arrays[1]);
+    *g = (Geometry){xs[0], xs[1], xs[2], xs[3], ys[1], ys[2], window[0], window[1], window[2], window[3],
+                    window[4], window[5], window[6], window[7]};
+    int ok = ys[0] == xs[0] && ys[3] == xs[3] && g->kh * g->kw <= INT32_MAX;
+    for (int i = 0; i < 6; i++) ok &= window[i] > 0;
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "%s(): the output must be (n, oh, ow, c) of x's n and c, the window positive", fn);
+        return -1;
+    }
+    /* r and q are checked against h and w tap by tap: any geometry stays inside x */
+    return t;
+}
+
+PyDoc_STRVAR(max_pool_doc,
+"max_pool(x, y, geometry) -> None\n\n"
+"Write into ``y`` (n, oh, ow, c) the maximum of each window of ``x`` (n, h, w, c),\n"
+"nan where a window holds one.  ``geometry`` is (kh, kw, sh, sw, dh, dw, pad_top,\n"
+"pad_left); taps outside x are padding.  The arrays are C-contiguous and aligned, all\n"
+"float32 or all float64.");
+
+static PyObject *max_pool(PyObject *self, PyObject *args) {
+    PyArrayObject *a[2];
+    npy_intp win[8];
+    Geometry g;
+    if (!PyArg_ParseTuple(args, "O!O!(nnnnnnnn)", &PyArray_Type, &a[0], &PyArray_Type, &a[1], &win[0], &win[1],
+                          &win[2], &win[3], &win[4], &win[5], &win[6], &win[7]))
+        return NULL;
+    int t = pool_arguments("max_pool", a, 2, win, &g);
+    if (t < 0) return NULL;
+    if (!PyArray_ISWRITEABLE(a[1])) {
+        PyErr_SetString(PyExc_ValueError, "max_pool(): y must be writeable");
+        return NULL;
+    }
+    npy_intp *offs = PyMem_RawMalloc((size_t)(g.kh * g.kw) * sizeof(npy_intp));
+    if (offs == NULL) return PyErr_NoMemory();
+    Py_BEGIN_ALLOW_THREADS
+    if (t == NPY_FLOAT32)
+        f32_max_pool((const float *)PyArray_DATA(a[0]), (float *)PyArray_DATA(a[1]), &g, offs);
+    else
+        f64_max_pool((const double *)PyArray_DATA(a[0]), (double *)PyArray_DATA(a[1]), &g, offs);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(offs);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(max_pool_grad_doc,
+"max_pool_grad(x, dy, dx, geometry, assign) -> None\n\n"
+"Route each window's gradient ``dy`` (n, oh, ow, c) to the window's maximum of ``x``\n"
+"(n, h, w, c), in ``dx`` (x's shape).  ``geometry`` is as max_pool's.  With ``assign``\n"
+"false, dx must hold zeros and the gradients are added; with it true the windows must\n"
+"tile x exactly (stride = size, no padding or dilation, oh * kh = h, ow * kw = w) and\n"
+"every element of dx is written.");
+
+static PyObject *max_pool_grad(PyObject *self, PyObject *args) {
+    PyArrayObject *a[3];
+    npy_intp win[8];
+    int assign;
+    Geometry g;
+    if (!PyArg_ParseTuple(args, "O!O!O!(nnnnnnnn)p", &PyArray_Type, &a[0], &PyArray_Type, &a[1], &PyArray_Type, &a[2],
+                          &win[0], &win[1], &win[2], &win[3], &win[4], &win[5], &win[6], &win[7], &assign))
+        return NULL;
+    int t = pool_arguments("max_pool_grad", a, 3, win, &g);
+    if (t < 0) return NULL;
+    int ok = PyArray_ISWRITEABLE(a[2]);
+    for (int i = 0; i < 4; i++) ok &= PyArray_DIMS(a[2])[i] == PyArray_DIMS(a[0])[i];
+    if (assign)
+        ok &= g.sh == g.kh && g.sw == g.kw && g.dh == 1 && g.dw == 1 && g.pt == 0 && g.pl == 0 && g.oh * g.kh == g.h &&
+              g.ow * g.kw == g.w;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "max_pool_grad(): dx must be writeable and of x's shape, and with assign "
+                                          "the windows must tile x");
+        return NULL;
+    }
+    npy_intp *offs = PyMem_RawMalloc((size_t)(g.kh * g.kw) * sizeof(npy_intp));
+    if (offs == NULL) return PyErr_NoMemory();
+    Py_BEGIN_ALLOW_THREADS
+    if (t == NPY_FLOAT32)
+        f32_max_pool_grad((const float *)PyArray_DATA(a[0]), (const float *)PyArray_DATA(a[1]),
+                          (float *)PyArray_DATA(a[2]), &g, offs, assign);
+    else
+        f64_max_pool_grad((const double *)PyArray_DATA(a[0]), (const double *)PyArray_DATA(a[1]),
+                          (double *)PyArray_DATA(a[2]), &g, offs, assign);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(offs);
+    Py_RETURN_NONE;
+}
+
+
+/* ---------------------------------------------------------------- im2col
+ *
+ * The rows of a convolution's GEMM: row (b, oy, ox) holds window (b, oy, ox) of the
+ * NHWC input, tap after tap, each tap's c channels, zeros for padding.  numpy copies
+ * the strided window view a channel run at a time (c elements: one with one channel);
+ * here the taps of a window row that lie in x are one copy (with dilation 1 they are
+ * contiguous), for any dtype (the copy moves bytes). */
+
+/* memcpy with the small sizes of one or a few taps' channels inlined */
+static inline void copy_run(char *dst, const char *src, size_t bytes) {
+    switch (bytes) {
+        case 4: memcpy(dst, src, 4); break;
+        case 8: memcpy(dst, src, 8); break;
+        case 12: memcpy(dst, src, 12); break;
+        case 16: memcpy(dst, src, 16); break;
+        case 24: memcpy(dst, src, 24); break;
+        case 32: memcpy(dst, src, 32); break;
+        default: memcpy(dst, src, bytes);
+    }
+}
+
+static void im2col_rows(const char *x, char *cols, const Geometry *g, npy_intp item) {
+    npy_intp tap = g->c * item, row = g->kh * g->kw * tap;
+    for (npy_intp b = 0; b < g->n; b++)
+        for (npy_intp oy = 0; oy < g->oh; oy++)
+            for (npy_intp ox = 0; ox < g->ow; ox++) {
+                char *dst = cols + ((b * g->oh + oy) * g->ow + ox) * row;
+                npy_intp q0 = ox * g->sw - g->pl; /* the column of tap j: q0 + j * dw */
+                /* the taps j0 <= j < j1 lie inside the row */
+                npy_intp j0, j1;
+                if (g->dw == 1) { /* no divisions: they would cost more than a small window's copy */
+                    j0 = q0 >= 0 ? 0 : -q0;
+                    j1 = g->w - q0;
+                } else {
+                    j0 = q0 >= 0 ? 0 : (-q0 + g->dw - 1) / g->dw;
+                    j1 = g->w - q0 <= 0 ? 0 : (g->w - q0 + g->dw - 1) / g->dw;
+                }
+                if (j1 < 0) j1 = 0;
+                if (j1 > g->kw) j1 = g->kw;
+                if (j0 > j1) j0 = j1;
+                for (npy_intp i = 0; i < g->kh; i++, dst += g->kw * tap) {
+                    npy_intp r = oy * g->sh + i * g->dh - g->pt;
+                    if (r < 0 || r >= g->h || j0 == j1) {
+                        memset(dst, 0, (size_t)(g->kw * tap));
+                        continue;
+                    }
+                    if (j0 > 0) memset(dst, 0, (size_t)(j0 * tap));
+                    const char *src = x + ((b * g->h + r) * g->w + q0 + j0 * g->dw) * tap;
+                    if (g->dw == 1)
+                        copy_run(dst + j0 * tap, src, (size_t)((j1 - j0) * tap));
+                    else
+                        for (npy_intp j = j0; j < j1; j++) copy_run(dst + j * tap, src + (j - j0) * g->dw * tap, (size_t)tap);
+                    if (j1 < g->kw) memset(dst + j1 * tap, 0, (size_t)((g->kw - j1) * tap));
+                }
+            }
+}
+
+PyDoc_STRVAR(im2col_doc,
+"im2col(x, cols, geometry) -> None\n\n"
+"Write into ``cols`` (n * oh * ow, kh * kw * c) each window of the NHWC array ``x`` (n,\n"
+"h, w, c), taps row-major, zeros for padding.  ``geometry`` is (kh, kw, sh, sw, dh, dw,\n"
+"pad_top, pad_left, oh, ow).  Both arrays C-contiguous and aligned, of one dtype.");
+
+static PyObject *im2col(PyObject *self, PyObject *args) {
+    PyArrayObject *x, *cols;
+    npy_intp v[10];
+    if (!PyArg_ParseTuple(args, "O!O!(nnnnnnnnnn)", &PyArray_Type, &x, &PyArray_Type, &cols, &v[0], &v[1], &v[2],
+                          &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]))
+        return NULL;
+    if (PyArray_NDIM(x) != 4 || PyArray_NDIM(cols) != 2 || !PyArray_EquivTypes(PyArray_DESCR(x), PyArray_DESCR(cols)) ||
+        !PyArray_IS_C_CONTIGUOUS(x) || !PyArray_IS_C_CONTIGUOUS(cols) || !PyArray_ISALIGNED(x) ||
+        !PyArray_ISALIGNED(cols) || PyDataType_REFCHK(PyArray_DESCR(x))) {
+        PyErr_SetString(PyExc_TypeError, "im2col() takes a rank-4 x and a rank-2 cols, C-contiguous, of one plain dtype");
+        return NULL;
+    }
+    const npy_intp *xs = PyArray_DIMS(x), *cs = PyArray_DIMS(cols);
+    Geometry g = {xs[0], xs[1], xs[2], xs[3], v[8], v[9], v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    int ok = PyArray_ISWRITEABLE(cols) && g.oh >= 0 && g.ow >= 0 && g.pt >= 0 && g.pl >= 0 &&
+             cs[0] == g.n * g.oh * g.ow && cs[1] == g.kh * g.kw * g.c;
+    for (int i = 0; i < 6; i++) ok &= v[i] > 0;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "im2col(): cols must be writeable and (n * oh * ow, kh * kw * c); the window "
+                                          "positive, the padding and output sizes not negative");
+        return NULL;
+    }
+    npy_intp item = PyArray_ITEMSIZE(x);
+    Py_BEGIN_ALLOW_THREADS
+    im2col_rows(PyArray_BYTES(x), PyArray_BYTES(cols), &g, item);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(flags_doc, "The values of FE_DIVBYZERO, FE_OVERFLOW, FE_UNDERFLOW and FE_INVALID on this platform.");
 
 static PyObject *flags(PyObject *self, PyObject *unused) {
@@ -319,6 +674,9 @@ static PyObject *pool_blocks(PyObject *self, PyObject *unused) {
 
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
+    {"max_pool", max_pool, METH_VARARGS, max_pool_doc},
+    {"im2col", im2col, METH_VARARGS, im2col_doc},
+    {"max_pool_grad", max_pool_grad, METH_VARARGS, max_pool_grad_doc},
     {"fpe_flags", flags, METH_NOARGS, flags_doc},
     {"threads_started", threads_started, METH_NOARGS, "How many pool threads this process has started."},
     {"pool_blocks", pool_blocks, METH_NOARGS, "How many blocks the pool threads (not the callers) have run."},

@@ -28,6 +28,7 @@ from opkernel.ops.nn_ops import (
     window_output_size,
 )
 
+from . import sharding
 from .math_kernels import product, sigmoid
 from .xp import xp_of
 
@@ -431,8 +432,23 @@ def _conv_geometry(
     return _Conv(x_shape, win, oc)
 
 
+def _native_im2col(x: np.ndarray, window: tuple[int, ...], oh: int, ow: int) -> np.ndarray | None:
+    """opkernel_cpu._pool's im2col of NHWC ``x`` (``window``: kh, kw, sh, sw, dh, dw,
+    pad_top, pad_left), or None without the native module or for another array type."""
+    native = sharding.native_module()
+    if native is None or type(x) is not np.ndarray or x.dtype.hasobject:
+        return None
+    n, _, _, c = x.shape
+    cols = np.empty((n * oh * ow, window[0] * window[1] * c), x.dtype)
+    native.im2col(np.ascontiguousarray(x), cols, (*window, oh, ow))
+    return cols
+
+
 def _im2col(x: np.ndarray, win: _Window) -> np.ndarray:
     """(n * oh * ow, kh * kw * c): each row one window of the padded input."""
+    cols = _native_im2col(x, _native_window(win), win.oh, win.ow)  # a copy per window row
+    if cols is not None:
+        return cols
     n, _, _, c = x.shape
     xp = win.padded(x)
     if c == 1 and type(xp) is np.ndarray:
@@ -471,14 +487,17 @@ def _backprop_input_stride1(dy: np.ndarray, filter: np.ndarray, win: _Window, h:
     if min(pt, pb, pl, pr) < 0:
         return None
     n, oh, ow, oc = dy.shape
+    c = filter.shape[2]
+    turned = filter[::-1, ::-1].transpose(0, 1, 3, 2).reshape(win.kh * win.kw * oc, c)
+    cols = _native_im2col(dy, (win.kh, win.kw, 1, 1, win.dh, win.dw, pt, pl), h, w)
+    if cols is not None:
+        return (cols @ turned).reshape(n, h, w, c)  # type: ignore[no-any-return]
     dyp = np.zeros((n, oh + pt + pb, ow + pl + pr, oc), dy.dtype)
     dyp[:, pt : pt + oh, pl : pl + ow, :] = dy
     s0, s1, s2, s3 = dyp.strides
     cols = _strided(dyp, (n, h, w, win.kh, win.kw, oc), (s0, s1, s2, s1 * win.dh, s2 * win.dw, s3)).reshape(
         n * h * w, win.kh * win.kw * oc
     )
-    c = filter.shape[2]
-    turned = filter[::-1, ::-1].transpose(0, 1, 3, 2).reshape(win.kh * win.kw * oc, c)
     return (cols @ turned).reshape(n, h, w, c)  # type: ignore[no-any-return]
 
 
@@ -632,11 +651,26 @@ def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
     return ((np.arange(n)[:, None, None, None] * hp + r) * wp + q) * c + np.arange(c)  # type: ignore[no-any-return]
 
 
+#: The dtypes opkernel_cpu._pool's MaxPool and MaxPoolGrad compute in (others take numpy passes).
+_NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _native_window(win: _Window) -> tuple[int, ...]:
+    """``win`` as opkernel_cpu._pool's pooling kernels take it."""
+    (t, _), (l, _) = win.pads
+    return win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, t, l
+
+
 def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
     data_format = attrs["data_format"]
     _check_rank4("MaxPool", input=input)
     x = _to_nhwc(input, data_format)
     win = _pool_geometry("MaxPool", x.shape, attrs)
+    native = sharding.native_module()
+    if native is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:  # one pass over the windows
+        y = np.empty((x.shape[0], win.oh, win.ow, x.shape[3]), x.dtype)
+        native.max_pool(np.ascontiguousarray(x), y, _native_window(win))
+        return _from_nhwc(y, data_format)
     tiled = _tiling(x.shape, win) if type(x) is np.ndarray and win.kh * win.kw > 1 else None
     if tiled is not None:  # windows tile the input: reduce whole rows, then the taps of a row
         x5 = _blocks(x, win, *tiled)
@@ -670,6 +704,13 @@ def max_pool_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndar
         _check_out(op, name, _to_nhwc(a, data_format).shape, (n, win.oh, win.ow, c), data_format)
     wt = _work_type(T)
     dy = _to_nhwc(grad, data_format).astype(wt, copy=False)
+    native = sharding.native_module()
+    if native is not None and type(x) is np.ndarray and type(dy) is np.ndarray and x.dtype == dy.dtype \
+            and x.dtype in _NATIVE_FLOATS:  # one pass over the windows instead of one per tap
+        exact = _tiling(x.shape, win) == (h, w)  # every element of dx is some window's tap: written once
+        routed = np.empty(x.shape, x.dtype) if exact else np.zeros(x.shape, x.dtype)
+        native.max_pool_grad(np.ascontiguousarray(x), np.ascontiguousarray(dy), routed, _native_window(win), exact)
+        return _from_nhwc(routed, data_format)
     zero = np.zeros((), wt)
     branch_free = bool(np.isfinite(dy).all())  # nan * 0 and inf * 0 would put nan at the other taps
     tiled = _tiling(x.shape, win) if type(x) is np.ndarray and win.kh * win.kw > 1 else None

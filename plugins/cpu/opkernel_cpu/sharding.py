@@ -47,6 +47,11 @@ def native_pool() -> bool:
     """Whether large elementwise ops run on the native pool (``_pool.c``) rather than Python threads."""
     return _native is not None
 
+
+def native_module() -> Any:
+    """The native module ``opkernel_cpu._pool`` (also home of native kernels), or None."""
+    return _native
+
 #: The fewest elements worth a shard of their own, by the ufunc's cost per element
 #: (TensorFlow's Shard weighs ``cost_per_unit`` the same way).  A hand-off costs about
 #: 50 µs on this kind of machine (waking the pool thread's idle core, then the caller's

@@ -1,0 +1,180 @@
+"""The CPU backend's native kernels (opkernel_cpu._pool) against its numpy path.
+
+The op tests (test_ops_nn.py) check every backend against numpy references; here the
+native MaxPoolGrad is checked against the CPU backend's own numpy implementation,
+element for element, on the geometries and data that exercise its branches: every
+channel-block width, padding, overlapping windows, ties and nan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+
+pytest.importorskip("opkernel_cpu")
+from opkernel_cpu import sharding  # noqa: E402
+
+native = sharding.native_module()
+pytestmark = pytest.mark.skipif(native is None, reason="opkernel_cpu._pool was not built")
+
+GEOMETRIES = [  # (ksize, strides, padding, input height and width)
+    ((2, 2), (2, 2), "VALID", (8, 8)),  # tiles exactly: every tap written once
+    ((2, 2), (2, 2), "VALID", (9, 7)),  # tiles but leaves a row and a column out
+    ((3, 3), (2, 2), "SAME", (7, 8)),  # overlapping, padded
+    ((3, 3), (1, 1), "SAME", (5, 5)),  # every element in up to nine windows
+    ((2, 3), (1, 2), "VALID", (6, 7)),
+    ((1, 1), (1, 1), "VALID", (4, 4)),  # one tap
+]
+CHANNELS = [1, 3, 4, 8, 12, 16, 24, 32, 64, 96]  # every block width (32, 16, 8, 4, 1)
+
+
+def _data(rng, shape, dtype, kind):
+    if kind == "ties":  # few distinct values: many windows hold their maximum twice
+        return rng.integers(-2, 3, shape).astype(dtype)
+    x = rng.standard_normal(shape).astype(dtype)
+    if kind == "nan":
+        x.reshape(-1)[rng.choice(x.size, x.size // 7, replace=False)] = np.nan
+    return x
+
+
+def _both_paths(monkeypatch, x, y, dy, attrs):
+    calls = []
+    real = native.max_pool_grad
+    monkeypatch.setattr(native, "max_pool_grad", lambda *a: calls.append(a[4]) or real(*a))
+    with ok.use_backend("cpu"):
+        fast = ok.ops.max_pool_grad(x, y, dy, **attrs).numpy()
+        assert len(calls) == 1  # the native kernel ran
+        monkeypatch.setattr(sharding, "_native", None)
+        slow = ok.ops.max_pool_grad(x, y, dy, **attrs).numpy()
+        assert len(calls) == 1  # and now the numpy path
+    return fast, slow, calls[0]
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"{g[0]}-{g[1]}-{g[2]}-{g[3]}")
+@pytest.mark.parametrize("channels", CHANNELS)
+@pytest.mark.parametrize("kind", ["random", "ties", "nan"])
+def test_native_max_pool_grad_matches_the_numpy_path(geometry, channels, kind, monkeypatch):
+    (kh, kw), (sh, sw), padding, (h, w) = geometry
+    rng = np.random.default_rng(channels * 7 + len(kind))
+    dtype = np.float64 if channels in (3, 16) else np.float32
+    attrs = {"ksize": [1, kh, kw, 1], "strides": [1, sh, sw, 1], "padding": padding}
+    x = _data(rng, (2, h, w, channels), dtype, kind)
+    with ok.use_backend("cpu"):
+        y = ok.ops.max_pool(x, **attrs).numpy()
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    fast, slow, assigned = _both_paths(monkeypatch, x, y, dy, attrs)
+    assert fast.dtype == slow.dtype == dtype
+    assert assigned == ((kh, kw) == (sh, sw) and padding == "VALID" and h % kh == 0 and w % kw == 0)
+    if (sh, sw) >= (kh, kw):  # one window per element: the same values exactly
+        np.testing.assert_array_equal(fast, slow)
+    else:  # overlapping windows add their gradients in another order
+        np.testing.assert_allclose(fast, slow, rtol=1e-12 if dtype == np.float64 else 1e-6, atol=1e-6)
+
+
+def test_native_max_pool_grad_with_nchw_and_nonfinite_gradients(monkeypatch):
+    rng = np.random.default_rng(3)
+    attrs = {"ksize": [1, 1, 2, 2], "strides": [1, 1, 2, 2], "padding": "VALID", "data_format": "NCHW"}
+    x = rng.standard_normal((2, 16, 8, 8)).astype(np.float32)
+    with ok.use_backend("cpu"):
+        y = ok.ops.max_pool(x, **attrs).numpy()
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    dy[0, 0, 0, :2] = [np.nan, np.inf]  # a nan or inf gradient stays at its window's maximum only
+    fast, slow, _ = _both_paths(monkeypatch, x, y, dy, attrs)
+    np.testing.assert_array_equal(fast, slow)
+    assert np.isnan(fast).sum() == 1 and np.isinf(fast).sum() == 1
+
+
+def test_native_max_pool_grad_rejects_what_it_cannot_compute():
+    x = np.zeros((1, 4, 4, 2), np.float32)
+    dy = np.zeros((1, 2, 2, 2), np.float32)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        native.max_pool_grad(x.astype(np.int32), dy.astype(np.int32), np.zeros((1, 4, 4, 2), np.int32),
+                             (2, 2, 2, 2, 1, 1, 0, 0), False)
+    with pytest.raises(TypeError, match="C-contiguous"):
+        native.max_pool_grad(x[:, ::2], dy, np.zeros((1, 2, 4, 2), np.float32), (2, 2, 2, 2, 1, 1, 0, 0), False)
+    with pytest.raises(ValueError, match="tile x"):  # overlapping windows cannot be assigned
+        native.max_pool_grad(x, np.zeros((1, 3, 3, 2), np.float32), np.empty_like(x), (2, 2, 1, 1, 1, 1, 0, 0), True)
+    with pytest.raises(ValueError, match="of x's shape"):
+        native.max_pool_grad(x, dy, np.zeros((1, 4, 4, 3), np.float32), (2, 2, 2, 2, 1, 1, 0, 0), False)
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4, 10])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_native_max_pool_matches_the_numpy_path(channels, dtype, monkeypatch):
+    rng = np.random.default_rng(channels)
+    calls = []
+    real = native.max_pool
+    monkeypatch.setattr(native, "max_pool", lambda *a: calls.append(1) or real(*a))
+    for (kh, kw), (sh, sw), padding, (h, w) in GEOMETRIES:
+        attrs = {"ksize": [1, kh, kw, 1], "strides": [1, sh, sw, 1], "padding": padding}
+        x = _data(rng, (2, h, w, channels), dtype, "nan")
+        x[0, 0, 0] = -np.inf  # a padded corner's only real value: -inf, not the padding's
+        calls.clear()
+        with ok.use_backend("cpu"):
+            fast = ok.ops.max_pool(x, **attrs).numpy()
+            monkeypatch.setattr(sharding, "_native", None)
+            slow = ok.ops.max_pool(x, **attrs).numpy()
+        monkeypatch.setattr(sharding, "_native", native)
+        assert calls == [1]
+        np.testing.assert_array_equal(fast, slow)  # nan where the numpy path has nan
+
+
+CONVOLUTIONS = [  # (filter height and width, strides, dilations, padding, input height and width)
+    ((3, 3), (1, 1), (1, 1), "SAME", (8, 8)),
+    ((3, 3), (2, 2), (1, 1), "SAME", (7, 8)),
+    ((2, 3), (1, 2), (1, 1), "VALID", (6, 7)),
+    ((3, 3), (1, 1), (2, 2), "SAME", (7, 7)),  # dilated: a tap's columns are not contiguous
+    ((3, 2), (2, 1), (2, 1), "VALID", (9, 6)),
+    ((5, 5), (1, 1), (1, 1), "SAME", (3, 4)),  # windows wider than the input
+]
+
+
+@pytest.mark.parametrize("conv", CONVOLUTIONS, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("channels, dtype", [(1, "float32"), (2, "float16"), (3, "float64"), (16, "float32"),
+                                             (4, "int32"), (2, "complex64")])
+def test_native_im2col_matches_the_numpy_path(conv, channels, dtype, monkeypatch):
+    from opkernel_cpu import nn_kernels
+
+    (kh, kw), (sh, sw), (dh, dw), padding, (h, w) = conv
+    x = (np.random.default_rng(channels).standard_normal((2, h, w, channels)) * 10).astype(dtype)
+    attrs = {"strides": [1, sh, sw, 1], "dilations": [1, dh, dw, 1], "padding": padding, "data_format": "NHWC",
+             "explicit_paddings": []}
+    win = nn_kernels._conv_geometry("Conv2D", x.shape, (kh, kw, channels, 5), attrs).win
+    fast = nn_kernels._im2col(x, win)
+    monkeypatch.setattr(sharding, "_native", None)
+    slow = nn_kernels._im2col(x, win)
+    assert fast.dtype == slow.dtype and fast.shape == slow.shape
+    np.testing.assert_array_equal(fast, slow)
+
+
+@pytest.mark.parametrize("conv", CONVOLUTIONS[:4], ids=lambda c: "-".join(map(str, c)))
+def test_convolutions_with_native_im2col_match_the_numpy_path(conv, monkeypatch):
+    (kh, kw), (sh, sw), (dh, dw), padding, (h, w) = conv
+    rng = np.random.default_rng(kh * 10 + sh)
+    x = rng.standard_normal((2, h, w, 3)).astype(np.float32)
+    f = rng.standard_normal((kh, kw, 3, 4)).astype(np.float32)
+    attrs = {"strides": [1, sh, sw, 1], "dilations": [1, dh, dw, 1], "padding": padding}
+    results = []
+    for _ in range(2):
+        with ok.use_backend("cpu"):
+            y = ok.ops.conv2d(x, f, **attrs).numpy()
+            dy = np.ones_like(y) + np.arange(y.size, dtype=np.float32).reshape(y.shape) / y.size
+            dx = ok.ops.conv2d_backprop_input(np.array(x.shape, np.int32), f, dy, **attrs).numpy()
+            df = ok.ops.conv2d_backprop_filter(x, np.array(f.shape, np.int32), dy, **attrs).numpy()
+        results.append((y, dx, df))
+        monkeypatch.setattr(sharding, "_native", None)
+    for fast, slow in zip(*results):
+        np.testing.assert_allclose(fast, slow, rtol=1e-6, atol=1e-5)
+
+
+def test_native_im2col_rejects_what_it_cannot_copy():
+    x = np.zeros((1, 4, 4, 2), np.float32)
+    with pytest.raises(TypeError, match="one plain dtype"):
+        native.im2col(x, np.zeros((16, 18), np.float64), (3, 3, 1, 1, 1, 1, 1, 1, 4, 4))
+    with pytest.raises(TypeError, match="one plain dtype"):
+        native.im2col(x.astype(object), np.zeros((16, 18), object), (3, 3, 1, 1, 1, 1, 1, 1, 4, 4))
+    with pytest.raises(ValueError, match=r"\(n \* oh \* ow, kh \* kw \* c\)"):
+        native.im2col(x, np.zeros((16, 17), np.float32), (3, 3, 1, 1, 1, 1, 1, 1, 4, 4))
+    with pytest.raises(ValueError, match="not negative"):
+        native.im2col(x, np.zeros((16, 18), np.float32), (3, 3, 1, 1, 1, 1, -1, 1, 4, 4))
