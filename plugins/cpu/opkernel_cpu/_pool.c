@@ -583,40 +583,79 @@ static inline void copy_run(char *dst, const char *src, size_t bytes) {
     }
 }
 
+/* ``count`` copies of ``bytes``, the k-th from src + k * sstride to dst + k * dstride:
+ * a constant size in the common cases, so each copy is a move or two, not a call. */
+#define COPY_SPANS_CASE(N) \
+    case N: for (npy_intp k = 0; k < count; k++) memcpy(dst + k * dstride, src + k * sstride, N); break;
+static inline void copy_spans(char *dst, npy_intp dstride, const char *src, npy_intp sstride, npy_intp count,
+                              size_t bytes) {
+    switch (bytes) {
+        COPY_SPANS_CASE(4)
+        COPY_SPANS_CASE(8)
+        COPY_SPANS_CASE(12)
+        COPY_SPANS_CASE(16)
+        COPY_SPANS_CASE(20)
+        COPY_SPANS_CASE(24)
+        COPY_SPANS_CASE(28)
+        COPY_SPANS_CASE(32)
+        COPY_SPANS_CASE(36)
+        COPY_SPANS_CASE(48)
+        COPY_SPANS_CASE(64)
+        default: for (npy_intp k = 0; k < count; k++) memcpy(dst + k * dstride, src + k * sstride, bytes);
+    }
+}
+
+/* Window (b, oy, ox)'s kernel row i, taps j0 <= j < j1 inside x, the rest zeros. */
+static inline void im2col_piece(const char *src_row, char *dst, const Geometry *g, npy_intp ox, npy_intp tap) {
+    npy_intp q0 = ox * g->sw - g->pl; /* the column of tap j: q0 + j * dw */
+    npy_intp j0, j1;
+    if (g->dw == 1) { /* no divisions: they would cost more than a small window's copy */
+        j0 = q0 >= 0 ? 0 : -q0;
+        j1 = g->w - q0;
+    } else {
+        j0 = q0 >= 0 ? 0 : (-q0 + g->dw - 1) / g->dw;
+        j1 = g->w - q0 <= 0 ? 0 : (g->w - q0 + g->dw - 1) / g->dw;
+    }
+    if (j1 < 0) j1 = 0;
+    if (j1 > g->kw) j1 = g->kw;
+    if (j0 > j1) j0 = j1;
+    if (j0 > 0) memset(dst, 0, (size_t)(j0 * tap));
+    const char *src = src_row + (q0 + j0 * g->dw) * tap;
+    if (g->dw == 1)
+        copy_run(dst + j0 * tap, src, (size_t)((j1 - j0) * tap));
+    else
+        for (npy_intp j = j0; j < j1; j++) copy_run(dst + j * tap, src + (j - j0) * g->dw * tap, (size_t)tap);
+    if (j1 < g->kw) memset(dst + j1 * tap, 0, (size_t)((g->kw - j1) * tap));
+}
+
+/* By kernel row: for each (b, oy, i) the windows whose row i lies wholly inside x
+ * (with dilation 1: one span of kw taps each) are copied in one tight loop; the
+ * windows at the edges, and every dilated one, piece by piece. */
 static void im2col_rows(const char *x, char *cols, const Geometry *g, npy_intp item) {
-    npy_intp tap = g->c * item, row = g->kh * g->kw * tap;
+    npy_intp tap = g->c * item, row = g->kh * g->kw * tap, span = g->kw * tap;
+    /* windows lo <= ox < hi have every column in x: q0 >= 0 and q0 + (kw - 1) dw < w */
+    npy_intp lo = (g->pl + g->sw - 1) / g->sw, last = g->w - 1 - (g->kw - 1) * g->dw + g->pl;
+    npy_intp hi = last < 0 ? 0 : last / g->sw + 1;
+    if (hi > g->ow) hi = g->ow;
+    if (lo > hi) lo = hi;
+    if (g->dw != 1) lo = hi = 0;
     for (npy_intp b = 0; b < g->n; b++)
-        for (npy_intp oy = 0; oy < g->oh; oy++)
-            for (npy_intp ox = 0; ox < g->ow; ox++) {
-                char *dst = cols + ((b * g->oh + oy) * g->ow + ox) * row;
-                npy_intp q0 = ox * g->sw - g->pl; /* the column of tap j: q0 + j * dw */
-                /* the taps j0 <= j < j1 lie inside the row */
-                npy_intp j0, j1;
-                if (g->dw == 1) { /* no divisions: they would cost more than a small window's copy */
-                    j0 = q0 >= 0 ? 0 : -q0;
-                    j1 = g->w - q0;
-                } else {
-                    j0 = q0 >= 0 ? 0 : (-q0 + g->dw - 1) / g->dw;
-                    j1 = g->w - q0 <= 0 ? 0 : (g->w - q0 + g->dw - 1) / g->dw;
+        for (npy_intp oy = 0; oy < g->oh; oy++) {
+            char *first = cols + (b * g->oh + oy) * g->ow * row;
+            for (npy_intp i = 0; i < g->kh; i++) {
+                char *dst = first + i * span;
+                npy_intp r = oy * g->sh + i * g->dh - g->pt;
+                if (r < 0 || r >= g->h) {
+                    for (npy_intp ox = 0; ox < g->ow; ox++) memset(dst + ox * row, 0, (size_t)span);
+                    continue;
                 }
-                if (j1 < 0) j1 = 0;
-                if (j1 > g->kw) j1 = g->kw;
-                if (j0 > j1) j0 = j1;
-                for (npy_intp i = 0; i < g->kh; i++, dst += g->kw * tap) {
-                    npy_intp r = oy * g->sh + i * g->dh - g->pt;
-                    if (r < 0 || r >= g->h || j0 == j1) {
-                        memset(dst, 0, (size_t)(g->kw * tap));
-                        continue;
-                    }
-                    if (j0 > 0) memset(dst, 0, (size_t)(j0 * tap));
-                    const char *src = x + ((b * g->h + r) * g->w + q0 + j0 * g->dw) * tap;
-                    if (g->dw == 1)
-                        copy_run(dst + j0 * tap, src, (size_t)((j1 - j0) * tap));
-                    else
-                        for (npy_intp j = j0; j < j1; j++) copy_run(dst + j * tap, src + (j - j0) * g->dw * tap, (size_t)tap);
-                    if (j1 < g->kw) memset(dst + j1 * tap, 0, (size_t)((g->kw - j1) * tap));
-                }
+                const char *src_row = x + (b * g->h + r) * g->w * tap;
+                for (npy_intp ox = 0; ox < lo; ox++) im2col_piece(src_row, dst + ox * row, g, ox, tap);
+                copy_spans(dst + lo * row, row, src_row + (lo * g->sw - g->pl) * tap, g->sw * tap, hi - lo,
+                           (size_t)span);
+                for (npy_intp ox = hi; ox < g->ow; ox++) im2col_piece(src_row, dst + ox * row, g, ox, tap);
             }
+        }
 }
 
 PyDoc_STRVAR(im2col_doc,
