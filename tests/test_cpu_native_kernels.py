@@ -178,3 +178,29 @@ def test_native_im2col_rejects_what_it_cannot_copy():
         native.im2col(x, np.zeros((16, 17), np.float32), (3, 3, 1, 1, 1, 1, 1, 1, 4, 4))
     with pytest.raises(ValueError, match="not negative"):
         native.im2col(x, np.zeros((16, 18), np.float32), (3, 3, 1, 1, 1, 1, -1, 1, 4, 4))
+
+
+@pytest.mark.parametrize("conv", CONVOLUTIONS, ids=lambda c: "-".join(map(str, c)))
+def test_native_col2im_is_the_adjoint_of_im2col(conv):
+    """<im2col(x), cols> == <x, col2im(cols)> for every x and cols: col2im adds each tap
+    back exactly where im2col read it, and drops the padding's."""
+    from opkernel_cpu import nn_kernels
+
+    (kh, kw), (sh, sw), (dh, dw), padding, (h, w) = conv
+    rng = np.random.default_rng(h * w)
+    x = rng.standard_normal((2, h, w, 3))
+    attrs = {"strides": [1, sh, sw, 1], "dilations": [1, dh, dw, 1], "padding": padding, "data_format": "NHWC",
+             "explicit_paddings": []}
+    win = nn_kernels._conv_geometry("Conv2D", x.shape, (kh, kw, 3, 5), attrs).win
+    cols = rng.standard_normal((2 * win.oh * win.ow, kh * kw * 3))
+    back = np.zeros_like(x)
+    native.col2im(cols, back, (*nn_kernels._native_window(win), win.oh, win.ow))
+    np.testing.assert_allclose(np.vdot(nn_kernels._im2col(x, win), cols), np.vdot(x, back), rtol=1e-12)
+
+
+def test_native_col2im_rejects_what_it_cannot_add():
+    cols = np.zeros((16, 18), np.float32)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        native.col2im(cols, np.zeros((1, 4, 4, 2), np.float64), (3, 3, 1, 1, 1, 1, 1, 1, 4, 4))
+    with pytest.raises(ValueError, match=r"\(n \* oh \* ow, kh \* kw \* c\)"):
+        native.col2im(cols, np.zeros((1, 4, 4, 3), np.float32), (3, 3, 1, 1, 1, 1, 1, 1, 4, 4))

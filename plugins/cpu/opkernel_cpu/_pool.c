@@ -693,6 +693,77 @@ static PyObject *im2col(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+
+/* ---------------------------------------------------------------- col2im
+ *
+ * The reverse of im2col, for an input gradient: each row of ``cols`` (one window's taps,
+ * as im2col lays them out) is added into the window's positions of dx, padding dropped.
+ * Windows go in row-major order, so an element several windows share sums their taps in
+ * that order. */
+
+#define COL2IM_KERNEL(S, T)                                                                              \
+    static void S##_col2im(const T *cols, T *dx, const Geometry *g) {                                   \
+        npy_intp c = g->c, row = g->kh * g->kw * c;                                                     \
+        for (npy_intp b = 0; b < g->n; b++)                                                             \
+            for (npy_intp oy = 0; oy < g->oh; oy++)                                                     \
+                for (npy_intp ox = 0; ox < g->ow; ox++) {                                               \
+                    const T *src = cols + ((b * g->oh + oy) * g->ow + ox) * row;                         \
+                    for (npy_intp i = 0; i < g->kh; i++) {                                              \
+                        npy_intp r = oy * g->sh + i * g->dh - g->pt;                                    \
+                        if (r < 0 || r >= g->h) continue;                                               \
+                        for (npy_intp j = 0; j < g->kw; j++) {                                          \
+                            npy_intp q = ox * g->sw + j * g->dw - g->pl;                                \
+                            if (q < 0 || q >= g->w) continue;                                           \
+                            T *d = dx + ((b * g->h + r) * g->w + q) * c;                                \
+                            const T *t = src + (i * g->kw + j) * c;                                     \
+                            for (npy_intp k = 0; k < c; k++) d[k] += t[k];                              \
+                        }                                                                               \
+                    }                                                                                   \
+                }                                                                                       \
+    }
+
+COL2IM_KERNEL(f32, float)
+COL2IM_KERNEL(f64, double)
+
+PyDoc_STRVAR(col2im_doc,
+"col2im(cols, dx, geometry) -> None\n\n"
+"Add each row of ``cols`` (n * oh * ow, kh * kw * c), one window's taps as im2col lays\n"
+"them out, into the window's positions of the NHWC ``dx`` (n, h, w, c); taps in the\n"
+"padding are dropped.  ``geometry`` is im2col's.  Both C-contiguous and aligned, float32\n"
+"or float64.");
+
+static PyObject *col2im(PyObject *self, PyObject *args) {
+    PyArrayObject *cols, *dx;
+    npy_intp v[10];
+    if (!PyArg_ParseTuple(args, "O!O!(nnnnnnnnnn)", &PyArray_Type, &cols, &PyArray_Type, &dx, &v[0], &v[1], &v[2],
+                          &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]))
+        return NULL;
+    int t = PyArray_TYPE(dx);
+    if (PyArray_NDIM(dx) != 4 || PyArray_NDIM(cols) != 2 || PyArray_TYPE(cols) != t || !PyArray_IS_C_CONTIGUOUS(dx) ||
+        !PyArray_IS_C_CONTIGUOUS(cols) || !PyArray_ISALIGNED(dx) || !PyArray_ISALIGNED(cols) ||
+        !PyArray_ISNOTSWAPPED(dx) || !PyArray_ISNOTSWAPPED(cols) || (t != NPY_FLOAT32 && t != NPY_FLOAT64)) {
+        PyErr_SetString(PyExc_TypeError, "col2im() takes a rank-2 cols and a rank-4 dx, C-contiguous float32 or float64");
+        return NULL;
+    }
+    const npy_intp *xs = PyArray_DIMS(dx), *cs = PyArray_DIMS(cols);
+    Geometry g = {xs[0], xs[1], xs[2], xs[3], v[8], v[9], v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    int ok = PyArray_ISWRITEABLE(dx) && g.oh >= 0 && g.ow >= 0 && cs[0] == g.n * g.oh * g.ow &&
+             cs[1] == g.kh * g.kw * g.c;
+    for (int i = 0; i < 6; i++) ok &= v[i] > 0;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "col2im(): dx must be writeable and cols (n * oh * ow, kh * kw * c); the "
+                                          "window positive, the output sizes not negative");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (t == NPY_FLOAT32)
+        f32_col2im((const float *)PyArray_DATA(cols), (float *)PyArray_DATA(dx), &g);
+    else
+        f64_col2im((const double *)PyArray_DATA(cols), (double *)PyArray_DATA(dx), &g);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(flags_doc, "The values of FE_DIVBYZERO, FE_OVERFLOW, FE_UNDERFLOW and FE_INVALID on this platform.");
 
 static PyObject *flags(PyObject *self, PyObject *unused) {
@@ -715,6 +786,7 @@ static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
     {"max_pool", max_pool, METH_VARARGS, max_pool_doc},
     {"im2col", im2col, METH_VARARGS, im2col_doc},
+    {"col2im", col2im, METH_VARARGS, col2im_doc},
     {"max_pool_grad", max_pool_grad, METH_VARARGS, max_pool_grad_doc},
     {"fpe_flags", flags, METH_NOARGS, flags_doc},
     {"threads_started", threads_started, METH_NOARGS, "How many pool threads this process has started."},

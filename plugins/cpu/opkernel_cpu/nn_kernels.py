@@ -518,6 +518,14 @@ def conv2d_backprop_input(
     win = g.win
     _check_out(op, "out_backprop", dy.shape, (n, win.oh, win.ow, g.out_channels), data_format)
     wt = _work_type(T)
+    native = sharding.native_module()
+    if native is not None and type(dy) is np.ndarray and type(filter) is np.ndarray and np.dtype(wt) in _NATIVE_FLOATS:
+        # one GEMM into each window's taps, then one pass adding them into place
+        dcols = dy.astype(wt, copy=False).reshape(-1, g.out_channels) @ filter.astype(wt, copy=False).reshape(
+            -1, g.out_channels).T
+        summed = np.zeros((n, h, w, c), wt)
+        native.col2im(np.ascontiguousarray(dcols), summed, (*_native_window(win), win.oh, win.ow))
+        return _from_nhwc(summed.astype(T.np, copy=False), data_format)
     if dy.size and n * h * w * c:
         dx = _backprop_input_stride1(dy.astype(wt, copy=False), filter.astype(wt, copy=False), win, h, w)
         if dx is not None:
