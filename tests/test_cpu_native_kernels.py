@@ -204,3 +204,25 @@ def test_native_col2im_rejects_what_it_cannot_add():
         native.col2im(cols, np.zeros((1, 4, 4, 2), np.float64), (3, 3, 1, 1, 1, 1, 1, 1, 4, 4))
     with pytest.raises(ValueError, match=r"\(n \* oh \* ow, kh \* kw \* c\)"):
         native.col2im(cols, np.zeros((1, 4, 4, 3), np.float32), (3, 3, 1, 1, 1, 1, 1, 1, 4, 4))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_native_relu_grad_matches_the_numpy_path(dtype, monkeypatch):
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal((3, 5, 7)).astype(dtype)
+    x = rng.standard_normal((3, 5, 7)).astype(dtype)
+    x[0, 0, :3] = [0.0, -0.0, np.nan]  # not positive: the gradient is multiplied by 0
+    g[0, 1, :2] = [np.nan, np.inf]  # a nan or inf gradient: nan where the feature is not positive
+    x[0, 1, :2] = [-1.0, -1.0]
+    calls = []
+    real = native.relu_grad
+    monkeypatch.setattr(native, "relu_grad", lambda *a: calls.append(1) or real(*a))
+    with ok.use_backend("cpu"):
+        fast = ok.ops.relu_grad(g, x[:, :, ::-1].copy()[:, :, ::-1]).numpy()  # a reversed view: copied first
+        assert calls == [1]
+        monkeypatch.setattr(sharding, "_native", None)
+        slow = ok.ops.relu_grad(g, x).numpy()
+    np.testing.assert_array_equal(fast, slow)
+    assert np.isnan(fast[0, 1, :2]).all() and (fast[0, 0, :3] == 0).all()
+    with pytest.raises(TypeError, match="one size"):
+        native.relu_grad(g, x[:1], np.empty_like(g))

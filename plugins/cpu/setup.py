@@ -12,7 +12,7 @@ setup(
             ["opkernel_cpu/_pool.c"],
             include_dirs=[numpy.get_include()],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-            extra_compile_args=["-O3", "-std=c11", "-pthread"],
+            extra_compile_args=["-O3", "-fno-trapping-math", "-std=c11", "-pthread"],
             extra_link_args=["-pthread"],
             optional=True,
         )

@@ -764,6 +764,52 @@ static PyObject *col2im(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+
+/* ---------------------------------------------------------------- ReluGrad
+ *
+ * gradients * (features > 0) in one pass (numpy: a boolean temporary, then a product
+ * that casts it).  A product, not a select, as the numpy path: a nan gradient stays nan
+ * where the feature is not positive, as in TensorFlow. */
+
+#define RELU_GRAD_KERNEL(S, T)                                                                  \
+    static void S##_relu_grad(const T *restrict g, const T *restrict x, T *restrict out, npy_intp n) { \
+        for (npy_intp i = 0; i < n; i++) out[i] = g[i] * (T)(x[i] > 0);                         \
+    }
+
+RELU_GRAD_KERNEL(f32, float)
+RELU_GRAD_KERNEL(f64, double)
+
+PyDoc_STRVAR(relu_grad_doc,
+"relu_grad(gradients, features, out) -> None\n\n"
+"Write ``gradients * (features > 0)`` into ``out``: three C-contiguous, aligned arrays of\n"
+"one size, all float32 or all float64.");
+
+static PyObject *relu_grad(PyObject *self, PyObject *args) {
+    PyArrayObject *a[3];
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyArray_Type, &a[0], &PyArray_Type, &a[1], &PyArray_Type, &a[2]))
+        return NULL;
+    int t = PyArray_TYPE(a[2]);
+    npy_intp n = PyArray_SIZE(a[2]);
+    for (int i = 0; i < 3; i++)
+        if (PyArray_TYPE(a[i]) != t || PyArray_SIZE(a[i]) != n || !PyArray_IS_C_CONTIGUOUS(a[i]) ||
+            !PyArray_ISALIGNED(a[i]) || !PyArray_ISNOTSWAPPED(a[i]) || (t != NPY_FLOAT32 && t != NPY_FLOAT64)) {
+            PyErr_SetString(PyExc_TypeError, "relu_grad() takes three C-contiguous float32 or float64 arrays of one size");
+            return NULL;
+        }
+    if (!PyArray_ISWRITEABLE(a[2])) {
+        PyErr_SetString(PyExc_ValueError, "relu_grad(): out must be writeable");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (t == NPY_FLOAT32)
+        f32_relu_grad((const float *)PyArray_DATA(a[0]), (const float *)PyArray_DATA(a[1]), (float *)PyArray_DATA(a[2]), n);
+    else
+        f64_relu_grad((const double *)PyArray_DATA(a[0]), (const double *)PyArray_DATA(a[1]),
+                      (double *)PyArray_DATA(a[2]), n);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(flags_doc, "The values of FE_DIVBYZERO, FE_OVERFLOW, FE_UNDERFLOW and FE_INVALID on this platform.");
 
 static PyObject *flags(PyObject *self, PyObject *unused) {
@@ -787,6 +833,7 @@ static PyMethodDef methods[] = {
     {"max_pool", max_pool, METH_VARARGS, max_pool_doc},
     {"im2col", im2col, METH_VARARGS, im2col_doc},
     {"col2im", col2im, METH_VARARGS, col2im_doc},
+    {"relu_grad", relu_grad, METH_VARARGS, relu_grad_doc},
     {"max_pool_grad", max_pool_grad, METH_VARARGS, max_pool_grad_doc},
     {"fpe_flags", flags, METH_NOARGS, flags_doc},
     {"threads_started", threads_started, METH_NOARGS, "How many pool threads this process has started."},

@@ -86,8 +86,15 @@ def relu_grad(gradients: np.ndarray, features: np.ndarray, **attrs: Any) -> np.n
             f"gradients and features must have the same shape, got {list(gradients.shape)} and {list(features.shape)}",
         )
     # A product (not a select), so a nan gradient stays nan where the feature is <= 0, as in TensorFlow.
+    native = sharding.native_module()
+    if native is not None and type(gradients) is np.ndarray and type(features) is np.ndarray \
+            and gradients.dtype == features.dtype and gradients.dtype in _NATIVE_FLOATS:  # one pass, no temporary
+        out = np.empty(gradients.shape, gradients.dtype)
+        native.relu_grad(np.ascontiguousarray(gradients), np.ascontiguousarray(features), out)
+        return out
     xp = xp_of(gradients, features)
-    return xp.multiply(gradients, features > 0, dtype=gradients.dtype)  # type: ignore[no-any-return]
+    with np.errstate(invalid="ignore"):  # inf * 0: nan without a warning, as TensorFlow (and the native path)
+        return xp.multiply(gradients, features > 0, dtype=gradients.dtype)  # type: ignore[no-any-return]
 
 
 def relu6(features: np.ndarray, **attrs: Any) -> np.ndarray:
