@@ -226,3 +226,44 @@ def test_native_relu_grad_matches_the_numpy_path(dtype, monkeypatch):
     assert np.isnan(fast[0, 1, :2]).all() and (fast[0, 0, :3] == 0).all()
     with pytest.raises(TypeError, match="one size"):
         native.relu_grad(g, x[:1], np.empty_like(g))
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"{g[0]}-{g[1]}-{g[2]}-{g[3]}")
+@pytest.mark.parametrize("channels", [1, 3, 8, 16, 64])
+@pytest.mark.parametrize("kind", ["random", "ties", "nan"])
+def test_native_max_pool_with_argmax_matches_the_numpy_path(geometry, channels, kind, monkeypatch):
+    (kh, kw), (sh, sw), padding, (h, w) = geometry
+    rng = np.random.default_rng(channels + 3 * len(kind))
+    dtype = np.float64 if channels == 3 else np.float32
+    x = _data(rng, (2, h, w, channels), dtype, kind)
+    attrs = {"ksize": [1, kh, kw, 1], "strides": [1, sh, sw, 1], "padding": padding}
+    calls = []
+    real = native.max_pool_with_argmax
+    monkeypatch.setattr(native, "max_pool_with_argmax", lambda *a: calls.append(1) or real(*a))
+    for include_batch in (False, True):
+        results = []
+        for use_native in (True, False):
+            monkeypatch.setattr(sharding, "_native", native if use_native else None)
+            with ok.use_backend("cpu"):
+                y, arg = ok.ops.max_pool_with_argmax(x, include_batch_in_index=include_batch, **attrs)
+            results.append((y.numpy(), arg.numpy()))
+        (fy, fa), (sy, sa) = results
+        np.testing.assert_array_equal(fy, sy)  # nan where the numpy path has nan
+        assert fa.dtype == sa.dtype
+        np.testing.assert_array_equal(fa, sa)
+    assert calls == [1, 1]
+
+
+def test_windows_of_padding_only_take_the_numpy_path():
+    """Explicit padding can leave a window no real tap: MaxPool gives it -inf, as the numpy
+    path does, and MaxPoolWithArgmax leaves such a geometry to the numpy path."""
+    x = np.arange(2 * 4 * 4 * 3, dtype=np.float32).reshape(2, 4, 4, 3)
+    attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "EXPLICIT",
+             "explicit_paddings": [0, 0, 3, 0, 0, 0, 0, 0]}
+    y = np.empty((2, 3, 2, 3), np.float32)
+    native.max_pool(x, y, (2, 2, 2, 2, 1, 1, 3, 0))
+    with ok.use_backend("cpu"):
+        np.testing.assert_array_equal(ok.ops.max_pool(x, **attrs).numpy(), y)
+    assert (y[:, 0] == -np.inf).all()
+    arg = np.empty((2, 3, 2, 3), np.int64)
+    assert native.max_pool_with_argmax(x, y, arg, (2, 2, 2, 2, 1, 1, 3, 0), False) == 2 * 2  # the top row's windows

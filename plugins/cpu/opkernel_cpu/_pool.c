@@ -34,6 +34,7 @@
 #include <numpy/ufuncobject.h>
 
 #include <errno.h>
+#include <math.h>
 #include <fenv.h>
 #include <pthread.h>
 #include <sched.h>
@@ -345,7 +346,7 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
             for (npy_intp ox = 0; ox < (g)->ow; ox++)             \
                 for (npy_intp taps = window_offsets((g), b, oy, ox, (offs)), \
                               out = ((b * (g)->oh + oy) * (g)->ow + ox) * (g)->c, once = 1; \
-                     once && taps > 0; once = 0) /* a window of padding only has nothing to do */
+                     once; once = 0) /* the body sees taps == 0 for a window of padding only */
 
 #define POOL_KERNELS(S, T, IT)                                                                          \
     typedef T S##_vt __attribute__((vector_size(16)));                                                  \
@@ -424,12 +425,78 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
             dx[offs[at] + k] += gy[k];                                                                  \
     }                                                                                                   \
                                                                                                          \
+    /* MaxPoolWithArgmax, CN channels at a time: MaxPool's value and MaxPoolGrad's tap */             \
+    static inline void S##_argmax_cn(const T *x, T *y, int64_t *arg, const npy_intp *offs, npy_intp taps, \
+                                     npy_intp c0, int nv, npy_intp shift) {                             \
+        S##_vt top[32 / S##_VL * 2], best[32 / S##_VL * 2], v;                                           \
+        S##_vi at[32 / S##_VL * 2], m;                                                                   \
+        for (int u = 0; u < nv; u++) {                                                                  \
+            S##_load(&best[u], x + offs[0] + c0 + u * S##_VL);                                          \
+            top[u] = best[u];                                                                           \
+            at[u] = (S##_vi){0};                                                                        \
+        }                                                                                               \
+        for (IT t = 1; t < (IT)taps; t++)                                                               \
+            for (int u = 0; u < nv; u++) {                                                              \
+                S##_load(&v, x + offs[t] + c0 + u * S##_VL);                                            \
+                top[u] = S##_select((S##_vi)(v > top[u]) | (S##_vi)(v != v), v, top[u]);                \
+                m = (S##_vi)(v > best[u]);                                                              \
+                best[u] = S##_select(m, v, best[u]);                                                    \
+                at[u] = (at[u] & ~m) | (t & m);                                                         \
+            }                                                                                           \
+        memcpy(y + c0, top, (size_t)nv * sizeof top[0]);                                                \
+        for (int u = 0; u < nv; u++)                                                                    \
+            for (int k = 0; k < S##_VL; k++)                                                            \
+                arg[c0 + u * S##_VL + k] = (int64_t)(offs[at[u][k]] + c0 + u * S##_VL + k - shift);     \
+    }                                                                                                   \
+    static inline void S##_argmax_1(const T *x, T *y, int64_t *arg, const npy_intp *offs, npy_intp taps,\
+                                    npy_intp k, npy_intp shift) {                                       \
+        T top = x[offs[0] + k], best = top;                                                             \
+        npy_intp at = 0;                                                                                \
+        for (npy_intp t = 1; t < taps; t++) {                                                           \
+            T v = x[offs[t] + k];                                                                       \
+            top = (v > top || v != v) ? v : top;                                                        \
+            if (v > best) {                                                                             \
+                best = v;                                                                               \
+                at = t;                                                                                 \
+            }                                                                                           \
+        }                                                                                               \
+        y[k] = top;                                                                                     \
+        arg[k] = (int64_t)(offs[at] + k - shift);                                                       \
+    }                                                                                                   \
+    static npy_intp S##_max_pool_with_argmax(const T *x, T *y, int64_t *arg, const Geometry *g,         \
+                                             npy_intp *offs, int include_batch) {                       \
+        npy_intp empty = 0;                                                                             \
+        npy_intp c = g->c, cv = c % 4 == 0 ? c : 0;                                                     \
+        int nv = c % 32 == 0 ? 32 / S##_VL : c % 16 == 0 ? 16 / S##_VL : c % 8 == 0 ? 8 / S##_VL         \
+                                                                         : 4 / S##_VL;                   \
+        FOR_EACH_WINDOW(g, offs) {                                                                      \
+            if (taps == 0) { /* no real tap to point at: the caller decides (see below) */             \
+                empty++;                                                                                \
+                continue;                                                                               \
+            }                                                                                           \
+            npy_intp shift = include_batch ? 0 : b * g->h * g->w * c; /* an index within the image */   \
+            for (npy_intp c0 = 0; c0 < cv; c0 += nv * S##_VL) switch (nv) {                             \
+                    case 16: S##_argmax_cn(x, y + out, arg + out, offs, taps, c0, 16, shift); break;      \
+                    case 8: S##_argmax_cn(x, y + out, arg + out, offs, taps, c0, 8, shift); break;        \
+                    case 4: S##_argmax_cn(x, y + out, arg + out, offs, taps, c0, 4, shift); break;        \
+                    case 2: S##_argmax_cn(x, y + out, arg + out, offs, taps, c0, 2, shift); break;        \
+                    default: S##_argmax_cn(x, y + out, arg + out, offs, taps, c0, 1, shift); break;       \
+                }                                                                                       \
+            for (npy_intp k = cv; k < c; k++) S##_argmax_1(x, y + out, arg + out, offs, taps, k, shift);\
+        }                                                                                               \
+        return empty;                                                                                   \
+    }                                                                                                   \
+                                                                                                         \
     /* The channel blocks: nv vectors per block, nv a constant in each branch */                       \
     static void S##_max_pool(const T *x, T *y, const Geometry *g, npy_intp *offs) {                     \
         npy_intp c = g->c, cv = c % 4 == 0 ? c : 0; /* vectorized channels */                           \
         int nv = c % 32 == 0 ? 32 / S##_VL : c % 16 == 0 ? 16 / S##_VL : c % 8 == 0 ? 8 / S##_VL         \
                                                                          : 4 / S##_VL;                   \
         FOR_EACH_WINDOW(g, offs) {                                                                      \
+            if (taps == 0) { /* the numpy path's padding value, the lowest there is */                  \
+                for (npy_intp k = 0; k < c; k++) y[out + k] = -(T)INFINITY;                             \
+                continue;                                                                               \
+            }                                                                                           \
             for (npy_intp c0 = 0; c0 < cv; c0 += nv * S##_VL) switch (nv) {                             \
                     case 16: S##_pool_cn(x, y + out, g, offs, taps, c0, 16); break;                      \
                     case 8: S##_pool_cn(x, y + out, g, offs, taps, c0, 8); break;                        \
@@ -446,6 +513,7 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
         int nv = c % 32 == 0 ? 32 / S##_VL : c % 16 == 0 ? 16 / S##_VL : c % 8 == 0 ? 8 / S##_VL         \
                                                                          : 4 / S##_VL;                   \
         FOR_EACH_WINDOW(g, offs) {                                                                      \
+            if (taps == 0) continue; /* nothing to route: the gradient of padding is dropped */         \
             const T *gy = dy + out;                                                                     \
             for (npy_intp c0 = 0; c0 < cv; c0 += nv * S##_VL) switch (nv) {                             \
                     case 16: S##_grad_cn(x, gy, dx, offs, taps, c0, 16, assign); break;                  \
@@ -490,9 +558,9 @@ static int pool_arguments(const char *fn, PyArrayObject **arrays, int count, con
 PyDoc_STRVAR(max_pool_doc,
 "max_pool(x, y, geometry) -> None\n\n"
 "Write into ``y`` (n, oh, ow, c) the maximum of each window of ``x`` (n, h, w, c),\n"
-"nan where a window holds one.  ``geometry`` is (kh, kw, sh, sw, dh, dw, pad_top,\n"
-"pad_left); taps outside x are padding.  The arrays are C-contiguous and aligned, all\n"
-"float32 or all float64.");
+"nan where a window holds one, -inf for a window of padding only.  ``geometry`` is\n"
+"(kh, kw, sh, sw, dh, dw, pad_top, pad_left); taps outside x are padding.  The arrays\n"
+"are C-contiguous and aligned, all float32 or all float64.");
 
 static PyObject *max_pool(PyObject *self, PyObject *args) {
     PyArrayObject *a[2];
@@ -517,6 +585,47 @@ static PyObject *max_pool(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyMem_RawFree(offs);
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(max_pool_with_argmax_doc,
+"max_pool_with_argmax(x, y, argmax, geometry, include_batch) -> int\n\n"
+"max_pool's ``y`` and, in the int64 ``argmax`` (y's shape), the flat index in x of each\n"
+"window's maximum by MaxPoolGrad's rule (within its image unless ``include_batch``).\n"
+"Returns how many windows lie wholly in the padding: they are left unwritten.");
+
+static PyObject *max_pool_with_argmax(PyObject *self, PyObject *args) {
+    PyArrayObject *a[3];
+    npy_intp win[8];
+    int include_batch;
+    Geometry g;
+    if (!PyArg_ParseTuple(args, "O!O!O!(nnnnnnnn)p", &PyArray_Type, &a[0], &PyArray_Type, &a[1], &PyArray_Type, &a[2],
+                          &win[0], &win[1], &win[2], &win[3], &win[4], &win[5], &win[6], &win[7], &include_batch))
+        return NULL;
+    int t = pool_arguments("max_pool_with_argmax", a, 2, win, &g);
+    if (t < 0) return NULL;
+    PyArrayObject *arg = a[2];
+    int ok = PyArray_ISWRITEABLE(a[1]) && PyArray_ISWRITEABLE(arg) && PyArray_TYPE(arg) == NPY_INT64 &&
+             PyArray_NDIM(arg) == 4 && PyArray_IS_C_CONTIGUOUS(arg) && PyArray_ISALIGNED(arg) &&
+             PyArray_ISNOTSWAPPED(arg);
+    for (int i = 0; ok && i < 4; i++) ok &= PyArray_DIMS(arg)[i] == PyArray_DIMS(a[1])[i];
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "max_pool_with_argmax(): y and argmax must be writeable, argmax a "
+                                          "C-contiguous int64 array of y's shape");
+        return NULL;
+    }
+    npy_intp *offs = PyMem_RawMalloc((size_t)(g.kh * g.kw) * sizeof(npy_intp));
+    if (offs == NULL) return PyErr_NoMemory();
+    npy_intp empty;
+    Py_BEGIN_ALLOW_THREADS
+    if (t == NPY_FLOAT32)
+        empty = f32_max_pool_with_argmax((const float *)PyArray_DATA(a[0]), (float *)PyArray_DATA(a[1]),
+                                         (int64_t *)PyArray_DATA(arg), &g, offs, include_batch);
+    else
+        empty = f64_max_pool_with_argmax((const double *)PyArray_DATA(a[0]), (double *)PyArray_DATA(a[1]),
+                                         (int64_t *)PyArray_DATA(arg), &g, offs, include_batch);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(offs);
+    return PyLong_FromSsize_t(empty);
 }
 
 PyDoc_STRVAR(max_pool_grad_doc,
@@ -831,6 +940,7 @@ static PyObject *pool_blocks(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
     {"max_pool", max_pool, METH_VARARGS, max_pool_doc},
+    {"max_pool_with_argmax", max_pool_with_argmax, METH_VARARGS, max_pool_with_argmax_doc},
     {"im2col", im2col, METH_VARARGS, im2col_doc},
     {"col2im", col2im, METH_VARARGS, col2im_doc},
     {"relu_grad", relu_grad, METH_VARARGS, relu_grad_doc},

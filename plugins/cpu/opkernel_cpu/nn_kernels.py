@@ -865,6 +865,12 @@ def max_pool_with_argmax(
     win = _argmax_pool_window(op, x.shape, attrs)
     n, h, w, c = x.shape
     check_argmax_type(op, Targmax, x.shape, include_batch_in_index)
+    native = sharding.native_module()
+    if native is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:  # one pass for both outputs
+        y, found = np.empty((n, win.oh, win.ow, c), x.dtype), np.empty((n, win.oh, win.ow, c), np.int64)
+        if native.max_pool_with_argmax(np.ascontiguousarray(x), y, found, _native_window(win), include_batch_in_index) == 0:
+            return y, found.astype(Targmax.np, copy=False)
+        # some window lies wholly in the padding: the passes below give it the numpy path's answer
     tiled = _tiling(x.shape, win) if type(x) is np.ndarray and 1 < win.kh * win.kw < 256 else None
     tap: np.ndarray | None = None
     if tiled is not None and x.size and win.oh * win.ow:
