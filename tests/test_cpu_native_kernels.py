@@ -267,3 +267,36 @@ def test_windows_of_padding_only_take_the_numpy_path():
     assert (y[:, 0] == -np.inf).all()
     arg = np.empty((2, 3, 2, 3), np.int64)
     assert native.max_pool_with_argmax(x, y, arg, (2, 2, 2, 2, 1, 1, 3, 0), False) == 2 * 2  # the top row's windows
+
+
+@pytest.mark.parametrize("dtype, label_dtype", [("float32", "int64"), ("float64", "int32"), ("float16", "int64")])
+@pytest.mark.parametrize("op", ["SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyLoss"])
+def test_native_sparse_xent_matches_the_numpy_path(dtype, label_dtype, op, monkeypatch):
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((33, 10)) * 5).astype(dtype)
+    x[0] += 80  # large logits: the maximum is subtracted first
+    x[1, 3], x[2, 4] = np.nan, np.inf  # nan rows, as numpy's arithmetic gives them
+    labels = rng.integers(0, 10, 33).astype(label_dtype)
+    fn = ok.ops.sparse_softmax_cross_entropy_with_logits if op.endswith("Logits") else \
+        (lambda f, l: ok.ops.sparse_softmax_cross_entropy_loss(f, l, reduction="mean"))
+    calls = []
+    real = native.sparse_xent
+    monkeypatch.setattr(native, "sparse_xent", lambda *a: calls.append(1) or real(*a))
+    results = []
+    for use_native in (True, False):
+        monkeypatch.setattr(sharding, "_native", native if use_native else None)
+        with ok.use_backend("cpu"), np.errstate(invalid="ignore"):
+            results.append([t.numpy() for t in fn(x, labels)])
+    assert calls == [1]
+    tol = {"float32": 2e-6, "float64": 1e-13, "float16": 1e-3}[dtype]
+    for fast, slow in zip(*results):
+        assert fast.dtype == slow.dtype
+        np.testing.assert_allclose(fast, slow, rtol=tol, atol=tol)  # nan where the numpy path has nan
+
+
+def test_native_sparse_xent_rejects_what_it_cannot_compute():
+    x = np.zeros((4, 3), np.float32)
+    with pytest.raises(TypeError, match="int32 or int64 labels"):
+        native.sparse_xent(x, np.zeros(4, np.int16), np.empty(4, np.float32), np.empty_like(x))
+    with pytest.raises(ValueError, match=r"\(batch,\)"):
+        native.sparse_xent(x, np.zeros(5, np.int64), np.empty(4, np.float32), np.empty_like(x))

@@ -14,6 +14,7 @@ setup(
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
             extra_compile_args=["-O3", "-fno-trapping-math", "-std=c11", "-pthread"],
             extra_link_args=["-pthread"],
+            libraries=["m"],
             optional=True,
         )
     ]

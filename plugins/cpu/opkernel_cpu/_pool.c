@@ -919,6 +919,76 @@ static PyObject *relu_grad(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+
+/* ---------------------------------------------------------------- sparse softmax cross-entropy
+ *
+ * Per row of logits: loss = log(sum(exp(x - max))) - (x[label] - max), and the gradient
+ * softmax - one_hot(label), the numpy path's operations in its order, in one
+ * pass per row instead of a dozen numpy calls over the batch.  exp and log are the C
+ * library's (numpy's own SIMD loops may round the last bit differently). */
+
+#define XENT_KERNEL(S, T, EXP, LOG)                                                                      \
+    static void S##_sparse_xent(const T *x, const void *labels, int wide, T *loss, T *grad, npy_intp batch, \
+                                npy_intp classes) {                                                     \
+        for (npy_intp b = 0; b < batch; b++) {                                                          \
+            const T *row = x + b * classes;                                                             \
+            T *g = grad + b * classes;                                                                  \
+            npy_intp label = wide ? (npy_intp)((const int64_t *)labels)[b] : (npy_intp)((const int32_t *)labels)[b]; \
+            T top = row[0];                                                                             \
+            for (npy_intp k = 1; k < classes; k++) top = (row[k] > top || row[k] != row[k]) ? row[k] : top; \
+            T total = 0;                                                                                \
+            for (npy_intp k = 0; k < classes; k++) total += g[k] = EXP(row[k] - top);                   \
+            loss[b] = LOG(total) - (row[label] - top);                                                  \
+            for (npy_intp k = 0; k < classes; k++) g[k] = g[k] / total;                                 \
+            g[label] -= 1;                                                                              \
+        }                                                                                               \
+    }
+
+XENT_KERNEL(f32, float, expf, logf)
+XENT_KERNEL(f64, double, exp, log)
+
+PyDoc_STRVAR(sparse_xent_doc,
+"sparse_xent(features, labels, loss, grad) -> None\n\n"
+"For logits ``features`` (batch, classes) and int32 or int64 ``labels`` (batch,), each\n"
+"in [0, classes) (the caller checks), write each row's softmax cross-entropy into\n"
+"``loss`` (batch,) and softmax - one_hot into ``grad`` (batch, classes).\n"
+"float32 or float64, C-contiguous.");
+
+static PyObject *sparse_xent(PyObject *self, PyObject *args) {
+    PyArrayObject *x, *labels, *loss, *grad;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyArray_Type, &x, &PyArray_Type, &labels, &PyArray_Type, &loss,
+                          &PyArray_Type, &grad))
+        return NULL;
+    int t = PyArray_TYPE(x), lt = PyArray_TYPE(labels);
+    PyArrayObject *all[4] = {x, labels, loss, grad};
+    int ok = (t == NPY_FLOAT32 || t == NPY_FLOAT64) && (lt == NPY_INT32 || lt == NPY_INT64) &&
+             PyArray_TYPE(loss) == t && PyArray_TYPE(grad) == t && PyArray_NDIM(x) == 2 && PyArray_NDIM(grad) == 2 &&
+             PyArray_NDIM(labels) == 1 && PyArray_NDIM(loss) == 1;
+    for (int i = 0; ok && i < 4; i++)
+        ok &= PyArray_IS_C_CONTIGUOUS(all[i]) && PyArray_ISALIGNED(all[i]) && PyArray_ISNOTSWAPPED(all[i]);
+    if (!ok) {
+        PyErr_SetString(PyExc_TypeError, "sparse_xent() takes C-contiguous float32 or float64 features (2-D), loss (1-D) "
+                                         "and grad (2-D) of one dtype, and int32 or int64 labels (1-D)");
+        return NULL;
+    }
+    npy_intp batch = PyArray_DIM(x, 0), classes = PyArray_DIM(x, 1);
+    if (PyArray_DIM(labels, 0) != batch || PyArray_DIM(loss, 0) != batch || PyArray_DIM(grad, 0) != batch ||
+        PyArray_DIM(grad, 1) != classes || (batch > 0 && classes == 0) || !PyArray_ISWRITEABLE(loss) ||
+        !PyArray_ISWRITEABLE(grad)) {
+        PyErr_SetString(PyExc_ValueError, "sparse_xent(): labels and loss must be (batch,), grad features' shape, with classes");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (t == NPY_FLOAT32)
+        f32_sparse_xent((const float *)PyArray_DATA(x), PyArray_DATA(labels), lt == NPY_INT64,
+                        (float *)PyArray_DATA(loss), (float *)PyArray_DATA(grad), batch, classes);
+    else
+        f64_sparse_xent((const double *)PyArray_DATA(x), PyArray_DATA(labels), lt == NPY_INT64,
+                        (double *)PyArray_DATA(loss), (double *)PyArray_DATA(grad), batch, classes);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(flags_doc, "The values of FE_DIVBYZERO, FE_OVERFLOW, FE_UNDERFLOW and FE_INVALID on this platform.");
 
 static PyObject *flags(PyObject *self, PyObject *unused) {
@@ -944,6 +1014,7 @@ static PyMethodDef methods[] = {
     {"im2col", im2col, METH_VARARGS, im2col_doc},
     {"col2im", col2im, METH_VARARGS, col2im_doc},
     {"relu_grad", relu_grad, METH_VARARGS, relu_grad_doc},
+    {"sparse_xent", sparse_xent, METH_VARARGS, sparse_xent_doc},
     {"max_pool_grad", max_pool_grad, METH_VARARGS, max_pool_grad_doc},
     {"fpe_flags", flags, METH_NOARGS, flags_doc},
     {"threads_started", threads_started, METH_NOARGS, "How many pool threads this process has started."},

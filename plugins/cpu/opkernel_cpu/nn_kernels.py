@@ -202,6 +202,12 @@ def _sparse_xent(op: str, features: Any, labels: Any, T: ok.DType) -> tuple[Any,
             )
     xp = np if host else xp_of(features, labels)
     x = features.astype(_work_type(T), copy=False)
+    native = sharding.native_module()
+    if native is not None and host and type(labels) is np.ndarray and x.dtype in _NATIVE_FLOATS \
+            and labels.dtype in _UNSIGNED and batch and classes:  # one pass per row
+        loss, backprop = np.empty(batch, x.dtype), np.empty((batch, classes), x.dtype)
+        native.sparse_xent(np.ascontiguousarray(x), np.ascontiguousarray(labels), loss, backprop)
+        return loss, backprop
     top = np.maximum.reduce(x, axis=-1, keepdims=True) if host else x.max(axis=-1, keepdims=True)
     shifted = xp.subtract(x, top)
     at_label = (_row_starts(batch, classes) if host else xp.arange(0, batch * classes, classes)) + labels
