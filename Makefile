@@ -17,7 +17,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml plugins/cpu/pyproject.toml plugins/cpu/setup.py plugins/cpu/opkernel_cpu/_pool.c plugins/opencl/pyproject.toml plugins/cuda/pyproject.toml examples/median_pool/pyproject.toml
+$(VENV)/.installed: $(BIN)/python pyproject.toml plugins/cpu/pyproject.toml plugins/cpu/setup.py plugins/cpu/opkernel_cpu/_native.c plugins/opencl/pyproject.toml plugins/cuda/pyproject.toml examples/median_pool/pyproject.toml
 	$(PIP) install -q $(PACKAGES) rich scikit-learn
 	touch $@
 

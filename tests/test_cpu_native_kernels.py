@@ -1,4 +1,4 @@
-"""The CPU backend's native kernels (opkernel_cpu._pool) against its numpy path.
+"""The CPU backend's native kernels (opkernel_cpu._native) against its numpy path.
 
 The op tests (test_ops_nn.py) check every backend against numpy references; here the
 native MaxPoolGrad is checked against the CPU backend's own numpy implementation,
@@ -16,7 +16,7 @@ pytest.importorskip("opkernel_cpu")
 from opkernel_cpu import sharding  # noqa: E402
 
 native = sharding.native_module()
-pytestmark = pytest.mark.skipif(native is None, reason="opkernel_cpu._pool was not built")
+pytestmark = pytest.mark.skipif(native is None, reason="opkernel_cpu._native was not built")
 
 GEOMETRIES = [  # (ksize, strides, padding, input height and width)
     ((2, 2), (2, 2), "VALID", (8, 8)),  # tiles exactly: every tap written once

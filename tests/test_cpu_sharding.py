@@ -36,7 +36,7 @@ def pool(request, monkeypatch):
     built; see test_the_native_pool_is_built_where_a_compiler_is) and the Python one."""
     if request.param == "native":
         if sharding._native is None:
-            pytest.skip("opkernel_cpu._pool was not built")
+            pytest.skip("opkernel_cpu._native was not built")
     else:
         monkeypatch.setattr(sharding, "_native", None)
     return request.param
@@ -51,7 +51,7 @@ def test_the_native_pool_is_built_where_a_compiler_is():
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if platform.system() != "Linux" or shutil.which(compiler) is None:
         pytest.skip("no C compiler: the CPU backend shards with Python threads")
-    assert sharding._native is not None, "opkernel_cpu._pool did not build: reinstall plugins/cpu and read the compiler's errors"
+    assert sharding._native is not None, "opkernel_cpu._native did not build: reinstall plugins/cpu and read the compiler's errors"
 
 
 @pytest.mark.parametrize("op, dtype", [("add", "float32"), ("mul", "float64"), ("maximum", "int32"),
@@ -239,7 +239,7 @@ def _sharded_sum_in_child() -> tuple[float, int | None]:
 
 def test_the_native_pool_starts_threads_as_the_thread_count_grows(threads):
     if sharding._native is None:
-        pytest.skip("opkernel_cpu._pool was not built")
+        pytest.skip("opkernel_cpu._native was not built")
     x = ok.tensor(np.ones(N, np.float32), backend="cpu")
     with ok.use_backend("cpu"):
         threads(4)
@@ -285,7 +285,7 @@ def test_unaligned_or_byte_swapped_arrays_are_computed_single_threaded(pool):
 
 def test_ufuncs_without_a_plain_inner_loop_run_on_the_python_pool(monkeypatch):
     if sharding._native is None:
-        pytest.skip("opkernel_cpu._pool was not built")
+        pytest.skip("opkernel_cpu._native was not built")
     monkeypatch.setattr(sharding, "_not_native", set())
     x = np.arange(N, dtype=np.float32)
     key = (np.ldexp, x.dtype, np.dtype(np.int16))  # numpy converts int16 exponents: no exact loop

@@ -52,6 +52,6 @@ class CpuBackend(ok.Backend):
             "cores": str(os.cpu_count()),
             "numpy": np.__version__,
             "malloc": self.malloc,
-            "intra_op_pool": "native threads (opkernel_cpu._pool)" if sharding.native_pool()
-            else "Python threads (opkernel_cpu._pool was not built: no C compiler at install)",
+            "intra_op_pool": "native threads (opkernel_cpu._native)" if sharding.native_pool()
+            else "Python threads (opkernel_cpu._native was not built: no C compiler at install)",
         }

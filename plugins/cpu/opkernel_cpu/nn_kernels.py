@@ -446,7 +446,7 @@ def _conv_geometry(
 
 
 def _native_im2col(x: np.ndarray, window: tuple[int, ...], oh: int, ow: int) -> np.ndarray | None:
-    """opkernel_cpu._pool's im2col of NHWC ``x`` (``window``: kh, kw, sh, sw, dh, dw,
+    """opkernel_cpu._native's im2col of NHWC ``x`` (``window``: kh, kw, sh, sw, dh, dw,
     pad_top, pad_left), or None without the native module or for another array type."""
     native = sharding.native_module()
     if native is None or type(x) is not np.ndarray or x.dtype.hasobject:
@@ -672,12 +672,12 @@ def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
     return ((np.arange(n)[:, None, None, None] * hp + r) * wp + q) * c + np.arange(c)  # type: ignore[no-any-return]
 
 
-#: The dtypes opkernel_cpu._pool's MaxPool and MaxPoolGrad compute in (others take numpy passes).
+#: The dtypes opkernel_cpu._native's MaxPool and MaxPoolGrad compute in (others take numpy passes).
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _native_window(win: _Window) -> tuple[int, ...]:
-    """``win`` as opkernel_cpu._pool's pooling kernels take it."""
+    """``win`` as opkernel_cpu._native's pooling kernels take it."""
     (t, _), (l, _) = win.pads
     return win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, t, l
 

@@ -7,7 +7,7 @@ so every element is computed exactly as it would be single-threaded
 (bit-identical results).  Small inputs, broadcasting inputs and non-contiguous
 inputs take the plain single-threaded call.
 
-Two pools do this.  The native one (``_pool.c``, built with the package when a C
+Two pools do this.  The native one (``_native.c``, built with the package when a C
 compiler is there) runs numpy's inner loops on threads that never take the GIL:
 they spin a while after each op, so back-to-back large ops start on every core
 at once, and they claim small blocks one at a time, so a thread that wakes late
@@ -38,18 +38,18 @@ import numpy as np
 import opkernel as ok
 
 try:
-    from . import _pool as _native
+    from . import _native
 except ImportError:  # built without a C compiler: the Python pool below
     _native = None  # type: ignore[assignment]
 
 
 def native_pool() -> bool:
-    """Whether large elementwise ops run on the native pool (``_pool.c``) rather than Python threads."""
+    """Whether large elementwise ops run on the native pool (``_native.c``) rather than Python threads."""
     return _native is not None
 
 
 def native_module() -> Any:
-    """The native module ``opkernel_cpu._pool`` (also home of native kernels), or None."""
+    """The native module ``opkernel_cpu._native`` (also home of native kernels), or None."""
     return _native
 
 #: The fewest elements worth a shard of their own, by the ufunc's cost per element

@@ -1,6 +1,8 @@
 /* The CPU backend's native code: a thread pool for large elementwise ufunc calls (its
- * Shard); MaxPool and MaxPoolGrad, which numpy can only do in a pass per window tap; and
- * a convolution's im2col, which numpy copies a channel run at a time.
+ * Shard), and kernels numpy cannot do in one pass: MaxPool, MaxPoolWithArgmax and
+ * MaxPoolGrad (numpy: a pass per window tap), a convolution's im2col (numpy copies a
+ * channel run at a time) and col2im, ReluGrad and the sparse softmax cross-entropy.
+ * Each kernel follows its numpy path in nn_kernels.py, which runs without this module.
  *
  * ``run(ufunc, inputs, out, threads, block)`` computes ``ufunc(*inputs, out=out)`` over
  * C-contiguous, aligned, native-order arrays of one size, in blocks of ``block``
@@ -1022,10 +1024,10 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pool", "A native thread pool for large elementwise ufunc calls.",
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "The CPU backend's native kernels and intra-op thread pool.",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__pool(void) {
+PyMODINIT_FUNC PyInit__native(void) {
     import_array();
     import_umath();
     if (pthread_atfork(NULL, NULL, after_fork_in_child) != 0) {
