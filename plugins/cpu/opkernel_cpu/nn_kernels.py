@@ -672,7 +672,7 @@ def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
     return ((np.arange(n)[:, None, None, None] * hp + r) * wp + q) * c + np.arange(c)  # type: ignore[no-any-return]
 
 
-#: The dtypes opkernel_cpu._native's MaxPool and MaxPoolGrad compute in (others take numpy passes).
+#: The dtypes opkernel_cpu._native's kernels compute in (others, and other array types, take the numpy paths).
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
