@@ -300,3 +300,14 @@ def test_native_sparse_xent_rejects_what_it_cannot_compute():
         native.sparse_xent(x, np.zeros(4, np.int16), np.empty(4, np.float32), np.empty_like(x))
     with pytest.raises(ValueError, match=r"\(batch,\)"):
         native.sparse_xent(x, np.zeros(5, np.int64), np.empty(4, np.float32), np.empty_like(x))
+
+
+def test_the_stub_lists_exactly_the_native_functions():
+    """mypy reads _native.pyi: it must name every function the module has, and no other."""
+    import pathlib
+    import re
+
+    stub = pathlib.Path(native.__file__).with_name("_native.pyi")  # package data, next to the module
+    declared = set(re.findall(r"^def (\w+)\(", stub.read_text(), re.M))
+    defined = {name for name in dir(native) if not name.startswith("_") and callable(getattr(native, name))}
+    assert declared == defined
