@@ -7,6 +7,8 @@ channel-block width, padding, overlapping windows, ties and nan."""
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 
@@ -311,3 +313,76 @@ def test_the_stub_lists_exactly_the_native_functions():
     declared = set(re.findall(r"^def (\w+)\(", stub.read_text(), re.M))
     defined = {name for name in dir(native) if not name.startswith("_") and callable(getattr(native, name))}
     assert declared == defined
+
+
+def test_native_kernels_reject_geometries_their_index_arithmetic_cannot_hold():
+    import sys
+
+    x = np.ones((1, 2, 2, 1), np.float32)
+    with pytest.raises(ValueError, match="below 2\\*\\*31"):
+        native.im2col(x, np.zeros((1, 1), np.float32), (1, 1, 1, sys.maxsize, 1, 1, 0, 2, 1, 1))
+    with pytest.raises(ValueError, match="below 2\\*\\*31"):  # n * oh * ow wraps around
+        native.im2col(x, np.zeros((4, 1), np.float32), (1, 1, 1, 1, 1, 1, 0, 0, 2**62 + 1, 4))
+    with pytest.raises(ValueError, match="below 2\\*\\*31"):
+        native.col2im(np.zeros((4, 1), np.float32), x.copy(), (1, 1, 1, 1, 1, 1, 0, 0, 2**62 + 1, 4))
+    with pytest.raises(ValueError, match="below 2\\*\\*31"):  # kh * kw wraps around
+        native.max_pool(x, np.zeros((1, 1, 1, 1), np.float32), (2**32, 2**32, 1, 1, 1, 1, 0, 0))
+    # through the ops such geometries take the numpy path
+    with ok.use_backend("cpu"):
+        y = ok.ops.conv2d(x, np.ones((1, 1, 1, 1), np.float32), strides=[1, 1, 2**40, 1], padding="VALID").numpy()
+    np.testing.assert_array_equal(y, np.ones((1, 2, 1, 1), np.float32))
+
+
+def test_native_kernels_take_unaligned_inputs_and_any_64_bit_labels():
+    raw = np.zeros(2 * 4 * 4 * 3 * 4 + 1, np.uint8)
+    x = np.frombuffer(raw.data, np.float32, 2 * 4 * 4 * 3, offset=1).reshape(2, 4, 4, 3)
+    assert not x.flags.aligned
+    attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
+    with ok.use_backend("cpu"):
+        np.testing.assert_array_equal(ok.ops.max_pool(x, **attrs).numpy(), np.zeros((2, 2, 2, 3), np.float32))
+        np.testing.assert_array_equal(ok.ops.relu_grad(x, x).numpy(), np.zeros_like(x))
+        labels = np.array([1, 0], np.longlong)  # numpy's other 64-bit type number
+        loss, _ = ok.ops.sparse_softmax_cross_entropy_loss(np.zeros((2, 3), np.float32), labels, reduction="mean")
+    np.testing.assert_allclose(loss.numpy(), np.log(3), rtol=1e-6)
+
+
+def test_the_pool_keeps_large_blocks_and_thread_counts_in_range():
+    import sys
+
+    x = np.arange(10, dtype=np.float64)
+    out = np.empty_like(x)
+    assert native.run(np.negative, (x,), out, 2, sys.maxsize) == 0  # one block, no overflow
+    np.testing.assert_array_equal(out, -x)
+    assert native.run(np.negative, (x,), out, 10_000, 1) == 0  # clamped to the pool's limit
+    np.testing.assert_array_equal(out, -x)
+
+
+@pytest.mark.parametrize("use_native", [True, False])
+def test_integer_power_errors_reach_the_caller_from_either_pool(use_native, monkeypatch):
+    monkeypatch.setattr(sharding, "_native", native if use_native else None)
+    base = np.full(sharding.MIN_ELEMENTS_PER_SHARD * 4, 2, np.int64)
+    exponent = np.ones_like(base)
+    exponent[-1] = -1
+    with pytest.raises(ValueError, match="negative integer powers"):
+        sharding._run_sharded(np.power, (base, exponent), 2, False, sharding.MIN_ELEMENTS_PER_SHARD,
+                              (np.power, base.dtype, exponent.dtype))
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="fesetround's constants are x86's")
+def test_pool_threads_compute_in_the_callers_rounding_mode():
+    import ctypes
+
+    libm = ctypes.CDLL(None)
+    x = np.full(sharding.MIN_ELEMENTS_PER_SHARD * 4, 1.0, np.float32)
+    y = np.full_like(x, 1e-8)
+    for _ in range(3):  # wake the pool threads up first: they keep their mode between jobs
+        native.run(np.add, (x, y), np.empty_like(x), 2, 4096)
+    assert libm.fesetround(0x800) == 0  # FE_UPWARD
+    try:
+        out = np.empty_like(x)
+        native.run(np.add, (x, y), out, 2, 4096)
+        expected = np.add(x, y)
+    finally:
+        libm.fesetround(0)  # FE_TONEAREST
+    assert (expected > 1).all()  # rounded up
+    np.testing.assert_array_equal(out, expected)

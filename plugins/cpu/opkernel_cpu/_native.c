@@ -66,6 +66,7 @@ typedef struct {
     char *ptr[MAX_ARGS];
     npy_intp itemsize[MAX_ARGS];
     npy_intp size, block, nblocks;
+    int rounding; /* the caller's fegetround(): pool threads compute in the same mode */
 } Job;
 
 static struct {
@@ -107,6 +108,7 @@ static uint64_t work(uint32_t generation) {
             args[i] = job->ptr[i] + lo * job->itemsize[i];
             steps[i] = job->itemsize[i];
         }
+        if (fegetround() != job->rounding) fesetround(job->rounding);
         feclearexcept(FPE_FLAGS);
         job->loop(args, &n, steps, job->data);
         int raised = fetestexcept(FPE_FLAGS);
@@ -122,8 +124,10 @@ static void *pool_thread(void *arg) {
     uint32_t seen = (uint32_t)(atomic_load(&pool.ticket) >> 32);
     for (;;) {
         uint64_t t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
+        /* threads beyond the wanted count (after it was lowered) sleep at once */
+        int surplus = index >= atomic_load_explicit(&pool.wanted, memory_order_relaxed);
         if ((uint32_t)(t >> 32) == seen) {
-            uint64_t until = now_ns() + SPIN_NS;
+            uint64_t until = now_ns() + (surplus ? 0 : SPIN_NS);
             for (unsigned i = 1;; i++) {
                 CPU_RELAX();
                 t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
@@ -245,8 +249,9 @@ static PyObject *run(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "run() takes a unary or binary elementwise ufunc with one output");
         return NULL;
     }
-    if (threads < 1 || threads > MAX_THREADS || block < 1) {
-        PyErr_SetString(PyExc_ValueError, "run() needs 1 to 256 threads and a positive block");
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads < 1 || block < 1) {
+        PyErr_SetString(PyExc_ValueError, "run() needs at least 1 thread and a positive block");
         return NULL;
     }
     PyArrayObject *out = (PyArrayObject *)out_obj;
@@ -275,7 +280,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
     }
     job.size = size;
     job.block = block;
-    job.nblocks = (size + block - 1) / block;
+    job.rounding = fegetround();
+    job.nblocks = size / block + (size % block != 0);
     if (job.nblocks > 0xffffffffLL) {
         PyErr_SetString(PyExc_ValueError, "run() needs fewer than 2**32 blocks");
         return NULL;
@@ -302,6 +308,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
     feclearexcept(FPE_FLAGS);
     Py_END_ALLOW_THREADS
     pthread_mutex_unlock(&pool.busy);
+    if (PyErr_Occurred()) return NULL; /* a loop that raised on this thread (see sharding._PYTHON_API) */
     return PyLong_FromLong(raised);
 }
 
@@ -531,6 +538,15 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
 POOL_KERNELS(f32, float, int32_t)
 POOL_KERNELS(f64, double, int64_t)
 
+/* Whether every one of ``count`` window parameters lies in [0, 2**31): with them, no
+ * index arithmetic below (a stride times an output position, a dilation times a tap)
+ * can overflow. */
+static int window_in_range(const npy_intp *v, int count) {
+    for (int i = 0; i < count; i++)
+        if (v[i] < 0 || v[i] > INT32_MAX) return 0;
+    return 1;
+}
+
 /* Check ``arrays`` (rank 4, C-contiguous, aligned, native, all float32 or all float64)
  * and fill ``g`` from x (arrays[0]), the output-shaped arrays[1] and the window
  * parameters; returns the dtype's number, or -1 with an exception set. */
@@ -547,10 +563,12 @@ static int pool_arguments(const char *fn, PyArrayObject **arrays, int count, con
     const npy_intp *xs = PyArray_DIMS(arrays[0]), *ys = PyArray_DIMS(arrays[1]);
     *g = (Geometry){xs[0], xs[1], xs[2], xs[3], ys[1], ys[2], window[0], window[1], window[2], window[3],
                     window[4], window[5], window[6], window[7]};
-    int ok = ys[0] == xs[0] && ys[3] == xs[3] && g->kh * g->kw <= INT32_MAX;
+    int ok = ys[0] == xs[0] && ys[3] == xs[3] && window_in_range(window, 8) && g->kh * g->kw <= INT32_MAX &&
+             g->oh <= INT32_MAX && g->ow <= INT32_MAX;
     for (int i = 0; i < 6; i++) ok &= window[i] > 0;
     if (!ok) {
-        PyErr_Format(PyExc_ValueError, "%s(): the output must be (n, oh, ow, c) of x's n and c, the window positive", fn);
+        PyErr_Format(PyExc_ValueError, "%s(): the output must be (n, oh, ow, c) of x's n and c, the window positive "
+                                       "and below 2**31", fn);
         return -1;
     }
     /* r and q are checked against h and w tap by tap: any geometry stays inside x */
@@ -789,12 +807,14 @@ static PyObject *im2col(PyObject *self, PyObject *args) {
     }
     const npy_intp *xs = PyArray_DIMS(x), *cs = PyArray_DIMS(cols);
     Geometry g = {xs[0], xs[1], xs[2], xs[3], v[8], v[9], v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
-    int ok = PyArray_ISWRITEABLE(cols) && g.oh >= 0 && g.ow >= 0 && g.pt >= 0 && g.pl >= 0 &&
-             cs[0] == g.n * g.oh * g.ow && cs[1] == g.kh * g.kw * g.c;
+    npy_intp rows, width;
+    int ok = PyArray_ISWRITEABLE(cols) && window_in_range(v, 10) && !__builtin_mul_overflow(g.n, g.oh, &rows) &&
+             !__builtin_mul_overflow(rows, g.ow, &rows) && !__builtin_mul_overflow(g.kh * g.kw, g.c, &width) &&
+             cs[0] == rows && cs[1] == width;
     for (int i = 0; i < 6; i++) ok &= v[i] > 0;
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "im2col(): cols must be writeable and (n * oh * ow, kh * kw * c); the window "
-                                          "positive, the padding and output sizes not negative");
+                                          "positive, the padding and output sizes not negative, all below 2**31");
         return NULL;
     }
     npy_intp item = PyArray_ITEMSIZE(x);
@@ -858,12 +878,14 @@ static PyObject *col2im(PyObject *self, PyObject *args) {
     }
     const npy_intp *xs = PyArray_DIMS(dx), *cs = PyArray_DIMS(cols);
     Geometry g = {xs[0], xs[1], xs[2], xs[3], v[8], v[9], v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
-    int ok = PyArray_ISWRITEABLE(dx) && g.oh >= 0 && g.ow >= 0 && cs[0] == g.n * g.oh * g.ow &&
-             cs[1] == g.kh * g.kw * g.c;
+    npy_intp rows, width;
+    int ok = PyArray_ISWRITEABLE(dx) && window_in_range(v, 10) && !__builtin_mul_overflow(g.n, g.oh, &rows) &&
+             !__builtin_mul_overflow(rows, g.ow, &rows) && !__builtin_mul_overflow(g.kh * g.kw, g.c, &width) &&
+             cs[0] == rows && cs[1] == width;
     for (int i = 0; i < 6; i++) ok &= v[i] > 0;
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "col2im(): dx must be writeable and cols (n * oh * ow, kh * kw * c); the "
-                                          "window positive, the output sizes not negative");
+                                          "window positive, the padding and output sizes not negative, all below 2**31");
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -963,7 +985,8 @@ static PyObject *sparse_xent(PyObject *self, PyObject *args) {
         return NULL;
     int t = PyArray_TYPE(x), lt = PyArray_TYPE(labels);
     PyArrayObject *all[4] = {x, labels, loss, grad};
-    int ok = (t == NPY_FLOAT32 || t == NPY_FLOAT64) && (lt == NPY_INT32 || lt == NPY_INT64) &&
+    int ok = (t == NPY_FLOAT32 || t == NPY_FLOAT64) && PyTypeNum_ISSIGNED(lt) &&
+             (PyArray_ITEMSIZE(labels) == 4 || PyArray_ITEMSIZE(labels) == 8) &&
              PyArray_TYPE(loss) == t && PyArray_TYPE(grad) == t && PyArray_NDIM(x) == 2 && PyArray_NDIM(grad) == 2 &&
              PyArray_NDIM(labels) == 1 && PyArray_NDIM(loss) == 1;
     for (int i = 0; ok && i < 4; i++)
@@ -982,10 +1005,10 @@ static PyObject *sparse_xent(PyObject *self, PyObject *args) {
     }
     Py_BEGIN_ALLOW_THREADS
     if (t == NPY_FLOAT32)
-        f32_sparse_xent((const float *)PyArray_DATA(x), PyArray_DATA(labels), lt == NPY_INT64,
+        f32_sparse_xent((const float *)PyArray_DATA(x), PyArray_DATA(labels), PyArray_ITEMSIZE(labels) == 8,
                         (float *)PyArray_DATA(loss), (float *)PyArray_DATA(grad), batch, classes);
     else
-        f64_sparse_xent((const double *)PyArray_DATA(x), PyArray_DATA(labels), lt == NPY_INT64,
+        f64_sparse_xent((const double *)PyArray_DATA(x), PyArray_DATA(labels), PyArray_ITEMSIZE(labels) == 8,
                         (double *)PyArray_DATA(loss), (double *)PyArray_DATA(grad), batch, classes);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;

@@ -90,7 +90,7 @@ def relu_grad(gradients: np.ndarray, features: np.ndarray, **attrs: Any) -> np.n
     if native is not None and type(gradients) is np.ndarray and type(features) is np.ndarray \
             and gradients.dtype == features.dtype and gradients.dtype in _NATIVE_FLOATS:  # one pass, no temporary
         out = np.empty(gradients.shape, gradients.dtype)
-        native.relu_grad(np.ascontiguousarray(gradients), np.ascontiguousarray(features), out)
+        native.relu_grad(_aligned(gradients), _aligned(features), out)
         return out
     xp = xp_of(gradients, features)
     with np.errstate(invalid="ignore"):  # inf * 0: nan without a warning, as TensorFlow (and the native path)
@@ -206,7 +206,7 @@ def _sparse_xent(op: str, features: Any, labels: Any, T: ok.DType) -> tuple[Any,
     if native is not None and host and type(labels) is np.ndarray and x.dtype in _NATIVE_FLOATS \
             and labels.dtype in _UNSIGNED and batch and classes:  # one pass per row
         loss, backprop = np.empty(batch, x.dtype), np.empty((batch, classes), x.dtype)
-        native.sparse_xent(np.ascontiguousarray(x), np.ascontiguousarray(labels), loss, backprop)
+        native.sparse_xent(_aligned(x), _aligned(labels), loss, backprop)
         return loss, backprop
     top = np.maximum.reduce(x, axis=-1, keepdims=True) if host else x.max(axis=-1, keepdims=True)
     shifted = xp.subtract(x, top)
@@ -449,17 +449,18 @@ def _native_im2col(x: np.ndarray, window: tuple[int, ...], oh: int, ow: int) -> 
     """opkernel_cpu._native's im2col of NHWC ``x`` (``window``: kh, kw, sh, sw, dh, dw,
     pad_top, pad_left), or None without the native module or for another array type."""
     native = sharding.native_module()
-    if native is None or type(x) is not np.ndarray or x.dtype.hasobject:
+    if native is None or type(x) is not np.ndarray or x.dtype.hasobject or not _in_range((*window, oh, ow)):
         return None
     n, _, _, c = x.shape
     cols = np.empty((n * oh * ow, window[0] * window[1] * c), x.dtype)
-    native.im2col(np.ascontiguousarray(x), cols, (*window, oh, ow))
+    native.im2col(_aligned(x), cols, (*window, oh, ow))
     return cols
 
 
 def _im2col(x: np.ndarray, win: _Window) -> np.ndarray:
     """(n * oh * ow, kh * kw * c): each row one window of the padded input."""
-    cols = _native_im2col(x, _native_window(win), win.oh, win.ow)  # a copy per window row
+    window = _native_window(win)
+    cols = _native_im2col(x, window, win.oh, win.ow) if window is not None else None  # a copy per window row
     if cols is not None:
         return cols
     n, _, _, c = x.shape
@@ -531,13 +532,13 @@ def conv2d_backprop_input(
     win = g.win
     _check_out(op, "out_backprop", dy.shape, (n, win.oh, win.ow, g.out_channels), data_format)
     wt = _work_type(T)
-    native = sharding.native_module()
-    if native is not None and type(dy) is np.ndarray and type(filter) is np.ndarray and np.dtype(wt) in _NATIVE_FLOATS:
-        # one GEMM into each window's taps, then one pass adding them into place
+    native, window = sharding.native_module(), _native_window(win)
+    if native is not None and window is not None and type(dy) is np.ndarray and type(filter) is np.ndarray \
+            and np.dtype(wt) in _NATIVE_FLOATS:  # one GEMM into each window's taps, then one pass adding them into place
         dcols = dy.astype(wt, copy=False).reshape(-1, g.out_channels) @ filter.astype(wt, copy=False).reshape(
             -1, g.out_channels).T
         summed = np.zeros((n, h, w, c), wt)
-        native.col2im(np.ascontiguousarray(dcols), summed, (*_native_window(win), win.oh, win.ow))
+        native.col2im(_aligned(dcols), summed, (*window, win.oh, win.ow))
         return _from_nhwc(summed.astype(T.np, copy=False), data_format)
     if dy.size and n * h * w * c:
         dx = _backprop_input_stride1(dy.astype(wt, copy=False), filter.astype(wt, copy=False), win, h, w)
@@ -676,10 +677,23 @@ def _argmax(x: np.ndarray, win: _Window) -> np.ndarray:
 _NATIVE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _native_window(win: _Window) -> tuple[int, ...]:
-    """``win`` as opkernel_cpu._native's pooling kernels take it."""
+def _in_range(values: tuple[int, ...]) -> bool:
+    """Whether geometry ``values`` suit opkernel_cpu._native: each in [0, 2**31)."""
+    return all(0 <= v < 1 << 31 for v in values)
+
+
+def _native_window(win: _Window) -> tuple[int, ...] | None:
+    """``win`` as opkernel_cpu._native's kernels take it (kh, kw, sh, sw, dh, dw, pad_top,
+    pad_left), or None when a size is out of their range (the numpy path takes it)."""
     (t, _), (l, _) = win.pads
-    return win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, t, l
+    window = (win.kh, win.kw, win.sh, win.sw, win.dh, win.dw, t, l)
+    return window if _in_range((*window, win.oh, win.ow)) and win.kh * win.kw < 1 << 31 else None
+
+
+def _aligned(a: np.ndarray) -> np.ndarray:
+    """``a`` C-contiguous and aligned, as opkernel_cpu._native reads arrays (a copy if not)."""
+    a = np.ascontiguousarray(a)
+    return a if a.flags.aligned else a.copy()
 
 
 def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -687,10 +701,10 @@ def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
     _check_rank4("MaxPool", input=input)
     x = _to_nhwc(input, data_format)
     win = _pool_geometry("MaxPool", x.shape, attrs)
-    native = sharding.native_module()
-    if native is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:  # one pass over the windows
-        y = np.empty((x.shape[0], win.oh, win.ow, x.shape[3]), x.dtype)
-        native.max_pool(np.ascontiguousarray(x), y, _native_window(win))
+    native, window = sharding.native_module(), _native_window(win)
+    if native is not None and window is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:
+        y = np.empty((x.shape[0], win.oh, win.ow, x.shape[3]), x.dtype)  # one pass over the windows
+        native.max_pool(_aligned(x), y, window)
         return _from_nhwc(y, data_format)
     tiled = _tiling(x.shape, win) if type(x) is np.ndarray and win.kh * win.kw > 1 else None
     if tiled is not None:  # windows tile the input: reduce whole rows, then the taps of a row
@@ -725,12 +739,12 @@ def max_pool_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndar
         _check_out(op, name, _to_nhwc(a, data_format).shape, (n, win.oh, win.ow, c), data_format)
     wt = _work_type(T)
     dy = _to_nhwc(grad, data_format).astype(wt, copy=False)
-    native = sharding.native_module()
-    if native is not None and type(x) is np.ndarray and type(dy) is np.ndarray and x.dtype == dy.dtype \
-            and x.dtype in _NATIVE_FLOATS:  # one pass over the windows instead of one per tap
+    native, window = sharding.native_module(), _native_window(win)
+    if native is not None and window is not None and type(x) is np.ndarray and type(dy) is np.ndarray \
+            and x.dtype == dy.dtype and x.dtype in _NATIVE_FLOATS:  # one pass over the windows, not one per tap
         exact = _tiling(x.shape, win) == (h, w)  # every element of dx is some window's tap: written once
         routed = np.empty(x.shape, x.dtype) if exact else np.zeros(x.shape, x.dtype)
-        native.max_pool_grad(np.ascontiguousarray(x), np.ascontiguousarray(dy), routed, _native_window(win), exact)
+        native.max_pool_grad(_aligned(x), _aligned(dy), routed, window, exact)
         return _from_nhwc(routed, data_format)
     zero = np.zeros((), wt)
     branch_free = bool(np.isfinite(dy).all())  # nan * 0 and inf * 0 would put nan at the other taps
@@ -871,10 +885,10 @@ def max_pool_with_argmax(
     win = _argmax_pool_window(op, x.shape, attrs)
     n, h, w, c = x.shape
     check_argmax_type(op, Targmax, x.shape, include_batch_in_index)
-    native = sharding.native_module()
-    if native is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:  # one pass for both outputs
-        y, found = np.empty((n, win.oh, win.ow, c), x.dtype), np.empty((n, win.oh, win.ow, c), np.int64)
-        if native.max_pool_with_argmax(np.ascontiguousarray(x), y, found, _native_window(win), include_batch_in_index) == 0:
+    native, window = sharding.native_module(), _native_window(win)
+    if native is not None and window is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:
+        y, found = np.empty((n, win.oh, win.ow, c), x.dtype), np.empty((n, win.oh, win.ow, c), np.int64)  # one pass
+        if native.max_pool_with_argmax(_aligned(x), y, found, window, include_batch_in_index) == 0:
             return y, found.astype(Targmax.np, copy=False)
         # some window lies wholly in the padding: the passes below give it the numpy path's answer
     tiled = _tiling(x.shape, win) if type(x) is np.ndarray and 1 < win.kh * win.kw < 256 else None

@@ -275,6 +275,9 @@ def _learn(key: tuple[Any, ...], handed: float, ran: float, done: float, element
 
 #: Keys ``(ufunc, *input dtypes)`` the native pool has no inner loop for (the Python pool runs them).
 _not_native: set[tuple[Any, ...]] = set()
+#: Ufuncs whose integer loops can raise a Python error from inside (numpy's integer power
+#: on a negative exponent takes the GIL to raise ValueError): never on native pool threads.
+_PYTHON_API = {np.power}
 #: numpy's error categories (``np.geterr``) by the floating-point flag that raises them.
 _FPE_CATEGORIES = tuple(_native.fpe_flags().items()) if _native is not None else ()
 
@@ -314,7 +317,7 @@ def _run_sharded(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], n_threa
         dtype = _out_dtypes.setdefault(key, fn(*[a.reshape(-1)[:0] for a in arrays]).dtype)
     size = first.size
     out = np.empty(first.shape, dtype) if size * dtype.itemsize < MIN_POOLED_BYTES else _output(first.shape, dtype)
-    if _native is not None and key not in _not_native:
+    if _native is not None and key not in _not_native and not (fn in _PYTHON_API and first.dtype.kind in "biu"):
         if _run_native(fn, arrays, out, max(1, min(n_threads, size // per_shard)), quiet, per_shard, key):
             return out
         if key not in _not_native:  # the pool is busy, or the arrays are unaligned or byte-swapped
