@@ -52,6 +52,7 @@ def native_module() -> Any:
     """The native module ``opkernel_cpu._native`` (also home of native kernels), or None."""
     return _native
 
+
 #: The fewest elements worth a shard of their own, by the ufunc's cost per element
 #: (TensorFlow's Shard weighs ``cost_per_unit`` the same way).  A hand-off costs about
 #: 50 µs on this kind of machine (waking the pool thread's idle core, then the caller's
