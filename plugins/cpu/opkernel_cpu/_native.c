@@ -793,6 +793,25 @@ PyDoc_STRVAR(im2col_doc,
 "h, w, c), taps row-major, zeros for padding.  ``geometry`` is (kh, kw, sh, sw, dh, dw,\n"
 "pad_top, pad_left, oh, ow).  Both arrays C-contiguous and aligned, of one dtype.");
 
+/* The geometry of im2col and col2im from the NHWC ``image`` (x or dx), ``cols`` and the
+ * parameters ``v`` (kh, kw, sh, sw, dh, dw, pad_top, pad_left, oh, ow): 0, or -1 with a
+ * ValueError when cols is not (n * oh * ow, kh * kw * c) or a parameter is out of range. */
+static int cols_geometry(const char *fn, PyArrayObject *image, PyArrayObject *cols, const npy_intp *v, Geometry *g) {
+    const npy_intp *xs = PyArray_DIMS(image), *cs = PyArray_DIMS(cols);
+    *g = (Geometry){xs[0], xs[1], xs[2], xs[3], v[8], v[9], v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    npy_intp rows, width;
+    int ok = window_in_range(v, 10) && !__builtin_mul_overflow(g->n, g->oh, &rows) &&
+             !__builtin_mul_overflow(rows, g->ow, &rows) && !__builtin_mul_overflow(g->kh * g->kw, g->c, &width) &&
+             cs[0] == rows && cs[1] == width;
+    for (int i = 0; i < 6; i++) ok &= v[i] > 0;
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "%s(): cols must be (n * oh * ow, kh * kw * c); the window positive, the "
+                                       "padding and output sizes not negative, all below 2**31", fn);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *im2col(PyObject *self, PyObject *args) {
     PyArrayObject *x, *cols;
     npy_intp v[10];
@@ -805,16 +824,10 @@ static PyObject *im2col(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "im2col() takes a rank-4 x and a rank-2 cols, C-contiguous, of one plain dtype");
         return NULL;
     }
-    const npy_intp *xs = PyArray_DIMS(x), *cs = PyArray_DIMS(cols);
-    Geometry g = {xs[0], xs[1], xs[2], xs[3], v[8], v[9], v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
-    npy_intp rows, width;
-    int ok = PyArray_ISWRITEABLE(cols) && window_in_range(v, 10) && !__builtin_mul_overflow(g.n, g.oh, &rows) &&
-             !__builtin_mul_overflow(rows, g.ow, &rows) && !__builtin_mul_overflow(g.kh * g.kw, g.c, &width) &&
-             cs[0] == rows && cs[1] == width;
-    for (int i = 0; i < 6; i++) ok &= v[i] > 0;
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "im2col(): cols must be writeable and (n * oh * ow, kh * kw * c); the window "
-                                          "positive, the padding and output sizes not negative, all below 2**31");
+    Geometry g;
+    if (cols_geometry("im2col", x, cols, v, &g) < 0) return NULL;
+    if (!PyArray_ISWRITEABLE(cols)) {
+        PyErr_SetString(PyExc_ValueError, "im2col(): cols must be writeable");
         return NULL;
     }
     npy_intp item = PyArray_ITEMSIZE(x);
@@ -876,16 +889,10 @@ static PyObject *col2im(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "col2im() takes a rank-2 cols and a rank-4 dx, C-contiguous float32 or float64");
         return NULL;
     }
-    const npy_intp *xs = PyArray_DIMS(dx), *cs = PyArray_DIMS(cols);
-    Geometry g = {xs[0], xs[1], xs[2], xs[3], v[8], v[9], v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
-    npy_intp rows, width;
-    int ok = PyArray_ISWRITEABLE(dx) && window_in_range(v, 10) && !__builtin_mul_overflow(g.n, g.oh, &rows) &&
-             !__builtin_mul_overflow(rows, g.ow, &rows) && !__builtin_mul_overflow(g.kh * g.kw, g.c, &width) &&
-             cs[0] == rows && cs[1] == width;
-    for (int i = 0; i < 6; i++) ok &= v[i] > 0;
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "col2im(): dx must be writeable and cols (n * oh * ow, kh * kw * c); the "
-                                          "window positive, the padding and output sizes not negative, all below 2**31");
+    Geometry g;
+    if (cols_geometry("col2im", dx, cols, v, &g) < 0) return NULL;
+    if (!PyArray_ISWRITEABLE(dx)) {
+        PyErr_SetString(PyExc_ValueError, "col2im(): dx must be writeable");
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
