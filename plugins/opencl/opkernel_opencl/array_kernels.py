@@ -24,6 +24,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 import opkernel as ok
+from opkernel.errors import InternalError
 from opkernel.ops.array_ops import parse_numbers, range_size, strided_slice_plan
 
 from .backend import OpenCLBackend, ctype
@@ -58,16 +59,43 @@ __kernel void copy(__global {W}* restrict out, __global const {W}* restrict x, i
 # ---------------------------------------------------------------- layouts
 
 
+class _GhostArray(np.ndarray):
+    """Indexing that always returns a view.  numpy indexes every dimension away with
+    integers into a scalar *copy* (``g[k]`` of a 1-D array) whose address says nothing
+    about the ghost: read as an offset, it sent 0-d results (Unpack of a vector, a
+    StridedSlice shrunk to a scalar, its gradient) to a wild address, garbage or SIGSEGV.
+    A trailing Ellipsis makes numpy return a 0-d view instead."""
+
+    def __getitem__(self, key: Any) -> Any:
+        key = key if isinstance(key, tuple) else (key,)
+        if not any(k is Ellipsis for k in key):
+            key = key + (Ellipsis,)
+        return super().__getitem__(key)
+
+
 class Ghost:
     """A zero-byte numpy array of ``shape``: views of it tell offsets and strides in elements."""
 
     def __init__(self, shape: Sequence[int]) -> None:
         self._base = np.zeros(1, np.uint8)
         self.addr = self._base.__array_interface__["data"][0]
-        self.array = as_strided(self._base, shape=tuple(shape), strides=tuple(contiguous_strides(shape)), writeable=False)
+        strided = as_strided(self._base, shape=tuple(shape), strides=tuple(contiguous_strides(shape)), writeable=False)
+        self.array = strided.view(_GhostArray)
 
-    def layout(self, view: np.ndarray) -> tuple[int, list[int], tuple[int, ...]]:
+    def layout(self, view: Any) -> tuple[int, list[int], tuple[int, ...]]:
+        # Anything but a view of the ghost (a numpy scalar, a copy) has an address
+        # unrelated to it; reading it as an offset would move memory out of bounds.
+        if not self._owns(view):
+            raise InternalError(f"opencl: a layout was computed from a copy, not a view, of shape {list(np.shape(view))}")
         return view.__array_interface__["data"][0] - self.addr, list(view.strides), view.shape
+
+    def _owns(self, view: Any) -> bool:
+        base = view if isinstance(view, np.ndarray) else None
+        while base is not None:
+            if base is self._base:
+                return True
+            base = getattr(base, "base", None)
+        return False
 
 
 def strided_copy(
