@@ -290,7 +290,10 @@ def mean(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: o
             with np.errstate(all="ignore"):  # the mean of nothing is nan
                 return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
         return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
-    total = xp.asarray(_add_reduce(xp, input, axes, keep_dims, T.np))
+    # TensorFlow sums 8- to 32-bit integers in 64 bits (reduction_ops.h): a uint8 mean of
+    # [200, 101] is 150, not the 22 of a sum that wrapped in uint8.
+    wide = np.uint64 if T.is_unsigned else np.int64
+    total = xp.asarray(_add_reduce(xp, input, axes, keep_dims, wide))
     if count == 0:
         return xp.zeros_like(total)  # type: ignore[no-any-return]
     q = total // count  # floor; move the negative quotients with a remainder back toward zero

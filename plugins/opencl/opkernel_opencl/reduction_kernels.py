@@ -55,24 +55,56 @@ def _identity(op: str, dtype: str) -> str:
     return f"({v}{suffix})" if not (dtype == "int64" and v == info.min) else "(-9223372036854775807L - 1)"
 
 
+def _accumulator(op: str, dtype: str) -> str:
+    """The C type to accumulate in: TensorFlow's Mean sums 8- to 32-bit integers in 64
+    bits (reduction_ops.h), so a uint8 mean of [200, 101] is 150, not a wrapped 22."""
+    if op == "Mean" and dtype in INTS and np.dtype(dtype).itemsize < 8:
+        return "ulong" if dtype.startswith("u") else "long"
+    return ctype(ok.as_dtype(dtype))
+
+
+def _tree(name: str, In: str, Out: str, last: bool) -> str:
+    """A work-group per (output, chunk of the row); ``last`` finishes (the Mean's division)."""
+    store = "finish(scratch[0], count)" if last else "scratch[0]"
+    return f"""
+__kernel void {name}(__global {Out}* out, __global const {In}* x, int R, int G, int chunk, int count) {{
+  __local A scratch[LS];
+  int grp = get_group_id(0); int o = grp / G; int g = grp % G; int lid = get_local_id(0);
+  int lo = g * chunk; int hi = min(R, lo + chunk);
+  __global const {In}* p = x + (long)o * R;
+  A acc = IDENTITY;
+  for (int r = lo + lid; r < hi; r += LS) acc = combine(acc, p[r]);
+  scratch[lid] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = LS / 2; s > 0; s >>= 1) {{
+    if (lid < s) scratch[lid] = combine(scratch[lid], scratch[lid + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }}
+  if (lid == 0) out[grp] = {store};
+}}"""
+
+
 def _source(op: str, dtype: str) -> str:
     T = ctype(ok.as_dtype(dtype))
+    A = _accumulator(op, dtype)
     combine = _COMBINE[op][0 if dtype in FLOATS else 1]
-    final = "(a / (T)count)" if op == "Mean" else "a"
+    final = "(T)(a / (A)count)" if op == "Mean" else "a"
     return f"""
 #define T {T}
+#define A {A}
+#define IDENTITY {_identity(op, dtype)}
 #define LS {LS}
 #define CB {CB}
-inline T combine(T a, T b) {{ return {combine}; }}
-inline T finish(T a, int count) {{ return {final}; }}
+inline A combine(A a, A b) {{ return {combine}; }}
+inline T finish(A a, int count) {{ return {final}; }}
 __kernel void rows1(__global T* out, __global const T* x, int R, int count) {{
-  int o = get_global_id(0); __global const T* p = x + (long)o * R; T acc = {_identity(op, dtype)};
+  int o = get_global_id(0); __global const T* p = x + (long)o * R; A acc = IDENTITY;
   for (int r = 0; r < R; ++r) acc = combine(acc, p[r]);
   out[o] = finish(acc, count);
 }}
 __kernel void cols(__global T* out, __global const T* x, int R, int I, int count) {{
   int g = get_global_id(0); int o = g / I; int i = g % I;
-  __global const T* p = x + (long)o * R * I + i; T acc = {_identity(op, dtype)};
+  __global const T* p = x + (long)o * R * I + i; A acc = IDENTITY;
   for (int r = 0; r < R; ++r) acc = combine(acc, p[(long)r * I]);
   out[g] = finish(acc, count);
 }}
@@ -82,8 +114,8 @@ __kernel void cols(__global T* out, __global const T* x, int R, int I, int count
 __kernel void cols_block(__global T* out, __global const T* x, int R, int I, int count) {{
   int c0 = get_global_id(0) * CB; int o = get_global_id(1); if (c0 >= I) return;
   __global const T* p = x + (long)o * R * I + c0; __global T* q = out + (long)o * I + c0;
-  T acc[CB];
-  for (int c = 0; c < CB; ++c) acc[c] = {_identity(op, dtype)};
+  A acc[CB];
+  for (int c = 0; c < CB; ++c) acc[c] = IDENTITY;
   if (c0 + CB <= I) {{
     for (int r = 0; r < R; ++r, p += I) for (int c = 0; c < CB; ++c) acc[c] = combine(acc[c], p[c]);
     for (int c = 0; c < CB; ++c) q[c] = finish(acc[c], count);
@@ -93,22 +125,14 @@ __kernel void cols_block(__global T* out, __global const T* x, int R, int I, int
     for (int c = 0; c < w; ++c) q[c] = finish(acc[c], count);
   }}
 }}
-__kernel void tree(__global T* out, __global const T* x, int R, int G, int chunk, int count, int last) {{
-  __local T scratch[LS];
-  int grp = get_group_id(0); int o = grp / G; int g = grp % G; int lid = get_local_id(0);
-  int lo = g * chunk; int hi = min(R, lo + chunk);
-  __global const T* p = x + (long)o * R;
-  T acc = {_identity(op, dtype)};
-  for (int r = lo + lid; r < hi; r += LS) acc = combine(acc, p[r]);
-  scratch[lid] = acc;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = LS / 2; s > 0; s >>= 1) {{
-    if (lid < s) scratch[lid] = combine(scratch[lid], scratch[lid + s]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }}
-  if (lid == 0) out[grp] = last ? finish(scratch[0], count) : scratch[0];
-}}
+// One pass (tree), or two: partial results in the accumulator type (tree_part), then
+// their reduction (tree_final).
+{_tree("tree", "T", "T", True)}
+{_tree("tree_part", "T", "A", False)}
+{_tree("tree_final", "A", "T", True)}
 #undef T
+#undef A
+#undef IDENTITY
 """
 
 
@@ -183,15 +207,18 @@ def reduce(be: OpenCLBackend, op: str, x: Any, axes: tuple[int, ...], keep: bool
     if R <= 256 or (O >= 64 and R <= 8192):
         be.launch1d(be.programs.kernel(fam, dtype, "rows1", op), O, out.base_data, grouped.base_data, np.int32(R), count)
         return out
-    tree = be.programs.kernel(fam, dtype, "tree", op)
     G = max(1, min(-(-R // (LS * 64)), -(-64 // O), 256))
     chunk = -(-R // G)
     if G == 1:
-        be.launch(tree, (O * LS,), (LS,), out.base_data, grouped.base_data, np.int32(R), np.int32(1), np.int32(chunk), count, np.int32(1))
+        tree = be.programs.kernel(fam, dtype, "tree", op)
+        be.launch(tree, (O * LS,), (LS,), out.base_data, grouped.base_data, np.int32(R), np.int32(1), np.int32(chunk), count)
         return out
-    partial = be.new_array((O, G), x.dtype)
-    be.launch(tree, (O * G * LS,), (LS,), partial.base_data, grouped.base_data, np.int32(R), np.int32(G), np.int32(chunk), count, np.int32(0))
-    be.launch(tree, (O * LS,), (LS,), out.base_data, partial.base_data, np.int32(G), np.int32(1), np.int32(G), count, np.int32(1))
+    wide = {"long": np.int64, "ulong": np.uint64}.get(_accumulator(op, dtype))
+    partial = be.new_array((O, G), np.dtype(wide) if wide is not None else x.dtype)
+    be.launch(be.programs.kernel(fam, dtype, "tree_part", op), (O * G * LS,), (LS,), partial.base_data,
+              grouped.base_data, np.int32(R), np.int32(G), np.int32(chunk), count)
+    be.launch(be.programs.kernel(fam, dtype, "tree_final", op), (O * LS,), (LS,), out.base_data,
+              partial.base_data, np.int32(G), np.int32(1), np.int32(G), count)
     return out
 
 
