@@ -420,7 +420,7 @@ _POOL = {"ksize": [1, 3, 2, 1], "strides": [1, 2, 3, 1], "padding": "SAME"}
 LARGE = {
     "add-bcast": lambda: ok.ops.add(_X, _X[0, :, :1, :]),
     "less-bcast": lambda: ok.ops.less(_X[:, :1], _X),
-    "select": lambda: ok.ops.select(_X > 0, _X, _X[0, 0]),
+    "select": lambda: ok.ops.select_v2(_X > 0, _X, _X[0, 0]),
     "sum-0,2": lambda: ok.ops.sum(_X, [0, 2]),
     "mean-3-keep": lambda: ok.ops.mean(_X, [3], keep_dims=True),
     "max-all": lambda: ok.ops.max(_X, [0, 1, 2, 3]),
@@ -607,4 +607,4 @@ def test_broadcasting_kernels_agree_with_numpy(be: Any, sa: Any, sb: Any) -> Non
     np.testing.assert_array_equal(ok.ops.sub(ai, bi).numpy(), ai - bi)
     shape = np.broadcast_shapes(sa, sb)
     cond = rng.random(shape[-1:]) > 0.5
-    np.testing.assert_array_equal(ok.ops.select(cond, a, b).numpy(), np.where(cond, a, b))
+    np.testing.assert_array_equal(ok.ops.select_v2(cond, a, b).numpy(), np.where(cond, a, b))

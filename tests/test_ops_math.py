@@ -167,9 +167,9 @@ LOGIC_CASES = [
     OpCase("LogicalOr", "LogicalOr", lambda rng, dt: [bools(rng, (2, 1)), bools(rng, (1, 3))], np.logical_or, dtypes=("bool",), grad=False),
     OpCase("LogicalNot", "LogicalNot", lambda rng, dt: [bools(rng, (2, 3))], np.logical_not, dtypes=("bool",), grad=False),
     OpCase("Select-same", "Select", lambda rng, dt: [bools(rng, (2, 3)), arr(rng, dt, (2, 3)), arr(rng, dt, (2, 3))], select_ref),
-    OpCase("Select-bcast", "Select", lambda rng, dt: [bools(rng, (2, 1)), arr(rng, dt, (2, 3)), arr(rng, dt, (3,))], select_ref),
-    OpCase("Select-bcast_cond", "Select", lambda rng, dt: [bools(rng, (2, 3)), arr(rng, dt, (1, 3)), arr(rng, dt, ())], select_ref),
-    OpCase("Select-int32", "Select", lambda rng, dt: [bools(rng, (2, 3)), arr(rng, dt, (2, 3), -9, 9), arr(rng, dt, (3,), -9, 9)], select_ref, dtypes=("int32",), grad=False),
+    OpCase("SelectV2-bcast", "SelectV2", lambda rng, dt: [bools(rng, (2, 1)), arr(rng, dt, (2, 3)), arr(rng, dt, (3,))], select_ref),
+    OpCase("SelectV2-bcast_cond", "SelectV2", lambda rng, dt: [bools(rng, (2, 3)), arr(rng, dt, (1, 3)), arr(rng, dt, ())], select_ref),
+    OpCase("SelectV2-int32", "SelectV2", lambda rng, dt: [bools(rng, (2, 3)), arr(rng, dt, (2, 3), -9, 9), arr(rng, dt, (3,), -9, 9)], select_ref, dtypes=("int32",), grad=False),
     OpCase("ClipByValue-scalar", "ClipByValue", lambda rng, dt: [arr(rng, dt, (2, 3)), np.array(-0.5, dt), np.array(0.7, dt)], clip_ref),
     OpCase(
         "ClipByValue-tensor", "ClipByValue",
@@ -412,7 +412,7 @@ COMPLEX_CASES = [
     crow("BatchMatMul-adj_x", "BatchMatMul", ctwo((2, 3, 2), (1, 3, 2)), cbmm_ref, attrs={"adj_x": True}),
     crow("BatchMatMul-adj_y", "BatchMatMul", ctwo((2, 2, 3), (2, 4, 3)), cbmm_ref, attrs={"adj_y": True}),
     crow("BatchMatMul-adj_both", "BatchMatMul", ctwo((1, 3, 2), (2, 2, 3)), cbmm_ref, attrs={"adj_x": True, "adj_y": True}),
-    crow("Select", "Select", lambda rng, dt: [bools(rng, (2, 1)), carr(rng, dt, (2, 3)), carr(rng, dt, (3,))], select_ref),
+    crow("SelectV2", "SelectV2", lambda rng, dt: [bools(rng, (2, 1)), carr(rng, dt, (2, 3)), carr(rng, dt, (3,))], select_ref),
     OpCase("Cast-complex_to_float", "Cast", lambda rng, dt: [carr(rng, dt, (2, 3))], lambda z, DstT: np.real(z).astype(DstT.np),
            attrs={"DstT": ok.float64}, dtypes=COMPLEX, grad_dtype="complex128"),
     OpCase("Cast-float_to_complex", "Cast", lambda rng, dt: [arr(rng, dt, (2, 3))], cast_ref,
@@ -498,9 +498,9 @@ def test_clip_by_value_gradient_goes_to_the_bound_that_clipped(backend: str) -> 
     assert g[1] == 1 and g[2] == 1
 
 
-def test_select_gradient(backend: str) -> None:
+def test_select_v2_gradient(backend: str) -> None:
     c = ok.tensor(np.array([[True], [False]]))
-    gt, ge = grads_of(lambda t, e: ok.ops.select(c, t, e), np.ones((2, 3)), np.ones(3))
+    gt, ge = grads_of(lambda t, e: ok.ops.select_v2(c, t, e), np.ones((2, 3)), np.ones(3))
     np.testing.assert_array_equal(gt, [[1, 1, 1], [0, 0, 0]])
     np.testing.assert_array_equal(ge, [1, 1, 1])
 
@@ -587,8 +587,8 @@ def test_broadcast_mismatch(backend: str) -> None:
         ok.ops.add(np.ones((2, 3)), np.ones(4))
     with pytest.raises(ShapeError, match="Add"):
         ok.infer_shapes("Add", [(2, 3), (4,)])
-    with pytest.raises(InvalidArgumentError, match="'Select'"):
-        ok.ops.select(np.ones(2, bool), np.ones(3), np.ones(3))
+    with pytest.raises(InvalidArgumentError, match="'SelectV2'"):
+        ok.ops.select_v2(np.ones(2, bool), np.ones(3), np.ones(3))
 
 
 def test_reduction_axis_out_of_range(backend: str) -> None:

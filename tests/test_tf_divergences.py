@@ -36,3 +36,56 @@ def test_mean_of_integers_does_not_overflow(backend: str, dtype: str, values: li
     assert int(y.numpy()) == expected
     columns = ok.ops.mean(np.stack([x, x], axis=1), 0).numpy()  # the column (strided) kernels too
     assert columns.tolist() == [expected, expected]
+
+
+# ---------------------------------------------------------------- Select (v1) picks rows
+
+# tensorflow/core/kernels/select_op.cc: a vector condition against a higher-rank t
+# is ComputeBroadcasting (BatchSelectFunctor): condition[i] picks row i of t or e.
+# SelectV2 (select_v2) is the broadcasting one.
+COND = np.array([True, False, True, False])
+T44 = np.arange(16, dtype=np.float32).reshape(4, 4)
+
+
+def test_select_with_a_vector_condition_picks_rows(backend: str) -> None:
+    out = ok.ops.select(COND, T44, -T44).numpy()
+    expected = np.array([[0, 1, 2, 3], [-4, -5, -6, -7], [8, 9, 10, 11], [-12, -13, -14, -15]], np.float32)
+    np.testing.assert_array_equal(out, expected)
+    rows3 = ok.ops.select(COND, T44.reshape(4, 2, 2), -T44.reshape(4, 2, 2)).numpy()
+    np.testing.assert_array_equal(rows3.reshape(4, 4), expected)
+    # SelectV2 broadcasts the same vector along the last dimension.
+    np.testing.assert_array_equal(ok.ops.select_v2(COND, T44, -T44).numpy()[0], [0, -1, 2, -3])
+
+
+def test_select_gradient_follows_the_rows(backend: str) -> None:
+    t, e = ok.tensor(T44), ok.tensor(-T44)
+    w = np.arange(16, dtype=np.float32).reshape(4, 4) + 1
+    with ok.GradientTape(persistent=True) as tape:
+        tape.watch([t, e])
+        y = ok.ops.mul(ok.ops.select(COND, t, e), w)
+    gt, ge = tape.gradient(y, [t, e])
+    rows = COND[:, None].astype(np.float32)
+    np.testing.assert_array_equal(gt.numpy(), w * rows)
+    np.testing.assert_array_equal(ge.numpy(), w * (1 - rows))
+
+
+@pytest.mark.parametrize(
+    "cond,t,e,match",
+    [
+        ((3,), (4, 4), (4, 4), "size 3 must equal the first dimension"),
+        ((4,), (4, 4), (4,), "'t' and 'e' must have the same shape"),
+        ((4, 1), (4, 4), (4, 4), "got \\[4, 1\\]"),
+        ((2,), (), (), "needs 't' of rank 1"),
+    ],
+)
+def test_select_rejects_shapes_that_tensorflow_rejects(backend: str, cond: tuple[int, ...], t: tuple[int, ...], e: tuple[int, ...], match: str) -> None:
+    with pytest.raises(ok.errors.InvalidArgumentError, match="op 'Select': .*" + match):
+        ok.ops.select(np.ones(cond, bool), np.ones(t, np.float32), np.ones(e, np.float32))
+    with pytest.raises(ok.errors.ShapeError):
+        ok.infer_shapes("Select", [cond, t, e])
+
+
+def test_select_shape_function_matches_tensorflow() -> None:
+    assert ok.infer_shapes("Select", [(4,), (4, 3), (4, 3)])[0].as_list() == [4, 3]
+    assert ok.infer_shapes("Select", [(), (4, 3), (4, 3)])[0].as_list() == [4, 3]
+    assert ok.infer_shapes("SelectV2", [(3,), (4, 3), ()])[0].as_list() == [4, 3]

@@ -86,8 +86,21 @@ def _equality_shape(c: InferenceContext) -> None:
         c.set_output(0, c.unknown_shape())
 
 
-def _select_shape(c: InferenceContext) -> None:
+def _select_v2_shape(c: InferenceContext) -> None:
     c.set_output(0, c.broadcast(c.broadcast(c.input(0), c.input(1)), c.input(2)))
+
+
+def _select_shape(c: InferenceContext) -> None:
+    """Select (v1), as TensorFlow's: t and e have one shape; condition is a scalar, has
+    that shape, or is a vector that picks rows (the first dimension of t)."""
+    data = c.merge(c.input(1), c.input(2))
+    cond = c.input(0)
+    if c.rank_known(cond) and c.rank_known(data) and c.rank(cond) != 0:
+        if c.rank(cond) == 1 and c.rank(data) != 0:
+            c.merge(cond, c.vector(c.dim(data, 0)))
+        else:
+            data = c.merge(data, cond)
+    c.set_output(0, data)
 
 
 def _clip_by_value_shape(c: InferenceContext) -> None:
@@ -223,8 +236,19 @@ def _register_comparisons() -> None:
     register_op("Select").input("condition: bool").input("t: T").input("e: T").output("output: T").attr(
         "T: type"
     ).set_shape_fn(_select_shape).doc(
+        "Selects elements from t where condition is true and from e elsewhere (TensorFlow's "
+        "Select: no broadcasting). t and e have the same shape; condition is a scalar (it "
+        "picks all of t or all of e), has that shape, or is a vector of t's first dimension "
+        "(it picks rows). SelectV2 broadcasts instead.\n\n"
+        "condition: Where true, take the element (or row) of t, else that of e.\n"
+        "t: Values taken where condition is true.\n"
+        "e: Values taken where condition is false; the shape of t."
+    )
+    register_op("SelectV2").input("condition: bool").input("t: T").input("e: T").output("output: T").attr(
+        "T: type"
+    ).set_shape_fn(_select_v2_shape).doc(
         "Selects elements from t where condition is true and from e elsewhere. condition, t "
-        "and e broadcast together (TensorFlow's SelectV2).\n\n"
+        "and e broadcast together.\n\n"
         "condition: Where true, take the element of t, else the element of e.\n"
         "t: Values taken where condition is true.\n"
         "e: Values taken where condition is false."
@@ -373,8 +397,8 @@ def _pow_grad(op: Any, grad: Any) -> list[Any]:
     x, y, z = _conj(x), _conj(y), _conj(op.outputs[0])
     gx = ops.mul(grad, ops.mul(y, ops.pow(x, ops.sub(y, 1))))
     positive = ops.not_equal(x, 0) if x.dtype.is_complex else ops.greater(x, 0)
-    safe_x = ops.select(positive, x, ops.ones_like(x))
-    log_x = ops.select(positive, ops.log(safe_x), ops.zeros_like(x))
+    safe_x = ops.select_v2(positive, x, ops.ones_like(x))
+    log_x = ops.select_v2(positive, ops.log(safe_x), ops.zeros_like(x))
     gy = ops.mul(grad, ops.mul(z, log_x))
     return _pair(gx, gy, op)
 
@@ -387,7 +411,7 @@ def _min_max_grad(select_x: str) -> Any:
         x, y = op.inputs
         x_wins = getattr(ops, select_x)(x, y)
         zeros = ops.zeros_like(grad)
-        return _pair(ops.select(x_wins, grad, zeros), ops.select(x_wins, zeros, grad), op)
+        return _pair(ops.select_v2(x_wins, grad, zeros), ops.select_v2(x_wins, zeros, grad), op)
 
     return grad_fn
 
@@ -447,17 +471,25 @@ def _sign_grad(op: Any, grad: Any) -> list[Any]:
     s = op.outputs[0]
     r = ops.complex_abs(z, Tout=z.dtype.real_dtype)
     at_zero = ops.equal(r, 0)
-    safe_r = ops.select(at_zero, ops.ones_like(r), r)
+    safe_r = ops.select_v2(at_zero, ops.ones_like(r), r)
     two_r = ops.complex(ops.add(safe_r, safe_r), ops.zeros_like(r), Tout=z.dtype)
     g = ops.real_div(ops.sub(grad, ops.mul(ops.conj(grad), ops.mul(s, s))), two_r)
-    return [ops.select(at_zero, ops.zeros_like(g), g)]
+    return [ops.select_v2(at_zero, ops.zeros_like(g), g)]
 
 
 def _select_grad(op: Any, grad: Any) -> list[Any]:
+    """Select (v1): grad and t have one shape, so the same (row) selection routes it."""
+    ops = _ops()
+    cond = op.inputs[0]
+    zeros = ops.zeros_like(grad)
+    return [None, ops.select(cond, grad, zeros), ops.select(cond, zeros, grad)]
+
+
+def _select_v2_grad(op: Any, grad: Any) -> list[Any]:
     ops = _ops()
     cond, t, e = op.inputs
     zeros = ops.zeros_like(grad)
-    return [None, unbroadcast(ops.select(cond, grad, zeros), t.shape), unbroadcast(ops.select(cond, zeros, grad), e.shape)]
+    return [None, unbroadcast(ops.select_v2(cond, grad, zeros), t.shape), unbroadcast(ops.select_v2(cond, zeros, grad), e.shape)]
 
 
 def _clip_by_value_grad(op: Any, grad: Any) -> list[Any]:
@@ -467,9 +499,9 @@ def _clip_by_value_grad(op: Any, grad: Any) -> list[Any]:
     below, above = ops.less(t, lo), ops.greater(t, hi)
     zeros = ops.zeros_like(grad)
     return [
-        ops.select(ops.logical_or(below, above), zeros, grad),
-        unbroadcast(ops.select(below, grad, zeros), lo.shape),
-        unbroadcast(ops.select(above, grad, zeros), hi.shape),
+        ops.select_v2(ops.logical_or(below, above), zeros, grad),
+        unbroadcast(ops.select_v2(below, grad, zeros), lo.shape),
+        unbroadcast(ops.select_v2(above, grad, zeros), hi.shape),
     ]
 
 
@@ -552,12 +584,12 @@ def _prod_grad(op: Any, grad: Any) -> list[Any]:
     g = _with_kept_dims(op, grad)
     is_zero = ops.equal(x, 0)
     zeros_in_slice = ops.sum(ops.cast(is_zero, DstT=x.dtype), axes, keep_dims=True)
-    safe_x = ops.select(is_zero, ops.ones_like(x), x)
+    safe_x = ops.select_v2(is_zero, ops.ones_like(x), x)
     others = ops.prod(safe_x, axes, keep_dims=True)  # product of the non-zero entries
     zero = ops.zeros_like(x)
-    at_nonzero = ops.select(ops.equal(zeros_in_slice, 0), ops.real_div(others, safe_x), zero)
-    at_zero = ops.select(ops.equal(zeros_in_slice, 1), others, zero)  # Select broadcasts
-    return [ops.mul(ops.select(is_zero, at_zero, at_nonzero), g), None]
+    at_nonzero = ops.select_v2(ops.equal(zeros_in_slice, 0), ops.real_div(others, safe_x), zero)
+    at_zero = ops.select_v2(ops.equal(zeros_in_slice, 1), others, zero)  # Select broadcasts
+    return [ops.mul(ops.select_v2(is_zero, at_zero, at_nonzero), g), None]
 
 
 # -- linear algebra
@@ -614,7 +646,7 @@ def _complex_abs_grad(op: Any, grad: Any) -> list[Any]:
     """|z|: grad * z / |z|, and 0 at z = 0 (TensorFlow's div_no_nan)."""
     ops = _ops()
     z, r = op.inputs[0], op.outputs[0]
-    safe_r = ops.select(ops.equal(r, 0), ops.ones_like(r), r)
+    safe_r = ops.select_v2(ops.equal(r, 0), ops.ones_like(r), r)
     scale = ops.real_div(grad, safe_r)
     return [ops.mul(ops.complex(scale, ops.zeros_like(scale), Tout=z.dtype), z)]
 
@@ -659,6 +691,7 @@ def register_gradients() -> None:
         "Neg": _neg_grad,
         "Sign": _sign_grad,
         "Select": _select_grad,
+        "SelectV2": _select_v2_grad,
         "ClipByValue": _clip_by_value_grad,
         "Cast": _cast_grad,
         "AddN": _add_n_grad,
@@ -684,6 +717,30 @@ def register_gradients() -> None:
 
 
 __all__ = ["register_ops", "register_gradients", "reduction_axes"]
+
+
+def select_condition_shape(cond: tuple[int, ...], t: tuple[int, ...], e: tuple[int, ...]) -> tuple[int, ...]:
+    """Select (v1): the shape to view ``condition`` as so that it broadcasts against t
+    the way TensorFlow's Select reads it (a vector picks rows), checked as TensorFlow
+    does (select_op.cc); shared by every backend's kernel."""
+    def bad(message: str) -> InvalidArgumentError:
+        return InvalidArgumentError(f"op 'Select': {message}", op="Select")
+
+    if tuple(t) != tuple(e):
+        raise bad(f"'t' and 'e' must have the same shape, got {list(t)} and {list(e)} (SelectV2 broadcasts)")
+    if len(cond) == 0:
+        return ()
+    if len(cond) == 1 and len(t) != 1:
+        if len(t) == 0:
+            raise bad(f"a vector 'condition' of shape {list(cond)} needs 't' of rank 1 or more, got a scalar")
+        if t[0] != cond[0]:
+            raise bad(f"a vector 'condition' picks rows: its size {cond[0]} must equal the first dimension "
+                      f"of 't' {list(t)}")
+        return (cond[0],) + (1,) * (len(t) - 1)
+    if tuple(cond) != tuple(t):
+        raise bad(f"'condition' must be a scalar, a vector of t's first dimension or have the shape of 't' "
+                  f"{list(t)}, got {list(cond)} (SelectV2 broadcasts)")
+    return tuple(cond)
 
 
 def arg_axis(op: str, shape: tuple[int, ...], dimension: Any) -> int:

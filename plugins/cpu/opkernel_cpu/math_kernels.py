@@ -10,7 +10,7 @@ import numpy as np
 
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
-from opkernel.ops.math_ops import arg_axis
+from opkernel.ops.math_ops import arg_axis, select_condition_shape
 
 from . import sharding
 from .xp import xp_of
@@ -216,11 +216,16 @@ def _equality(op: str, fn: Kernel, mismatch: bool) -> Kernel:
 
 
 def select(condition: np.ndarray, t: np.ndarray, e: np.ndarray, **attrs: Any) -> np.ndarray:
+    shape = select_condition_shape(condition.shape, t.shape, e.shape)
+    return xp_of(condition, t, e).where(condition.reshape(shape), t, e)  # type: ignore[no-any-return]
+
+
+def select_v2(condition: np.ndarray, t: np.ndarray, e: np.ndarray, **attrs: Any) -> np.ndarray:
     try:
         return xp_of(condition, t, e).where(condition, t, e)  # type: ignore[no-any-return]
     except ValueError as err:
         raise _fail(
-            "Select",
+            "SelectV2",
             f"condition, t and e must be broadcastable, got shapes {list(condition.shape)}, "
             f"{list(t.shape)} and {list(e.shape)}",
         ) from err
@@ -482,6 +487,7 @@ def register_all() -> None:
         ("LogicalOr", _binary("LogicalOr", np.logical_or), None, ()),
         ("LogicalNot", _unary(np.logical_not), None, ()),
         ("Select", select, None, ()),
+        ("SelectV2", select_v2, None, ()),
         ("ClipByValue", clip_by_value, number, ()),
         ("Sum", sum_, number, axes),
         ("Mean", mean, number, axes),

@@ -131,6 +131,7 @@ def rows(xp: LazyModule, special: LazyModule) -> list[Row]:
         ("LogicalOr", binary("LogicalOr", xp.logical_or), None, ()),
         ("LogicalNot", cpu._unary(xp.logical_not), None, ()),
         ("Select", cpu.select, None, ()),
+        ("SelectV2", cpu.select_v2, None, ()),
         ("ClipByValue", cpu.clip_by_value, number, ()),
         ("Sum", cpu.sum_, number, axes),
         ("Mean", cpu.mean, number, axes),

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 import opkernel as ok
+from opkernel.ops.math_ops import select_condition_shape
 
 from .backend import OpenCLBackend, ctype
 from .common import (
@@ -76,7 +77,7 @@ def render(spec: Ew, dtype: str) -> str:
     T = ctype(ok.as_dtype(dtype))
     R = ctype(ok.as_dtype(spec.out)) if spec.out else T
     expr = spec.expr(dtype)
-    if spec.op == "Select":  # the condition is bool; t and e have type T
+    if spec.op in ("Select", "SelectV2"):  # the condition is bool; t and e have type T
         types = ["uchar", T, T]
     else:
         types = [T] * spec.arity
@@ -233,12 +234,25 @@ def check_clip(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str
             )
 
 
-def check_select(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> None:
+SELECT = Ew("Select", 3, {"*": "a ? b : c"}, ALL)
+
+
+def check_select(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    """Select (v1): a vector condition picks rows, so it is viewed as [n, 1, ...] first."""
+    cond, t, e = xs
+    shape = select_condition_shape(tuple(cond.shape), tuple(t.shape), tuple(e.shape))
+    if shape == tuple(cond.shape):
+        return None
+    rows = (be.view(cond, shape), t, e)
+    return run_half(be, SELECT, rows) if dtype == "float16" else run(be, SELECT, dtype, rows)
+
+
+def check_select_v2(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> None:
     try:
         np.broadcast_shapes(*[x.shape for x in xs])
     except ValueError:
         raise fail(
-            "Select",
+            "SelectV2",
             f"condition, t and e must be broadcastable, got shapes {list(xs[0].shape)}, "
             f"{list(xs[1].shape)} and {list(xs[2].shape)}",
         ) from None
@@ -516,7 +530,8 @@ def _table() -> list[tuple[Ew, Any]]:
         (Ew("LogicalAnd", 2, {"*": "a && b"}, ("bool",), type_attr=None, fixed_input="bool"), E),
         (Ew("LogicalOr", 2, {"*": "a || b"}, ("bool",), type_attr=None, fixed_input="bool"), E),
         (Ew("LogicalNot", 1, {"*": "!a"}, ("bool",), type_attr=None, fixed_input="bool"), E),
-        (Ew("Select", 3, {"*": "a ? b : c"}, ALL), check_select),
+        (SELECT, check_select),
+        (Ew("SelectV2", 3, {"*": "a ? b : c"}, ALL), check_select_v2),
         (Ew("ClipByValue", 3, {"f": "fmin(fmax(a, b), c)", "i": "min(max(a, b), c)"}, REALS), check_clip),
         (Ew("AddN", 2, {"*": "a + b"}, arith), add_n_kernel),
         (Ew("BiasAdd", 2, {"*": "a + b"}, arith), bias_add_kernel),
