@@ -89,3 +89,29 @@ def test_select_shape_function_matches_tensorflow() -> None:
     assert ok.infer_shapes("Select", [(4,), (4, 3), (4, 3)])[0].as_list() == [4, 3]
     assert ok.infer_shapes("Select", [(), (4, 3), (4, 3)])[0].as_list() == [4, 3]
     assert ok.infer_shapes("SelectV2", [(3,), (4, 3), ()])[0].as_list() == [4, 3]
+
+
+# ---------------------------------------------------------------- Range of floats
+
+# tensorflow/core/kernels/sequence_ops.cc: size = ceil(|(limit - start) / delta|) computed
+# in Tidx, values start + T(i) * delta in Tidx.  In float32, 0.3f / 0.1f rounds to 3.
+def test_float32_range_size_is_computed_in_float32(backend: str) -> None:
+    f = np.float32
+    out = ok.ops.range(f(0.0), f(0.3), f(0.1))
+    assert out.dtype == ok.float32
+    np.testing.assert_array_equal(out.numpy(), np.array([0.0, 0.1, 0.2], np.float32))
+    assert ok.ops.range(f(1.0), f(0.0), f(-0.1)).numpy().shape == (10,)
+    # float64 keeps float64's answer: 0.3 / 0.1 = 2.9999999999999996.
+    assert ok.ops.range(np.float64(0.0), np.float64(0.3), np.float64(0.1)).numpy().shape == (3,)
+
+
+def test_range_shape_function_uses_the_inputs_dtype() -> None:
+    f = np.float32
+    (shape,) = ok.infer_shapes("Range", [(), (), ()], {"Tidx": ok.float32}, [f(0.0), f(0.3), f(0.1)])
+    assert shape.as_list() == [3]
+
+
+@pytest.mark.parametrize("start,limit", [(np.nan, 1.0), (0.0, np.inf)])
+def test_range_with_a_non_finite_size_is_an_error(backend: str, start: float, limit: float) -> None:
+    with pytest.raises(ok.errors.InvalidArgumentError, match="'Range'.*must be finite"):
+        ok.ops.range(np.float32(start), np.float32(limit), np.float32(1.0))

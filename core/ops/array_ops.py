@@ -562,7 +562,13 @@ def range_size(start: float, limit: float, delta: float, error: Callable[[str], 
         raise error(f"start must be >= limit when delta < 0, got start={start}, limit={limit}")
     if isinstance(start, (int, np.integer)) and isinstance(limit, (int, np.integer)) and isinstance(delta, (int, np.integer)):
         return (abs(int(limit) - int(start)) + abs(int(delta)) - 1) // abs(int(delta))
-    return int(np.ceil(abs((limit - start) / delta)))
+    # In the inputs' own dtype, as TensorFlow does (sequence_ops.cc): given float32
+    # scalars, range(0.0, 0.3, 0.1) has 3 elements; the same arithmetic in float64 gives 4.
+    with np.errstate(all="ignore"):
+        size = np.ceil(abs((limit - start) / delta))
+    if not np.isfinite(size):
+        raise error(f"the size (limit - start) / delta must be finite, got start={start}, limit={limit}, delta={delta}")
+    return int(size)
 
 
 def _range_shape(c: InferenceContext) -> None:
@@ -573,7 +579,7 @@ def _range_shape(c: InferenceContext) -> None:
         if t is None:
             c.set_output(0, c.vector(None))
             return
-        values.append(np.asarray(t).reshape(()).item())
+        values.append(np.asarray(t).reshape(())[()])  # a numpy scalar: its dtype sets the size's arithmetic
     c.set_output(0, c.vector(range_size(values[0], values[1], values[2], c.error)))
 
 

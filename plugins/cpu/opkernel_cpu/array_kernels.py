@@ -324,11 +324,12 @@ def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, Tidx: ok.DTy
     for name, v in (("start", start), ("limit", limit), ("delta", delta)):
         if np.ndim(v) != 0:
             raise _error("Range")(f"'{name}' must be a scalar, got shape {list(np.shape(v))}")
-    s, l, d = (np.asarray(v).item() for v in (start, limit, delta))
+    # numpy scalars of Tidx: the size and the values are computed in Tidx, as TensorFlow does.
+    s, l, d = (np.asarray(v, dtype=Tidx.np).reshape(())[()] for v in (start, limit, delta))
     n = range_size(s, l, d, _error("Range"))
     if Tidx.is_integer:
         return (int(s) + np.arange(n, dtype=np.int64) * int(d)).astype(Tidx.np)
-    return (s + np.arange(n, dtype=np.float64) * d).astype(Tidx.np)  # type: ignore[no-any-return]
+    return (s + np.arange(n).astype(Tidx.np) * d).astype(Tidx.np)  # type: ignore[no-any-return]
 
 
 def where(input: np.ndarray, **attrs: Any) -> np.ndarray:

@@ -501,14 +501,19 @@ def one_hot(indices: Any, depth: np.ndarray, on_value: Any, off_value: Any, axis
 def _range_source(dtype: str) -> str:
     T = ctype(ok.as_dtype(dtype))
     W = "double" if dtype == "float64" else ("float" if dtype == "float32" else "long")
-    return f"__kernel void range(__global {T}* out, {W} start, {W} delta) {{ int i = get_global_id(0); out[i] = ({T})(start + i * delta); }}\n"
+    # start + i * delta rounded twice, as TensorFlow's CPU kernel and numpy compute it: not one fused multiply-add.
+    return (
+        "#pragma OPENCL FP_CONTRACT OFF\n"
+        f"__kernel void range(__global {T}* out, {W} start, {W} delta) {{ int i = get_global_id(0); out[i] = ({T})(start + i * delta); }}\n"
+    )
 
 
 def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, Tidx: ok.DType, **attrs: Any) -> Any:
     for name, v in (("start", start), ("limit", limit), ("delta", delta)):
         if np.ndim(v) != 0:
             raise fail("Range", f"'{name}' must be a scalar, got shape {list(np.shape(v))}")
-    s, lim, d = (np.asarray(v).item() for v in (start, limit, delta))
+    # numpy scalars of Tidx: the size is computed in Tidx, as TensorFlow does.
+    s, lim, d = (np.asarray(v, dtype=Tidx.np).reshape(())[()] for v in (start, limit, delta))
     n = range_size(s, lim, d, lambda m: fail("Range", m))
     be = BE()
     out = be.new_array((n,), Tidx.np)
