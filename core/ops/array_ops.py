@@ -552,8 +552,9 @@ def _fill_shape(c: InferenceContext) -> None:
     c.set_output(0, c.make_shape_from_shape_tensor(0))
 
 
-def range_size(start: float, limit: float, delta: float, error: Callable[[str], Exception]) -> int:
-    """The length of Range(start, limit, delta), TensorFlow's rules."""
+def range_size(start: Any, limit: Any, delta: Any, error: Callable[[str], Exception]) -> int:
+    """The length of Range(start, limit, delta), TensorFlow's rules.  The bounds are
+    Python or numpy scalars: numpy ones set the dtype of the arithmetic."""
     if delta == 0:
         raise error("delta must not be 0")
     if delta > 0 and start > limit:
