@@ -335,16 +335,36 @@ typedef struct {
     npy_intp n, h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
 } Geometry;
 
+/* The taps [*lo, *hi) of a window starting at ``start`` (k taps, d apart) that lie in
+ * [0, size): the loops below visit only those, so the work per window is bounded by
+ * the input's extent however large the window (a 2**31-tap window of padding around a
+ * 1x1 input is one tap). */
+static inline void real_taps(npy_intp start, npy_intp k, npy_intp d, npy_intp size, npy_intp *lo, npy_intp *hi) {
+    if (d == 1) { /* pooling: no divisions */
+        *lo = start >= 0 ? 0 : -start;
+        *hi = size - start;
+    } else {
+        *lo = start >= 0 ? 0 : (-start + d - 1) / d;
+        *hi = size - start <= 0 ? 0 : (size - start + d - 1) / d;
+    }
+    if (*hi > k) *hi = k;
+    if (*lo > *hi) *lo = *hi;
+}
+
+/* The most real taps any window can have: at most min(k, size) per dimension. */
+static npy_intp max_real_taps(const Geometry *g) {
+    return (g->kh < g->h ? g->kh : g->h) * (g->kw < g->w ? g->kw : g->w);
+}
+
 /* The offsets in x of window (b, oy, ox)'s real taps, row-major; returns how many. */
 static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy, npy_intp ox, npy_intp *offs) {
-    npy_intp taps = 0;
-    for (npy_intp i = 0; i < g->kh; i++) {
-        npy_intp r = oy * g->sh + i * g->dh - g->pt;
-        if (r < 0 || r >= g->h) continue;
-        for (npy_intp j = 0; j < g->kw; j++) {
-            npy_intp q = ox * g->sw + j * g->dw - g->pl;
-            if (q >= 0 && q < g->w) offs[taps++] = ((b * g->h + r) * g->w + q) * g->c;
-        }
+    npy_intp taps = 0, i0, i1, j0, j1;
+    npy_intp r0 = oy * g->sh - g->pt, q0 = ox * g->sw - g->pl;
+    real_taps(r0, g->kh, g->dh, g->h, &i0, &i1);
+    real_taps(q0, g->kw, g->dw, g->w, &j0, &j1);
+    for (npy_intp i = i0; i < i1; i++) {
+        npy_intp row = (b * g->h + r0 + i * g->dh) * g->w;
+        for (npy_intp j = j0; j < j1; j++) offs[taps++] = (row + q0 + j * g->dw) * g->c;
     }
     return taps;
 }
@@ -563,7 +583,7 @@ static int pool_arguments(const char *fn, PyArrayObject **arrays, int count, con
     const npy_intp *xs = PyArray_DIMS(arrays[0]), *ys = PyArray_DIMS(arrays[1]);
     *g = (Geometry){xs[0], xs[1], xs[2], xs[3], ys[1], ys[2], window[0], window[1], window[2], window[3],
                     window[4], window[5], window[6], window[7]};
-    int ok = ys[0] == xs[0] && ys[3] == xs[3] && window_in_range(window, 8) && g->kh * g->kw <= INT32_MAX &&
+    int ok = ys[0] == xs[0] && ys[3] == xs[3] && window_in_range(window, 8) && max_real_taps(g) <= INT32_MAX &&
              g->oh <= INT32_MAX && g->ow <= INT32_MAX;
     for (int i = 0; i < 6; i++) ok &= window[i] > 0;
     if (!ok) {
@@ -595,7 +615,7 @@ static PyObject *max_pool(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "max_pool(): y must be writeable");
         return NULL;
     }
-    npy_intp *offs = PyMem_RawMalloc((size_t)(g.kh * g.kw) * sizeof(npy_intp));
+    npy_intp *offs = PyMem_RawMalloc((size_t)(max_real_taps(&g) + 1) * sizeof(npy_intp));
     if (offs == NULL) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
     if (t == NPY_FLOAT32)
@@ -633,7 +653,7 @@ static PyObject *max_pool_with_argmax(PyObject *self, PyObject *args) {
                                           "C-contiguous int64 array of y's shape");
         return NULL;
     }
-    npy_intp *offs = PyMem_RawMalloc((size_t)(g.kh * g.kw) * sizeof(npy_intp));
+    npy_intp *offs = PyMem_RawMalloc((size_t)(max_real_taps(&g) + 1) * sizeof(npy_intp));
     if (offs == NULL) return PyErr_NoMemory();
     npy_intp empty;
     Py_BEGIN_ALLOW_THREADS
@@ -676,7 +696,7 @@ static PyObject *max_pool_grad(PyObject *self, PyObject *args) {
                                           "the windows must tile x");
         return NULL;
     }
-    npy_intp *offs = PyMem_RawMalloc((size_t)(g.kh * g.kw) * sizeof(npy_intp));
+    npy_intp *offs = PyMem_RawMalloc((size_t)(max_real_taps(&g) + 1) * sizeof(npy_intp));
     if (offs == NULL) return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
     if (t == NPY_FLOAT32)
@@ -959,12 +979,12 @@ static PyObject *relu_grad(PyObject *self, PyObject *args) {
  * library's (numpy's own SIMD loops may round the last bit differently). */
 
 #define XENT_KERNEL(S, T, EXP, LOG)                                                                      \
-    static void S##_sparse_xent(const T *x, const void *labels, int wide, T *loss, T *grad, npy_intp batch, \
+    static void S##_sparse_xent(const T *x, const npy_intp *labels, T *loss, T *grad, npy_intp batch,   \
                                 npy_intp classes) {                                                     \
         for (npy_intp b = 0; b < batch; b++) {                                                          \
             const T *row = x + b * classes;                                                             \
             T *g = grad + b * classes;                                                                  \
-            npy_intp label = wide ? (npy_intp)((const int64_t *)labels)[b] : (npy_intp)((const int32_t *)labels)[b]; \
+            npy_intp label = labels[b];                                                                 \
             T top = row[0];                                                                             \
             for (npy_intp k = 1; k < classes; k++) top = (row[k] > top || row[k] != row[k]) ? row[k] : top; \
             T total = 0;                                                                                \
@@ -978,12 +998,32 @@ static PyObject *relu_grad(PyObject *self, PyObject *args) {
 XENT_KERNEL(f32, float, expf, logf)
 XENT_KERNEL(f64, double, exp, log)
 
+/* Copy the labels into ``to``, each read once, and check the copy: the caller's array
+ * may be changed by another thread while the GIL is released, so only the checked copy
+ * is ever used as an index.  Returns the first row whose label lies outside
+ * [0, classes), with its label in ``*bad``, or -1. */
+static npy_intp checked_labels(const void *labels, int wide, npy_intp batch, npy_intp classes, npy_intp *to,
+                               npy_intp *bad) {
+    for (npy_intp b = 0; b < batch; b++) {
+        /* volatile: one load per label, which the compiler may not repeat after the check */
+        npy_intp label = wide ? (npy_intp)((const volatile int64_t *)labels)[b] : (npy_intp)((const volatile int32_t *)labels)[b];
+        if (label < 0 || label >= classes) {
+            *bad = label;
+            return b;
+        }
+        to[b] = label;
+    }
+    return -1;
+}
+
 PyDoc_STRVAR(sparse_xent_doc,
-"sparse_xent(features, labels, loss, grad) -> None\n\n"
-"For logits ``features`` (batch, classes) and int32 or int64 ``labels`` (batch,), each\n"
-"in [0, classes) (the caller checks), write each row's softmax cross-entropy into\n"
-"``loss`` (batch,) and softmax - one_hot into ``grad`` (batch, classes).\n"
-"float32 or float64, C-contiguous.");
+"sparse_xent(features, labels, loss, grad) -> tuple[int, int] | None\n\n"
+"For logits ``features`` (batch, classes) and int32 or int64 ``labels`` (batch,), write\n"
+"each row's softmax cross-entropy into ``loss`` (batch,) and softmax - one_hot into\n"
+"``grad`` (batch, classes); float32 or float64, C-contiguous.  Returns None, or\n"
+"(row, label) for the first label outside [0, classes): nothing is computed then.  The\n"
+"labels are copied and checked once, so a label changed meanwhile by another thread is\n"
+"either caught or never read.");
 
 static PyObject *sparse_xent(PyObject *self, PyObject *args) {
     PyArrayObject *x, *labels, *loss, *grad;
@@ -1010,14 +1050,20 @@ static PyObject *sparse_xent(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "sparse_xent(): labels and loss must be (batch,), grad features' shape, with classes");
         return NULL;
     }
+    npy_intp *copy = PyMem_RawMalloc((size_t)(batch + 1) * sizeof(npy_intp));
+    if (copy == NULL) return PyErr_NoMemory();
+    npy_intp bad_row, bad_label = 0;
     Py_BEGIN_ALLOW_THREADS
-    if (t == NPY_FLOAT32)
-        f32_sparse_xent((const float *)PyArray_DATA(x), PyArray_DATA(labels), PyArray_ITEMSIZE(labels) == 8,
-                        (float *)PyArray_DATA(loss), (float *)PyArray_DATA(grad), batch, classes);
-    else
-        f64_sparse_xent((const double *)PyArray_DATA(x), PyArray_DATA(labels), PyArray_ITEMSIZE(labels) == 8,
-                        (double *)PyArray_DATA(loss), (double *)PyArray_DATA(grad), batch, classes);
+    bad_row = checked_labels(PyArray_DATA(labels), PyArray_ITEMSIZE(labels) == 8, batch, classes, copy, &bad_label);
+    if (bad_row < 0 && t == NPY_FLOAT32)
+        f32_sparse_xent((const float *)PyArray_DATA(x), copy, (float *)PyArray_DATA(loss), (float *)PyArray_DATA(grad),
+                        batch, classes);
+    else if (bad_row < 0)
+        f64_sparse_xent((const double *)PyArray_DATA(x), copy, (double *)PyArray_DATA(loss),
+                        (double *)PyArray_DATA(grad), batch, classes);
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(copy);
+    if (bad_row >= 0) return Py_BuildValue("(nn)", bad_row, bad_label);
     Py_RETURN_NONE;
 }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 import opkernel as ok
@@ -180,6 +180,11 @@ def _row_starts(batch: int, classes: int) -> np.ndarray:
     return starts
 
 
+def _bad_label(op: str, value: int, classes: int, labels: Any) -> NoReturn:
+    shown = "" if labels is None else f"; label values: {labels.tolist() if labels.size <= 16 else '...'}"
+    raise _error(op, f"received a label value of {value} which is outside the valid range of [0, {classes}){shown}")
+
+
 def _sparse_xent(op: str, features: Any, labels: Any, T: ok.DType) -> tuple[Any, Any]:
     """Per-example loss and backprop (softmax - one_hot) of the sparse softmax
     cross-entropy, in the work type (float32 for the 16-bit floats)."""
@@ -194,19 +199,21 @@ def _sparse_xent(op: str, features: Any, labels: Any, T: ok.DType) -> tuple[Any,
     if labels.size:
         unsigned = labels.view(_UNSIGNED.get(labels.dtype) or labels.dtype.str.replace("i", "u"))
         if (np.maximum.reduce(unsigned) if host else unsigned.max()) >= classes:
-            bad = labels[(labels < 0) | (labels >= classes)]
-            raise _error(
-                op,
-                f"received a label value of {int(bad[0])} which is outside the valid range of [0, {classes}); "
-                f"label values: {labels.tolist() if labels.size <= 16 else '...'}",
-            )
+            # A copy: another thread may change the caller's labels while we look.
+            seen = labels.copy()
+            bad = seen[(seen < 0) | (seen >= classes)]
+            _bad_label(op, int(bad[0]) if bad.size else int(unsigned.max().astype(labels.dtype)), classes, seen)
     xp = np if host else xp_of(features, labels)
     x = features.astype(_work_type(T), copy=False)
     native = sharding.native_module()
     if native is not None and host and type(labels) is np.ndarray and x.dtype in _NATIVE_FLOATS \
             and labels.dtype in _UNSIGNED and batch and classes:  # one pass per row
         loss, backprop = np.empty(batch, x.dtype), np.empty((batch, classes), x.dtype)
-        native.sparse_xent(_aligned(x), _aligned(labels), loss, backprop)
+        # The native pass copies and checks the labels itself: they were checked above,
+        # but another thread may have changed them since.
+        caught = native.sparse_xent(_aligned(x), _aligned(labels), loss, backprop)
+        if caught is not None:
+            _bad_label(op, caught[1], classes, None)
         return loss, backprop
     top = np.maximum.reduce(x, axis=-1, keepdims=True) if host else x.max(axis=-1, keepdims=True)
     shifted = xp.subtract(x, top)
@@ -582,9 +589,40 @@ def _pool_geometry(op: str, x_shape: tuple[int, int, int, int], attrs: dict[str,
         kh, kw = spatial_attr(attrs["ksize"], data_format, "ksize")
     except ValueError as e:
         raise _error(op, f"{e}; pooling over the batch or depth dimension is not supported") from None
-    return _window(
+    win = _window(
         op, x_shape[1:3], (kh, kw), attrs["strides"], None, attrs["padding"], attrs.get("explicit_paddings", ()), data_format
     )
+    return _clamped(win, x_shape[1], x_shape[2])
+
+
+def _clamp(size: int, k: int, s: int, out: int, before: int) -> tuple[int, int, int]:
+    """(taps, padding before, padding after) of one dimension of a pooling window (no
+    dilation) without the taps that lie in the padding for every window."""
+    if out == 0:
+        return k, before, max(0, k - size - before)
+    # tap i is real for some window only if the last window's row i is past the top
+    # padding and the first window's is before the input's end
+    lo, hi = max(0, before - (out - 1) * s), min(k, before + size)
+    if hi <= lo:  # no tap is real for any window: keep one, padding in each
+        lo = min(lo, k - 1)
+        hi = lo + 1
+    before -= lo
+    return hi - lo, before, max(0, (out - 1) * s + hi - lo - before - size)
+
+
+@functools.lru_cache(maxsize=256)
+def _clamped(win: _Window, h: int, w: int) -> _Window:
+    """``win`` clamped to the input: the taps that are padding in every window dropped,
+    so a pool's work and its padded copy are bounded by the input's extent, whatever
+    ``ksize`` (a SAME window of 46341 x 46341 around a 1 x 1 input has one real tap).
+    Pooling ignores padding taps (MaxPool never picks one, AvgPool counts only real
+    taps), so the result is the same; for VALID padding nothing changes."""
+    (pt, _), (pl, _) = win.pads
+    kh, pt, pb = _clamp(h, win.kh, win.sh, win.oh, pt)
+    kw, pl, pr = _clamp(w, win.kw, win.sw, win.ow, pl)
+    if (kh, kw) == (win.kh, win.kw):
+        return win
+    return win._replace(kh=kh, kw=kw, pads=((pt, pb), (pl, pr)))
 
 
 def _lowest(dtype: np.dtype[Any]) -> Any:

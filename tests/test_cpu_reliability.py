@@ -1,0 +1,138 @@
+"""Issue 28 on the CPU backend: no crash from a racing caller, no hang from a huge pooling
+window, a thread setting that is checked where it is set.
+
+Whatever could crash or hang runs in a child process (tests/isolated.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from isolated import run_isolated
+from opkernel.errors import InvalidArgumentError
+
+pytest.importorskip("opkernel_cpu")
+from opkernel_cpu import sharding  # noqa: E402
+
+needs_native = pytest.mark.skipif(sharding.native_module() is None, reason="opkernel_cpu._native was not built")
+
+
+# ---------------------------------------------------------------- sparse cross-entropy labels
+
+
+@needs_native
+def test_native_xent_checks_labels_itself():
+    """The native pass never indexes with a label it has not checked (the Python check
+    before it can be outdated by another thread): it reports the first bad row."""
+    code = """
+import numpy as np
+from opkernel_cpu import sharding
+native = sharding.native_module()
+for dtype in (np.float32, np.float64):
+    for ltype in (np.int32, np.int64):
+        x = np.zeros((3, 4), dtype)
+        loss, grad = np.empty(3, dtype), np.empty((3, 4), dtype)
+        for labels, want in (([0, 3, 1], None), ([0, 1 << 30, 2], (1, 1 << 30)), ([2, 1, -1], (2, -1)),
+                             ([4, 0, 0], (0, 4))):
+            got = native.sparse_xent(x, np.array(labels, ltype), loss, grad)
+            assert got == want, (dtype, ltype, labels, got)
+print("ok")
+"""
+    done = run_isolated(code, backend="cpu", timeout=60, what="opkernel_cpu._native.sparse_xent with bad labels")
+    assert done.stdout.strip() == "ok"
+
+
+@needs_native
+def test_xent_labels_changed_by_another_thread_never_crash():
+    """A thread flips the last label between valid and far out of range while the op
+    runs (with the GIL released in its native pass): every call either answers or
+    raises InvalidArgumentError; the process never reads outside the logits."""
+    code = """
+import threading, time
+import numpy as np
+import opkernel as ok
+from opkernel.errors import InvalidArgumentError
+ok.set_backend("cpu")
+features = np.random.default_rng(0).standard_normal((2048, 512)).astype(np.float32)
+labels = np.zeros(2048, np.int64)
+stop = threading.Event()
+def flip():
+    while not stop.is_set():
+        labels[-1] = 1 << 40
+        labels[-1] = 0
+thread = threading.Thread(target=flip)
+thread.start()
+answered = rejected = 0
+end = time.monotonic() + 4
+try:
+    while time.monotonic() < end:
+        try:
+            loss, _ = ok.ops.sparse_softmax_cross_entropy_with_logits(features, labels)
+            answered += 1
+        except InvalidArgumentError as e:
+            assert "outside the valid range of [0, 512)" in str(e), e
+            rejected += 1
+finally:
+    stop.set()
+    thread.join()
+print(answered, rejected)
+"""
+    done = run_isolated(code, backend="cpu", timeout=120, what="sparse xent with racing labels")
+    answered, rejected = map(int, done.stdout.split())
+    assert answered + rejected > 0
+
+
+# ---------------------------------------------------------------- huge pooling windows
+
+# A window far larger than the input: its work must be bounded by the input, and the
+# answer is TensorFlow's (every window holds the one real value; AvgPool divides by the
+# count of real taps).
+_HUGE_WINDOWS = """
+import json, numpy as np
+import opkernel as ok
+from opkernel_cpu import sharding
+if {no_native}:
+    sharding._native = None
+x = np.full((1, 1, 1, 1), 3.5, np.float32)
+one = [1, 1, 1, 1]
+shape = np.array([1, 1, 1, 1], np.int32)
+dy = np.full((1, 1, 1, 1), 2.0, np.float32)
+out = {{}}
+for name, ksize in (("46341^2", [1, 46341, 46341, 1]), ("1e8", [1, 10**8, 1, 1]), ("2^31-1", [1, 1, 2**31 - 1, 1])):
+    for padding in ("SAME", "VALID"):
+        try:
+            y = ok.ops.max_pool(x, ksize=ksize, strides=one, padding=padding)
+        except ok.errors.InvalidArgumentError as e:  # VALID: a window larger than the input
+            out[name + padding] = type(e).__name__
+            continue
+        out[name + padding] = [
+            float(y.numpy().ravel()[0]),
+            float(ok.ops.avg_pool(x, ksize=ksize, strides=one, padding=padding).numpy().ravel()[0]),
+            float(ok.ops.max_pool_grad(x, y, dy, ksize=ksize, strides=one, padding=padding).numpy().ravel()[0]),
+            float(ok.ops.avg_pool_grad(shape, dy, ksize=ksize, strides=one, padding=padding).numpy().ravel()[0]),
+        ]
+print(json.dumps(out))
+"""
+
+
+def _check_huge_windows(out: dict[str, object]) -> None:
+    for name in ("46341^2", "1e8", "2^31-1"):
+        assert out[name + "SAME"] == [3.5, 3.5, 2.0, 2.0], name
+        assert out[name + "VALID"] == "InvalidArgumentError", name
+
+
+def test_huge_pool_window_answers_at_once(backend):
+    done = run_isolated(_HUGE_WINDOWS.format(no_native=False), backend=backend, timeout=90,
+                        what=f"pools with huge windows on {backend}")
+    _check_huge_windows(json.loads(done.stdout))
+
+
+def test_huge_pool_window_cpu_numpy_path():
+    """The CPU backend's numpy paths (no native module, or other dtypes) clamp the window too."""
+    done = run_isolated(_HUGE_WINDOWS.format(no_native=True), backend="cpu", timeout=90,
+                        what="cpu numpy pools with huge windows")
+    _check_huge_windows(json.loads(done.stdout))
