@@ -7,21 +7,32 @@ cache builds a program the first time one of its kernels is asked for, once per
 (source, options) on the backend's device, and ``build_all`` (``ok.warmup``)
 builds every family for every dtype the device supports.
 
-Builds go through pyopencl's on-disk binary cache.  Its location is
+Built programs are kept on disk as binaries by ``BinaryStore``, never through
+pyopencl's own cache (which unpickles its index files).  The directory is
 ``$OPKERNEL_OPENCL_CACHE_DIR`` (default ``$XDG_CACHE_HOME/opkernel/opencl``, i.e.
-``~/.cache/opkernel/opencl``); ``OPKERNEL_OPENCL_CACHE_DIR=off`` builds from
-source every time.  PoCL keeps its own cache of compiled kernels; when the
-variable is set and ``POCL_CACHE_DIR`` is not, PoCL's goes to ``<dir>/pocl``.
+``~/.cache/opkernel/opencl``; ``off`` builds from source every time), used only
+when private to this user (``opkernel.cachedirs``).  An entry is keyed by the
+device, driver, pyopencl and opkernel versions, options and source, and holds
+the SHA-256 of its binary: one that does not match is rebuilt from source,
+never loaded.  PoCL compiles the shared objects it runs into a cache of its
+own and loads whatever it finds there under the expected name; it gets a fresh
+private directory per process (``configure_environment``).
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
 import re
+import shutil
+import stat
+import tempfile
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from opkernel.cachedirs import private_dir, unsafe_reason
 from opkernel.errors import InternalError
 
 if TYPE_CHECKING:
@@ -40,16 +51,53 @@ def cache_dir() -> str | None:
     return None if value.strip().lower() in _OFF else os.path.abspath(os.path.expanduser(value))
 
 
+_pocl_dir: str | None = None
+_pocl_owned = False  # _pocl_dir is this process's own (made by _process_dir)
+_PREFIX = "opkernel-pocl-"
+
+
 def configure_environment() -> None:
-    """Point PoCL's kernel cache under ours (before the platform is first loaded)."""
-    value = os.environ.get(ENV_CACHE)
-    if value is None or "POCL_CACHE_DIR" in os.environ:
+    """Give PoCL a kernel cache that holds only what it compiled itself, before the
+    platform is first loaded.
+
+    PoCL dlopens the shared object it finds in ``POCL_CACHE_DIR`` under a program's
+    hash without checking it, so a truncated file there aborts the process and a
+    planted one runs its constructor.  It gets a fresh directory of this process
+    (mode 0700, removed at exit); programs come back across processes only through
+    ``BinaryStore``, verified.  A ``POCL_CACHE_DIR`` the user set is kept when private
+    to this user, and replaced with a warning when not.
+    """
+    global _pocl_dir, _pocl_owned
+    if _pocl_dir is not None:
         return
-    where = cache_dir()
-    if where is None:
-        os.environ.setdefault("POCL_KERNEL_CACHE", "0")
-    else:
-        os.environ["POCL_CACHE_DIR"] = os.path.join(where, "pocl")
+    # pyopencl's own cache (used on drivers that do not cache builds themselves) unpickles
+    # its index files; the backend bypasses it, and so does pyopencl's own kernels' builds
+    os.environ.setdefault("PYOPENCL_NO_CACHE", "1")
+    chosen = os.environ.get("POCL_CACHE_DIR")
+    # a directory of a parent process (inherited with its environment) is not the user's choice
+    inherited = chosen is not None and os.path.basename(chosen.rstrip(os.sep)).startswith(_PREFIX)
+    if chosen is not None and not inherited and private_dir(chosen, "opencl backend (POCL_CACHE_DIR, PoCL's kernel cache)") is not None:
+        _pocl_dir = chosen
+        return
+    _pocl_dir = os.environ["POCL_CACHE_DIR"] = _process_dir()
+    _pocl_owned = True
+
+
+def _process_dir() -> str:
+    base = tempfile.gettempdir()
+    where = tempfile.mkdtemp(prefix=_PREFIX, dir=base)
+    if unsafe_reason(where) is not None:  # a TMPDIR others can rename things in: use the home directory
+        shutil.rmtree(where, ignore_errors=True)
+        home = os.path.join(os.path.expanduser("~"), ".cache")
+        where = tempfile.mkdtemp(prefix=_PREFIX, dir=private_dir(home, "opencl backend (PoCL's kernel cache)") or base)
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:  # not in a forked child, whose parent still uses it
+            shutil.rmtree(where, ignore_errors=True)
+
+    atexit.register(remove)
+    return where
 
 
 @dataclass(frozen=True)
@@ -114,6 +162,286 @@ def _error_lines(source: str, log: str) -> str:
     return "\n".join(shown[:5])
 
 
+def _is_pocl(backend: OpenCLBackend) -> bool:
+    return bool(backend.device.platform.name.strip() == "Portable Computing Language")
+
+
+class BinaryStore:
+    """Compiled programs on disk, one verified entry per (device, driver, versions,
+    options, source).
+
+    An entry file is ``MAGIC``, the hex SHA-256 of its key, the hex SHA-256 of its
+    payload, then the payload: named blobs.  It is written whole to a temporary file
+    and renamed into place, so a reader sees an old entry or a new one, never half of
+    one; ``_get`` returns the blobs only when both digests match, and removes anything
+    else (a truncated or random file, another entry's file swapped in), so the
+    program is rebuilt from source.
+
+    What the blobs are depends on the driver.  Most drivers take back the binary of
+    ``CL_PROGRAM_BINARIES``: one blob, loaded with ``clCreateProgramWithBinary``.
+    PoCL's binary does not hold the shared objects it compiles per work-group size at
+    the first launch (most of the cost of a program on this device), and asking for
+    it compiles a generic one for every kernel; so for PoCL the blobs are the files
+    PoCL wrote into its cache directory (``configure_environment``: a fresh one per
+    process) for the program, written back there before the program is built again
+    from source, where PoCL finds them.  They are gathered at exit (``flush``).
+    """
+
+    MAGIC = b"opkernel-opencl-cache 1\n"
+    _HEAD = len(MAGIC) + 2 * 65
+    _MAX_BYTES = 1 << 30
+    _PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+
+    def __init__(self, where: str, backend: OpenCLBackend) -> None:
+        from opkernel import __version__ as core_version
+
+        from . import __version__ as plugin_version
+
+        self.where = where
+        self._be = backend
+        d, cl = backend.device, backend.cl
+        self.pocl = _is_pocl(backend)
+        self._identity = "\0".join([
+            "pocl-files" if self.pocl else "binary", core_version, plugin_version, cl.VERSION_TEXT,
+            d.platform.name, d.platform.version, d.vendor, d.name, d.version, d.driver_version,
+        ])
+        self._programs: dict[str, tuple[str, frozenset[tuple[str, int]]]] = {}  # key -> PoCL's program dir, its files when seeded
+        self._parents: dict[str, int] = {}  # PoCL's top-level directories -> st_mtime_ns when last listed
+        self._known: set[str] = set()  # PoCL's program directories seen so far
+        self.loaded = 0  # programs found in verified entries
+        self.rejected = 0  # entries that failed verification (removed, rebuilt)
+        if self.pocl:
+            atexit.register(self.flush)
+
+    @classmethod
+    def open(cls, backend: OpenCLBackend) -> BinaryStore | None:
+        where = cache_dir()
+        if where is None:
+            return None
+        if _is_pocl(backend) and not _pocl_owned:
+            return None  # PoCL caches in the POCL_CACHE_DIR the user chose (and configure_environment checked)
+        where = private_dir(where, f"opencl backend (${ENV_CACHE}, the compiled-program cache)")
+        return None if where is None else cls(where, backend)
+
+    # ------------------------------------------------------------ entries
+
+    def key(self, src: str, opts: str) -> str:
+        return hashlib.sha256("\0".join([self._identity, opts, src]).encode()).hexdigest()
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.where, key + ".clbin")
+
+    def _read(self, path: str) -> bytes | None:
+        try:
+            # O_NOFOLLOW and the regular-file check: a link to a FIFO or /dev/zero would hang
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size > self._MAX_BYTES:
+                return b""
+            return f.read(self._MAX_BYTES + 1)
+
+    def _get(self, key: str) -> dict[str, bytes] | None:
+        path = self._path(key)
+        data = self._read(path)
+        if data is None:
+            return None
+        head, payload = data[:self._HEAD], data[self._HEAD:]
+        want = self.MAGIC + key.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n"
+        blobs = self._unpack(payload) if head == want else None
+        if blobs is None:
+            self.rejected += 1
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        return blobs
+
+    def _put(self, key: str, blobs: dict[str, bytes]) -> None:
+        """Store an entry; a full disk or a vanished directory only costs the next build."""
+        payload = self._pack(blobs)
+        head = self.MAGIC + key.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n"
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".clbin", dir=self.where)
+            with os.fdopen(fd, "wb") as f:
+                f.write(head)
+                f.write(payload)
+            os.replace(tmp, self._path(key))
+            tmp = None
+        except OSError:
+            pass
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+
+    @staticmethod
+    def _pack(blobs: dict[str, bytes]) -> bytes:
+        out = [len(blobs).to_bytes(4, "little")]
+        for name, data in sorted(blobs.items()):
+            raw = name.encode()
+            out += [len(raw).to_bytes(4, "little"), raw, len(data).to_bytes(8, "little"), data]
+        return b"".join(out)
+
+    @classmethod
+    def _unpack(cls, payload: bytes) -> dict[str, bytes] | None:
+        view = memoryview(payload)
+        blobs: dict[str, bytes] = {}
+        if len(view) < 4:
+            return None
+        count, pos = int.from_bytes(view[:4], "little"), 4
+        for _ in range(count):
+            if pos + 4 > len(view):
+                return None
+            n = int.from_bytes(view[pos:pos + 4], "little")
+            pos += 4
+            if pos + n + 8 > len(view):
+                return None
+            name = bytes(view[pos:pos + n]).decode("utf-8", "replace")
+            pos += n
+            size = int.from_bytes(view[pos:pos + 8], "little")
+            pos += 8
+            if pos + size > len(view) or not cls._safe_name(name):
+                return None
+            blobs[name] = bytes(view[pos:pos + size])
+            pos += size
+        return blobs if pos == len(view) and blobs else None
+
+    @classmethod
+    def _safe_name(cls, name: str) -> bool:
+        parts = name.split("/")
+        return len(parts) <= 8 and all(cls._PART.fullmatch(p) for p in parts)
+
+    # ------------------------------------------------------------ programs
+
+    def load(self, src: str, opts: str) -> Any:
+        """The program built from a verified binary, or None: build it from source (for
+        PoCL, after its verified files were put back in PoCL's cache)."""
+        key = self.key(src, opts)
+        blobs = self._get(key)
+        if blobs is None:
+            return None
+        if self.pocl:
+            self._seed(key, blobs)
+            return None
+        cl = self._be.cl
+        binary = blobs.get("binary")
+        try:
+            if binary is None:
+                raise ValueError("no binary")
+            prg = cl.Program(self._be.context, [self._be.device], [binary]).build(options=opts)
+        except (cl.Error, ValueError):  # a binary this driver no longer accepts
+            self.rejected += 1
+            try:
+                os.unlink(self._path(key))
+            except OSError:
+                pass
+            return None
+        self.loaded += 1
+        return prg
+
+    def built(self, src: str, opts: str, prg: Any) -> None:
+        """Record a program just built from source."""
+        key = self.key(src, opts)
+        if self.pocl:
+            new = self._new_program_dirs()
+            if len(new) == 1:
+                self._programs[key] = (new[0], frozenset())
+            return
+        cl = self._be.cl
+        try:
+            binary = bytes(prg.get_info(cl.program_info.BINARIES)[0])
+        except cl.Error:
+            return
+        if binary:
+            self._put(key, {"binary": binary})
+
+    def _seed(self, key: str, blobs: dict[str, bytes]) -> None:
+        root = _pocl_dir
+        if root is None:
+            return
+        top = {name.split("/")[0] + "/" + name.split("/")[1] for name in blobs if name.count("/") >= 2}
+        if len(top) != 1:
+            return
+        program_dir = top.pop()
+        if os.path.isdir(os.path.join(root, program_dir)):
+            return
+        try:
+            for name, data in blobs.items():
+                path = os.path.join(root, *name.split("/"))
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+        except OSError:
+            shutil.rmtree(os.path.join(root, program_dir), ignore_errors=True)
+            return
+        self._known.add(program_dir)
+        self._programs[key] = (program_dir, frozenset((n, len(d)) for n, d in blobs.items()))
+        self.loaded += 1
+
+    def _new_program_dirs(self) -> list[str]:
+        """PoCL's program directories (``XX/YYYY...``) created since the last call."""
+        root = _pocl_dir
+        new: list[str] = []
+        if root is None:
+            return new
+        try:
+            tops = list(os.scandir(root))
+        except OSError:
+            return new
+        for top in tops:
+            if not top.is_dir(follow_symlinks=False):
+                continue
+            mtime = top.stat(follow_symlinks=False).st_mtime_ns
+            if self._parents.get(top.name) == mtime:
+                continue
+            self._parents[top.name] = mtime
+            try:
+                names = os.listdir(top.path)
+            except OSError:
+                continue
+            for name in names:
+                rel = top.name + "/" + name
+                if rel not in self._known:
+                    self._known.add(rel)
+                    new.append(rel)
+        return new
+
+    def flush(self) -> int:
+        """Store PoCL's files of every program whose files changed since it was seeded
+        (new work-group sizes compiled); returns how many entries were written."""
+        root = _pocl_dir
+        written = 0
+        if root is None:
+            return written
+        for key, (program_dir, seeded) in list(self._programs.items()):
+            blobs: dict[str, bytes] = {}
+            base = os.path.join(root, program_dir)
+            for dirpath, _dirs, files in os.walk(base):
+                for fname in files:
+                    path = os.path.join(dirpath, fname)
+                    name = os.path.relpath(path, root).replace(os.sep, "/")
+                    if fname == "last_accessed" or not self._safe_name(name) or os.path.islink(path):
+                        continue
+                    try:
+                        with open(path, "rb") as f:
+                            blobs[name] = f.read()
+                    except OSError:
+                        continue
+            state = frozenset((n, len(d)) for n, d in blobs.items())
+            if blobs and state != seeded and any(n.endswith("/program.bc") for n in blobs):
+                self._put(key, blobs)
+                self._programs[key] = (program_dir, state)
+                written += 1
+        return written
+
+
 class ProgramCache:
     """Built programs and kernels of one backend (one context, one device)."""
 
@@ -123,6 +451,7 @@ class ProgramCache:
         self._programs: dict[tuple[str, str], Any] = {}
         self._kernels: dict[tuple[str, str, str], Any] = {}
         self.builds = 0  # programs built (or fetched from disk) by this cache
+        self.store = BinaryStore.open(backend)
 
     def source(self, fam: Family, dtype: str) -> str:
         return PRELUDE + fam.render(dtype)
@@ -159,20 +488,20 @@ class ProgramCache:
 
     def _build(self, src: str, opts: str, what: str, op: str) -> Any:
         cl = self._be.cl
-        where = cache_dir()
-        try:
-            if where is None:
+        prg = None if self.store is None else self.store.load(src, opts)
+        if prg is None:
+            try:
+                # from source with pyopencl's cache bypassed: it would unpickle files from its directory
                 prg = cl.Program(cl._cl._Program(self._be.context, src)).build(options=opts)
-            else:
-                os.makedirs(where, exist_ok=True)
-                prg = cl.Program(self._be.context, src).build(options=opts, cache_dir=where)
-        except cl.Error as e:
-            log = str(e)
-            raise ProgramBuildError(
-                f"op {op!r}: the OpenCL program {what} failed to build on device {self._be.device_name!r} "
-                f"(options {opts!r}).\n{_error_lines(src, log)}\ncompiler log:\n{log}",
-                op=op, backend="opencl", source=src, log=log,
-            ) from e
+            except cl.Error as e:
+                log = str(e)
+                raise ProgramBuildError(
+                    f"op {op!r}: the OpenCL program {what} failed to build on device {self._be.device_name!r} "
+                    f"(options {opts!r}).\n{_error_lines(src, log)}\ncompiler log:\n{log}",
+                    op=op, backend="opencl", source=src, log=log,
+                ) from e
+            if self.store is not None:
+                self.store.built(src, opts, prg)
         self.builds += 1
         return prg
 
