@@ -115,3 +115,33 @@ def test_range_shape_function_uses_the_inputs_dtype() -> None:
 def test_range_with_a_non_finite_size_is_an_error(backend: str, start: float, limit: float) -> None:
     with pytest.raises(ok.errors.InvalidArgumentError, match="'Range'.*must be finite"):
         ok.ops.range(np.float32(start), np.float32(limit), np.float32(1.0))
+
+
+# ---------------------------------------------------------------- ArgMax / ArgMin and NaN
+
+# tensorflow/core/kernels/argmax_op.h calls Eigen's argmax/argmin, whose ArgMaxPairReducer
+# (TensorFunctors.h) starts from (0, lowest finite value) and moves only to a strictly
+# greater element: NaN is never picked, and nothing above lowest() leaves index 0.
+NAN, INF, FMAX = np.nan, np.inf, float(np.finfo(np.float32).max)
+ARG_CASES = [
+    # values, ArgMax, ArgMin
+    ([1.0, NAN, 3.0], 2, 0),
+    ([NAN, 2.0, 1.0], 1, 2),
+    ([NAN, NAN], 0, 0),
+    ([NAN, -INF], 0, 1),
+    ([INF, NAN, -INF], 0, 2),
+    ([-INF, -INF], 0, 0),
+    ([5.0, NAN, 5.0], 0, 0),
+    ([-INF, -FMAX], 0, 0),  # float32: -FMAX is lowest(), not greater than it
+]
+
+
+@pytest.mark.parametrize("values,amax,amin", ARG_CASES, ids=[str(i) for i in range(len(ARG_CASES))])
+def test_arg_max_and_min_treat_nan_as_tensorflow_does(backend: str, values: list[float], amax: int, amin: int) -> None:
+    x = np.array(values, np.float32)
+    assert int(ok.ops.arg_max(x, 0).numpy()) == amax
+    assert int(ok.ops.arg_min(x, 0).numpy()) == amin
+    rows = np.stack([x, x[::-1]])  # also along an inner axis, and along axis 0 of the transpose
+    assert ok.ops.arg_max(rows, 1).numpy().tolist()[0] == amax
+    assert ok.ops.arg_max(np.ascontiguousarray(rows.T), 0).numpy().tolist()[0] == amax
+    assert int(ok.ops.arg_max(x.astype(np.float64), 0).numpy()) == (1 if values == [-INF, -FMAX] else amax)

@@ -128,7 +128,8 @@ def rsqrt(x: np.ndarray, **attrs: Any) -> np.ndarray:
     xp = xp_of(x)
     with np.errstate(all="ignore"):
         root = xp.sqrt(x)
-        return xp.reciprocal(root, out=root)  # type: ignore[no-any-return]
+        # A 0-d input gives a numpy scalar, which cannot be written into.
+        return xp.reciprocal(root, out=root) if isinstance(root, xp.ndarray) else xp.reciprocal(root)  # type: ignore[no-any-return]
 
 
 def sigmoid(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
@@ -240,6 +241,8 @@ def clip_by_value(t: np.ndarray, clip_value_min: np.ndarray, clip_value_max: np.
             )
     xp = xp_of(t, clip_value_min, clip_value_max)
     out = xp.maximum(t, clip_value_min)
+    if not isinstance(out, xp.ndarray):  # all three 0-d: a numpy scalar, which cannot be written into
+        return xp.minimum(out, clip_value_max)  # type: ignore[no-any-return]
     return xp.minimum(out, clip_value_max, out=out)  # type: ignore[no-any-return]
 
 
@@ -324,9 +327,22 @@ def _bool_reduction(op: str, fn: Kernel) -> Kernel:
 
 
 def _arg(op: str, fn: Kernel) -> Kernel:
-    def kernel(input: np.ndarray, dimension: np.ndarray, output_type: ok.DType, **attrs: Any) -> np.ndarray:
+    """ArgMax/ArgMin as TensorFlow's CPU kernel (Eigen's ArgMaxPairReducer): a scan from
+    (index 0, lowest finite value) that moves only to a strictly greater element.  So
+    NaN is never picked (numpy picks the first NaN), a slice of NaN or of values no
+    greater than the lowest finite one gives 0, and ties give the first index."""
+    is_max = op == "ArgMax"
+
+    def kernel(input: np.ndarray, dimension: np.ndarray, output_type: ok.DType, T: ok.DType, **attrs: Any) -> np.ndarray:
         axis = arg_axis(op, input.shape, dimension)
-        return fn(input, axis=axis).astype(output_type.np, copy=False)  # type: ignore[no-any-return]
+        if not T.is_floating:
+            return fn(input, axis=axis).astype(output_type.np, copy=False)  # type: ignore[no-any-return]
+        xp = xp_of(input)
+        x = xp.where(xp.isnan(input), -xp.inf if is_max else xp.inf, input)
+        index = xp.expand_dims(fn(x, axis=axis), axis)
+        best = xp.take_along_axis(x, index, axis)
+        moved = best > T.min if is_max else best < T.max
+        return xp.where(moved, index, 0).squeeze(axis).astype(output_type.np, copy=False)  # type: ignore[no-any-return]
 
     return kernel
 

@@ -239,14 +239,21 @@ def _arg_source(op: str, key: str) -> str:
     dtype, index = key.split(":")
     T, I = ctype(ok.as_dtype(dtype)), ctype(ok.as_dtype(index))
     cmp = ">" if op == "ArgMax" else "<"
-    nan = "|| (OK_ISNAN(v) && !OK_ISNAN(best))" if dtype in FLOATS else ""
+    # TensorFlow's CPU kernel (Eigen's ArgMaxPairReducer): from (0, the lowest finite
+    # value) move only to a strictly greater element, so NaN is never picked.
+    if dtype in FLOATS:
+        start = ("-" if op == "ArgMax" else "") + ("DBL_MAX" if dtype == "float64" else "FLT_MAX")
+    elif dtype == "bool":
+        start = "0" if op == "ArgMax" else "1"
+    else:
+        start = _identity("Max" if op == "ArgMax" else "Min", dtype)  # the type's lowest (highest) value
     return f"""
 #define T {T}
 __kernel void arg(__global {I}* out, __global const T* x, int R, int I) {{
   int g = get_global_id(0); int o = g / I; int i = g % I;
   __global const T* p = x + (long)o * R * I + i;
-  T best = p[0]; int at = 0;
-  for (int r = 1; r < R; ++r) {{ T v = p[(long)r * I]; if (v {cmp} best {nan}) {{ best = v; at = r; }} }}
+  T best = {start}; int at = 0;
+  for (int r = 0; r < R; ++r) {{ T v = p[(long)r * I]; if (v {cmp} best) {{ best = v; at = r; }} }}
   out[g] = at;
 }}
 #undef T
