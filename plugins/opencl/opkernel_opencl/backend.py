@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import deque
 from typing import Any, ClassVar
 
 import numpy as np
 
 import opkernel as ok
-from opkernel.errors import InternalError, InvalidArgumentError, ResourceExhaustedError
+from opkernel.errors import BackendUnavailableError, InternalError, InvalidArgumentError, ResourceExhaustedError
 
 from .programs import ProgramCache, cache_dir, configure_environment
 
@@ -63,6 +64,8 @@ class DeviceOutOfMemory(MemoryError):
 
 def _find_device(cl: Any, spec: str) -> tuple[Any, str | None]:
     """(device, None), or (None, why not).  ``spec`` is ``platform:device`` or a name substring."""
+    if not _platform_pid:
+        _platform_pid.append(os.getpid())
     try:
         platforms = cl.get_platforms()
     except Exception as e:  # no ICD loader entry at all
@@ -97,6 +100,49 @@ def _find_device(cl: Any, spec: str) -> tuple[Any, str | None]:
     return found[0][3], None
 
 
+#: The methods through which work reaches the driver, disabled in a forked child (``_disown``).
+_DRIVER_METHODS = ("new_array", "from_numpy", "to_numpy", "copy", "synchronize", "launch", "launch1d", "warmup")
+
+#: Backends initialised in this process, so that a forked child can disable them.
+_instances: weakref.WeakSet[OpenCLBackend] = weakref.WeakSet()
+_fork_hook: list[bool] = []
+#: The process that loaded the OpenCL platform: the driver's threads live there alone.
+_platform_pid: list[int] = []
+
+
+def _forked_message(owner: int) -> str:
+    return (
+        f"backend 'opencl' cannot be used in this process (pid {os.getpid()}): the OpenCL platform was loaded "
+        f"in process {owner}, of which this one is a fork() copy, and an OpenCL driver's threads and queues do "
+        "not survive fork() (the first wait for the device would block forever). Start worker processes with the 'spawn' "
+        "or 'forkserver' start method (multiprocessing.set_start_method('spawn'), or "
+        "multiprocessing.get_context('spawn')), which load it afresh in each child; or use another backend "
+        "in the child (ok.set_backend('cpu'))."
+    )
+
+
+def _fork_reason() -> str | None:
+    """Why OpenCL is unusable here: this is a forked child of the process that loaded it."""
+    if _platform_pid and _platform_pid[0] != os.getpid():
+        return _forked_message(_platform_pid[0])
+    return None
+
+
+def _disown_after_fork() -> None:
+    for be in list(_instances):
+        be._disown()
+
+
+class _Forked:
+    """Stands in for a forked child's ``ProgramCache``: every use raises ``error``."""
+
+    def __init__(self, error: BackendUnavailableError) -> None:
+        self._error = error
+
+    def __getattr__(self, name: str) -> Any:
+        raise self._error
+
+
 class OpenCLBackend(ok.Backend):
     name = "opencl"
     priority = 10
@@ -106,6 +152,9 @@ class OpenCLBackend(ok.Backend):
 
     @classmethod
     def availability(cls) -> str | None:
+        forked = _fork_reason()
+        if forked is not None:
+            return forked
         spec = os.environ.get(ENV_DEVICE, "")
         if spec in cls._availability:
             return cls._availability[spec]
@@ -123,6 +172,9 @@ class OpenCLBackend(ok.Backend):
         return reason
 
     def __init__(self) -> None:
+        forked = _fork_reason()
+        if forked is not None:
+            raise RuntimeError(forked)
         configure_environment()
         import pyopencl as cl
         import pyopencl.array as cl_array
@@ -154,6 +206,24 @@ class OpenCLBackend(ok.Backend):
         self._tls = threading.local()
         self._geometry: dict[tuple[tuple[int, ...], np.dtype[Any]], tuple[int, tuple[int, ...]]] = {}
         self.syncs = 0  # blocking waits for the device (to_numpy, synchronize): tests watch this
+        _instances.add(self)
+        if not _fork_hook:
+            _fork_hook.append(True)
+            os.register_at_fork(after_in_child=_disown_after_fork)
+
+    def _disown(self) -> None:
+        """Make every use of this backend in a forked child raise.  The child has the
+        parent's context and queues but none of the driver's threads (PoCL's, a GPU
+        driver's): its first wait for the device would block forever.  Instance
+        attributes shadow the driver-facing methods, so the parent pays nothing."""
+        error = BackendUnavailableError(_forked_message(_platform_pid[0]), backend=self.name)
+
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise error
+
+        for name in _DRIVER_METHODS:
+            setattr(self, name, refuse)
+        self.programs = _Forked(error)  # type: ignore[assignment]
 
     # ------------------------------------------------------------ arrays
 
@@ -224,9 +294,17 @@ class OpenCLBackend(ok.Backend):
                 requested_bytes=e.requested, backend=self.name,
             ) from e
         if out.size:
-            # Non-blocking: a blocking write would wait for every kernel queued before it.
-            evt = self.cl.enqueue_copy(self.queue, out.base_data, host, is_blocking=False)
-            self._track_upload(evt)
+            if small or not np.may_share_memory(host, array):
+                # ``host`` is this call's own copy: the write may read it after we return.
+                self._track_upload(self.cl.enqueue_copy(self.queue, out.base_data, host, is_blocking=False))
+            else:
+                # ``host`` is the caller's buffer, which a data loader refills as soon as
+                # this returns: the write must be done by then.  Blocking waits for the
+                # kernels queued before it, but a host copy of a large array cost more
+                # (2-3.5x the upload on PoCL; benchmarks/opencl_upload.py).
+                self.cl.enqueue_copy(self.queue, out.base_data, host, is_blocking=True)
+                self.syncs += 1
+                self._pending.clear()  # an in-order queue: every earlier upload has finished
         if small:
             out._ok_host = host
         return out

