@@ -113,3 +113,12 @@ def test_a_forked_child_gets_an_error_naming_spawn_not_a_hang(be: Any, tmp_path:
 def test_a_spawned_child_uses_the_backend(be: Any, tmp_path: Any) -> None:
     setup = "ok.set_backend('opencl'); ok.ops.mul(np.ones(3, np.float32), np.float32(2)).numpy()"
     assert _in_child(tmp_path, setup, "spawn") == ("ran", [0.0, 3.0, 6.0, 9.0])
+
+
+# ---------------------------------------------------------------- strings
+
+
+@pytest.mark.parametrize("strings", [[b"\xff1"], np.array([b"12", b"\xc3("], object)], ids=["list", "object-array"])
+def test_string_to_number_of_bytes_that_are_not_utf8_names_the_op(backend: str, strings: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="StringToNumber"):
+        ok.ops.string_to_number(strings)

@@ -472,6 +472,13 @@ class OpenCLBackend(ok.Backend):
         cl = self.cl
         if isinstance(error, DeviceOutOfMemory):
             return self._oom(op, error.requested, error.cause)
+        if isinstance(error, UnicodeDecodeError):  # string tensors are parsed on the host (StringToNumber)
+            bad = error.object[error.start:error.end]
+            return InvalidArgumentError(
+                f"op {op!r}: a string is not valid {error.encoding} text: {bytes(bad)!r} at byte {error.start} "
+                f"of {bytes(error.object)[:64]!r} ({error.reason}); expected {error.encoding} text",
+                op=op, backend=self.name,
+            )
         if isinstance(error, cl.Error):
             code = getattr(error, "code", None)
             routine = getattr(error, "routine", "") or "?"
