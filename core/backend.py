@@ -28,12 +28,17 @@ class Backend:
       ``array_types``: the native array classes a tensor of this backend holds.
       ``host_memory_is_native``: True when native arrays are numpy arrays in host
       memory, so a kernel's ``host_memory`` arguments need no conversion.
+      ``override``: True when this class deliberately replaces another distribution's
+      backend of the same name (the name belongs to the plugin whose entry point has
+      that name); it is then warned about, listed by ``opkernel info`` and refused
+      under ``OPKERNEL_STRICT_PLUGINS=1``.
     """
 
     name: ClassVar[str] = ""
     priority: ClassVar[int] = 0
     array_types: ClassVar[tuple[type, ...]] = ()
     host_memory_is_native: ClassVar[bool] = False
+    override: ClassVar[bool] = False
 
     @classmethod
     def availability(cls) -> str | None:

@@ -1,8 +1,9 @@
 """The ``opkernel`` command (also ``python -m opkernel``).
 
-    opkernel info                         version, plugins, backends, plugin errors
+    opkernel info                         version, plugins, backends, overrides, plugin errors
     opkernel kernels [--op N] [--backend B]  op x backend x type constraints, gradients, providers
-    opkernel compat OLD.json NEW.json      is the new OpDef compatible? (exit status 1 when breaking)
+    opkernel compat OLD.json NEW.json      is the new OpDef compatible? (exit status 1 when breaking,
+                                          2 when a file is unreadable or not well-formed op definitions)
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ def cmd_info(args: argparse.Namespace) -> int:
         state = "available" + (" (active)" if name == active else "") if reason is None else f"unavailable: {reason}"
         rows.append([name, str(priority), state, details])
     _table("Backends", ["backend", "priority", "status", "details"], rows)
+    overrides = plugins.overrides()
+    if overrides:  # a plugin replacing another distribution's kernel or backend is never silent
+        _table(
+            "Overrides (override=True)",
+            ["replaced", "by", "instead of"],
+            [[o.what, str(o.provider), str(o.overridden)] for o in overrides],
+        )
     failures = plugins.plugin_errors()
     if failures:
         _table("Plugin errors", ["plugin", "error"], [[f.plugin, f"{type(f.error).__name__}: {f.error}"] for f in failures])
@@ -92,11 +100,11 @@ def cmd_compat(args: argparse.Namespace) -> int:
 
     try:
         reports = compat.compare(compat.load_ops(args.old), compat.load_ops(args.new))
-    except (OSError, ValueError, KeyError) as e:
-        print(f"opkernel compat: cannot read the OpDefs: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+    except (OSError, ValueError) as e:  # OpSpecError: not JSON, or not well-formed op definitions
+        print(f"opkernel compat: cannot read the OpDefs: {e}", file=sys.stderr)
+        return compat.EXIT_BAD_INPUT
     compat.print_reports(reports, quiet_unchanged=False)
-    return 0 if all(r.compatible for r in reports) else 1
+    return compat.EXIT_COMPATIBLE if all(r.compatible for r in reports) else compat.EXIT_BREAKING
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,6 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="compare two versions of op definitions with TensorFlow's compatibility rules; exit status 1 when a change breaks",
         description="Each file holds one OpDef (OpDef.to_dict() as JSON), a list of them, or a snapshot written by "
         "'python -m opkernel.compat --update-snapshot'.",
+        # The exit statuses, as in compat.EXIT_STATUS_HELP (not imported here: the CLI starts without compat).
+        epilog="exit status: 0 every change is compatible; 1 a change breaks existing callers; 2 a file cannot be "
+        "read, is not JSON or does not hold well-formed op definitions (or the command line is wrong)",
     )
     c.add_argument("old", help="the released definitions (JSON)")
     c.add_argument("new", help="the new definitions (JSON)")

@@ -24,7 +24,8 @@ op changes incompatibly.  After a compatible change, refresh it with::
 (``--plugin NAME`` for another plugin's ops; ``--check-snapshot FILE`` only
 compares).  ``opkernel compat OLD.json NEW.json`` compares two files (one
 OpDef, a list of them, or a snapshot) and exits with status 1 when a change
-breaks.
+breaks, 2 when a file cannot be read or does not hold well-formed op
+definitions (the message names the file, the op and each problem).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from . import op_registry, plugins
+from .errors import OpSpecError
 from .hookspecs import PLUGIN_API_VERSION
 from .op_registry import ArgDef, AttrDef, OpDef
 
@@ -53,6 +55,9 @@ __all__ = [
     "load_ops",
     "print_reports",
     "main",
+    "EXIT_COMPATIBLE",
+    "EXIT_BREAKING",
+    "EXIT_BAD_INPUT",
 ]
 
 
@@ -282,16 +287,168 @@ def snapshot(plugin: str = "builtin") -> dict[str, Any]:
     return {"plugin": plugin, "plugin_api": PLUGIN_API_VERSION, "ops": {n: interface(d) for n, d in ops.items()}}
 
 
+_OP_KEYS = frozenset({"name", "inputs", "outputs", "attrs", "doc", "is_stateful", "registered_at"})
+_ARG_KEYS = frozenset({"name", "dtype", "type_attr", "number_attr", "type_list_attr", "is_ref", "description"})
+_ATTR_KEYS = frozenset({"name", "type", "allowed_values", "minimum", "has_default", "default", "description"})
+_SNAPSHOT_KEYS = frozenset({"ops", "plugin", "plugin_api"})
+_SCALAR_ATTR_TYPES = ("string", "int", "float", "bool", "type", "shape", "tensor")
+_ATTR_TYPES = frozenset(_SCALAR_ATTR_TYPES) | {f"list({t})" for t in _SCALAR_ATTR_TYPES}
+
+
+def _is_name(value: Any) -> bool:
+    return isinstance(value, str) and value.isidentifier() and value.isascii()
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind, for messages: "an object", "an int", "null"."""
+    if value is None:
+        return "null"
+    name = {dict: "object", list: "array", str: "string", bool: "boolean"}.get(type(value), type(value).__name__)
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _arg_problems(kind: str, k: int, arg: Any, attr_types: Mapping[str, Any]) -> list[str]:
+    where = f"{kind} #{k}"
+    if not isinstance(arg, Mapping):
+        return [f"{where} must be an object, got {_kind(arg)}"]
+    name = arg.get("name")
+    where = f"{kind} {name!r}" if _is_name(name) else where
+    problems = [f"{where}: unknown key {key!r} (expected some of {', '.join(sorted(_ARG_KEYS))})" for key in arg if key not in _ARG_KEYS]
+    if not _is_name(name):
+        problems.append(f"{where}: 'name' must be an identifier, got {name!r}")
+    typed = [key for key in ("dtype", "type_attr", "type_list_attr") if arg.get(key) is not None]
+    if len(typed) != 1:
+        problems.append(f"{where}: exactly one of 'dtype', 'type_attr', 'type_list_attr' must be set, got {typed or 'none'}")
+    for key, wanted in (("type_attr", "type"), ("type_list_attr", "list(type)"), ("number_attr", "int")):
+        ref = arg.get(key)
+        if ref is not None and attr_types.get(ref) != wanted:
+            found = "no such attr" if ref not in attr_types else f"attr {ref!r} has type {attr_types[ref]!r}"
+            problems.append(f"{where}: {key!r} must name an attr of type {wanted!r}, got {ref!r} ({found})")
+    if arg.get("number_attr") is not None and arg.get("type_list_attr") is not None:
+        problems.append(f"{where}: a list argument has either 'number_attr' or 'type_list_attr', not both")
+    for key in ("dtype", "type_attr", "number_attr", "type_list_attr"):
+        if arg.get(key) is not None and not isinstance(arg[key], str):
+            problems.append(f"{where}: {key!r} must be a string or null, got {_kind(arg[key])}")
+    if not isinstance(arg.get("is_ref", False), bool):
+        problems.append(f"{where}: 'is_ref' must be a boolean, got {_kind(arg['is_ref'])}")
+    return problems
+
+
+def _attr_problems(k: int, attr: Any) -> list[str]:
+    if not isinstance(attr, Mapping):
+        return [f"attr #{k} must be an object, got {_kind(attr)}"]
+    name = attr.get("name")
+    where = f"attr {name!r}" if _is_name(name) else f"attr #{k}"
+    problems = [f"{where}: unknown key {key!r} (expected some of {', '.join(sorted(_ATTR_KEYS))})" for key in attr if key not in _ATTR_KEYS]
+    if not _is_name(name):
+        problems.append(f"{where}: 'name' must be an identifier, got {name!r}")
+    if attr.get("type") not in _ATTR_TYPES:
+        problems.append(f"{where}: 'type' must be one of {', '.join(sorted(_ATTR_TYPES))}, got {attr.get('type')!r}")
+    allowed = attr.get("allowed_values")
+    if allowed is not None and not isinstance(allowed, list):
+        problems.append(f"{where}: 'allowed_values' must be an array or null, got {_kind(allowed)}")
+    minimum = attr.get("minimum")
+    if minimum is not None and (not isinstance(minimum, int) or isinstance(minimum, bool)):
+        problems.append(f"{where}: 'minimum' must be an integer or null, got {_kind(minimum)}")
+    has_default = attr.get("has_default", False)
+    if not isinstance(has_default, bool):
+        problems.append(f"{where}: 'has_default' must be a boolean, got {_kind(has_default)}")
+    elif has_default and "default" not in attr:
+        problems.append(f"{where}: 'has_default' is true but there is no 'default'")
+    return problems
+
+
+def _op_problems(data: Any) -> list[str]:
+    """What makes ``data`` not an OpDef dict as ``OpDef.to_dict()`` (or a snapshot) writes it."""
+    if not isinstance(data, Mapping):
+        return [f"an op definition must be an object, got {_kind(data)}"]
+    problems = [f"unknown key {key!r} (expected some of {', '.join(sorted(_OP_KEYS))})" for key in data if key not in _OP_KEYS]
+    name = data.get("name")
+    if not isinstance(name, str) or not op_registry._OP_NAME_RE.fullmatch(name):
+        problems.append(f"'name' must be an op name (CamelCase, optionally after 'Namespace>'), got {name!r}")
+    lists = {}
+    for key in ("inputs", "outputs", "attrs"):
+        lists[key] = data.get(key, [])
+        if not isinstance(lists[key], list):
+            problems.append(f"{key!r} must be an array, got {_kind(lists[key])}")
+            lists[key] = []
+    for key, wanted in (("is_stateful", bool), ("doc", str), ("registered_at", str)):
+        if key in data and not isinstance(data[key], wanted):
+            problems.append(f"{key!r} must be {_kind(wanted())}, got {_kind(data[key])}")
+    for k, attr in enumerate(lists["attrs"]):
+        problems += _attr_problems(k, attr)
+    attr_types = {a["name"]: a.get("type") for a in lists["attrs"] if isinstance(a, Mapping) and _is_name(a.get("name"))}
+    for kind in ("input", "output"):
+        for k, arg in enumerate(lists[kind + "s"]):
+            problems += _arg_problems(kind, k, arg, attr_types)
+    seen: dict[str, str] = {}
+    for kind in ("input", "output", "attr"):
+        for item in lists[kind + "s"]:
+            item_name = item.get("name") if isinstance(item, Mapping) else None
+            if isinstance(item_name, str) and _is_name(item_name):
+                if item_name in seen:
+                    problems.append(f"the name {item_name!r} is given twice ({seen[item_name]} and {kind}); names must be unique")
+                seen.setdefault(item_name, kind)
+    return problems
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise OpSpecError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise OpSpecError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from e
+    except RecursionError as e:
+        raise OpSpecError(f"{path}: its JSON is nested too deeply to be op definitions") from e
+
+
 def load_ops(path: str | Path) -> dict[str, OpDef]:
-    """The OpDefs in a JSON file: a snapshot, a list of OpDef dicts, or one OpDef dict."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    """The OpDefs in a JSON file: a snapshot, a list of OpDef dicts, or one OpDef dict.
+
+    A file that is not UTF-8 JSON, or that holds anything but well-formed op
+    definitions (unknown keys, arguments typed by missing attrs, duplicate names
+    or ops) raises OpSpecError naming the file, the op and every problem;
+    OSError when it cannot be read."""
+    path = Path(path)
+    data = _read_json(path)
+    entries: list[tuple[str, Any]]
     if isinstance(data, Mapping) and "ops" in data:
-        items = list(data["ops"].values()) if isinstance(data["ops"], Mapping) else list(data["ops"])
+        extra = sorted(str(k) for k in data if k not in _SNAPSHOT_KEYS)
+        if extra:
+            raise OpSpecError(f"{path}: a snapshot has the keys {sorted(_SNAPSHOT_KEYS)}, not {extra}")
+        ops = data["ops"]
+        if isinstance(ops, Mapping):
+            entries = [(f"ops[{k!r}]", v) for k, v in ops.items()]
+            for key, value in ops.items():
+                if isinstance(value, Mapping) and value.get("name") != key:
+                    raise OpSpecError(f"{path}: ops[{key!r}] holds the op {value.get('name')!r}; the key must be its name")
+        elif isinstance(ops, list):
+            entries = [(f"ops[{k}]", v) for k, v in enumerate(ops)]
+        else:
+            raise OpSpecError(f"{path}: 'ops' must be an object or an array of op definitions, got {_kind(ops)}")
     elif isinstance(data, list):
-        items = data
+        entries = [(f"entry {k}", v) for k, v in enumerate(data)]
+    elif isinstance(data, Mapping):
+        entries = [("the op", data)]
     else:
-        items = [data]
-    return {d["name"]: OpDef.from_dict(d) for d in items}
+        raise OpSpecError(f"{path}: expected an op definition, an array of them or a snapshot, got {_kind(data)}")
+    result: dict[str, OpDef] = {}
+    for where, item in entries:
+        label = f"{where} ({item['name']!r})" if isinstance(item, Mapping) and isinstance(item.get("name"), str) else where
+        problems = _op_problems(item)
+        if problems:
+            raise OpSpecError(f"{path}: {label} is malformed: " + "; ".join(problems))
+        try:
+            op = OpDef.from_dict(item)
+        except OpSpecError as e:
+            raise OpSpecError(f"{path}: {label} is malformed: {e.__cause__ or e}") from e
+        if op.name in result:
+            raise OpSpecError(f"{path}: op {op.name!r} is defined twice")
+        result[op.name] = op
+    return result
 
 
 def check_snapshot(path: str | Path, plugin: str = "builtin") -> list[CompatReport]:
@@ -322,32 +479,50 @@ def print_reports(reports: Sequence[CompatReport], quiet_unchanged: bool = True)
     print(f"{len(reports)} ops compared: {changed} changed, {broken} breaking")
 
 
+#: Exit statuses of ``opkernel compat`` and ``python -m opkernel.compat`` (as diff's:
+#: 0 same, 1 different, 2 trouble).
+EXIT_COMPATIBLE, EXIT_BREAKING, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_STATUS_HELP = (
+    "exit status: 0 every change is compatible; 1 a change breaks existing callers; "
+    "2 a file cannot be read, is not JSON or does not hold well-formed op definitions "
+    "(or the command line is wrong)"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m opkernel.compat``: compare files, or check / refresh a plugin's snapshot."""
-    parser = argparse.ArgumentParser(prog="python -m opkernel.compat", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m opkernel.compat", description=__doc__.splitlines()[0], epilog=EXIT_STATUS_HELP
+    )
     parser.add_argument("files", nargs="*", metavar="OLD.json NEW.json", help="compare two files of OpDefs")
     parser.add_argument("--update-snapshot", metavar="FILE", help="record the plugin's ops in FILE (compatible changes only)")
     parser.add_argument("--check-snapshot", metavar="FILE", help="compare the plugin's ops with FILE")
     parser.add_argument("--plugin", default="builtin", help="whose ops (default: builtin, the core's)")
     parser.add_argument("--force", action="store_true", help="with --update-snapshot: record breaking changes too")
     args = parser.parse_args(argv)
-    if args.update_snapshot:
-        try:
-            reports = update_snapshot(args.update_snapshot, args.plugin, force=args.force)
-        except ValueError as e:
-            print(e, file=sys.stderr)
-            return 1
-        print_reports(reports)
-        print(f"wrote {args.update_snapshot}")
-        return 0
-    if args.check_snapshot:
-        reports = check_snapshot(args.check_snapshot, args.plugin)
-    elif len(args.files) == 2:
-        reports = compare(load_ops(args.files[0]), load_ops(args.files[1]))
-    else:
+    if not (args.update_snapshot or args.check_snapshot or len(args.files) == 2):
         parser.error("give OLD.json NEW.json, --check-snapshot FILE or --update-snapshot FILE")
+    try:
+        if args.update_snapshot:
+            try:
+                reports = update_snapshot(args.update_snapshot, args.plugin, force=args.force)
+            except OpSpecError:
+                raise
+            except ValueError as e:  # a breaking change it refused to record
+                print(e, file=sys.stderr)
+                return EXIT_BREAKING
+            print_reports(reports)
+            print(f"wrote {args.update_snapshot}")
+            return EXIT_COMPATIBLE
+        if args.check_snapshot:
+            reports = check_snapshot(args.check_snapshot, args.plugin)
+        else:
+            reports = compare(load_ops(args.files[0]), load_ops(args.files[1]))
+    except (OSError, OpSpecError, LookupError) as e:
+        print(f"{parser.prog}: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print_reports(reports)
-    return 0 if all(r.compatible for r in reports) else 1
+    return EXIT_COMPATIBLE if all(r.compatible for r in reports) else EXIT_BREAKING
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ __all__ = [
     "kernels_for",
     "all_kernels",
     "remove_provider",
+    "origin_of",
+    "overrides",
 ]
 
 GENERIC = "*"
@@ -51,6 +53,7 @@ class KernelDef:
     priority: int = 0
     host_memory: frozenset[str] = frozenset()
     provider: Provider = field(default_factory=lambda: Provider("?"))
+    override: bool = False  # registered with override=True: may win over another distribution's kernel
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -73,6 +76,28 @@ class KernelDef:
             if not all(v in allowed for v in values):
                 return False
         return True
+
+    def competes_with(self, other: KernelDef) -> bool:
+        """Whether a lookup could have to choose between this kernel and ``other``: the same
+        op, backend and label, and some binding of the type attrs satisfies both."""
+        if (self.op, self.backend, self.label) != (other.op, other.backend, other.label):
+            return False
+        shared = self.type_constraints.keys() & other.type_constraints.keys()
+        return all(self.type_constraints[name] & other.type_constraints[name] for name in shared)
+
+    def shadows(self, other: KernelDef) -> bool:
+        """Whether this kernel is chosen over ``other`` for some call (equal priorities count:
+        which one wins then depends on registration order)."""
+        return self.competes_with(other) and self.priority >= other.priority
+
+    def describe(self) -> str:
+        """``op 'MatMul' on backend 'cpu' (T in [float32], priority 100)``: what an override
+        or a conflict is about."""
+        label = f", label={self.label!r}" if self.label is not None else ""
+        return (
+            f"op {self.op!r} on backend {self.backend!r} ({self.describe_constraints()}{label}, "
+            f"priority {self.priority})"
+        )
 
     def describe_constraints(self) -> str:
         if not self.type_constraints:
@@ -220,13 +245,80 @@ def _parse_constraints(op: str, constraints: Mapping[str, Iterable[Any]] | None)
     return out
 
 
+def origin_of(provider: Provider) -> str:
+    """The distribution behind ``provider``: what decides whether two registrations come
+    from the same party (a plugin registered by hand, or a script, is its own party)."""
+    return provider.distribution or provider.plugin
+
+
+def _no_owners(op: str, backend: str) -> frozenset[str]:
+    return frozenset()
+
+
+# Which distributions own (op, backend): the op's provider and the backend's. The plugin
+# layer installs the real lookup (set_owner_lookup), so this room needs no upward import.
+_owners: Callable[[str, str], frozenset[str]] = _no_owners
+
+
+def set_owner_lookup(fn: Callable[[str, str], frozenset[str]]) -> None:
+    """Install ``fn(op, backend)``: the origins (see :func:`origin_of`) that may register
+    kernels for that pair over another distribution's without ``override=True``."""
+    global _owners
+    _owners = fn
+
+
+def owns(kernel: KernelDef) -> bool:
+    """Whether ``kernel``'s distribution provides its op or its backend."""
+    return origin_of(kernel.provider) in _owners(kernel.op, kernel.backend)
+
+
+def unauthorised_shadowing(kernel: KernelDef, others: Iterable[KernelDef]) -> list[KernelDef]:
+    """The kernels of other distributions among ``others`` that ``kernel`` would be chosen
+    over although it neither owns its op or backend nor was registered with override=True."""
+    if kernel.override:
+        return []
+    mine = origin_of(kernel.provider)
+    rivals = [k for k in others if origin_of(k.provider) != mine and kernel.shadows(k)]
+    return rivals if rivals and not owns(kernel) else []
+
+
+def overrides() -> list[tuple[KernelDef, KernelDef]]:
+    """Every (overriding, overridden) pair of registered kernels: a kernel registered with
+    override=True that is chosen over another distribution's for some call."""
+    with _lock:
+        return [
+            (k, other)
+            for bucket in _kernels.values()
+            for k in bucket
+            if k.override
+            for other in bucket
+            if origin_of(other.provider) != origin_of(k.provider) and k.shadows(other)
+        ]
+
+
 def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
-    """Insert ``kernel``; a second, different kernel under the same key needs ``override``."""
+    """Insert ``kernel``.
+
+    A second, different kernel under the same key from the same distribution needs
+    ``override`` (it then replaces the first).  A kernel chosen over another
+    distribution's for some call (same op, backend and label, overlapping type
+    constraints, priority at least as high) needs ``override`` too, unless its
+    distribution provides the op or the backend: then both stay registered.
+    """
     global _version
     with _lock:
         bucket = _kernels.setdefault((kernel.op, kernel.backend), [])
+        taken = unauthorised_shadowing(kernel, bucket)
+        if taken:
+            raise AlreadyExistsError(
+                f"op {kernel.op!r}: {kernel.provider} registers a kernel for {kernel.describe()} that would "
+                f"be chosen over the one {taken[0].provider} registered ({taken[0].describe()}). A package "
+                f"that provides neither op {kernel.op!r} nor backend {kernel.backend!r} must pass "
+                "override=True to replace another distribution's kernel; or give it a label or a lower priority.",
+                op=kernel.op,
+            )
         for i, old in enumerate(bucket):
-            if old.key != kernel.key:
+            if old.key != kernel.key or origin_of(old.provider) != origin_of(kernel.provider):
                 continue
             if old.impl is kernel.impl:
                 return
@@ -247,7 +339,7 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
             break
         else:
             bucket.append(kernel)
-        bucket.sort(key=lambda k: -k.priority)
+        bucket.sort(key=lambda k: (-k.priority, not k.override))  # at equal priority an override wins
         _changed()
 
 
@@ -265,7 +357,11 @@ def register_kernel(
 
     ``type_constraints`` maps type attrs to the dtypes this kernel handles
     (``{"T": ["float32", "int32"]}``); ``host_memory`` names inputs that must
-    arrive as numpy arrays even on device backends.
+    arrive as numpy arrays even on device backends.  ``override=True`` lets the
+    kernel replace one registered under the same key, or be chosen over another
+    distribution's kernel for the same op and backend (see docs/plugins.md, "Who may
+    override what"): it is then warned about, listed by ``opkernel info`` and refused
+    under ``OPKERNEL_STRICT_PLUGINS=1``.
     """
     if isinstance(host_memory, str):
         host_memory = (host_memory,)
@@ -275,7 +371,8 @@ def register_kernel(
     def decorate(impl: K) -> K:
         if not callable(impl):
             raise OpSpecError(f"kernel for op {op!r}: expected a function or OpKernel subclass, got {impl!r}", op=op)
-        add_kernel(KernelDef(op, backend, impl, parsed, label, priority, hm, current_provider()), override=override)
+        kernel = KernelDef(op, backend, impl, parsed, label, priority, hm, current_provider(), override)
+        add_kernel(kernel, override=override)
         return impl
 
     return decorate
@@ -302,6 +399,17 @@ def remove_provider(provider: Provider) -> None:
     with _lock:
         for key, bucket in list(_kernels.items()):
             bucket[:] = [k for k in bucket if k.provider != provider]
+            if not bucket:
+                del _kernels[key]
+        _changed()
+
+
+def remove_kernels(doomed: Iterable[KernelDef]) -> None:
+    """Drop these kernels (a script's kernel that took over another distribution's)."""
+    with _lock:
+        ids = {id(k) for k in doomed}
+        for key, bucket in list(_kernels.items()):
+            bucket[:] = [k for k in bucket if id(k) not in ids]
             if not bucket:
                 del _kernels[key]
         _changed()

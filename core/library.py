@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import op_registry, plugins
-from ._provenance import Provider
+from ._provenance import Provider, providing
 from .errors import PluginError
 
 __all__ = ["KNOWN_OP_PACKAGES", "KnownOpPackage", "OpLibrary", "load_op_library", "known_package_for"]
@@ -148,25 +148,60 @@ def _load_file(path: Path) -> str:
         raise PluginError(f"load_op_library: cannot import {str(path)!r} as a Python module", plugin=str(path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    provider = Provider(str(path))
     try:
-        spec.loader.exec_module(module)
-    except Exception as e:
-        del sys.modules[module_name]
-        raise PluginError(f"load_op_library: importing {str(path)!r} failed: {type(e).__name__}: {e}", plugin=str(path)) from e
-    _files[path] = plugins.register_plugin(module, name=str(path))
+        with providing(provider):  # what the file registers at import belongs to the library
+            spec.loader.exec_module(module)
+    except BaseException as e:
+        _undo(provider, module_name)
+        if not isinstance(e, Exception):
+            raise
+        raise PluginError(
+            f"load_op_library: importing {str(path)!r} failed: {type(e).__name__}: {e}", plugin=str(path)
+        ) from e
+    _files[path] = _register(module, str(path), module_name)
     return _files[path]
 
 
-def _load_module(target: str) -> str:
+def _undo(provider: Provider, module_name: str) -> None:
+    """Roll back a library that failed part-way: what it registered, and its module, so
+    that a retry imports it afresh instead of finding its names taken."""
+    plugins.discard_registrations(provider)
+    sys.modules.pop(module_name, None)
+
+
+def _register(module: types.ModuleType, name: str, module_name: str) -> str:
     try:
-        module = importlib.import_module(target)
+        return plugins.register_plugin(module, name=name)
+    except BaseException:
+        _undo(Provider(name), module_name)
+        raise
+
+
+def _load_module(target: str) -> str:
+    fresh = target not in sys.modules
+    try:
+        with providing(Provider(target)):  # what the module registers at import belongs to the library
+            module = importlib.import_module(target)
     except ImportError as e:
+        if fresh:
+            _undo(Provider(target), target)
         raise PluginError(
             f"load_op_library: {target!r} is neither an installed plugin's name, nor an importable module, "
             f"nor a .py file ({type(e).__name__}: {e})",
             plugin=target,
         ) from e
-    return plugins.register_plugin(module, name=target)
+    except BaseException as e:
+        if fresh:
+            _undo(Provider(target), target)
+        if not isinstance(e, Exception):
+            raise
+        raise PluginError(
+            f"load_op_library: importing {target!r} failed: {type(e).__name__}: {e}", plugin=target
+        ) from e
+    if not fresh:
+        return plugins.register_plugin(module, name=target)
+    return _register(module, target, target)
 
 
 def load_op_library(target: str | os.PathLike[str]) -> OpLibrary:

@@ -8,7 +8,12 @@ and reported without affecting the others.
 Environment:
   ``OPKERNEL_DISABLE_PLUGIN_AUTOLOAD=1``  load no entry points (built-ins still load)
   ``OPKERNEL_PLUGINS=cpu,opencl``         load only these entry points
-  ``OPKERNEL_STRICT_PLUGINS=1``           a failing plugin raises PluginError
+  ``OPKERNEL_STRICT_PLUGINS=1``           a failing or overriding plugin raises PluginError
+
+A plugin may replace another distribution's kernel or backend only when it says
+so (``override=True``); it is then warned about and listed by ``overrides()``.
+Discovery is all-or-nothing per plugin, even when interrupted (KeyboardInterrupt):
+an interrupted or strict-failed discovery is resumed by the next use.
 
 A plugin may declare the plugin-API versions it supports with a module (or
 object) attribute, ``OPKERNEL_PLUGIN_API = ">=1,<2"``: comma-separated clauses
@@ -22,9 +27,11 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 import threading
 import warnings
 from dataclasses import FrozenInstanceError
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -42,6 +49,8 @@ __all__ = [
     "PluginInfo",
     "PluginFailure",
     "PluginWarning",
+    "Override",
+    "overrides",
     "ensure_loaded",
     "register_plugin",
     "plugin_errors",
@@ -122,6 +131,23 @@ class PluginInfo(_Record):
         return Provider(self.name, self.distribution, self.version)
 
 
+class Override(_Record):
+    """A registration that replaces another distribution's: ``what`` (a kernel or a
+    backend), the ``provider`` that overrides and the ``overridden`` one."""
+
+    __slots__ = ("what", "provider", "overridden")
+
+    what: str
+    provider: Provider
+    overridden: Provider
+
+    def __init__(self, what: str, provider: Provider, overridden: Provider) -> None:
+        super().__init__(what, provider, overridden)
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.provider} overrides {self.overridden} (override=True)"
+
+
 class PluginFailure(_Record):
     """A plugin that failed to load, and the error it raised."""
 
@@ -146,7 +172,8 @@ _loading = False  # True while _load_all runs, so hooks may call back into opker
 _manager: pluggy.PluginManager | None = None
 _plugins: dict[str, PluginInfo] = {}
 _failures: list[PluginFailure] = []
-_backends: dict[str, tuple[type[Backend], Provider]] = {}
+_backends: dict[str, tuple[type[Backend], Provider]] = {}  # the class in use for each name
+_claims: dict[str, list[tuple[type[Backend], Provider]]] = {}  # every accepted class for each name
 _listeners: list[Callable[[], None]] = []
 
 
@@ -207,21 +234,62 @@ def _load_all() -> None:
     _loading = True
     try:
         _load_plugins()
-    finally:
-        _loading = False
         _loaded = True
+    except PluginError:
+        # Strict mode: every other plugin has loaded and the failing one is rolled back, so
+        # discovery is complete; the error is raised once, as a failing plugin warns once.
+        _loaded = True
+        raise
+    finally:
+        # Anything else (KeyboardInterrupt) leaves discovery unfinished: the next use resumes
+        # it, skipping the plugins already loaded, instead of leaving the process without
+        # the plugins that came later.
+        _loading = False
 
 
 def _load_plugins() -> None:
     for module_name in BUILTIN_PLUGINS:
-        _activate(importlib.import_module(module_name), PluginInfo("builtin", "opkernel", _own_version(), module_name))
+        if "builtin" not in _plugins:
+            info = PluginInfo("builtin", "opkernel", _own_version(), module_name)
+            _activate(importlib.import_module(module_name), info)
     if _env_flag("OPKERNEL_DISABLE_PLUGIN_AUTOLOAD"):
         return
     allow = {n.strip() for n in os.environ.get("OPKERNEL_PLUGINS", "").split(",") if n.strip()}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        if allow and ep.name not in allow:
+    found = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    declared: dict[str, list[PluginInfo]] = {}
+    for ep in found:
+        declared.setdefault(ep.name, []).append(_info_of(ep))
+    strict_error: PluginError | None = None
+    failed = {f.plugin for f in _failures}
+    for ep in found:
+        if (allow and ep.name not in allow) or ep.name in _plugins:
             continue
-        _load_entry_point(ep)
+        if ep.name in failed:
+            continue  # reported before discovery was interrupted; a resumed discovery does not retry it
+        try:
+            clash = _name_clash(ep.name, declared[ep.name])
+            if clash is not None:
+                _fail(_info_of(ep), PluginError(clash, plugin=ep.name))
+            else:
+                _load_entry_point(ep)
+        except PluginError as e:  # strict mode: load every other plugin, then raise the first error
+            strict_error = strict_error or e
+    if strict_error is not None:
+        raise strict_error
+
+
+def _name_clash(name: str, infos: list[PluginInfo]) -> str | None:
+    """Why an entry point named ``name`` must not load: another distribution declares the
+    same name (either could be impersonating the other), or it takes the built-in's name."""
+    dists = sorted({f"{i.distribution} {i.version}" if i.distribution else i.module for i in infos})
+    if name == "builtin":
+        return f"plugin name 'builtin' is reserved for opkernel's own ops; {', '.join(dists)} declares it; not loaded"
+    if len(dists) > 1:
+        return (
+            f"plugin {name!r} is declared by more than one distribution ({', '.join(dists)}); none of them "
+            "is loaded, since opkernel cannot tell which is genuine. Uninstall all but one"
+        )
+    return None
 
 
 def _own_version() -> str | None:
@@ -235,20 +303,88 @@ def _info_of(ep: EntryPoint) -> PluginInfo:
     return PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None, ep.value)
 
 
-def _load_entry_point(ep: EntryPoint) -> None:
+def _load_entry_point(ep: EntryPoint) -> bool:
+    """Import ``ep``'s module and run its hooks as one transaction: registrations made
+    while importing belong to the plugin and are rolled back with it."""
     info = _info_of(ep)
     if info.name in _plugins:
-        return
+        return True
+    module_name = _module_of(ep)
+    fresh = module_name not in sys.modules
     try:
-        plugin = ep.load()
+        plugin = _import(ep, info)
     except Exception as e:  # a broken plugin must not break the others
         _fail(info, e)
-        return
-    _activate(plugin, info)
+        return False
+    if _activate(plugin, info):
+        return True
+    if fresh:
+        sys.modules.pop(module_name, None)  # so that a retry imports (and registers) it again
+    return False
+
+
+def _module_of(ep: EntryPoint) -> str:
+    return str(ep.value).split(":", 1)[0].strip()
+
+
+def _import(ep: EntryPoint, info: PluginInfo) -> Any:
+    """``ep.load()`` as the first step of the plugin's transaction: what its module registers
+    while being imported belongs to the plugin, and is removed again if the import fails
+    (KeyboardInterrupt included) or the module is not its distribution's own."""
+    module_name = _module_of(ep)
+    fresh = module_name not in sys.modules
+    try:
+        with providing(info.provider):
+            plugin = ep.load()
+        problem = _shadowing(ep, module_name)
+        if problem is not None:
+            raise PluginError(f"plugin {info.name!r}: {problem}", plugin=info.name)
+    except BaseException:
+        discard_registrations(info.provider)
+        if fresh:
+            sys.modules.pop(module_name, None)
+        raise
+    return plugin
+
+
+def _shadowing(ep: EntryPoint, module_name: str) -> str | None:
+    """Why the module imported for ``ep`` is not the one its distribution installed (a
+    file of the same name earlier on sys.path, e.g. in the current directory under
+    ``python -c`` or a REPL), or None.  Distributions that list no file for the module
+    (editable installs) cannot be checked."""
+    dist = getattr(ep, "dist", None)
+    module = sys.modules.get(module_name)
+    origin = getattr(module, "__file__", None)
+    if dist is None or origin is None:
+        return None
+    return shadowed_by(module_name, origin, dist)
+
+
+def shadowed_by(module_name: str, origin: str, dist: Any) -> str | None:
+    """Why ``module_name``, imported from ``origin``, is not ``dist``'s own module, or None."""
+    try:
+        files = dist.files
+    except Exception:  # unreadable RECORD: nothing to compare against
+        return None
+    rel = module_name.replace(".", "/")
+    wanted = {f"{rel}.py", f"{rel}/__init__.py"}
+    installed = [Path(str(dist.locate_file(f))) for f in files or () if str(f).replace("\\", "/") in wanted]
+    if not installed:
+        return None
+    here = Path(origin).resolve()
+    if any(path.resolve() == here for path in installed):
+        return None
+    return (
+        f"module {module_name!r} was imported from {str(here)!r}, not from the distribution "
+        f"{dist.name} {dist.version} ({str(installed[0])!r}): a file of the same name earlier on sys.path "
+        "(the current directory, under `python -c` or a REPL) shadows the installed package; not loaded. "
+        "Rename or move that file, or run from another directory"
+    )
 
 
 def _fail(info: PluginInfo, error: BaseException, *, warn: bool = True) -> None:
     failure = PluginFailure(info.name, info.distribution, info.version, error)
+    _failures[:] = [f for f in _failures if f.plugin != info.name]  # a retried plugin is reported once
     _failures.append(failure)
     if _env_flag("OPKERNEL_STRICT_PLUGINS"):
         raise PluginError(str(failure), plugin=info.name) from error
@@ -319,6 +455,7 @@ def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
     if problem is not None:  # skipped before any hook runs
         _fail(info, PluginError(problem, plugin=info.name), warn=warn)
         return False
+    culprits: dict[Provider, str] = {}  # earlier registrations this plugin shows to be takeovers
     try:
         pm.register(plugin, name=info.name)
         with providing(provider):
@@ -327,37 +464,158 @@ def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
                     if impl.plugin is plugin:
                         result = impl.function()
                         if hook_name == "opkernel_register_backends":
-                            _add_backends(result or [], provider)
-    except Exception as e:
+                            culprits.update(_add_backends(result or [], provider))
+        culprits.update(_kernel_takeovers(provider))
+        for override in _overrides_involving(provider):
+            if _env_flag("OPKERNEL_STRICT_PLUGINS"):
+                culprits.setdefault(override.provider, f"{override}; OPKERNEL_STRICT_PLUGINS=1 refuses overrides")
+            else:
+                warnings.warn(str(override), PluginWarning, stacklevel=4)
+        if provider in culprits:
+            raise PluginError(culprits[provider], plugin=info.name)
+    except BaseException as e:  # KeyboardInterrupt too: never leave a plugin half-registered
         _rollback(plugin, provider)
+        if not isinstance(e, Exception):
+            raise
         _fail(info, e, warn=warn)
         return False
     _plugins[info.name] = info
     for listener in _listeners:
         listener()
+    _refuse(culprits)
     return True
 
 
-def _add_backends(classes: list[type[Backend]], provider: Provider) -> None:
+def _add_backends(classes: list[type[Backend]], provider: Provider) -> dict[Provider, str]:
+    """Accept ``provider``'s backend classes; return the earlier providers whose claim on a
+    name this one shows to be a takeover.  Raises PluginError for a claim that is one."""
+    culprits: dict[Provider, str] = {}
     for cls in classes:
         if not (isinstance(cls, type) and issubclass(cls, Backend) and cls.name):
             raise PluginError(f"opkernel_register_backends returned {cls!r}, not a named Backend subclass")
-        if cls.name in _backends and _backends[cls.name][0] is not cls:
-            raise PluginError(
-                f"backend {cls.name!r} is already provided by {_backends[cls.name][1]}", plugin=provider.plugin
+        claims = _claims.setdefault(cls.name, [])
+        if any(c is cls for c, _ in claims):
+            continue
+        overriders = [p for c, p in claims if c.override]
+        owned = any(p.plugin == cls.name for _, p in claims)
+        if claims and not (cls.override and not overriders) and not (overriders and not cls.override):
+            if cls.override or provider.plugin != cls.name or owned:
+                first = claims[0][1]
+                raise PluginError(
+                    f"backend {cls.name!r} is already provided by {overriders[0] if overriders else first}; "
+                    f"{provider} provides another ({cls.__module__}.{cls.__qualname__}). The name belongs to "
+                    f"the plugin named {cls.name!r}; a backend that replaces another distribution's must set "
+                    "`override = True` on its class",
+                    plugin=provider.plugin,
+                )
+            for _, taker in claims:  # the owner arrives after plugins that took its name
+                culprits[taker] = (
+                    f"backend {cls.name!r}: {taker} provides it without `override = True`, but the name "
+                    f"belongs to {provider} (the plugin named {cls.name!r}); refused"
+                )
+        claims.append((cls, provider))
+        _backends[cls.name] = _winner(cls.name, claims)
+    return culprits
+
+
+def _winner(name: str, claims: list[tuple[type[Backend], Provider]]) -> tuple[type[Backend], Provider]:
+    """The class in use for backend ``name``: an overriding one, else its owner's, else the first."""
+    return next(
+        (c for c in claims if c[0].override), next((c for c in claims if c[1].plugin == name), claims[0])
+    )
+
+
+def _kernel_takeovers(provider: Provider) -> dict[Provider, str]:
+    """Earlier kernels of other distributions that win over one of ``provider``'s without
+    owning the op or backend or saying override=True (registered before ``provider`` came)."""
+    culprits: dict[Provider, str] = {}
+    mine = [k for k in kernels.all_kernels() if k.provider == provider]
+    for key in {(k.op, k.backend) for k in mine}:
+        ours = [k for k in mine if (k.op, k.backend) == key]
+        for other in kernels.kernels_for(*key):
+            taken = kernels.unauthorised_shadowing(other, ours)
+            if taken and other.provider != provider:
+                culprits.setdefault(other.provider, (
+                    f"its kernel for {other.describe()} would be chosen over {provider}'s "
+                    f"({taken[0].describe()}) without override=True, and it provides neither the op nor "
+                    "the backend; refused"
+                ))
+    return culprits
+
+
+def _overrides_involving(provider: Provider) -> list[Override]:
+    return [o for o in overrides() if provider in (o.provider, o.overridden)]
+
+
+def _refuse(culprits: dict[Provider, str]) -> None:
+    """Unload the earlier plugins in ``culprits`` (a takeover came to light when the plugin
+    they took from loaded), reporting each like a failing plugin."""
+    by_provider = {info.provider: info for info in _plugins.values()}
+    strict_error: PluginError | None = None
+    for provider, reason in culprits.items():
+        info = by_provider.get(provider)
+        if info is None:  # a script's kernel, not a plugin: drop that kernel and say so
+            kernels.remove_kernels(
+                k for k in kernels.all_kernels()
+                if k.provider == provider and kernels.unauthorised_shadowing(k, kernels.kernels_for(k.op, k.backend))
             )
-        _backends[cls.name] = (cls, provider)
+            warnings.warn(f"{provider}: {reason}", PluginWarning, stacklevel=5)
+            continue
+        unregister_plugin(info.name)
+        try:
+            _fail(info, PluginError(f"plugin {info.name!r}: {reason}", plugin=info.name), warn=True)
+        except PluginError as e:
+            strict_error = strict_error or e
+    if strict_error is not None:
+        raise strict_error
+
+
+def overrides() -> list[Override]:
+    """Every registration in use that replaces another distribution's (``override=True``)."""
+    found = [
+        Override(f"kernel for {k.describe()}", k.provider, other.provider) for k, other in kernels.overrides()
+    ]
+    for name, claims in _claims.items():
+        winner = _backends.get(name)
+        if winner is not None and winner[0].override:
+            found += [Override(f"backend {name!r}", winner[1], p) for c, p in claims if c is not winner[0]]
+    return list(dict.fromkeys(found))
+
+
+def _owners(op: str, backend: str) -> frozenset[str]:
+    """The distributions that may register kernels for (op, backend) over anyone's: the
+    op's provider and every provider of the backend."""
+    owners = {kernels.origin_of(p) for _, p in _claims.get(backend, ())}
+    if op_registry.is_registered(op):
+        op_provider = op_registry._origin(op)[0]
+        if op_provider is not None:
+            owners.add(kernels.origin_of(op_provider))
+    return frozenset(owners)
+
+
+kernels.set_owner_lookup(_owners)
+
+
+def discard_registrations(provider: Provider) -> None:
+    """Remove every op, kernel and gradient ``provider`` registered (the rollback of a
+    plugin or op library that failed part-way, e.g. while being imported)."""
+    op_registry.remove_provider(provider)
+    kernels.remove_provider(provider)
+    gradients.remove_provider(provider)
 
 
 def _rollback(plugin: Any, provider: Provider) -> None:
     pm = plugin_manager()
     if pm.is_registered(plugin):
         pm.unregister(plugin)
-    op_registry.remove_provider(provider)
-    kernels.remove_provider(provider)
-    gradients.remove_provider(provider)
-    for name in [n for n, (_, p) in _backends.items() if p == provider]:
-        del _backends[name]
+    discard_registrations(provider)
+    for name, claims in list(_claims.items()):
+        claims[:] = [c for c in claims if c[1] != provider]
+        if claims:
+            _backends[name] = _winner(name, claims)
+        else:
+            del _claims[name]
+            _backends.pop(name, None)
 
 
 def register_plugin(plugin: ModuleType | Any, name: str | None = None) -> str:
@@ -389,8 +647,9 @@ def load_entry_point(ep: EntryPoint) -> PluginInfo:
         info = _info_of(ep)
         if info.name in _plugins:
             return _plugins[info.name]
+        fresh = _module_of(ep) not in sys.modules
         try:
-            plugin = ep.load()
+            plugin = _import(ep, info)
         except Exception as e:
             _fail(info, e)
             raise PluginError(str(_failures[-1]), plugin=info.name) from e
@@ -398,6 +657,8 @@ def load_entry_point(ep: EntryPoint) -> PluginInfo:
         if pm.is_registered(plugin):  # registered by hand under another name
             return _plugins[pm.get_name(plugin) or ""]
         if not _activate(plugin, info):
+            if fresh:
+                sys.modules.pop(_module_of(ep), None)  # a retry imports (and registers) it again
             raise PluginError(str(_failures[-1]), plugin=info.name) from _failures[-1].error
         return _plugins[info.name]
 
@@ -433,10 +694,15 @@ def backend_classes() -> dict[str, tuple[type[Backend], Provider]]:
 
 def _reset_for_tests() -> None:
     """Forget every plugin so the next use rediscovers (tests only)."""
-    global _loaded
+    global _loaded, _loading
     with _lock:
-        for name in list(_plugins):
-            unregister_plugin(name)
+        _loading = True  # listeners that query plugins while we unregister must not rediscover
+        try:
+            for name in list(_plugins):
+                unregister_plugin(name)
+        finally:
+            _loading = False
         _failures.clear()
         _backends.clear()
+        _claims.clear()
         _loaded = False

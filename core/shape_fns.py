@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .shapes import Dimension, InferenceContext, TensorShape
+from .shapes import Dimension, InferenceContext, TensorShape, output_size_from, output_size_inputs
 
 __all__ = [
     "batch_matmul_shape",
@@ -21,6 +21,8 @@ __all__ = [
     "matmul_shape",
     "merge_all_inputs",
     "no_outputs",
+    "output_size_from",
+    "output_size_inputs",
     "reduction_shape",
     "scalar_shape",
     "unchanged_shape",

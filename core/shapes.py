@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias, overload
+from typing import Any, Protocol, TypeAlias, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +37,8 @@ __all__ = [
     "TensorShape",
     "as_shape",
     "matrix",
+    "output_size_from",
+    "output_size_inputs",
     "run_shape_fn",
     "scalar",
     "unknown_shape",
@@ -925,3 +927,35 @@ def run_shape_fn(
         shapes = ", ".join(str(ctx.input(i)) for i in range(ctx.num_inputs()))
         raise ctx.error(f"{e} (input shapes: {shapes or 'none'})") from e
     return ctx.outputs() if result is None else _returned_shapes(ctx, result)
+
+
+_ShapeFnT = TypeVar("_ShapeFnT", bound=Callable[..., Any])
+
+
+def output_size_from(*inputs: str) -> Callable[[_ShapeFnT], _ShapeFnT]:
+    """Mark a shape function whose outputs' sizes are read from the values of ``inputs``
+    (Fill's ``dims``, Pad's ``paddings``, OneHot's ``depth``), so can be far larger than
+    the inputs.  Returns the function unchanged.
+
+    The engine checks each call of such an op before its kernel runs: a cheap bound
+    (the largest input's size times ``|v| + 1`` for every integer value ``v`` of
+    those inputs, which covers sizes made of sums and products of them) lets small
+    calls through; otherwise this shape function gives the exact output shapes, and
+    one past int64 elements is an ``InvalidArgumentError``, one past the host's
+    available memory (on host-memory backends) a ``ResourceExhaustedError``, both
+    naming the op and these inputs.
+    """
+    if not inputs or not all(isinstance(name, str) and name for name in inputs):
+        raise TypeError(f"output_size_from() takes the names of the inputs that size the outputs, got {inputs!r}")
+
+    def mark(fn: _ShapeFnT) -> _ShapeFnT:
+        fn.opkernel_output_size_from = tuple(inputs)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def output_size_inputs(fn: Callable[..., Any] | None) -> tuple[str, ...]:
+    """The inputs :func:`output_size_from` named for ``fn`` (empty when it is not marked)."""
+    names: tuple[str, ...] = getattr(fn, "opkernel_output_size_from", ())
+    return names

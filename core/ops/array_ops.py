@@ -256,6 +256,7 @@ def _shape_shape(c: InferenceContext) -> None:
     c.set_output(0, c.vector(c.rank(c.input(0))))
 
 
+@shape_fns.output_size_from("paddings")
 def _pad_shape(c: InferenceContext) -> None:
     data = c.input(0)
     paddings = c.with_rank(c.input(1), 2)
@@ -443,6 +444,7 @@ def _slice_shape(c: InferenceContext) -> None:
     c.set_output(0, c.make_shape(out))
 
 
+@shape_fns.output_size_from("shape")
 def _strided_slice_grad_shape(c: InferenceContext) -> None:
     c.set_output(0, c.make_shape_from_shape_tensor(0))
 
@@ -473,6 +475,7 @@ def _gather_shape(c: InferenceContext) -> None:
     c.set_output(0, c.concatenate(out, c.subshape(params, axis + 1)))
 
 
+@shape_fns.output_size_from("num_segments")
 def _unsorted_segment_sum_shape(c: InferenceContext) -> None:
     data, ids = c.input(0), c.input(1)
     num = _scalar(c, 2)
@@ -486,6 +489,7 @@ def _unsorted_segment_sum_shape(c: InferenceContext) -> None:
     c.set_output(0, c.concatenate(c.vector(num), c.subshape(data, ids.rank)))
 
 
+@shape_fns.output_size_from("depth")
 def _one_hot_shape(c: InferenceContext) -> None:
     axis = int(c.get_attr("axis", -1))
     if axis < -1:
@@ -507,6 +511,7 @@ def _one_hot_shape(c: InferenceContext) -> None:
     c.set_output(0, c.make_shape(dims[:at] + [depth] + dims[at:]))
 
 
+@shape_fns.output_size_from("multiples")
 def _tile_shape(c: InferenceContext) -> None:
     data = c.input(0)
     multiples = c.make_shape_from_shape_tensor(1)
@@ -523,6 +528,7 @@ def _tile_shape(c: InferenceContext) -> None:
     c.set_output(0, c.make_shape([c.multiply(c.dim(data, k), m) for k, m in enumerate(multiples.dims)]))
 
 
+@shape_fns.output_size_from("shape")
 def _broadcast_to_shape(c: InferenceContext) -> None:
     c.with_rank(c.input(1), 1)
     out = c.make_shape_from_shape_tensor(1)
@@ -543,6 +549,7 @@ def _broadcast_to_shape(c: InferenceContext) -> None:
     c.set_output(0, c.make_shape(dims))
 
 
+@shape_fns.output_size_from("dims")
 def _fill_shape(c: InferenceContext) -> None:
     c.with_rank(c.input(0), 1)
     c.with_rank(c.input(1), 0)
@@ -572,6 +579,7 @@ def range_size(start: Any, limit: Any, delta: Any, error: Callable[[str], Except
     return int(size)
 
 
+@shape_fns.output_size_from("start", "limit", "delta")
 def _range_shape(c: InferenceContext) -> None:
     values: list[Any] = []
     for i in range(3):

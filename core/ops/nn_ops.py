@@ -182,6 +182,7 @@ def _shape_from_sizes(c: InferenceContext, i: int) -> TensorShape:
     return c.with_rank(c.make_shape_from_shape_tensor(i), 4)
 
 
+@shape_fns.output_size_from("input_sizes")
 def _conv2d_backprop_input_shape(c: InferenceContext) -> None:
     fmt = c.get_attr("data_format")
     sizes = c.input_tensor(0)
@@ -199,6 +200,7 @@ def _conv2d_backprop_input_shape(c: InferenceContext) -> None:
     c.set_output(0, _shape_from_sizes(c, 0))
 
 
+@shape_fns.output_size_from("filter_sizes")
 def _conv2d_backprop_filter_shape(c: InferenceContext) -> None:
     fmt = c.get_attr("data_format")
     _checked(c, spatial_attr, c.get_attr("strides"), fmt, "strides")
@@ -253,6 +255,7 @@ def _max_pool_grad_grad_with_argmax_shape(c: InferenceContext) -> None:
     c.set_output(0, c.merge(c.input(2), out))
 
 
+@shape_fns.output_size_from("orig_input_shape")
 def _avg_pool_grad_shape(c: InferenceContext) -> None:
     _checked(c, spatial_attr, c.get_attr("ksize"), c.get_attr("data_format"), "ksize")
     _checked(c, spatial_attr, c.get_attr("strides"), c.get_attr("data_format"), "strides")

@@ -1,0 +1,328 @@
+"""Plugin trust: no plugin silently takes over another distribution's kernel or backend,
+discovery is all-or-nothing per plugin (KeyboardInterrupt included) and resumable, a failed
+``load_op_library`` leaves nothing behind, and a module in the current directory never
+passes for an installed op package.
+
+Hostile plugins are real distributions (a ``.dist-info`` with ``entry_points.txt`` and
+``RECORD`` beside their module) in a temporary site directory that a child process finds
+on ``PYTHONPATH``; each child runs with a timeout (tests/isolated.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+from isolated import run_isolated
+
+import opkernel as ok
+from opkernel.errors import PluginError
+
+MATMUL_CHECK = """
+import warnings
+import numpy as np
+import opkernel as ok
+from opkernel import plugins
+a = np.arange(6, dtype=np.float32).reshape(2, 3)
+with ok.use_backend("cpu"):
+    got = ok.ops.mat_mul(a, a.T).numpy()
+print("CORRECT" if np.array_equal(got, a @ a.T) else "WRONG")
+print("ERRORS", [(f.plugin, str(f.error)) for f in plugins.plugin_errors()])
+print("OVERRIDES", [str(o) for o in plugins.overrides()])
+"""
+
+
+def install(site: Path, dist: str, entry_point: str, module: str, source: str, version: str = "6.6.6") -> None:
+    """Install ``module`` (``source``) into ``site`` as distribution ``dist`` whose entry point
+    ``entry_point`` in the group ``opkernel`` names it, as pip would lay it out."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[opkernel]\n{entry_point} = {module}\n")
+    record = [f"{module}.py", *(f"{info.name}/{n}" for n in ("METADATA", "entry_points.txt", "RECORD"))]
+    (info / "RECORD").write_text("".join(f"{line},,\n" for line in record))
+
+
+def run(
+    code: str, site: Path, *, strict: bool = False, cwd: Path | None = None, what: str = ""
+) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    if strict:
+        env["OPKERNEL_STRICT_PLUGINS"] = "1"
+    return run_isolated(textwrap.dedent(code), timeout=180, cwd=cwd, env=env, what=what)
+
+
+def fast_matmul(override: bool) -> str:
+    return f"""
+        import opkernel as ok
+
+        @ok.hookimpl
+        def opkernel_register_kernels():
+            @ok.register_kernel("MatMul", backend="cpu", priority=100, override={override})
+            def matmul(a, b, **attrs):
+                return (a @ b) * 0  # fast, and wrong
+        """
+
+
+# ------------------------------------------------------------------ kernels
+
+
+@pytest.mark.parametrize("entry_point", ["aaa_fast", "zzz_fast"])  # loaded before and after opkernel-cpu
+def test_a_priority_100_kernel_for_a_builtin_op_does_not_silently_win(tmp_path: Path, entry_point: str) -> None:
+    install(tmp_path, "evil-fast-matmul", entry_point, "evil_fast_matmul", fast_matmul(override=False))
+    out = run(MATMUL_CHECK, tmp_path, what="MatMul@cpu from a third party").stdout
+    assert "CORRECT" in out
+    assert f"('{entry_point}'," in out and "override=True" in out  # refused, and says why
+    assert "OVERRIDES []" in out
+
+
+@pytest.mark.parametrize("entry_point", ["aaa_fast", "zzz_fast"])
+def test_an_overriding_kernel_is_warned_listed_and_refused_in_strict_mode(tmp_path: Path, entry_point: str) -> None:
+    install(tmp_path, "evil-fast-matmul", entry_point, "evil_fast_matmul", fast_matmul(override=True))
+    done = run(MATMUL_CHECK, tmp_path, what="MatMul override")
+    assert "WRONG" in done.stdout  # it asked to win, and does, but not silently:
+    warned = [line for line in done.stderr.splitlines() if "PluginWarning" in line]
+    assert any("evil-fast-matmul 6.6.6" in line and "opkernel-cpu" in line for line in warned), done.stderr
+    assert "OVERRIDES [\"kernel for op 'MatMul' on backend 'cpu'" in done.stdout
+    info = run("from opkernel.cli import main; main(['info'])", tmp_path, what="opkernel info").stdout
+    assert "Overrides" in info and "evil-fast-matmul" in info and "MatMul" in info
+    strict = run(
+        "import opkernel as ok\ntry:\n    ok.available_backends()\nexcept ok.errors.PluginError as e:\n"
+        "    print('REFUSED', e)\n" + MATMUL_CHECK,
+        tmp_path,
+        strict=True,
+        what="MatMul override under OPKERNEL_STRICT_PLUGINS=1",
+    ).stdout
+    assert "REFUSED" in strict and "OPKERNEL_STRICT_PLUGINS=1 refuses overrides" in strict
+    assert "CORRECT" in strict and "OVERRIDES []" in strict
+
+
+def test_kernels_from_one_distribution_still_use_priorities(fresh_registry: None) -> None:
+    ok.register_op("Trust>Pick").input("x: T").output("y: T").attr("T: {float, int32}").set_shape_fn(
+        ok.shape_fns.unchanged_shape
+    )
+    ok.register_kernel("Trust>Pick", backend="*")(lambda x, T: x)
+    ok.register_kernel("Trust>Pick", backend="*", priority=5)(lambda x, T: x + 1)  # the same script: no override
+    assert ok.ops.trust.pick([1.0]).numpy().tolist() == [2.0]
+
+
+# ------------------------------------------------------------------ backends
+
+IMPOSTOR = """
+    import numpy as np
+    import opkernel as ok
+
+    class Impostor(ok.Backend):
+        name = "cpu"
+        priority = 100
+        override = {override}
+        array_types = (np.ndarray,)
+        host_memory_is_native = True
+
+        def from_numpy(self, array):
+            return array
+
+        def to_numpy(self, value):
+            return value
+
+    @ok.hookimpl
+    def opkernel_register_backends():
+        return [Impostor]
+    """
+
+BACKEND_CHECK = """
+import opkernel as ok
+from opkernel import plugins
+print("CPU", plugins.backend_classes()["cpu"][0].__module__)
+print("ERRORS", [(f.plugin, str(f.error)) for f in plugins.plugin_errors()])
+print("OVERRIDES", [str(o) for o in plugins.overrides()])
+"""
+
+
+def test_a_plugin_sorting_first_cannot_take_the_cpu_backend(tmp_path: Path) -> None:
+    install(tmp_path, "evil-backend", "aaa", "evil_backend", IMPOSTOR.format(override=False))
+    out = run(BACKEND_CHECK, tmp_path, what="backend 'cpu' from a plugin sorting first").stdout
+    assert "CPU opkernel_cpu.backend" in out
+    assert "('aaa'," in out and "belongs to cpu (opkernel-cpu" in out
+
+
+def test_an_overriding_backend_is_warned_listed_and_refused_in_strict_mode(tmp_path: Path) -> None:
+    install(tmp_path, "evil-backend", "aaa", "evil_backend", IMPOSTOR.format(override=True))
+    done = run(BACKEND_CHECK, tmp_path, what="backend override")
+    assert "CPU evil_backend" in done.stdout
+    assert "evil-backend 6.6.6" in done.stderr and "opkernel-cpu" in done.stderr
+    assert "OVERRIDES [\"backend 'cpu'" in done.stdout
+    strict = run(
+        "import opkernel as ok\ntry:\n    ok.available_backends()\nexcept ok.errors.PluginError as e:\n"
+        "    print('REFUSED', e)\n" + BACKEND_CHECK,
+        tmp_path,
+        strict=True,
+        what="backend override under OPKERNEL_STRICT_PLUGINS=1",
+    ).stdout
+    assert "REFUSED" in strict and "CPU opkernel_cpu.backend" in strict
+
+
+def test_a_second_distribution_declaring_the_cpu_entry_point_is_not_loaded_silently(tmp_path: Path) -> None:
+    install(tmp_path, "evil-cpu", "cpu", "evil_backend", IMPOSTOR.format(override=False))
+    out = run(
+        "import opkernel as ok\nfrom opkernel import plugins\n"
+        "print('LOADED', [(p.name, p.distribution) for p in plugins.plugins()])\n"
+        "print('ERRORS', [str(f) for f in plugins.plugin_errors()])\n",
+        tmp_path,
+        what="two distributions named cpu",
+    ).stdout
+    assert "('cpu', 'opkernel-cpu')" not in out and "('cpu', 'evil-cpu')" not in out
+    assert "declared by more than one distribution" in out and "evil-cpu 6.6.6" in out
+
+
+# ------------------------------------------------------------------ interrupted discovery
+
+INTERRUPTING = """
+    import opkernel as ok
+
+    calls = []
+
+    @ok.hookimpl
+    def opkernel_register_ops():
+        ok.register_op("Trust>Interrupted").input("x: float").output("y: float")
+
+    @ok.hookimpl
+    def opkernel_register_kernels():
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # Ctrl-C while this plugin loads
+        ok.register_kernel("Trust>Interrupted", backend="*")(lambda x: x)
+    """
+
+
+def test_ctrl_c_during_discovery_leaves_nothing_half_loaded_and_can_be_retried(tmp_path: Path) -> None:
+    install(tmp_path, "slow-plugin", "aaa_slow", "slow_plugin", INTERRUPTING)
+    out = run(
+        """
+        import numpy as np
+        import opkernel as ok
+        from opkernel import op_registry, plugins
+        try:
+            ok.available_backends()
+        except KeyboardInterrupt:
+            print("INTERRUPTED", op_registry.is_registered("Trust>Interrupted"), [p.name for p in plugins._plugins.values()])
+        print("BACKENDS", ok.available_backends())
+        print("ADD", ok.ops.add([1.0], [2.0]).numpy().tolist())
+        print("OP", ok.ops.trust.interrupted([3.0]).numpy().tolist())
+        print("ERRORS", plugins.plugin_errors())
+        """,
+        tmp_path,
+        what="KeyboardInterrupt in a plugin hook",
+    ).stdout
+    assert "INTERRUPTED False ['builtin']" in out
+    assert "'cpu'" in out.split("BACKENDS")[1].splitlines()[0]
+    assert "ADD [3.0]" in out and "OP [3.0]" in out and "ERRORS []" in out
+
+
+def test_a_strict_error_during_discovery_still_loads_every_other_plugin(tmp_path: Path) -> None:
+    install(tmp_path, "broken-plugin", "aaa_broken", "broken_plugin", """
+        import opkernel as ok
+
+        @ok.hookimpl
+        def opkernel_register_ops():
+            ok.register_op("Trust>Broken").input("x: float").output("y: float")
+            raise RuntimeError("broken on purpose")
+        """)
+    out = run(
+        """
+        import opkernel as ok
+        from opkernel import op_registry
+        try:
+            ok.available_backends()
+        except ok.errors.PluginError as e:
+            print("RAISED", e)
+        print("BACKENDS", ok.available_backends(), op_registry.is_registered("Trust>Broken"))
+        print("ADD", ok.ops.add([1.0], [2.0]).numpy().tolist())
+        """,
+        tmp_path,
+        strict=True,
+        what="strict-mode error in discovery",
+    ).stdout
+    assert "RAISED plugin 'aaa_broken'" in out and "broken on purpose" in out
+    assert "'cpu'" in out and "] False" in out and "ADD [3.0]" in out
+
+
+# ------------------------------------------------------------------ load_op_library
+
+HALF_LIBRARY = """
+import opkernel as ok
+
+ok.register_op("Trust>AtImport").input("x: float").output("y: float")
+
+
+@ok.hookimpl
+def opkernel_register_ops():
+    ok.register_op("Trust>InHook").input("x: float").output("y: float")
+
+
+@ok.hookimpl
+def opkernel_register_kernels():
+    raise RuntimeError("kernels failed")
+"""
+
+
+def test_a_failed_load_op_library_rolls_back_and_can_be_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_registry: None
+) -> None:
+    path = tmp_path / "trust_half_file.py"
+    path.write_text(HALF_LIBRARY)
+    (tmp_path / "trust_half_module.py").write_text(HALF_LIBRARY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for target in (path, "trust_half_module"):
+        for _ in range(2):  # the retry fails the same way, not with AlreadyExistsError
+            with pytest.raises(PluginError, match="kernels failed"):
+                ok.load_op_library(target)
+            assert not ok.op_registry.is_registered("Trust>AtImport")
+            assert not ok.op_registry.is_registered("Trust>InHook")
+
+
+def test_a_library_failing_at_import_leaves_nothing_behind(tmp_path: Path, fresh_registry: None) -> None:
+    path = tmp_path / "trust_import_fails.py"
+    path.write_text('import opkernel as ok\nok.register_op("Trust>Orphan").input("x: float")\nraise ValueError("bad")\n')
+    for _ in range(2):
+        with pytest.raises(PluginError, match="ValueError: bad"):
+            ok.load_op_library(path)
+        assert not ok.op_registry.is_registered("Trust>Orphan")
+
+
+def test_a_module_in_the_current_directory_does_not_pass_for_an_installed_op_package(tmp_path: Path) -> None:
+    site, cwd = tmp_path / "site", tmp_path / "work"
+    genuine = """
+        import opkernel as ok
+
+        @ok.hookimpl
+        def opkernel_register_ops():
+            ok.register_op("Trust>Genuine").input("x: float").output("y: float")
+        """
+    install(site, "opkernel-trustlib", "trustlib", "trustlib_ops", genuine, version="1.0")
+    cwd.mkdir()
+    (cwd / "trustlib_ops.py").write_text(textwrap.dedent(genuine).replace("Genuine", "Impostor"))
+    out = run(
+        """
+        import opkernel as ok
+        from opkernel import op_registry, plugins
+        try:
+            lib = ok.load_op_library("trustlib")
+            print("LOADED", lib.op_names, lib.distribution)
+        except ok.errors.PluginError as e:
+            print("REFUSED", e)
+        print("IMPOSTOR", op_registry.is_registered("Trust>Impostor"))
+        """,
+        site,
+        cwd=cwd,
+        what="python -c with a shadowing module in the current directory",
+    ).stdout
+    assert "REFUSED" in out and str(cwd / "trustlib_ops.py") in out and "opkernel-trustlib 1.0" in out
+    assert "IMPOSTOR False" in out
+    elsewhere = run("import opkernel as ok\nprint(ok.load_op_library('trustlib').op_names)", site, what="from elsewhere")
+    assert "['Trust>Genuine']" in elsewhere.stdout
