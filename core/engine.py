@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import math
 import os
 import threading
 import time
@@ -39,9 +40,11 @@ from .errors import (
     KernelNotFoundError,
     OpkernelError,
     OpTypeError,
+    ResourceExhaustedError,
 )
 from .kernels import GENERIC, KernelDef, OpKernelConstruction, OpKernelContext
 from .op_registry import ArgDef, OpDef
+from .shapes import output_size_inputs
 from .tensor import Tensor, Variable
 
 __all__ = [
@@ -269,28 +272,161 @@ plugins.on_change(_on_plugins_changed)
 _PY_DEFAULTS = {bool: "bool", int: "int32", float: "float32", complex: "complex64", str: "string", bytes: "string"}
 
 
-def _natural_dtype(value: Any) -> DType:
-    """The dtype a Python literal converts to when nothing else says (TensorFlow's rule)."""
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+#: A float array whose largest magnitude reaches this may hold Python ints that
+#: fit neither int64 nor uint64 (numpy reads ``[-1, 2**63]`` as float64).
+_INT64_SPAN = 2.0**63
+
+
+def _kind_name(x: Any) -> str:
+    return type(x).__name__
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _range_of(dtype: DType) -> str:
+    if dtype.is_integer or dtype.is_quantized:
+        return f" (its range is [{dtype.min}, {dtype.max}])"
+    return ""
+
+
+def _bad_leaf(value: Any, strings: bool) -> tuple[str, Any] | None:
+    """The first element of a nested list or tuple that cannot be a tensor element:
+    (where, element).  ``strings``: the elements must all be str or bytes."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend((f"{where}[{k}]", v) for k, v in reversed(list(enumerate(x))))
+            continue
+        if strings:
+            if not isinstance(x, (str, bytes, np.str_, np.bytes_)):
+                return where, x
+        elif isinstance(x, (str, bytes, np.str_, np.bytes_)):
+            return where, x
+        elif isinstance(x, int) and not isinstance(x, bool) and not -(2**63) <= x < 2**64:
+            return where, x
+        elif not isinstance(x, (bool, int, float, complex, np.generic, np.ndarray, Tensor)):
+            if not hasattr(x, "__array__"):
+                return where, x
+    return None
+
+
+def _only_ints(value: Any) -> bool:
+    """Whether every element of a nested list or tuple is a Python int (not a bool)."""
+    if isinstance(value, (list, tuple)):
+        return all(_only_ints(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _ragged_where(value: Any) -> str:
+    """Where a nested list first stops being rectangular, for the error message."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, x = stack.pop()
+        if not isinstance(x, (list, tuple)):
+            continue
+        kinds = {isinstance(v, (list, tuple)) for v in x}
+        if len(kinds) > 1:
+            return f"{where or 'the value'} mixes lists and scalars"
+        lengths = [len(v) for v in x if isinstance(v, (list, tuple))]
+        if len(set(lengths)) > 1:
+            k = next(k for k, n in enumerate(lengths) if n != lengths[0])
+            return f"element {where}[{k}] has length {lengths[k]} where element {where}[0] has length {lengths[0]}"
+        stack.extend((f"{where}[{k}]", v) for k, v in enumerate(x))
+    return "its nested lists differ in length"
+
+
+def _describe_leaf(where: str, x: Any, strings: bool = False) -> str:
+    at = f" at {where}" if where else ""
+    if isinstance(x, int) and not isinstance(x, bool) and not strings:
+        return f"the integer {x}{at} fits neither int64 nor uint64"
+    hint = "; make it a list first (list(...))" if isinstance(x, (Iterator, set, frozenset)) else ""
+    return (
+        f"{_shown(x)} ({_kind_name(x)}){at} is not a number, str or bytes; expected those, nested lists "
+        f"or tuples of them, a numpy array or a tensor{hint}"
+    )
+
+
+def _literal_array(value: Any, what: str, op: str | None, strings: bool = False) -> np.ndarray:
+    """numpy's reading of a Python value, refusing what would not make a faithful tensor:
+    None, sets, dicts, iterators and other objects (numpy would wrap them in an object
+    array, which became a string tensor, or read None as NaN), integers beyond uint64,
+    and ragged nested lists.  ``strings``: the value is meant for a string tensor."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except ValueError as e:
+        if isinstance(value, (list, tuple)):
+            raise InvalidArgumentError(
+                f"{what}: a nested list must be rectangular to become a tensor: {_ragged_where(value)}",
+                op=op,
+            ) from e
+        raise InvalidArgumentError(f"{what}: cannot convert {_kind_name(value)} to a tensor: {e}", op=op) from e
+    except OverflowError as e:
+        bad = _bad_leaf(value, False)
+        detail = _describe_leaf(*bad) if bad else str(e)
+        raise InvalidArgumentError(f"{what}: cannot convert the value to a tensor: {detail}", op=op) from e
+    kind = arr.dtype.kind
+    suspicious = (
+        kind == "O"
+        or (kind in "US" and not isinstance(value, (str, bytes)))
+        or (strings and kind not in "US")
+        or (kind == "f" and isinstance(value, (list, tuple)) and arr.size and float(np.abs(arr).max()) >= _INT64_SPAN)
+    )
+    if kind == "f" and suspicious and _only_ints(value):
+        raise InvalidArgumentError(
+            f"{what}: cannot convert the value to a tensor: its integers span [{int(np.min(arr))}, "
+            f"{int(np.max(arr))}], which neither int64 nor uint64 holds",
+            op=op,
+        )
+    if suspicious:
+        text = strings or kind in "US"
+        bad = _bad_leaf(value, text)
+        if bad is not None:
+            error = InvalidArgumentError if isinstance(bad[1], int) and not text else OpTypeError
+            expected = "; a string tensor holds str or bytes" if text else ""
+            raise error(f"{what}: cannot convert the value to a tensor: {_describe_leaf(*bad, text)}{expected}", op=op)
+    return arr
+
+
+def _natural_dtype(value: Any, what: str = "ok.tensor", op: str | None = None) -> DType:
+    """The dtype a Python literal converts to when nothing else says (TensorFlow's rule:
+    int32 for integers that fit it, else int64)."""
     if isinstance(value, (np.ndarray, np.generic)):
         return as_dtype(value.dtype)
-    arr = np.asarray(value)
+    if value.__class__ is int:  # the common literal, without building an array
+        if _INT32_MIN <= value <= _INT32_MAX:
+            return as_dtype("int32")
+    arr = _literal_array(value, what, op)
     if arr.dtype.kind == "f":
         return as_dtype("float32")
-    if arr.dtype.kind in "iu":
-        return as_dtype("int32")
+    if arr.dtype.kind == "i":
+        fits = not arr.size or (int(arr.min()) >= _INT32_MIN and int(arr.max()) <= _INT32_MAX)
+        return as_dtype("int32" if fits else "int64")
+    if arr.dtype.kind == "u":  # numpy's reading of integers in [2**63, 2**64)
+        return as_dtype("uint64")
     if arr.dtype.kind == "c":
         return as_dtype("complex64")
-    if arr.dtype.kind in "USO":
+    if arr.dtype.kind in "US":
         return as_dtype("string")
     return as_dtype(arr.dtype)
 
 
 def _host_array(value: Any, dtype: DType, what: str, op: str | None = None) -> np.ndarray:
-    arr = np.asarray(value)
+    arr = _literal_array(value, what, op, strings=dtype.name == "string")
     if arr.dtype.kind in "fc" and arr.size and (dtype.is_integer or dtype.is_bool or dtype.is_quantized):
         raise OpTypeError(f"{what}: cannot convert {value!r} (floating point) to {dtype.name} without loss", op=op)
+    if arr.dtype.kind in "US" and dtype.name != "string":
+        raise OpTypeError(f"{what}: cannot convert {_shown(value)} (text) to {dtype.name}; parse it with ok.ops.string_to_number", op=op)
     try:
         return np.asarray(value, dtype=dtype.np)
+    except OverflowError as e:
+        raise InvalidArgumentError(f"{what}: {_shown(value)} is out of range for {dtype.name}{_range_of(dtype)}", op=op) from e
     except (TypeError, ValueError) as e:
         raise OpTypeError(f"{what}: cannot convert {value!r} to {dtype.name}: {e}", op=op) from e
 
@@ -577,10 +713,30 @@ def _profiled(name: str, sig: _Signature, tensors: Sequence[Tensor], be: Backend
 
 
 def _translated(error: Exception, be: Backend, op: str) -> Exception:
-    """The backend's opkernel error for a native failure, or the error itself."""
+    """The backend's opkernel error for a native failure, or the error itself; a
+    MemoryError the backend leaves alone (numpy's) becomes a ResourceExhaustedError."""
     if isinstance(error, OpkernelError):
         return error
-    return be.translate_error(error, op) or error
+    translated = be.translate_error(error, op)
+    if translated is None and isinstance(error, MemoryError):
+        return _out_of_memory(error, be, op)
+    return translated or error
+
+
+def _out_of_memory(error: MemoryError, be: Backend, op: str) -> ResourceExhaustedError:
+    """The error for a kernel that ran out of memory; numpy's says what it asked for."""
+    shape, dtype = getattr(error, "shape", None), getattr(error, "dtype", None)
+    requested: int | None = None
+    try:
+        if shape is not None and dtype is not None:
+            requested = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
+    except (TypeError, ValueError):
+        requested = None
+    amount = f"{requested} bytes ({requested / 2**20:.1f} MiB)" if requested is not None else "memory"
+    return ResourceExhaustedError(
+        f"op {op!r}: out of memory on backend {be.name!r} allocating {amount}: {error}",
+        op=op, backend=be.name, requested_bytes=requested,
+    )
 
 
 def _finish(sig: _Signature, be: Backend, outs: list[Any], inputs: Sequence[Tensor]) -> Any:
@@ -694,7 +850,7 @@ def _infer_type_attrs(op_def: OpDef, groups: list[list[Any]], bound: dict[str, A
         if arg.type_list_attr:
             _set_inferred(
                 op_def, bound, arg.type_list_attr,
-                tuple(_dtype_of(x) or _natural_dtype(x) for x in items), arg, sources,
+                tuple(_dtype_of(x) or _natural_dtype(x, _what(op_def, arg), op_def.name) for x in items), arg, sources,
             )
         elif arg.type_attr:
             for x in items:
@@ -705,9 +861,9 @@ def _infer_type_attrs(op_def: OpDef, groups: list[list[Any]], bound: dict[str, A
         if arg.type_attr and arg.type_attr not in bound and not arg.type_list_attr:
             attr = op_def.attr(arg.type_attr)
             if attr.has_default:
-                bound[arg.type_attr] = attr.default
+                bound[arg.type_attr] = _literal_default(op_def, attr.name, attr.default, groups)
             elif items:
-                bound[arg.type_attr] = _natural_dtype(items[0])
+                bound[arg.type_attr] = _natural_dtype(items[0], _what(op_def, arg), op_def.name)
     for name, value in list(bound.items()):
         attr = op_def.attr(name)
         if attr.type == "type":
@@ -718,6 +874,24 @@ def _infer_type_attrs(op_def: OpDef, groups: list[list[Any]], bound: dict[str, A
             op_def.coerce_attr(name, value)  # its minimum length
         else:
             op_def.coerce_attr(name, value)
+
+
+def _literal_default(op_def: OpDef, name: str, default: DType, groups: list[list[Any]]) -> DType:
+    """A type attr that only literals decide: its default; but where the default is
+    int32 and the attr allows it, float32 for float literals (``range(0.0, 1.0, 0.25)``)
+    and int64 for integers past int32 (``fill([2**40], 1.0)``), as TensorFlow converts
+    the literals first and infers the attr from them."""
+    if default is not as_dtype("int32"):
+        return default
+    allowed = op_def.attr(name).allowed_values
+    natural = {
+        _natural_dtype(x, _what(op_def, arg), op_def.name)
+        for arg, items in zip(op_def.inputs, groups) if arg.type_attr == name for x in items
+    }
+    for wider in (as_dtype("float32"), as_dtype("int64")):
+        if wider in natural and (allowed is None or wider in allowed):
+            return wider
+    return default
 
 
 def _set_inferred(op_def: OpDef, bound: dict[str, Any], name: str, value: Any, arg: ArgDef, sources: dict[str, str]) -> None:
@@ -932,6 +1106,11 @@ def _build_signature(op: OpHandle, attrs: dict[str, Any], be: Backend, label: st
     fast = _fast_call(sig, kdef, in_lengths, out_lengths)
     if fast is not None:
         sig.call = fast
+    sized_by = output_size_inputs(op_def.shape_fn)
+    if sized_by:
+        from ._bounds import size_guard  # only ops whose output sizes come from input values use it
+
+        sig.call = size_guard(sig.call, op_def, attrs, be, out_dtypes, in_lengths, sized_by)
     return sig
 
 
