@@ -49,12 +49,35 @@ class Backend:
         return None
 
     def from_numpy(self, array: np.ndarray) -> Any:
-        """A native array holding ``array``'s data.  May share memory with it."""
+        """A native array holding ``array``'s data.
+
+        Only a host backend (``host_memory_is_native``) may return an array sharing
+        memory with ``array`` (``ok.tensor`` then copies it); a device backend must
+        not read ``array`` after returning, since the caller may change it."""
         raise NotImplementedError
 
     def to_numpy(self, value: Any) -> np.ndarray:
         """A numpy copy (or view, on host backends) of a native array; synchronises."""
         raise NotImplementedError
+
+    def copy(self, value: Any) -> Any:
+        """A new native array with ``value``'s data, sharing no memory with it.
+
+        A Variable calls it to copy itself before an in-place update while some
+        other object still holds its memory (copy-on-write).  The default goes
+        through host memory; device backends override it with a device copy."""
+        return self.from_numpy(np.array(self.to_numpy(value), copy=True))
+
+    def memory_owners(self, value: Any) -> tuple[Any, ...] | None:
+        """The Python objects that every array sharing ``value``'s memory holds a
+        reference to (``value`` itself, and its buffer object where views share a
+        buffer rather than ``value``), or None when the backend cannot tell.
+
+        A Variable counts the references to them before an in-place update: any
+        holder besides the Variable (an op output that is a view of it, an array
+        from ``.numpy()``) makes it copy first, so those keep their value.  The
+        default None makes every in-place update copy: correct, but slower."""
+        return None
 
     def empty(self, shape: tuple[int, ...], dtype: DType) -> Any:
         """A new uninitialised native array (what ``ctx.allocate_output`` returns)."""

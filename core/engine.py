@@ -431,8 +431,10 @@ def _host_array(value: Any, dtype: DType, what: str, op: str | None = None) -> n
         raise OpTypeError(f"{what}: cannot convert {value!r} to {dtype.name}: {e}", op=op) from e
 
 
-def to_tensor(data: Any, dtype: Any = None, backend: str | None = None, *, copy: bool = False) -> Tensor:
-    """``ok.tensor``: host data (lists, scalars, numpy arrays) as a tensor on a backend."""
+def to_tensor(data: Any, dtype: Any = None, backend: str | None = None) -> Tensor:
+    """``ok.tensor``: host data (lists, scalars, numpy arrays) as a tensor on a backend.
+
+    The tensor never shares memory with ``data``: the caller may change its array later."""
     be = backend_instance(backend) if backend else active_backend()
     if isinstance(data, Tensor):
         t = data if data._backend is be else transfer(data, be.name)
@@ -441,8 +443,8 @@ def to_tensor(data: Any, dtype: Any = None, backend: str | None = None, *, copy:
         return t
     dt = as_dtype(dtype) if dtype is not None else _natural_dtype(data)
     arr = _host_array(data, dt, "ok.tensor")
-    if copy and isinstance(data, np.ndarray) and np.shares_memory(arr, data):
-        arr = arr.copy()
+    if be.host_memory_is_native and (arr is data or arr.base is not None):
+        arr = arr.copy()  # the caller's array, or a view of someone's memory (device backends upload a copy)
     return Tensor(be.from_numpy(arr), dt, be)
 
 
@@ -481,6 +483,8 @@ class _Signature:
         self.refs = [i for i, a in enumerate(op_def.inputs) if a.is_ref] if not any(a.is_list for a in op_def.inputs) else []
 
     def _call(self, *inputs: Tensor) -> Any:
+        for i in self.refs:
+            inputs[i]._unshare()  # type: ignore[attr-defined]
         try:
             outs = self.run([x._value for x in inputs])
         except Exception as e:
@@ -511,9 +515,10 @@ class OpHandle:
         self.cache: dict[Any, _Signature] = {}
         self.fast: dict[Any, Callable[..., Any]] = {}
         #: Calls with Python literal or numpy arguments (``mean(x, [0])``, ``mul(g, 2.0)``):
-        #: ``(backend, label, input keys, attr keys)`` -> the signature and the dtype
-        #: each such argument converts to (None where the caller passed a tensor).
-        self.literal: dict[Any, tuple[_Signature, list[Any]]] = {}
+        #: ``(backend, label, input keys, attr keys)`` -> the signature, the dtype each
+        #: such argument converts to (None where the caller passed a tensor), and whether
+        #: an output may be a view of a caller's numpy array (see ``_unaliased``).
+        self.literal: dict[Any, tuple[_Signature, list[Any], bool]] = {}
         self._validated: set[int] = set()
         self.generation = 0  # bumped by reset(): a signature built before it must not be stored
         self.build_lock = threading.RLock()  # one construction per signature, even when threads race
@@ -589,9 +594,8 @@ def execute(
             if hit is not None:
                 tensors = _with_literals(hit[1], flat, be)
                 if all(t._backend is be for t in tensors):
-                    if _PROFILERS:
-                        return _profiled(op.name, hit[0], tensors, be)
-                    return hit[0].call(*tensors)
+                    result = _profiled(op.name, hit[0], tensors, be) if _PROFILERS else hit[0].call(*tensors)
+                    return _unaliased(result, flat) if hit[2] else result
     tensors, bound = _bind(op_def, inputs, attrs, be)
     full_key = (be, label, *[t._dtype for t in tensors], *_hashable_items(bound))
     sig = op.cache.get(full_key)
@@ -610,9 +614,27 @@ def execute(
         with _cache_lock:
             if op.generation == generation:
                 op.fast[fast_key] = sig.call
-    if _PROFILERS:
-        return _profiled(op.name, sig, tensors, be)
-    return sig.call(*tensors)
+    result = _profiled(op.name, sig, tensors, be) if _PROFILERS else sig.call(*tensors)
+    if fast_key is None and be.host_memory_is_native:
+        return _unaliased(result, [x for v in inputs for x in (v if v.__class__ in (list, tuple) else (v,))])
+    return result
+
+
+def _unaliased(result: Any, items: Sequence[Any]) -> Any:
+    """``result`` with no output sharing memory with a numpy array among ``items``.
+
+    A host backend hands the caller's arrays to kernels as they are, and a kernel
+    may return a view of its input (Identity, Reshape, a full Slice); the caller
+    may change its array after the call, so such an output gets its own copy."""
+    arrays = [x for x in items if isinstance(x, np.ndarray)]
+    if not arrays:
+        return result
+    for out in result if isinstance(result, (tuple, list)) else (result,):
+        for t in out if isinstance(out, list) else (out,):
+            if isinstance(t, Tensor) and isinstance(t._value, np.ndarray):
+                if any(np.may_share_memory(t._value, a) for a in arrays):
+                    t._value = t._value.copy()  # not yet seen by anyone but a recording tape, which holds t
+    return result
 
 
 class _Uncacheable(Exception):
@@ -691,9 +713,10 @@ def _remember_literals(
     literal = op.literal
     if len(literal) >= _LITERAL_ENTRIES:
         literal.clear()
+    arrays = sig.backend.host_memory_is_native and any(isinstance(x, np.ndarray) for x in flat)
     with _cache_lock:
         if op.generation == generation:
-            literal[key] = (sig, dtypes)
+            literal[key] = (sig, dtypes, arrays)
 
 
 def _profiled(name: str, sig: _Signature, tensors: Sequence[Tensor], be: Backend) -> Any:
@@ -1309,6 +1332,8 @@ def _fast_multi_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]
         native: Any = (be.array_types or (None,))[0]
 
         def call_ref(*xs: Tensor) -> Any:
+            for i in refs:
+                xs[i]._unshare()  # type: ignore[attr-defined]
             try:
                 v: Any = fn(*[x._value for x in xs], **kw)
             except Exception as e:
@@ -1323,6 +1348,8 @@ def _fast_multi_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]
         return call_ref
 
     def call(*xs: Tensor) -> Any:
+        for i in refs:
+            xs[i]._unshare()  # type: ignore[attr-defined]
         try:
             result: Any = fn(*[x._value for x in xs], **kw)
         except Exception as e:

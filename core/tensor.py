@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -73,8 +74,17 @@ class Tensor:
         return int(np.prod(self._value.shape, dtype=np.int64))
 
     def numpy(self) -> np.ndarray:
-        """The data as a numpy array (synchronises with the device)."""
-        return self._backend.to_numpy(self._value)
+        """The data as a numpy array (synchronises with the device).
+
+        On a host backend it is a read-only view of the tensor's memory: a tensor is a
+        value, so writing to it must fail.  Elsewhere it is a copy.
+        """
+        value = self._value
+        a = self._backend.to_numpy(value)
+        if a is value or (isinstance(value, np.ndarray) and np.may_share_memory(a, value)):
+            a = a.view()
+            a.flags.writeable = False
+        return a
 
     def item(self) -> Any:
         return self.numpy().item()
@@ -109,6 +119,14 @@ class Tensor:
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", threshold=20, edgeitems=3, prefix="ok.Tensor(")
         return f"ok.Tensor({body}, dtype={self._dtype.name}, backend={self.backend!r})"
+
+    # A tensor pickles as what it means (dtype, values, backend name), never as the
+    # backend's native array or the backend object, which do not survive a process.
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _restore_tensor, (self._dtype.name, np.array(self.numpy()), self.backend)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        return Tensor(self._backend.copy(self._value), self._dtype, self._backend)
 
     # Operators map to registered ops and dispatch like any other call.  Each is
     # bound to the op's generated wrapper on first use (see _bind_operator).
@@ -154,6 +172,47 @@ _OPERATORS = {
 }
 
 
+def _backend_or_active(name: str) -> Backend:
+    """The backend a pickled tensor lived on, or the active one when it is not installed here."""
+    from .engine import active_backend, available_backends, backend_instance
+
+    return backend_instance(name) if name in available_backends() else active_backend()
+
+
+def _restore_tensor(dtype: str, value: np.ndarray, backend: str) -> Tensor:
+    from .dtypes import as_dtype
+
+    be = _backend_or_active(backend)
+    return Tensor(be.from_numpy(value), as_dtype(dtype), be)
+
+
+def _restore_variable(dtype: str, value: np.ndarray, backend: str, trainable: bool, name: str | None) -> Variable:
+    from .dtypes import as_dtype
+
+    be = _backend_or_active(backend)
+    return Variable(Tensor(be.from_numpy(value), as_dtype(dtype), be), trainable=trainable, name=name)
+
+
+class _Probe:
+    __slots__ = ("held",)
+    held: object
+
+
+def _refcounts(objects: tuple[Any, ...]) -> list[int]:
+    return [sys.getrefcount(o) for o in objects]
+
+
+def _sole_holder_refcount() -> int:
+    probe = _Probe()
+    probe.held = object()
+    return _refcounts((probe.held,))[0]
+
+
+#: What ``_refcounts`` reports for an object held by one attribute and the tuple passed
+#: in.  Measured rather than assumed: interpreters differ in the references they count.
+_SOLE_HOLDER = _sole_holder_refcount()
+
+
 def _bind_operator(dunder: str) -> Callable[..., Tensor]:
     """Replace ``Tensor.<dunder>`` by the op's wrapper itself (or its argument swap),
     so later uses cost one call; returns it.  The wrapper holds the op's handle,
@@ -172,9 +231,15 @@ class Variable(Tensor):
     ``assign_add`` and ``assign_sub`` run the registered ops of those names, so
     they work on every backend without copying the variable.  The initial value
     is always copied, so updates never reach the caller's data.
+
+    Reading a variable (an op input, ``.numpy()``, ``read_value()``) never copies
+    it, and an op may return a view of its memory (Identity, Reshape, a full
+    Slice).  Those are values, so before an in-place update a variable whose memory
+    is still held by anything else moves to a copy (copy-on-write, as TensorFlow's
+    resource variables do): the views keep the value they had.
     """
 
-    __slots__ = ("trainable", "name", "_version")
+    __slots__ = ("trainable", "name", "_version", "_borrowed")
 
     def __init__(self, initial_value: Any, dtype: Any = None, *, trainable: bool = True, name: str | None = None) -> None:
         from .engine import to_tensor
@@ -182,11 +247,12 @@ class Variable(Tensor):
         if isinstance(initial_value, Tensor):
             t = to_tensor(initial_value.numpy().copy(), dtype or initial_value.dtype, initial_value.backend)
         else:
-            t = to_tensor(initial_value, dtype, copy=True)
+            t = to_tensor(initial_value, dtype)
         super().__init__(t._value, t._dtype, t._backend)
         self.trainable = trainable
         self.name = name
         self._version = 0  # bumped by every op that takes it as a Ref input (tapes check it)
+        self._borrowed = False
 
     @classmethod
     def _view(cls, value: Any, dtype: DType, backend: Backend) -> Variable:
@@ -196,7 +262,21 @@ class Variable(Tensor):
         v.trainable = False
         v.name = None
         v._version = 0
+        # The view stands for a variable inside one call, which made that variable's
+        # memory private first (``_unshare``); the view must update it, not a copy.
+        v._borrowed = True
         return v
+
+    def _unshare(self) -> None:
+        """Copy-on-write: called before a kernel updates this variable in place.  When
+        any object besides this variable holds its memory (an op output that is a view
+        of it, an array from ``.numpy()``), the variable moves to a copy first."""
+        if self._borrowed:
+            return
+        be = self._backend
+        owners = be.memory_owners(self._value)
+        if owners is None or max(_refcounts(owners)) > _SOLE_HOLDER:
+            self._value = be.copy(self._value)
 
     def assign(self, value: Any) -> Variable:
         _ops().assign(self, value)
@@ -211,8 +291,15 @@ class Variable(Tensor):
         return self
 
     def read_value(self) -> Tensor:
-        """A snapshot: a tensor that later updates of the variable do not change."""
-        return Tensor(self._backend.from_numpy(self.numpy().copy()), self._dtype, self._backend)
+        """A snapshot: a tensor that later updates of the variable do not change (they
+        copy the variable first while the snapshot holds its memory)."""
+        return Tensor(self._value, self._dtype, self._backend)
 
     def __repr__(self) -> str:
         return "ok.Variable" + super().__repr__()[len("ok.Tensor"):]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _restore_variable, (self._dtype.name, np.array(self.numpy()), self.backend, self.trainable, self.name)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Variable:
+        return Variable(self, trainable=self.trainable, name=self.name)

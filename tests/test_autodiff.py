@@ -289,8 +289,10 @@ def test_a_gradient_written_through_numpy_never_changes_a_later_seed(backend: st
     with ok.GradientTape() as tape:
         y = ok.ops.identity(x)
     g = tape.gradient(y, x)
-    if backend == "cpu":
+    try:
         g.numpy()[:] *= 0.5  # the seed itself may come back as the gradient
+    except ValueError as e:  # read-only on host backends: a tensor is a value
+        assert "read-only" in str(e)
     with ok.GradientTape() as tape:
         z = ok.ops.mul(x, 3.0)
     assert tape.gradient(z, x).numpy().tolist() == [3.0, 3.0, 3.0]

@@ -2,7 +2,9 @@
 
 Integer inputs that hold shapes, axes, paddings or slice specs are host-memory
 arguments: they arrive as numpy arrays.  Results may be views of the input
-(numpy semantics); no kernel writes into an input.
+(numpy semantics); no kernel writes into an input.  A view of a Variable stays a
+value: the Variable copies itself before an in-place update while the view is alive
+(``Variable._unshare``).
 """
 
 from __future__ import annotations

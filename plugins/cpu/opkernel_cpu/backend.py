@@ -1,4 +1,5 @@
-"""The CPU backend: tensors are numpy arrays, shared with the caller when possible."""
+"""The CPU backend: tensors are numpy arrays.  Kernels receive a caller's arrays as
+they are; ``ok.tensor`` and op outputs never share memory with them (see engine)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ class CpuBackend(ok.Backend):
 
     def to_numpy(self, value: Any) -> np.ndarray:
         return value  # type: ignore[no-any-return]
+
+    def copy(self, value: Any) -> np.ndarray:
+        return np.array(value, copy=True)
+
+    def memory_owners(self, value: Any) -> tuple[Any, ...] | None:
+        # A numpy view keeps the array owning the memory as its ``base``: counting the
+        # owner's references counts every view.  An array that owns nothing can't tell.
+        return (value,) if value.base is None else None
 
     def empty(self, shape: tuple[int, ...], dtype: ok.DType) -> np.ndarray:
         return np.empty(shape, dtype.np)

@@ -90,6 +90,16 @@ class CudaBackend(ok.Backend):
                     requested_bytes=array.nbytes, backend=self.name,
                 ) from e
 
+    def copy(self, value: Any) -> Any:
+        if self.index:
+            with self.device:
+                return value.copy()
+        return value.copy()
+
+    def memory_owners(self, value: Any) -> tuple[Any, ...] | None:
+        # As in numpy, a cupy view keeps the array owning the memory as its ``base``.
+        return (value,) if value.base is None else None
+
     def to_numpy(self, value: Any) -> np.ndarray:
         if isinstance(value, np.ndarray):
             return value

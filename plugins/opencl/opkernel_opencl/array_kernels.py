@@ -8,7 +8,8 @@ index arithmetic is written twice.  The ``scopy`` kernel then moves elements by
 their size in bytes, so one program serves every dtype.
 
 Reshape, ExpandDims and Squeeze return views of the same buffer; Identity and
-StopGradient return the input itself (tensors are immutable).  Shape, Size,
+StopGradient return the input itself (tensors are immutable; a Variable copies
+itself before an in-place update while such a view is alive).  Shape, Size,
 Rank, InvertPermutation, ConcatOffset and Where compute on the host (their
 inputs are host-memory arguments, or, for Where, the output's shape depends on
 the data) and upload the result; StringToNumber parses on the host, where

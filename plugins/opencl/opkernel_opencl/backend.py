@@ -325,6 +325,22 @@ class OpenCLBackend(ok.Backend):
         """The host copy of a small array uploaded from numpy, if it has one (no waiting)."""
         return getattr(value, "_ok_host", None)
 
+    def copy(self, value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return np.array(value, copy=True)
+        out = self.new_array(tuple(value.shape), value.dtype)
+        if value.size:
+            nbytes = value.size * value.dtype.itemsize
+            self.cl.enqueue_copy(self.queue, out.base_data, value.base_data, byte_count=nbytes, src_offset=value.offset)
+        return out
+
+    def memory_owners(self, value: Any) -> tuple[Any, ...] | None:
+        if isinstance(value, np.ndarray):
+            return (value,) if value.base is None else None
+        # Identity returns the array itself; Reshape and the other views are new arrays
+        # on the same buffer object (``view``): count both.
+        return (value,) if value.base_data is None else (value, value.base_data)
+
     def to_numpy(self, value: Any) -> np.ndarray:
         if isinstance(value, np.ndarray):
             return value
