@@ -1,0 +1,333 @@
+"""The bad-input sweep (issue 28): every op wrapper in ``opkernel.ops``, on every backend,
+called with each class of bad input that tests/sweep_cases.py builds from a valid call.
+
+The cases of one (backend, op group) run in one child process (tests/isolated.py), which
+writes a JSON line per case.  A crash or hang names the case it stopped in (each case
+writes a ``start`` line first); that case is rerun alone to confirm it, and the group
+goes on in a fresh child from the next case.  A test fails on:
+
+* a crash (signal) or hang (timeout), naming op, case and backend;
+* a raw exception: anything not from ``opkernel.errors``, except what ``ALLOWED`` names;
+* a mutated input, a half-applied update (a Variable changed by a call that failed), an
+  output that still reads a caller's buffer;
+* a layout variant (byte-swapped, unaligned, non-contiguous) whose answer differs from
+  the base call's, and a base call that fails;
+* two backends that disagree: both succeed with values beyond tolerance, or one succeeds
+  where the other raises (unless ``ALLOWED`` names it).
+
+At the end of the module a summary (cases, ops, outcomes per backend) is printed; its
+figures are the ones docs/reliability.md quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+import sweep_cases
+from isolated import run_isolated
+
+GROUPS = list(sweep_cases.GROUPS)
+# A child runs a whole group; past this it is taken for hung.  A case alone gets less.
+GROUP_TIMEOUT = 300.0
+CASE_TIMEOUT = 60.0
+
+_CHILD = """
+import warnings
+warnings.simplefilter("ignore")
+import sweep_cases
+sweep_cases.{fn}({group!r}, {index}, {path!r})
+"""
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """One reviewed exception to the sweep's rules: what it matches and why it is fine."""
+
+    name: str
+    reason: str
+    matches: Callable[[dict[str, Any]], bool]
+
+
+# The one list of excused outcomes.  Each entry needs a reason a reviewer agrees with;
+# an outcome no entry matches fails the sweep.
+ALLOWED = [
+    Allowance(
+        "wrong-python-argument",
+        "a TypeError for a wrong Python argument (None or a ragged list for a tensor, a missing "
+        "or extra positional argument, an unknown keyword) is Python's own answer, as issue 28 defines it",
+        lambda r: r["kind"] == "pyarg" and r["outcome"] == "raw" and bool(r.get("type_error")),
+    ),
+]
+
+# Errors that mean "this backend does not do that", not "that input is bad": a case that
+# succeeds on one backend and raises one of these on another is a coverage gap
+# (docs/index.md's kernel coverage), not a disagreement.
+COVERAGE_ERRORS = {"KernelNotFoundError"}
+
+
+def allowance(record: dict[str, Any]) -> Allowance | None:
+    return next((a for a in ALLOWED if a.matches(record)), None)
+
+
+# ---------------------------------------------------------------- running the children
+
+_RESULTS: dict[tuple[str, str], list[dict[str, Any]]] = {}
+_SECONDS: dict[str, float] = Counter()
+
+
+def _child(fn: str, group: str, index: int, path: Path, backend: str, timeout: float) -> str | None:
+    """Run ``sweep_cases.fn`` in a child; None, or how it died (signal, timeout, exit)."""
+    code = _CHILD.format(fn=fn, group=group, index=index, path=str(path))
+    try:
+        run_isolated(code, backend=backend, timeout=timeout, what=f"sweep {group} on {backend}",
+                     env={"OPKERNEL_STRICT_PLUGINS": "1"})
+    except pytest.fail.Exception as e:
+        return str(e)
+    return None
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def sweep(backend: str, group: str) -> list[dict[str, Any]]:
+    """The outcome of every case of ``group`` on ``backend`` (run once per session)."""
+    key = (backend, group)
+    if key in _RESULTS:
+        return _RESULTS[key]
+    cases = sweep_cases.group_cases(group)
+    records: dict[int, dict[str, Any]] = {}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="opkernel-sweep-") as tmp:
+        start = 0
+        while start < len(cases):
+            path = Path(tmp) / f"{group}-{start}.jsonl"
+            died = _child("run_cases", group, start, path, backend, GROUP_TIMEOUT)
+            lines = _read(path)
+            started = [r["start"] for r in lines if "start" in r]
+            for r in lines:
+                if "outcome" in r:
+                    records[r["index"]] = r
+            if died is None:
+                break
+            in_flight = next((i for i in reversed(started) if i not in records), None)
+            if in_flight is None:
+                # Died outside any case (at start-up, or after the last one).
+                at = max(started, default=start - 1) + 1
+                if at >= len(cases):
+                    break
+                in_flight = at
+            case = cases[in_flight]
+            alone_path = Path(tmp) / f"alone-{in_flight}.jsonl"
+            alone = _child("run_one", group, in_flight, alone_path, backend, CASE_TIMEOUT)
+            outcome = "hang" if " hung" in died else "crash"
+            records[in_flight] = {
+                "op": case.op, "case": case.name, "kind": case.kind, "index": in_flight, "outcome": outcome,
+                "message": died.splitlines()[0][:300],
+                "alone": "also alone: " + alone.splitlines()[0][:200] if alone else "not alone (an earlier case may have corrupted the process)",
+            }
+            start = in_flight + 1
+    _SECONDS[backend] += time.perf_counter() - t0
+    out = []
+    for i, case in enumerate(cases):
+        r = records.get(i) or {"op": case.op, "case": case.name, "kind": case.kind, "index": i, "outcome": "missing"}
+        if (r["op"], r["case"]) != (case.op, case.name):
+            r = {**r, "outcome": "mismatch", "message": f"child ran {r['op']}/{r['case']} as case {i}, parent expects {case.id}"}
+        r["same_as_base"] = case.same_as_base
+        out.append(r)
+    _RESULTS[key] = out
+    return out
+
+
+# ---------------------------------------------------------------- classification
+
+
+def _close(a: dict[str, Any], b: dict[str, Any], cross_backend: bool) -> str | None:
+    """None if two digests agree, else what differs."""
+    if a["dtype"] != b["dtype"] or a["shape"] != b["shape"]:
+        return f"{a['dtype']}{a['shape']} vs {b['dtype']}{b['shape']}"
+    x, y = np.asarray(a["values"]), np.asarray(b["values"])
+    if a["dtype"] in ("float32", "complex64", "float16", "bfloat16"):
+        rtol, atol = (1e-4, 1e-5) if cross_backend else (1e-5, 1e-6)
+    elif a["dtype"] in ("float64", "complex128"):
+        rtol, atol = (1e-9, 1e-12)
+    else:
+        rtol = atol = 0.0
+    if x.dtype.kind not in "fciub":
+        return None if np.array_equal(x, y) else "values differ"
+    if not np.allclose(x.astype(np.float64), y.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True):
+        bad = ~np.isclose(x.astype(np.float64), y.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
+        return f"values differ at {int(bad.sum())} of {bad.size} (first: {x[bad].reshape(-1)[:3].tolist()} vs {y[bad].reshape(-1)[:3].tolist()})"
+    return None
+
+
+def _outputs_differ(a: dict[str, Any], b: dict[str, Any], cross_backend: bool) -> str | None:
+    if len(a["outputs"]) != len(b["outputs"]):
+        return f"{len(a['outputs'])} outputs vs {len(b['outputs'])}"
+    for k, (x, y) in enumerate(zip(a["outputs"], b["outputs"])):
+        diff = _close(x, y, cross_backend)
+        if diff:
+            return f"output {k}: {diff}"
+    return None
+
+
+def _describe(r: dict[str, Any]) -> str:
+    if r["outcome"] == "ok":
+        return "ok"
+    return f"{r['outcome']} {r.get('type', '')}: {r.get('message', '')}".strip()
+
+
+def problems(records: list[dict[str, Any]]) -> list[str]:
+    """What is wrong in one backend's records of one group (empty: nothing)."""
+    base = {r["op"]: r for r in records if r["case"] == "base"}
+    out = []
+    for r in records:
+        where = f"{r['op']}/{r['case']}"
+        if r["outcome"] in ("crash", "hang"):
+            out.append(f"{where}: {r['outcome']}: {r['message']} ({r['alone']})")
+        elif r["outcome"] == "sweep_error":
+            out.append(f"{where}: the sweep could not build this case: {r['type']}: {r['message']}")
+        elif r["outcome"] in ("missing", "mismatch"):
+            out.append(f"{where}: {r['outcome']} {r.get('message', '(the child never reported it)')}")
+        elif r["outcome"] == "raw" and allowance(r) is None:
+            out.append(f"{where}: raw {r['type']}: {r['message']}")
+        if r["kind"] == "base" and r["outcome"] != "ok" and r.get("type") not in COVERAGE_ERRORS:
+            out.append(f"{where}: the valid base call fails: {_describe(r)}")
+        for flag, text in (("mutated", "mutated its input(s)"), ("half_applied", "failed but changed Variable(s)")):
+            if r.get(flag):
+                out.append(f"{where}: {text} {r[flag]}")
+        if r.get("aliases_input"):
+            out.append(f"{where}: an output changed when the caller's input array was overwritten after the call")
+        if r["same_as_base"] and base.get(r["op"], {}).get("outcome") == "ok":
+            if r["outcome"] != "ok":
+                out.append(f"{where}: same values as the base call in another layout, but {_describe(r)}")
+            else:
+                diff = _outputs_differ(r, base[r["op"]], cross_backend=False)
+                if diff:
+                    out.append(f"{where}: same values as the base call in another layout, different answer: {diff}")
+    return out
+
+
+def disagreements(by_backend: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Cases two backends answer differently: values beyond tolerance, or ok vs error."""
+    names = sorted(by_backend)
+    out = []
+    for i, first in enumerate(by_backend[names[0]]):
+        rows = {b: by_backend[b][i] for b in names}
+        oks = {b: r for b, r in rows.items() if r["outcome"] == "ok"}
+        errs = {b: r for b, r in rows.items() if r["outcome"] in ("error", "raw")}
+        where = f"{first['op']}/{first['case']}"
+        if oks and errs:
+            real = {b: r for b, r in errs.items() if r.get("type") not in COVERAGE_ERRORS}
+            if real:
+                text = "; ".join(f"{b}: {_describe(r)}" for b, r in sorted(rows.items()))
+                out.append(f"{where}: one backend succeeds, another raises: {text}")
+        ok_names = sorted(oks)
+        for b in ok_names[1:]:
+            diff = _outputs_differ(oks[ok_names[0]], oks[b], cross_backend=True)
+            if diff:
+                out.append(f"{where}: {ok_names[0]} and {b} disagree: {diff}")
+    return out
+
+
+def _report(title: str, lines: list[str], limit: int = 60) -> str:
+    shown = "\n  ".join(lines[:limit])
+    more = f"\n  ... and {len(lines) - limit} more" if len(lines) > limit else ""
+    return f"{title}: {len(lines)} finding(s)\n  {shown}{more}"
+
+
+# ---------------------------------------------------------------- tests
+
+
+def _available() -> list[str]:
+    return [name for name, _, reason in ok.engine.backend_status() if reason is None]
+
+
+def test_every_op_wrapper_has_a_base_call() -> None:
+    """A new op needs a valid call (a row in tests/test_ops_*.py or sweep_cases.EXTRA
+    bases) before the sweep can perturb it."""
+    table = sweep_cases.bases()
+    missing = [op for op in sweep_cases.op_names() if op not in table]
+    assert not missing, f"ops without a base call for the bad-input sweep: {missing}"
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_sweep(group: str, backend: str) -> None:
+    records = sweep(backend, group)
+    found = problems(records)
+    if found:
+        pytest.fail(_report(f"bad-input sweep of {group!r} ops on {backend!r}", found), pytrace=False)
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_backends_agree(group: str, request: pytest.FixtureRequest) -> None:
+    names = _available()
+    if len(names) < 2:
+        pytest.skip(f"one backend available ({names}): nothing to compare")
+    found = disagreements({b: sweep(b, group) for b in names})
+    if found:
+        pytest.fail(_report(f"backends {names} disagree on {group!r} ops", found), pytrace=False)
+
+
+def summary() -> list[str]:
+    """Per backend: cases, ops, outcomes."""
+    lines = []
+    for backend in sorted({b for b, _ in _RESULTS}):
+        records = [r for (b, _), rs in _RESULTS.items() if b == backend for r in rs]
+        outcomes: Counter[str] = Counter()
+        for r in records:
+            if r["outcome"] == "raw" and allowance(r) is not None:
+                outcomes[f"excused ({allowance(r).name})"] += 1  # type: ignore[union-attr]
+            else:
+                outcomes["clean error" if r["outcome"] == "error" else r["outcome"]] += 1
+        kinds = Counter(r["kind"] for r in records)
+        no_kernel = sorted(r["op"] for r in records if r["case"] == "base" and r.get("type") in COVERAGE_ERRORS)
+        groups = sorted(g for b, g in _RESULTS if b == backend)
+        lines.append(
+            f"{backend}: {len(records)} cases, {len({r['op'] for r in records})} ops ({', '.join(groups)}), "
+            f"{_SECONDS[backend]:.1f} s; outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+        )
+        if no_kernel:
+            lines.append(f"{backend}: no kernel for the base call (a coverage gap, not a finding): {', '.join(no_kernel)}")
+        lines.append(f"{backend}: cases by class: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+        found = [p for (b, g), rs in _RESULTS.items() if b == backend for p in problems(rs)]
+        lines.append(f"{backend}: findings: {len(found)}")
+    return lines
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_summary(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if not _RESULTS:
+        return
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("-", "bad-input sweep summary")
+        for line in summary():
+            reporter.write_line(line)
+
+
+# ---------------------------------------------------------------- regressions the sweep found
+
+
+def test_elementwise_kernels_take_0d_tensors(backend: str) -> None:
+    """The cpu Rsqrt and ClipByValue wrote their answer into what numpy gives for a 0-d
+    input, a scalar, and raised a raw TypeError."""
+    x = ok.tensor(np.array(4.0, np.float32))
+    root = ok.ops.rsqrt(x)
+    assert root.shape == () and root.numpy() == np.float32(0.5)
+    low, high = ok.tensor(np.array(0.0, np.float32)), ok.tensor(np.array(3.0, np.float32))
+    clipped = ok.ops.clip_by_value(x, low, high)
+    assert clipped.shape == () and clipped.numpy() == np.float32(3.0)
