@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import numbers
 import math
 import os
 import threading
@@ -64,6 +65,11 @@ __all__ = [
 ]
 
 
+#: The most threads one op may be split across: more than any core count the pools are
+#: tuned for, few enough that a typo cannot start thousands of OS threads.
+MAX_INTRA_OP_THREADS = 256
+
+
 class _Config:
     """Process-wide settings (``ok.config``).
 
@@ -71,14 +77,34 @@ class _Config:
     an error; ``"copy"`` copies it to the active backend (counted in
     ``transfers``).
     ``intra_op_parallelism_threads``: how many threads a backend may split one
-    large op across (TensorFlow's setting of that name); default: the core
-    count; 1 keeps every op on the calling thread.
+    large op across (TensorFlow's setting of that name): an int from 0 to
+    ``MAX_INTRA_OP_THREADS``; 0 means the core count (the default, capped at
+    that maximum); 1 keeps every op on the calling thread.
     """
+
+    _intra_op_threads: int
 
     def __init__(self) -> None:
         self.transfer_policy = "error"
         self.transfers = 0
-        self.intra_op_parallelism_threads = os.cpu_count() or 1
+        self.intra_op_parallelism_threads = min(os.cpu_count() or 1, MAX_INTRA_OP_THREADS)
+
+    @property
+    def intra_op_parallelism_threads(self) -> int:
+        return self._intra_op_threads
+
+    @intra_op_parallelism_threads.setter
+    def intra_op_parallelism_threads(self, n: int) -> None:
+        # Checked here, where the mistake is made: a backend reads it in the middle of
+        # an op, where a bad value would start thousands of threads or fail every call.
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise OpTypeError(f"ok.config.intra_op_parallelism_threads must be an int, got {type(n).__name__} {n!r}")
+        if not 0 <= n <= MAX_INTRA_OP_THREADS:
+            raise InvalidArgumentError(
+                f"ok.config.intra_op_parallelism_threads must be between 0 (the core count) and "
+                f"{MAX_INTRA_OP_THREADS}, got {n}"
+            )
+        self._intra_op_threads = int(n)
 
 
 config = _Config()

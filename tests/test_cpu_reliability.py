@@ -136,3 +136,52 @@ def test_huge_pool_window_cpu_numpy_path():
     done = run_isolated(_HUGE_WINDOWS.format(no_native=True), backend="cpu", timeout=90,
                         what="cpu numpy pools with huge windows")
     _check_huge_windows(json.loads(done.stdout))
+
+
+# ---------------------------------------------------------------- the thread setting
+
+
+@pytest.fixture
+def threads_setting():
+    old = ok.config.intra_op_parallelism_threads
+    yield
+    ok.config.intra_op_parallelism_threads = old
+
+
+def _large_add_still_sharded() -> None:
+    """A large add answers right, and its (ufunc, types) is still one the native pool runs."""
+    a = np.arange(1 << 20, dtype=np.float32)
+    with ok.use_backend("cpu"):
+        np.testing.assert_array_equal(ok.ops.add(a, a).numpy(), a + a)
+    assert (np.add, a.dtype, a.dtype) not in sharding._not_native
+
+
+@pytest.mark.parametrize("bad", [2.5, "4", None, True, np.float64(3.0)], ids=repr)
+def test_thread_setting_of_the_wrong_type_is_refused_where_it_is_set(bad, threads_setting):
+    ok.config.intra_op_parallelism_threads = 2
+    with pytest.raises(ok.errors.OpTypeError, match="intra_op_parallelism_threads must be an int, got"):
+        ok.config.intra_op_parallelism_threads = bad
+    assert ok.config.intra_op_parallelism_threads == 2
+    _large_add_still_sharded()
+
+
+@pytest.mark.parametrize("bad", [20000, ok.engine.MAX_INTRA_OP_THREADS + 1, -1])
+def test_thread_setting_out_of_range_is_refused(bad, threads_setting, monkeypatch):
+    ok.config.intra_op_parallelism_threads = 2
+    with pytest.raises(InvalidArgumentError, match=f"between 0 .* and {ok.engine.MAX_INTRA_OP_THREADS}, got {bad}"):
+        ok.config.intra_op_parallelism_threads = bad
+    assert ok.config.intra_op_parallelism_threads == 2
+    monkeypatch.setattr(sharding, "_native", None)  # the Python pool: one OS thread per shard
+    before = threading.active_count()
+    a = np.ones(1 << 20, np.float32)
+    with ok.use_backend("cpu"):
+        np.testing.assert_array_equal(ok.ops.mul(a, a).numpy(), a)
+    assert threading.active_count() <= before + 2
+
+
+@pytest.mark.parametrize("good", [0, 1, 3, np.int64(4), ok.engine.MAX_INTRA_OP_THREADS])
+def test_thread_setting_accepts_counts_up_to_the_maximum(good, threads_setting):
+    ok.config.intra_op_parallelism_threads = good
+    assert ok.config.intra_op_parallelism_threads == int(good)
+    assert type(ok.config.intra_op_parallelism_threads) is int
+    _large_add_still_sharded()

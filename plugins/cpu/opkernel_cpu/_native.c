@@ -229,8 +229,9 @@ PyDoc_STRVAR(run_doc,
 "threads, ``block`` elements at a time.  Returns the floating-point exception flags\n"
 "the blocks raised (0: none); -1 when the pool is busy with another caller's job, -2\n"
 "when the arrays are not all writeable (out), C-contiguous, aligned, native-order,\n"
-"numeric and of one size (nothing was computed then).  Raises TypeError when numpy\n"
-"has no plain inner loop for exactly these types.");
+"numeric and of one size, -3 when ``ufunc`` is not a unary or binary elementwise ufunc\n"
+"with one output or numpy has no plain inner loop of it for exactly these types\n"
+"(nothing was computed then).  Raises TypeError for arguments of the wrong kind.");
 
 static PyObject *run(PyObject *self, PyObject *args) {
     PyObject *ufunc_obj, *inputs, *out_obj;
@@ -239,16 +240,11 @@ static PyObject *run(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OO!O!in", &ufunc_obj, &PyTuple_Type, &inputs, &PyArray_Type, &out_obj,
                           &threads, &block))
         return NULL;
-    if (!PyObject_TypeCheck(ufunc_obj, &PyUFunc_Type)) {
-        PyErr_SetString(PyExc_TypeError, "run() needs a numpy ufunc");
-        return NULL;
-    }
+    /* -3 for what this function can never run (as for types without an inner loop below) */
+    if (!PyObject_TypeCheck(ufunc_obj, &PyUFunc_Type)) return PyLong_FromLong(-3);
     PyUFuncObject *ufunc = (PyUFuncObject *)ufunc_obj;
     Py_ssize_t nin = PyTuple_GET_SIZE(inputs);
-    if (ufunc->nout != 1 || ufunc->nin != nin || nin + 1 > MAX_ARGS || ufunc->core_enabled) {
-        PyErr_SetString(PyExc_TypeError, "run() takes a unary or binary elementwise ufunc with one output");
-        return NULL;
-    }
+    if (ufunc->nout != 1 || ufunc->nin != nin || nin + 1 > MAX_ARGS || ufunc->core_enabled) return PyLong_FromLong(-3);
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     if (threads < 1 || block < 1) {
         PyErr_SetString(PyExc_ValueError, "run() needs at least 1 thread and a positive block");
@@ -274,10 +270,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
     job.ptr[nin] = PyArray_BYTES(out);
     job.itemsize[nin] = PyArray_ITEMSIZE(out);
     types[nin] = PyArray_TYPE(out);
-    if (!find_loop(ufunc, types, job.nargs, &job.loop, &job.data)) {
-        PyErr_Format(PyExc_TypeError, "numpy has no inner loop of %s for exactly these types", ufunc->name);
-        return NULL;
-    }
+    if (!find_loop(ufunc, types, job.nargs, &job.loop, &job.data)) return PyLong_FromLong(-3);
     job.size = size;
     job.block = block;
     job.rounding = fegetround();

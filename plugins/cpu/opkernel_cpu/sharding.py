@@ -17,7 +17,8 @@ plus a GIL hand-over, so the chunks are uneven: a pool thread gets a wake-up's
 worth less work (``_split``, from timings of earlier calls).
 
 The thread count is ``ok.config.intra_op_parallelism_threads`` (default: the
-number of cores); 1 turns sharding off.
+number of cores; at most ``ok.engine.MAX_INTRA_OP_THREADS``, checked where it is
+set); 1 turns sharding off.
 
 Outputs of 32 MB and more are taken from a small pool of arrays that nothing
 references any more (``_output``), so a loop of large ops writes into warm
@@ -227,7 +228,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-_CORES = os.cpu_count() or 1
+_CORES = min(os.cpu_count() or 1, ok.engine.MAX_INTRA_OP_THREADS)
 
 
 #: (ufunc, input dtypes) -> the ufunc's own output dtype.
@@ -296,9 +297,9 @@ def _run_native(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], out: np.
                 per_shard: int, key: tuple[Any, ...]) -> bool:
     """Run ``fn`` on the native pool; False when it cannot (the caller computes ``out`` then)."""
     assert _native is not None
-    try:  # blocks of a quarter shard: a thread that wakes late still finds some left
-        raised = _native.run(fn, arrays, out, threads, max(per_shard // 4, 1024))
-    except TypeError:  # not a ufunc numpy has a plain inner loop of for these types
+    # blocks of a quarter shard: a thread that wakes late still finds some left
+    raised = _native.run(fn, arrays, out, threads, max(per_shard // 4, 1024))
+    if raised == -3:  # not a plain ufunc, or no inner loop for these types: never ask again
         _not_native.add(key)
         return False
     if raised < 0:  # -1: another thread's op holds the pool; -2: unaligned or byte-swapped arrays
