@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import inspect
 import keyword
-import numbers
 import math
+import numbers
 import os
 import threading
 import time
