@@ -22,9 +22,12 @@ figures are the ones docs/reliability.md quotes.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
+import threading
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -83,6 +86,12 @@ def allowance(record: dict[str, Any]) -> Allowance | None:
 
 _RESULTS: dict[tuple[str, str], list[dict[str, Any]]] = {}
 _SECONDS: dict[str, float] = Counter()
+# Children run two at a time (CI machines have two cores): the tests then wait on what
+# was started for them when the module's first test asked (see ``_jobs``).
+WORKERS = min(2, os.cpu_count() or 1)
+_POOL: ThreadPoolExecutor | None = None
+_JOBS: dict[tuple[str, str], Future[list[dict[str, Any]]]] = {}
+_LOCK = threading.Lock()
 
 
 def _child(fn: str, group: str, index: int, path: Path, backend: str, timeout: float) -> str | None:
@@ -102,11 +111,25 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def start(keys: list[tuple[str, str]]) -> None:
+    """Start the sweeps of these (backend, group)s in the background, in this order."""
+    global _POOL
+    with _LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="sweep")
+        for key in keys:
+            if key not in _JOBS:
+                _JOBS[key] = _POOL.submit(_sweep, *key)
+
+
 def sweep(backend: str, group: str) -> list[dict[str, Any]]:
     """The outcome of every case of ``group`` on ``backend`` (run once per session)."""
+    start([(backend, group)])
+    return _JOBS[(backend, group)].result()
+
+
+def _sweep(backend: str, group: str) -> list[dict[str, Any]]:
     key = (backend, group)
-    if key in _RESULTS:
-        return _RESULTS[key]
     cases = sweep_cases.group_cases(group)
     records: dict[int, dict[str, Any]] = {}
     t0 = time.perf_counter()
@@ -308,12 +331,30 @@ def summary() -> list[str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _print_summary(request: pytest.FixtureRequest) -> Iterator[None]:
+def _jobs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Start every sweep the selected tests need, slowest backends first, and print the
+    summary when the module is done."""
+    available = _available()
+    wanted: list[tuple[str, str]] = []
+    for item in request.session.items:
+        spec = getattr(item, "callspec", None)
+        if item.module is not request.module or spec is None or "group" not in spec.params:
+            continue
+        group = spec.params["group"]
+        backends = [spec.params["backend"]] if "backend" in spec.params else available
+        wanted += [(b, group) for b in backends if b in available]
+    # Device backends compile their kernels in each child: start those first.
+    order = sorted(dict.fromkeys(wanted), key=lambda k: (k[0] == "cpu", GROUPS.index(k[1])))
+    start(order)
     yield
-    if not _RESULTS:
-        return
+    if _POOL is not None:
+        _POOL.shutdown(wait=True, cancel_futures=True)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None or not _RESULTS:
+        return
+    with capture.global_and_fixture_disabled():  # teardown output is captured otherwise
+        reporter.write_line("")
         reporter.write_sep("-", "bad-input sweep summary")
         for line in summary():
             reporter.write_line(line)
