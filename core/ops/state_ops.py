@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import shape_fns
+from ..errors import InvalidArgumentError
 from ..gradients import not_differentiable
 from ..kernels import register_kernel
 from ..op_registry import register_op
@@ -19,6 +20,36 @@ from ..tensor import ops_module as _ops
 _NUMBER = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint16, complex64, complex128}"
 _FLOAT = "{bfloat16, half, float, double}"
 TRAINING_OPS = ("ApplyGradientDescent", "ApplyMomentum", "ApplyAdam")
+#: Each training op's inputs by role: the variable and its slots (Refs updated
+#: together), the scalar hyper-parameters, the gradient.
+TRAINING_INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "ApplyGradientDescent": (("var",), ("alpha",), "delta"),
+    "ApplyMomentum": (("var", "accum"), ("lr", "momentum"), "grad"),
+    "ApplyAdam": (("var", "m", "v"), ("beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"), "grad"),
+}
+
+
+def check_update(op: str, **inputs: Any) -> None:
+    """Raise InvalidArgumentError unless every slot and the gradient have the variable's
+    shape and every hyper-parameter is a scalar (rank 0), as TensorFlow's training ops
+    check.  Every kernel of a training op calls this before it writes anything, so a
+    rejected update leaves the variable and all its slots as they were.  ``inputs``
+    are the op's inputs by name (anything with a ``shape``)."""
+    slots, scalars, grad = TRAINING_INPUTS[op]
+    want = tuple(inputs["var"].shape)
+    for name in (*slots[1:], grad):
+        got = tuple(inputs[name].shape)
+        if got != want:
+            raise InvalidArgumentError(
+                f"op {op!r}: {name!r} must have the shape of 'var', {list(want)}, got {list(got)}; nothing was updated",
+                op=op,
+            )
+    for name in scalars:
+        got = tuple(inputs[name].shape)
+        if got:
+            raise InvalidArgumentError(
+                f"op {op!r}: {name!r} must be a scalar, got shape {list(got)}; nothing was updated", op=op
+            )
 
 
 def _scalar_inputs_then_var(*scalars: int) -> Any:
@@ -75,11 +106,13 @@ def register_gradients() -> None:
 
 
 def _apply_gradient_descent(var: Any, alpha: Any, delta: Any, **attrs: Any) -> Any:
+    check_update("ApplyGradientDescent", var=var, alpha=alpha, delta=delta)
     ops = _ops()
     return ops.assign_sub(var, ops.mul(alpha, delta))
 
 
 def _apply_momentum(var: Any, accum: Any, lr: Any, grad: Any, momentum: Any, use_nesterov: bool, **attrs: Any) -> Any:
+    check_update("ApplyMomentum", var=var, accum=accum, lr=lr, grad=grad, momentum=momentum)
     ops = _ops()
     ops.assign(accum, ops.add(ops.mul(accum, momentum), grad))
     step = ops.add(grad, ops.mul(momentum, accum)) if use_nesterov else accum
@@ -90,6 +123,8 @@ def _apply_adam(
     var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr: Any, beta1: Any, beta2: Any,
     epsilon: Any, grad: Any, use_nesterov: bool, **attrs: Any,
 ) -> Any:
+    check_update("ApplyAdam", var=var, m=m, v=v, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr,
+                 beta1=beta1, beta2=beta2, epsilon=epsilon, grad=grad)
     ops = _ops()
     one = ops.ones_like(beta1)
     lr_t = ops.real_div(ops.mul(lr, ops.sqrt(ops.sub(one, beta2_power))), ops.sub(one, beta1_power))

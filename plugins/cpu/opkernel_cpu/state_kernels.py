@@ -8,6 +8,7 @@ import numpy as np
 
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
+from opkernel.ops.state_ops import check_update
 
 from .xp import xp_of
 
@@ -35,8 +36,12 @@ def assign_sub(ref: np.ndarray, value: np.ndarray, **attrs: Any) -> np.ndarray:
     return xp_of(ref, value).subtract(ref, value, out=ref)  # type: ignore[no-any-return]
 
 
+# The optimizers check every input first (check_update), then compute every new value
+# before they write any: a failure on the way (out of memory) leaves all slots as they were.
+
+
 def apply_gradient_descent(var: np.ndarray, alpha: np.ndarray, delta: np.ndarray, **attrs: Any) -> np.ndarray:
-    _same_shape("ApplyGradientDescent", var, delta)
+    check_update("ApplyGradientDescent", var=var, alpha=alpha, delta=delta)
     var -= alpha * delta
     return var
 
@@ -45,10 +50,12 @@ def apply_momentum(
     var: np.ndarray, accum: np.ndarray, lr: np.ndarray, grad: np.ndarray, momentum: np.ndarray,
     use_nesterov: bool, **attrs: Any,
 ) -> np.ndarray:
-    _same_shape("ApplyMomentum", var, grad)
-    accum *= momentum
-    accum += grad
-    var -= lr * (grad + momentum * accum) if use_nesterov else lr * accum
+    check_update("ApplyMomentum", var=var, accum=accum, lr=lr, grad=grad, momentum=momentum)
+    new_accum = accum * momentum
+    new_accum += grad
+    step = lr * (grad + momentum * new_accum) if use_nesterov else lr * new_accum
+    xp_of(var).copyto(accum, new_accum)
+    var -= step
     return var
 
 
@@ -57,13 +64,19 @@ def apply_adam(
     lr: np.ndarray, beta1: np.ndarray, beta2: np.ndarray, epsilon: np.ndarray, grad: np.ndarray,
     use_nesterov: bool, **attrs: Any,
 ) -> np.ndarray:
-    _same_shape("ApplyAdam", var, grad)
+    check_update("ApplyAdam", var=var, m=m, v=v, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr,
+                 beta1=beta1, beta2=beta2, epsilon=epsilon, grad=grad)
     xp = xp_of(var, grad)
     lr_t = lr * xp.sqrt(1 - beta2_power) / (1 - beta1_power)
-    m += (grad - m) * (1 - beta1)
-    v += (grad * grad - v) * (1 - beta2)
-    direction = m * beta1 + grad * (1 - beta1) if use_nesterov else m
-    var -= lr_t * direction / (xp.sqrt(v) + epsilon)
+    new_m = (grad - m) * (1 - beta1)
+    new_m += m
+    new_v = (grad * grad - v) * (1 - beta2)
+    new_v += v
+    direction = new_m * beta1 + grad * (1 - beta1) if use_nesterov else new_m
+    step = lr_t * direction / (xp.sqrt(new_v) + epsilon)
+    xp.copyto(m, new_m)
+    xp.copyto(v, new_v)
+    var -= step
     return var
 
 

@@ -3,9 +3,10 @@
 Assign, AssignAdd and AssignSub are the CPU plugin's bodies (cupy's copyto,
 add and subtract with ``out=``).  The optimizer updates are one fused raw
 kernel each (``sources.py``: one pass over the variable and its slots, instead
-of the half-dozen elementwise launches the generic kernel makes); a variable
-that is not contiguous, a non-scalar hyper-parameter or a mismatched shape
-goes to the CPU body, which computes with cupy or raises the CPU's error.
+of the half-dozen elementwise launches the generic kernel makes), after the
+inputs are checked (``check_update``: a rejected update writes nothing); a
+variable or slot that is not contiguous goes to the CPU body, which computes
+with cupy.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 import opkernel as ok
+from opkernel.ops.state_ops import check_update
 from opkernel_cpu import state_kernels as cpu
 from opkernel_cpu.xp import xp_of
 
@@ -41,6 +43,7 @@ def _c(x: Any) -> Any:
 
 
 def apply_gradient_descent(var: Any, alpha: Any, delta: Any, T: ok.DType, **attrs: Any) -> Any:
+    check_update("ApplyGradientDescent", var=var, alpha=alpha, delta=delta)
     if not _fusable(T, var, (), (alpha,), delta):
         return cpu.apply_gradient_descent(var, alpha, delta, T=T, **attrs)
     if var.size:
@@ -52,6 +55,7 @@ def apply_gradient_descent(var: Any, alpha: Any, delta: Any, T: ok.DType, **attr
 
 
 def apply_momentum(var: Any, accum: Any, lr: Any, grad: Any, momentum: Any, use_nesterov: bool, T: ok.DType, **attrs: Any) -> Any:
+    check_update("ApplyMomentum", var=var, accum=accum, lr=lr, grad=grad, momentum=momentum)
     if not _fusable(T, var, (accum,), (lr, momentum), grad):
         return cpu.apply_momentum(var, accum, lr, grad, momentum, use_nesterov=use_nesterov, T=T, **attrs)
     if var.size:
@@ -66,6 +70,8 @@ def apply_adam(
     var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr: Any, beta1: Any, beta2: Any,
     epsilon: Any, grad: Any, use_nesterov: bool, T: ok.DType, **attrs: Any,
 ) -> Any:
+    check_update("ApplyAdam", var=var, m=m, v=v, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr,
+                 beta1=beta1, beta2=beta2, epsilon=epsilon, grad=grad)
     scalars = (beta1_power, beta2_power, lr, beta1, beta2, epsilon)
     if not _fusable(T, var, (m, v), scalars, grad):
         return cpu.apply_adam(var, m, v, *scalars, grad, use_nesterov=use_nesterov, T=T, **attrs)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 import opkernel as ok
+from opkernel.ops.state_ops import check_update
 
 from .array_kernels import BE
 from .backend import ctype
@@ -61,11 +62,6 @@ def _same_shape(op: str, ref: Any, value: Any) -> None:
         raise fail(op, f"value must have the variable's shape {list(ref.shape)}, got {list(value.shape)}")
 
 
-def _scalar(op: str, name: str, x: Any) -> None:
-    if x.size != 1:
-        raise fail(op, f"'{name}' must be a scalar, got shape {list(x.shape)}")
-
-
 def assign(ref: Any, value: Any, **attrs: Any) -> Any:
     _same_shape("Assign", ref, value)
     be = BE()
@@ -91,8 +87,7 @@ def _update(op: str, name: str) -> Any:
 
 def apply_gradient_descent(var: Any, alpha: Any, delta: Any, T: ok.DType, **attrs: Any) -> Any:
     op = "ApplyGradientDescent"
-    _same_shape(op, var, delta)
-    _scalar(op, "alpha", alpha)
+    check_update(op, var=var, alpha=alpha, delta=delta)
     be = BE()
     if var.size:
         be.launch1d(be.programs.kernel("state", T.name, "sgd", op), var.size, var.base_data, alpha.base_data, delta.base_data)
@@ -102,10 +97,7 @@ def apply_gradient_descent(var: Any, alpha: Any, delta: Any, T: ok.DType, **attr
 
 def apply_momentum(var: Any, accum: Any, lr: Any, grad: Any, momentum: Any, use_nesterov: bool, T: ok.DType, **attrs: Any) -> Any:
     op = "ApplyMomentum"
-    _same_shape(op, var, grad)
-    _same_shape(op, var, accum)
-    _scalar(op, "lr", lr)
-    _scalar(op, "momentum", momentum)
+    check_update(op, var=var, accum=accum, lr=lr, grad=grad, momentum=momentum)
     be = BE()
     if var.size:
         be.launch1d(be.programs.kernel("state", T.name, "momentum", op), var.size, var.base_data, accum.base_data,
@@ -118,11 +110,8 @@ def apply_momentum(var: Any, accum: Any, lr: Any, grad: Any, momentum: Any, use_
 def apply_adam(var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr: Any, beta1: Any, beta2: Any,
                epsilon: Any, grad: Any, use_nesterov: bool, T: ok.DType, **attrs: Any) -> Any:
     op = "ApplyAdam"
-    for other in (grad, m, v):
-        _same_shape(op, var, other)
-    for name, s in (("beta1_power", beta1_power), ("beta2_power", beta2_power), ("lr", lr), ("beta1", beta1),
-                    ("beta2", beta2), ("epsilon", epsilon)):
-        _scalar(op, name, s)
+    check_update(op, var=var, m=m, v=v, beta1_power=beta1_power, beta2_power=beta2_power, lr=lr, beta1=beta1,
+                 beta2=beta2, epsilon=epsilon, grad=grad)
     be = BE()
     if var.size:
         be.launch1d(be.programs.kernel("state", T.name, "adam", op), var.size, var.base_data, m.base_data, v.base_data,
