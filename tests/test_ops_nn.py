@@ -138,11 +138,15 @@ def pool_out_shape(x_shape: tuple[int, ...], attrs: dict[str, Any]) -> tuple[int
 
 
 def ref_max_pool(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    """TensorFlow's CPU MaxPool (pooling_ops_common.h): a cwiseMax from the lowest finite
+    value, so NaN and -inf never win and a window of them pools to that value."""
     fmt = attrs.get("data_format", "NHWC")
     x = to_nhwc(x, fmt)
     out = np.zeros(pool_out_shape(x.shape, attrs), x.dtype)
+    lowest = ok.as_dtype(x.dtype).min
     for i, j, rows, cols in pool_windows(x.shape, attrs):
-        out[:, i, j, :] = x[:, rows, cols, :].max(axis=(1, 2))
+        window = x[:, rows, cols, :].reshape(x.shape[0], (rows.stop - rows.start) * (cols.stop - cols.start), x.shape[3])
+        out[:, i, j, :] = np.fmax.reduce(window, axis=1, initial=lowest) if x.dtype.kind in "fV" else window.max(axis=1)
     return from_nhwc(out, fmt)
 
 
@@ -662,7 +666,7 @@ def test_max_pool_grad_nan_after_a_window_start_never_takes_the_gradient(backend
     x[0, :, :, 19] = [[1.0, np.nan], [3.0, 2.0]]
     attrs = pool((2, 2), (2, 2), "VALID")
     y = ops.max_pool(x, **attrs)
-    assert np.isnan(y.numpy()[0, 0, 0, 19])
+    assert y.numpy()[0, 0, 0, 19] == 3.0  # MaxPool never picks a nan (the gradient rule differs)
     dx = ops.max_pool_grad(x, y, np.full(y.shape, 2.0, np.float32), **attrs).numpy()
     expect = np.zeros(x.shape, np.float32)
     expect[0, 0, 0, :19] = 2.0  # all-zero windows: the first position
@@ -1275,16 +1279,18 @@ def test_max_pool_with_argmax_matches_max_pool_and_its_gradient(
 
 @pytest.mark.parametrize("attrs", [pool((2, 2), (2, 2), "VALID"), pool((3, 3), (2, 2), "SAME")], ids=["tiled", "overlapping"])
 def test_max_pool_with_argmax_nan_rule(attrs: dict[str, Any], backend: str) -> None:
-    # The maximum propagates nan (as MaxPool, on every backend); the index is the first
-    # maximum, a nan winning only as the window's first element (TensorFlow's CPU rule).
+    # TensorFlow's CPU rule (maxpooling_op.cc): the index is the first maximum, a nan winning
+    # only as the window's first element, and the output is the input at that index.
+    # MaxPool itself never picks a nan (pooling_ops_common.h).
     x = np.zeros((1, 4, 4, 1), np.float32)
     x[0, 0, 0, 0] = np.nan  # first element of the first window
     x[0, 1, 2, 0] = 5.0
     x[0, 0, 3, 0] = np.nan  # second element of its window's first row: not the index
     out = ops.max_pool_with_argmax(x, **attrs)
     y = ops.max_pool(x, **attrs).numpy()
-    np.testing.assert_array_equal(out.output.numpy(), y)
-    assert np.isnan(y[0, 0, 0, 0]) and np.isnan(y[0, 0, -1, 0])
+    np.testing.assert_array_equal(out.output.numpy(), x.reshape(-1)[out.argmax.numpy()])
+    assert np.isnan(out.output.numpy()[0, 0, 0, 0]) and not np.isnan(y).any()
+    assert y[0, 0, 0, 0] == (5.0 if attrs["padding"] == "SAME" else 0.0)
     am = out.argmax.numpy()[0, :, :, 0]
     assert am[0, 0] == 0  # the nan in the first position
     if attrs["padding"] == "VALID":

@@ -145,3 +145,34 @@ def test_arg_max_and_min_treat_nan_as_tensorflow_does(backend: str, values: list
     assert ok.ops.arg_max(rows, 1).numpy().tolist()[0] == amax
     assert ok.ops.arg_max(np.ascontiguousarray(rows.T), 0).numpy().tolist()[0] == amax
     assert int(ok.ops.arg_max(x.astype(np.float64), 0).numpy()) == (1 if values == [-INF, -FMAX] else amax)
+
+
+# ---------------------------------------------------------------- MaxPool and NaN
+
+# tensorflow/core/kernels/pooling_ops_common.h (SpatialMaxPool): MaxPool is a cwiseMax from
+# NumTraits<T>::lowest(), so NaN and -inf never win and a window of them gives lowest().
+# maxpooling_op.cc (SpatialMaxPoolWithArgMaxHelper): MaxPoolWithArgmax takes a window's
+# first element, then each strictly greater one; its output is the element it took, so a
+# NaN is the output only as the window's first element.
+_ = np.nan
+POOL_X = np.array([
+    [1.0, _, 3.0, 2.0, _, _],
+    [_, _, 0.0, 5.0, _, -INF],
+    [_, 2.0, 7.0, 1.0, -INF, -INF],
+    [4.0, 4.0, 1.0, _, -INF, _],
+], np.float32).reshape(1, 4, 6, 1)
+POOL_ATTRS = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
+LOWEST32 = float(np.finfo(np.float32).min)
+
+
+def test_max_pool_never_picks_nan(backend: str) -> None:
+    out = ok.ops.max_pool(POOL_X, **POOL_ATTRS).numpy().ravel()
+    np.testing.assert_array_equal(out, np.array([1.0, 5.0, LOWEST32, 4.0, 7.0, LOWEST32], np.float32))
+
+
+def test_max_pool_with_argmax_outputs_the_element_at_its_argmax(backend: str) -> None:
+    out, argmax = ok.ops.max_pool_with_argmax(POOL_X, **POOL_ATTRS)
+    assert argmax.numpy().ravel().tolist() == [0, 9, 4, 12, 14, 16]
+    np.testing.assert_array_equal(out.numpy().ravel(), np.array([1.0, 5.0, _, _, 7.0, -INF], np.float32))
+    grad = ok.ops.max_pool_grad(POOL_X, ok.ops.max_pool(POOL_X, **POOL_ATTRS), np.ones((1, 2, 3, 1), np.float32), **POOL_ATTRS)
+    assert np.flatnonzero(grad.numpy().ravel()).tolist() == [0, 4, 9, 12, 14, 16]  # MaxPoolGrad routes by that argmax

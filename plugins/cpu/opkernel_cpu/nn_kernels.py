@@ -303,7 +303,7 @@ def bias_add_grad(out_backprop: np.ndarray, T: ok.DType, data_format: str, **att
     wt = _work_type(T)
     g = out_backprop
     if axis == g.ndim - 1 and type(g) is np.ndarray:
-        rows = g.reshape(-1, g.shape[-1])
+        rows = g.reshape(-1, g.shape[-1]) if g.shape[-1] else g.reshape(0, 0)  # -1 is ambiguous with 0 channels
         if rows.shape[0] >= 64 and T.np.type in (np.float32, np.float64) and g.size:
             # A row of ones times the (rows, channels) matrix: one BLAS call instead of
             # numpy's reduction over the rows (5-10x faster from 64 rows on).
@@ -734,10 +734,24 @@ def _aligned(a: np.ndarray) -> np.ndarray:
     return a if a.flags.aligned else a.copy()
 
 
+def _without_nan(x: np.ndarray) -> np.ndarray:
+    """``x`` with NaN and -inf raised to the lowest finite value, where it has any.
+    TensorFlow's CPU MaxPool (pooling_ops_common.h) is a cwiseMax from that value, so
+    neither ever wins: a window of NaN pools to it (numpy's maximum propagates NaN)."""
+    if x.dtype.kind not in "fV" or not x.size:
+        return x
+    lowest = ok.as_dtype(x.dtype).min
+    with np.errstate(invalid="ignore"):
+        m = xp_of(x).min(x)
+        if m == m and m >= lowest:  # no NaN (the minimum would be NaN) and no -inf
+            return x
+        return xp_of(x).fmax(x, x.dtype.type(lowest))  # type: ignore[no-any-return]
+
+
 def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
     data_format = attrs["data_format"]
     _check_rank4("MaxPool", input=input)
-    x = _to_nhwc(input, data_format)
+    x = _without_nan(_to_nhwc(input, data_format))
     win = _pool_geometry("MaxPool", x.shape, attrs)
     native, window = sharding.native_module(), _native_window(win)
     if native is not None and window is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:
@@ -807,7 +821,10 @@ def _max_pool_grad_tiled(
     maximum (the tap TensorFlow's CPU kernel picks; its GPU kernel also finds it by
     comparing with the output). None, for the general path to recompute the argmax
     from ``x`` alone, when some window holds no value equal to its ``y`` (a nan, or an
-    ``orig_output`` that is not this input's MaxPool)."""
+    ``orig_output`` that is not this input's MaxPool), or when ``x`` holds a nan: MaxPool
+    never picks one, but the gradient's rule does when it is its window's first tap."""
+    if _without_nan(x) is not x:
+        return None
     n, h, w, c = x.shape
     rows, cols = tiled
     x5 = _blocks(x, win, rows, cols)
@@ -927,7 +944,7 @@ def max_pool_with_argmax(
     if native is not None and window is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:
         y, found = np.empty((n, win.oh, win.ow, c), x.dtype), np.empty((n, win.oh, win.ow, c), np.int64)  # one pass
         if native.max_pool_with_argmax(_aligned(x), y, found, window, include_batch_in_index) == 0:
-            return y, found.astype(Targmax.np, copy=False)
+            return _at_argmax(x, y, found, include_batch_in_index), found.astype(Targmax.np, copy=False)
         # some window lies wholly in the padding: the passes below give it the numpy path's answer
     tiled = _tiling(x.shape, win) if type(x) is np.ndarray and 1 < win.kh * win.kw < 256 else None
     tap: np.ndarray | None = None
@@ -945,7 +962,19 @@ def max_pool_with_argmax(
     argmax += base
     if include_batch_in_index and n > 1:
         argmax += (np.arange(n, dtype=np.int64) * (h * w * c))[:, None, None, None]
-    return out, argmax.astype(Targmax.np, copy=False)
+    return _at_argmax(x, out, argmax, include_batch_in_index), argmax.astype(Targmax.np, copy=False)
+
+
+def _at_argmax(x: np.ndarray, out: np.ndarray, argmax: np.ndarray, include_batch: bool) -> np.ndarray:
+    """MaxPoolWithArgmax's output: the input at each argmax (maxpooling_op.cc keeps the two
+    together: a NaN wins only as a window's first element, and is then the output).  The
+    maximum computed alongside already is that, unless the input holds NaN or -inf."""
+    if _without_nan(x) is x:
+        return out
+    xp = xp_of(x)
+    n, h, w, c = x.shape
+    flat = argmax if include_batch or n == 1 else argmax + (xp.arange(n, dtype=np.int64) * (h * w * c))[:, None, None, None]
+    return xp.take(x.reshape(-1), flat)  # type: ignore[no-any-return]
 
 
 def _flat_argmax(op: str, argmax: Any, x_shape: tuple[int, int, int, int], include_batch: bool) -> Any:

@@ -295,8 +295,9 @@ def max_pool_grad_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType
 
 
 def max_pool_with_argmax(input: Any, T: ok.DType, Targmax: ok.DType, include_batch_in_index: bool, **attrs: Any) -> Any:
-    """MaxPool's argmax kernel: its maximum propagates NaN and its argmax follows
-    TensorFlow's CPU rule, the contract of MaxPoolWithArgmax on every backend."""
+    """MaxPool's argmax kernel; the output is the input at that argmax (TensorFlow's CPU
+    rule, the contract of MaxPoolWithArgmax on every backend: a NaN wins only as a
+    window's first element, and is then the output)."""
     op = "MaxPoolWithArgmax"
     xp = xp_of(input)
     if xp is np or T.name not in REALS or input.ndim != 4:
@@ -305,6 +306,7 @@ def max_pool_with_argmax(input: Any, T: ok.DType, Targmax: ok.DType, include_bat
     win = cpu._argmax_pool_window(op, x.shape, attrs)
     check_argmax_type(op, Targmax, x.shape, include_batch_in_index)
     y, argmax = _max_pool_nhwc(x, win, T)  # argmax counts the batch
+    y = xp.where(argmax >= 0, x.reshape(-1)[xp.maximum(argmax, 0)], y)
     n, h, w, c = x.shape
     if not include_batch_in_index and n > 1:
         argmax -= (xp.arange(n, dtype=np.int64) * (h * w * c))[:, None, None, None]

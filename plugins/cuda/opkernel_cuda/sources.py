@@ -170,9 +170,13 @@ __global__ void bias_grad_partial(const T* dy, A* partial, i64 rows, i64 channel
 """
 
 _POOL = _PRELUDE + r"""
-// MaxPool over NHWC: y = the window's maximum (NaN propagates, padding never counts), and
-// argmax = the flat NHWC index into x of the first maximum in row-major window order
-// (TensorFlow's CPU rule), or -1 for a window with no input element in it.
+// MaxPool over NHWC, TensorFlow's CPU rules (pooling_ops_common.h, maxpooling_op.cc): y
+// starts at the lowest finite value and takes only greater elements (NaN never, -inf
+// never), and argmax = the flat NHWC index into x of the first element in row-major window
+// order, then of each strictly greater one, or -1 for a window with no input element in it.
+template <typename A> __device__ __forceinline__ A lowest_finite() { return lowest<A>(); }
+template <> __device__ __forceinline__ float lowest_finite<float>() { return -3.402823466e+38f; }
+template <> __device__ __forceinline__ double lowest_finite<double>() { return -1.7976931348623157e+308; }
 template <typename T, typename A>
 __global__ void max_pool(const T* x, T* y, i64* argmax, i64 total, int h, int w, int c, int oh, int ow,
                          int kh, int kw, int sh, int sw, int pad_top, int pad_left) {
@@ -182,7 +186,7 @@ __global__ void max_pool(const T* x, T* y, i64* argmax, i64 total, int h, int w,
     const int oy = static_cast<int>((o / ((i64)c * ow)) % oh);
     const i64 n = o / ((i64)c * ow * oh);
     A best = lowest<A>();
-    A top = lowest<A>();
+    A top = lowest_finite<A>();
     i64 best_i = -1;
     for (int i = 0; i < kh; ++i) {
       const int r = oy * sh - pad_top + i;
@@ -193,7 +197,7 @@ __global__ void max_pool(const T* x, T* y, i64* argmax, i64 total, int h, int w,
         const i64 idx = ((n * h + r) * w + q) * c + ch;
         const A v = to_acc<A>(x[idx]);
         if (best_i < 0 || v > best) { best = v; best_i = idx; }
-        top = maxv(top, v);
+        if (v > top) top = v;
       }
     }
     y[o] = Store<T>::from(top);

@@ -335,6 +335,8 @@ __kernel void im2col_panels(__global T* restrict P, __global const T* restrict x
 def _window_source(dtype: str) -> str:
     T = ctype(ok.as_dtype(dtype))
     lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
+    # MaxPool starts from the lowest finite value, as TensorFlow's CPU kernel does.
+    floor_ = {"float32": "-FLT_MAX", "float64": "-DBL_MAX"}.get(dtype, lowest)
     panels = _im2col_panels_source(TILES[dtype][1]) if dtype in TILES else ""
     return f"""
 #define T {T}
@@ -439,12 +441,14 @@ inline int window_argmax(__global const T* x, int n, int oh, int ow, int c, dims
 __kernel void max_pool(__global T* out, __global const T* x, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
   OUT_INDEX(i)
-  T best = {lowest};
+  T best = {floor_};
   for (int ii = 0; ii < KH; ++ii) {{
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
       int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
-      T v = x[((n * H + h) * W + w) * C + c]; best = (v > best || ISNAN(v)) ? v : best;  // NaN propagates
+      // TensorFlow's CPU MaxPool (pooling_ops_common.h): a cwiseMax from the lowest
+      // finite value, so NaN and -inf never win.
+      T v = x[((n * H + h) * W + w) * C + c]; best = v > best ? v : best;
     }}
   }}
   out[i] = best;
@@ -456,13 +460,13 @@ __kernel void max_pool_rows(__global T* restrict out, __global const T* restrict
   int p = get_global_id(0); if (p >= N * OH * OW) return;
   POS_INDEX(p)
   __global T* o = out + (long)p * C;
-  for (int c = 0; c < C; ++c) o[c] = {lowest};
+  for (int c = 0; c < C; ++c) o[c] = {floor_};
   for (int ii = 0; ii < KH; ++ii) {{
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
       int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
       __global const T* v = x + (((long)n * H + h) * W + w) * C;
-      for (int c = 0; c < C; ++c) {{ T a = v[c]; T b = o[c]; o[c] = (a > b || ISNAN(a)) ? a : b; }}  // NaN propagates
+      for (int c = 0; c < C; ++c) {{ T a = v[c]; T b = o[c]; o[c] = a > b ? a : b; }}  // as max_pool
     }}
   }}
 }}
@@ -797,35 +801,33 @@ def _argmax_pool_source(key: str) -> str:
 #define I {I}
 #define ISNAN(v) {"OK_ISNAN(v)" if dtype in FLOATS else "0"}
 {_GEOMETRY}
-// MaxPoolWithArgmax: out = the window's maximum (NaN propagates, as MaxPool), argmax = the flat
-// index of its first maximum in row-major order, a NaN winning only as the first element
-// (window_argmax's rule, TensorFlow's CPU one), the batch counted when with_batch.
+// MaxPoolWithArgmax: argmax = the flat index of the window's first maximum in row-major order,
+// a NaN winning only as the first element (window_argmax's rule, TensorFlow's CPU one), the
+// batch counted when with_batch; out = the element there (maxpooling_op.cc keeps the two together).
 __kernel void max_pool_with_argmax(__global T* out, __global I* argmax, __global const T* x, int with_batch,
                                    dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
   OUT_INDEX(i)
-  int best_at = -1; T best = {lowest}; T top = {lowest};
+  int best_at = -1; T best = {lowest};
   for (int ii = 0; ii < KH; ++ii) {{
     int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
       int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
       T v = x[((n * H + h) * W + w) * C + c];
       if (best_at < 0 || v > best) {{ best = v; best_at = h * W + w; }}
-      top = (v > top || ISNAN(v)) ? v : top;
     }}
   }}
-  out[i] = top;
+  out[i] = best;
   argmax[i] = best_at < 0 ? (I)-1 : (with_batch ? (I)n * H * W * C : (I)0) + (I)best_at * C + c;
 }}
 // max_pool_with_argmax for CPU devices: work-item p, an output position, runs the rule above for
-// CH channels at a time (WINDOW_ARGMAX_BLOCK, the maximum kept apart so that NaN propagates),
-// and writes its C outputs and indices.
+// CH channels at a time (WINDOW_ARGMAX_BLOCK), and writes its C outputs and indices.
 #define MPA_BLOCK(COUNT) {{ \
-    T best[CH]; T top[CH]; int at[CH]; \
-    for (int e = 0; e < CH; ++e) {{ best[e] = {lowest}; top[e] = {lowest}; at[e] = -1; }} \
-    WINDOW_ARGMAX_BLOCK(COUNT, top[e] = ((a > top[e]) | ISNAN(a)) ? a : top[e];) \
+    T best[CH]; int at[CH]; \
+    for (int e = 0; e < CH; ++e) {{ best[e] = {lowest}; at[e] = -1; }} \
+    WINDOW_ARGMAX_BLOCK(COUNT, ) \
     for (int e = 0; e < (COUNT); ++e) {{ \
-      o[c0 + e] = top[e]; \
+      o[c0 + e] = best[e]; \
       am[c0 + e] = at[e] < 0 ? (I)-1 : base + (I)at[e] * C + c0 + e; \
     }} \
   }}
