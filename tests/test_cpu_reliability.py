@@ -114,14 +114,17 @@ for name, ksize in (("46341^2", [1, 46341, 46341, 1]), ("1e8", [1, 10**8, 1, 1])
             float(ok.ops.avg_pool(x, ksize=ksize, strides=one, padding=padding).numpy().ravel()[0]),
             float(ok.ops.max_pool_grad(x, y, dy, ksize=ksize, strides=one, padding=padding).numpy().ravel()[0]),
             float(ok.ops.avg_pool_grad(shape, dy, ksize=ksize, strides=one, padding=padding).numpy().ravel()[0]),
+            float(ok.ops.max_pool_grad_grad(x, y, x, ksize=ksize, strides=one, padding=padding).numpy().ravel()[0]),
         ]
+        y, argmax = ok.ops.max_pool_with_argmax(x, ksize=ksize, strides=one, padding=padding)
+        out[name + padding] += [float(y.numpy().ravel()[0]), int(argmax.numpy().ravel()[0])]
 print(json.dumps(out))
 """
 
 
 def _check_huge_windows(out: dict[str, object]) -> None:
     for name in ("46341^2", "1e8", "2^31-1"):
-        assert out[name + "SAME"] == [3.5, 3.5, 2.0, 2.0], name
+        assert out[name + "SAME"] == [3.5, 3.5, 2.0, 2.0, 3.5, 3.5, 0], name
         assert out[name + "VALID"] == "InvalidArgumentError", name
 
 
