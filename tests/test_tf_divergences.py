@@ -176,3 +176,16 @@ def test_max_pool_with_argmax_outputs_the_element_at_its_argmax(backend: str) ->
     np.testing.assert_array_equal(out.numpy().ravel(), np.array([1.0, 5.0, _, _, 7.0, -INF], np.float32))
     grad = ok.ops.max_pool_grad(POOL_X, ok.ops.max_pool(POOL_X, **POOL_ATTRS), np.ones((1, 2, 3, 1), np.float32), **POOL_ATTRS)
     assert np.flatnonzero(grad.numpy().ravel()).tolist() == [0, 4, 9, 12, 14, 16]  # MaxPoolGrad routes by that argmax
+
+
+# ---------------------------------------------------------------- ClipByValue and NaN
+
+# tensorflow/core/kernels/cwise_op_clip.cc: std::max(std::min(t, max), min), so a NaN in t
+# stays NaN, a NaN bound is ignored and min > max gives min.
+def test_clip_by_value_keeps_nan_as_tensorflow_does(backend: str) -> None:
+    f = np.float32
+    t = np.array([_, -5.0, 0.5, 5.0, INF], f)
+    np.testing.assert_array_equal(ok.ops.clip_by_value(t, f(-1), f(1)).numpy(), np.array([_, -1, 0.5, 1, 1], f))
+    np.testing.assert_array_equal(ok.ops.clip_by_value(t, f(_), f(_)).numpy(), t)
+    np.testing.assert_array_equal(ok.ops.clip_by_value(t, np.full(5, 2, f), f(1)).numpy(), np.array([_, 2, 2, 2, 2], f))
+    assert ok.ops.clip_by_value(np.array([-5, 0, 5], np.int32), np.int32(2), np.int32(1)).numpy().tolist() == [2, 2, 2]

@@ -240,10 +240,11 @@ def clip_by_value(t: np.ndarray, clip_value_min: np.ndarray, clip_value_max: np.
                 f"{name} must be a scalar or have the shape of t {list(t.shape)}, got shape {list(bound.shape)}",
             )
     xp = xp_of(t, clip_value_min, clip_value_max)
-    out = xp.maximum(t, clip_value_min)
-    if not isinstance(out, xp.ndarray):  # all three 0-d: a numpy scalar, which cannot be written into
-        return xp.minimum(out, clip_value_max)  # type: ignore[no-any-return]
-    return xp.minimum(out, clip_value_max, out=out)  # type: ignore[no-any-return]
+    # TensorFlow's std::max(std::min(t, max), min) (cwise_op_clip.cc), comparisons and all:
+    # a NaN in t stays NaN, a NaN bound is ignored, and min > max gives min.
+    with np.errstate(invalid="ignore"):
+        low = xp.where(clip_value_max < t, clip_value_max, t)
+        return xp.where(low < clip_value_min, clip_value_min, low)  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- reductions

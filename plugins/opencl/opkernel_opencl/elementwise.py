@@ -532,7 +532,8 @@ def _table() -> list[tuple[Ew, Any]]:
         (Ew("LogicalNot", 1, {"*": "!a"}, ("bool",), type_attr=None, fixed_input="bool"), E),
         (SELECT, check_select),
         (Ew("SelectV2", 3, {"*": "a ? b : c"}, ALL), check_select_v2),
-        (Ew("ClipByValue", 3, {"f": "fmin(fmax(a, b), c)", "i": "min(max(a, b), c)"}, REALS), check_clip),
+        # TensorFlow's std::max(std::min(a, c), b): a NaN in t stays, a NaN bound is ignored.
+        (Ew("ClipByValue", 3, {"*": "((c < a ? c : a) < b) ? b : (c < a ? c : a)"}, REALS), check_clip),
         (Ew("AddN", 2, {"*": "a + b"}, arith), add_n_kernel),
         (Ew("BiasAdd", 2, {"*": "a + b"}, arith), bias_add_kernel),
         (Ew("Relu", 1, {"*": ACTIVATIONS["Relu"]}, REALS), E),
