@@ -189,3 +189,19 @@ def test_clip_by_value_keeps_nan_as_tensorflow_does(backend: str) -> None:
     np.testing.assert_array_equal(ok.ops.clip_by_value(t, f(_), f(_)).numpy(), t)
     np.testing.assert_array_equal(ok.ops.clip_by_value(t, np.full(5, 2, f), f(1)).numpy(), np.array([_, 2, 2, 2, 2], f))
     assert ok.ops.clip_by_value(np.array([-5, 0, 5], np.int32), np.int32(2), np.int32(1)).numpy().tolist() == [2, 2, 2]
+
+
+# ---------------------------------------------------------------- Selu's gradient at 0
+
+# tensorflow/core/kernels/relu_op_functor.h, SeluGrad: (activations < 0).select(
+# gradients * (activations + scale * alpha), gradients * scale): at x = 0 the slope is scale.
+SELU_SCALE, SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772848170429068531
+
+
+def test_selu_gradient_at_zero_is_scale(backend: str) -> None:
+    x = ok.tensor(np.array([-1.0, 0.0, 2.0], np.float64))
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = ok.ops.selu(x)
+    g = tape.gradient(y, x).numpy()
+    np.testing.assert_allclose(g, [SELU_SCALE * SELU_ALPHA * np.exp(-1.0), SELU_SCALE, SELU_SCALE], rtol=1e-12)

@@ -645,10 +645,11 @@ def _elu_grad(op: Any, grad: Tensor) -> list[Any]:
 
 
 def _selu_grad(op: Any, grad: Tensor) -> list[Any]:
-    # d/dx = scale where x > 0, else scale * alpha * exp(x) = y + scale * alpha.
+    # d/dx = scale * alpha * exp(x) = y + scale * alpha where y < 0, else scale: TensorFlow's
+    # SeluGrad (relu_op_functor.h) tests the output, so x = 0 gets scale, the right side's slope.
     ops, y = _ops(), op.outputs[0]
-    pos = _mask(ops.greater(op.inputs[0], 0), grad)
-    slope = ops.add(ops.mul(pos, SELU_SCALE), ops.mul(ops.sub(1, pos), ops.add(y, SELU_SCALE * SELU_ALPHA)))
+    neg = _mask(ops.less(y, 0), grad)
+    slope = ops.add(ops.mul(ops.sub(1, neg), SELU_SCALE), ops.mul(neg, ops.add(y, SELU_SCALE * SELU_ALPHA)))
     return [ops.mul(grad, slope)]
 
 
