@@ -149,16 +149,20 @@ def size_guard(
                 )
 
     def guarded(*xs: Tensor) -> Any:
-        bound = max((prod(x._value.shape) for x in xs), default=1) or 1
-        hosts = [to_numpy(xs[i]._value) for i in indices]
-        for host in hosts:
+        bound = 1
+        for x in xs:
+            n = prod(x._value.shape)
+            if n > bound:
+                bound = n
+        for i in indices:
+            host = to_numpy(xs[i]._value)
             if host.dtype.kind not in "iu" or host.size > _CHEAP_VALUES:
-                check(xs, hosts)
-                return call(*xs)
+                bound = -1  # no cheap bound: floats (Range's) or many values
+                break
             for v in host.ravel().tolist():
                 bound *= abs(v) + 1
-        if bound * itemsize > CHEAP_BYTES:
-            check(xs, hosts)
+        if bound < 0 or bound * itemsize > CHEAP_BYTES:
+            check(xs, [to_numpy(xs[i]._value) for i in indices])
         return call(*xs)
 
     return guarded
