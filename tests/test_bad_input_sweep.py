@@ -38,6 +38,7 @@ import pytest
 import opkernel as ok
 import sweep_cases
 from isolated import run_isolated
+from opkernel.errors import InvalidArgumentError
 
 GROUPS = list(sweep_cases.GROUPS)
 # A child runs a whole group; past this it is taken for hung.  A case alone gets less.
@@ -372,3 +373,33 @@ def test_elementwise_kernels_take_0d_tensors(backend: str) -> None:
     low, high = ok.tensor(np.array(0.0, np.float32)), ok.tensor(np.array(3.0, np.float32))
     clipped = ok.ops.clip_by_value(x, low, high)
     assert clipped.shape == () and clipped.numpy() == np.float32(3.0)
+
+
+CONV = {"strides": [1, 1, 1, 1], "padding": "VALID"}
+
+
+@pytest.mark.parametrize("f_shape", [(0, 1, 2, 3), (1, 0, 2, 3)], ids=["no_rows", "no_columns"])
+def test_conv2d_refuses_a_filter_with_an_empty_window(f_shape: tuple[int, ...], backend: str) -> None:
+    """A 0-high or 0-wide filter gave OpenCL a made-up output size (5 rows from 4) and
+    cpu an error from inside im2col; now every backend refuses it as TensorFlow does."""
+    x = np.ones((1, 4, 4, 2), np.float32)
+    w = np.ones(f_shape, np.float32)
+    with pytest.raises(InvalidArgumentError, match="filter's spatial size must be > 0, got 0"):
+        ok.ops.conv2d(x, w, **CONV)
+    with pytest.raises(InvalidArgumentError, match="filter's spatial size must be > 0, got 0"):
+        ok.ops.fused_conv2d(x, w, np.ones(3, np.float32), **CONV)
+    with pytest.raises(InvalidArgumentError, match="filter's spatial size must be > 0, got 0"):
+        ok.ops.conv2d_backprop_input(np.array([1, 4, 4, 2], np.int32), w, np.ones((1, 4, 4, 3), np.float32), **CONV)
+
+
+def test_no_output_channels_give_empty_results(backend: str) -> None:
+    """With an empty channel dimension cpu reshaped by ``(-1, 0)`` and raised a numpy
+    message; every backend now gives the empty (or zero) answer."""
+    x = np.ones((1, 4, 4, 2), np.float32)
+    w = np.ones((1, 1, 2, 0), np.float32)
+    dy = np.ones((1, 4, 4, 0), np.float32)
+    assert ok.ops.conv2d(x, w, **CONV).shape == (1, 4, 4, 0)
+    assert ok.ops.bias_add_grad(np.ones((2, 3, 0), np.float32)).shape == (0,)
+    assert ok.ops.conv2d_backprop_filter(x, np.array([1, 1, 2, 0], np.int32), dy, **CONV).shape == (1, 1, 2, 0)
+    dx = ok.ops.conv2d_backprop_input(np.array([1, 4, 4, 2], np.int32), w, dy, **CONV)
+    np.testing.assert_array_equal(dx.numpy(), np.zeros((1, 4, 4, 2), np.float32))

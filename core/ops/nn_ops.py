@@ -64,12 +64,14 @@ def window_output_size(
     ``SAME``: ``out = ceil(in / stride)``, padding total
     ``max((out - 1) * stride + effective_filter - in, 0)``, the smaller half
     before.  ``VALID``: no padding.  ``EXPLICIT``: ``pads``.  Raises ValueError
-    for non-positive strides/dilations or a negative output size.
+    for non-positive strides/dilations/filter size or a negative output size.
     """
     if stride < 1:
         raise ValueError(f"strides must be > 0, got {stride}")
     if dilation < 1:
         raise ValueError(f"dilations must be > 0, got {dilation}")
+    if filter_size < 1:  # an empty window would give an output made of nothing (TensorFlow refuses it too)
+        raise ValueError(f"the filter's spatial size must be > 0, got {filter_size}")
     effective = (filter_size - 1) * dilation + 1
     if padding == "VALID":
         before = after = 0

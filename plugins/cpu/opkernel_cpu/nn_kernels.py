@@ -303,7 +303,7 @@ def bias_add_grad(out_backprop: np.ndarray, T: ok.DType, data_format: str, **att
     wt = _work_type(T)
     g = out_backprop
     if axis == g.ndim - 1 and type(g) is np.ndarray:
-        rows = g.reshape(-1, g.shape[-1]) if g.shape[-1] else g.reshape(0, 0)  # -1 is ambiguous with 0 channels
+        rows = _by_channel(g)
         if rows.shape[0] >= 64 and T.np.type in (np.float32, np.float64) and g.size:
             # A row of ones times the (rows, channels) matrix: one BLAS call instead of
             # numpy's reduction over the rows (5-10x faster from 64 rows on).
@@ -427,6 +427,12 @@ _check_rank4, _sizes, _check_out = check_rank4, check_sizes, check_out_shape
 # ------------------------------------------------------------ convolution
 
 
+def _by_channel(a: np.ndarray) -> np.ndarray:
+    """``a`` as (rows, last dimension); ``reshape(-1, 0)`` is ambiguous when the last
+    dimension (no output channels) is empty."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+
+
 class _Conv(NamedTuple):
     x_shape: tuple[int, int, int, int]  # NHWC
     win: _Window
@@ -489,7 +495,7 @@ def conv2d(input: np.ndarray, filter: np.ndarray, T: ok.DType, **attrs: Any) -> 
     g = _conv_geometry("Conv2D", x.shape, filter.shape, attrs)
     wt = _work_type(T)
     n, win = x.shape[0], g.win
-    out = _im2col(x.astype(wt, copy=False), win) @ filter.astype(wt, copy=False).reshape(-1, g.out_channels)
+    out = _im2col(x.astype(wt, copy=False), win) @ _by_channel(filter.astype(wt, copy=False))
     return _from_nhwc(out.reshape(n, win.oh, win.ow, g.out_channels).astype(T.np, copy=False), attrs["data_format"])
 
 
@@ -542,8 +548,7 @@ def conv2d_backprop_input(
     native, window = sharding.native_module(), _native_window(win)
     if native is not None and window is not None and type(dy) is np.ndarray and type(filter) is np.ndarray \
             and np.dtype(wt) in _NATIVE_FLOATS:  # one GEMM into each window's taps, then one pass adding them into place
-        dcols = dy.astype(wt, copy=False).reshape(-1, g.out_channels) @ filter.astype(wt, copy=False).reshape(
-            -1, g.out_channels).T
+        dcols = _by_channel(dy.astype(wt, copy=False)) @ _by_channel(filter.astype(wt, copy=False)).T
         summed = np.zeros((n, h, w, c), wt)
         native.col2im(_aligned(dcols), summed, (*window, win.oh, win.ow))
         return _from_nhwc(summed.astype(T.np, copy=False), data_format)
@@ -553,7 +558,7 @@ def conv2d_backprop_input(
             return _from_nhwc(dx.astype(T.np, copy=False), data_format)
     dxp = np.zeros(win.padded_shape(n, h, w, c), wt)
     if dy.size and dxp.size:
-        dcols = dy.astype(wt, copy=False).reshape(-1, g.out_channels) @ filter.astype(wt, copy=False).reshape(-1, g.out_channels).T
+        dcols = _by_channel(dy.astype(wt, copy=False)) @ _by_channel(filter.astype(wt, copy=False)).T
         dcols = dcols.reshape(n, win.oh, win.ow, win.kh, win.kw, c)
         for i in range(win.kh):
             for j in range(win.kw):
@@ -575,7 +580,7 @@ def conv2d_backprop_filter(
     _check_out(op, "out_backprop", dy.shape, (x.shape[0], win.oh, win.ow, g.out_channels), data_format)
     wt = _work_type(T)
     cols = _im2col(x.astype(wt, copy=False), win)
-    dw = cols.T @ dy.astype(wt, copy=False).reshape(-1, g.out_channels)
+    dw = cols.T @ _by_channel(dy.astype(wt, copy=False))
     return dw.reshape(f_shape).astype(T.np, copy=False)  # type: ignore[no-any-return]
 
 
