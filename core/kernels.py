@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from ._provenance import Provider, current_provider
@@ -54,6 +54,9 @@ class KernelDef:
     host_memory: frozenset[str] = frozenset()
     provider: Provider = field(default_factory=lambda: Provider("?"))
     override: bool = False  # registered with override=True: may win over another distribution's kernel
+    # The origins that owned (op, backend) when this kernel was registered: an owner that
+    # arrives later (its plugin loads after this one) was unknown to it (see add_kernel).
+    owners_at_registration: frozenset[str] = frozenset()
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -210,6 +213,7 @@ class OpKernel:
 
 _lock = threading.RLock()
 _kernels: dict[tuple[str, str], list[KernelDef]] = {}
+_replaced: list[tuple[KernelDef, KernelDef]] = []  # (overrider, the other origin's kernel it replaced)
 _version = 0
 _listeners: list[Callable[[], None]] = []
 
@@ -267,26 +271,37 @@ def set_owner_lookup(fn: Callable[[str, str], frozenset[str]]) -> None:
     _owners = fn
 
 
-def owns(kernel: KernelDef) -> bool:
-    """Whether ``kernel``'s distribution provides its op or its backend."""
-    return origin_of(kernel.provider) in _owners(kernel.op, kernel.backend)
+def _may_take_over(winner: KernelDef, loser: KernelDef, *, loser_is_older: bool) -> bool:
+    """Whether ``winner`` may be chosen over ``loser``, another origin's kernel: it says
+    override=True, or its origin owns the op or backend, unless ``loser`` was registered
+    knowing that owner (then replacing it is an override like any other)."""
+    if winner.override:
+        return True
+    mine = origin_of(winner.provider)
+    if mine not in _owners(winner.op, winner.backend):
+        return False
+    return not loser_is_older or mine not in loser.owners_at_registration
 
 
-def unauthorised_shadowing(kernel: KernelDef, others: Iterable[KernelDef]) -> list[KernelDef]:
-    """The kernels of other distributions among ``others`` that ``kernel`` would be chosen
-    over although it neither owns its op or backend nor was registered with override=True."""
-    if kernel.override:
-        return []
+def unauthorised_takeovers(
+    kernel: KernelDef, others: Iterable[KernelDef], *, others_are_older: bool
+) -> list[KernelDef]:
+    """The kernels of other origins among ``others`` that ``kernel`` would be chosen over
+    without the right to (see :func:`add_kernel`)."""
     mine = origin_of(kernel.provider)
-    rivals = [k for k in others if origin_of(k.provider) != mine and kernel.shadows(k)]
-    return rivals if rivals and not owns(kernel) else []
+    return [
+        k for k in others
+        if origin_of(k.provider) != mine and kernel.shadows(k)
+        and not _may_take_over(kernel, k, loser_is_older=others_are_older)
+    ]
 
 
 def overrides() -> list[tuple[KernelDef, KernelDef]]:
-    """Every (overriding, overridden) pair of registered kernels: a kernel registered with
-    override=True that is chosen over another distribution's for some call."""
+    """Every (overriding, overridden) pair in use: a kernel registered with override=True
+    that is chosen over another origin's kernel, or replaced one under the same key."""
     with _lock:
-        return [
+        present = {id(k) for bucket in _kernels.values() for k in bucket}
+        pairs = [
             (k, other)
             for bucket in _kernels.values()
             for k in bucket
@@ -294,6 +309,7 @@ def overrides() -> list[tuple[KernelDef, KernelDef]]:
             for other in bucket
             if origin_of(other.provider) != origin_of(k.provider) and k.shadows(other)
         ]
+        return pairs + [(new, old) for new, old in _replaced if id(new) in present]
 
 
 def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
@@ -308,7 +324,23 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
     global _version
     with _lock:
         bucket = _kernels.setdefault((kernel.op, kernel.backend), [])
-        taken = unauthorised_shadowing(kernel, bucket)
+        same_key = [old for old in bucket if old.key == kernel.key]
+        if any(old.impl is kernel.impl for old in same_key):
+            return
+        owners = _owners(kernel.op, kernel.backend)
+        kernel = replace(kernel, override=kernel.override or override, owners_at_registration=owners)
+        taken = unauthorised_takeovers(kernel, bucket, others_are_older=True)
+        mine = origin_of(kernel.provider)
+        same_origin = [old for old in same_key if origin_of(old.provider) == mine]
+        if same_origin and not override or (taken and taken[0].key == kernel.key):
+            old = (same_origin or taken)[0]
+            raise AlreadyExistsError(
+                f"op {kernel.op!r}: a kernel for backend {kernel.backend!r} with "
+                f"{kernel.describe_constraints()}, label={kernel.label!r} is already registered by "
+                f"{old.provider}; {kernel.provider} tried to register another. "
+                "Pass override=True to replace it, or use a label or priority.",
+                op=kernel.op,
+            )
         if taken:
             raise AlreadyExistsError(
                 f"op {kernel.op!r}: {kernel.provider} registers a kernel for {kernel.describe()} that would "
@@ -317,27 +349,20 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
                 "override=True to replace another distribution's kernel; or give it a label or a lower priority.",
                 op=kernel.op,
             )
-        for i, old in enumerate(bucket):
-            if old.key != kernel.key or origin_of(old.provider) != origin_of(kernel.provider):
-                continue
-            if old.impl is kernel.impl:
-                return
-            if not override:
-                raise AlreadyExistsError(
-                    f"op {kernel.op!r}: a kernel for backend {kernel.backend!r} with "
-                    f"{kernel.describe_constraints()}, label={kernel.label!r} is already registered by "
-                    f"{old.provider}; {kernel.provider} tried to register another. "
-                    "Pass override=True to replace it, or use a label or priority.",
-                    op=kernel.op,
-                )
+        if same_key and override:
+            old = same_key[0]
             warnings.warn(
                 f"op {kernel.op!r}: kernel on backend {kernel.backend!r} from {old.provider} "
                 f"overridden by {kernel.provider}",
                 stacklevel=4,
             )
-            bucket[i] = kernel
-            break
+            bucket[bucket.index(old)] = kernel
+            if origin_of(old.provider) != mine:
+                _replaced.append((kernel, old))  # listed as an override; put back if the overrider goes
         else:
+            # A kernel of another origin under the same key stays only when this one's origin
+            # owns the op or backend and that kernel was registered before it knew so (a plugin
+            # loaded earlier): the plugin layer then refuses that plugin.
             bucket.append(kernel)
         bucket.sort(key=lambda k: (-k.priority, not k.override))  # at equal priority an override wins
         _changed()
@@ -397,10 +422,17 @@ def remove_provider(provider: Provider) -> None:
     """Drop every kernel ``provider`` registered (rollback of a failed plugin)."""
     global _version
     with _lock:
+        present = {id(k) for bucket in _kernels.values() for k in bucket}
         for key, bucket in list(_kernels.items()):
             bucket[:] = [k for k in bucket if k.provider != provider]
             if not bucket:
                 del _kernels[key]
+        for new, old in list(_replaced):
+            if new.provider == provider or old.provider == provider:
+                _replaced.remove((new, old))
+                if new.provider == provider and old.provider != provider and id(new) in present:
+                    _kernels.setdefault((old.op, old.backend), []).append(old)  # the overridden kernel returns
+                    _kernels[(old.op, old.backend)].sort(key=lambda k: (-k.priority, not k.override))
         _changed()
 
 

@@ -529,11 +529,13 @@ def _kernel_takeovers(provider: Provider) -> dict[Provider, str]:
     """Earlier kernels of other distributions that win over one of ``provider``'s without
     owning the op or backend or saying override=True (registered before ``provider`` came)."""
     culprits: dict[Provider, str] = {}
-    mine = [k for k in kernels.all_kernels() if k.provider == provider]
-    for key in {(k.op, k.backend) for k in mine}:
-        ours = [k for k in mine if (k.op, k.backend) == key]
+    mine: dict[tuple[str, str], list[kernels.KernelDef]] = {}
+    for k in kernels.all_kernels():
+        if k.provider == provider:
+            mine.setdefault((k.op, k.backend), []).append(k)
+    for key, ours in mine.items():
         for other in kernels.kernels_for(*key):
-            taken = kernels.unauthorised_shadowing(other, ours)
+            taken = kernels.unauthorised_takeovers(other, ours, others_are_older=False)
             if taken and other.provider != provider:
                 culprits.setdefault(other.provider, (
                     f"its kernel for {other.describe()} would be chosen over {provider}'s "
@@ -544,7 +546,7 @@ def _kernel_takeovers(provider: Provider) -> dict[Provider, str]:
 
 
 def _overrides_involving(provider: Provider) -> list[Override]:
-    return [o for o in overrides() if provider in (o.provider, o.overridden)]
+    return [o for o in _overrides() if provider in (o.provider, o.overridden)]
 
 
 def _refuse(culprits: dict[Provider, str]) -> None:
@@ -557,7 +559,8 @@ def _refuse(culprits: dict[Provider, str]) -> None:
         if info is None:  # a script's kernel, not a plugin: drop that kernel and say so
             kernels.remove_kernels(
                 k for k in kernels.all_kernels()
-                if k.provider == provider and kernels.unauthorised_shadowing(k, kernels.kernels_for(k.op, k.backend))
+                if k.provider == provider
+                and kernels.unauthorised_takeovers(k, kernels.kernels_for(k.op, k.backend), others_are_older=False)
             )
             warnings.warn(f"{provider}: {reason}", PluginWarning, stacklevel=5)
             continue
@@ -572,6 +575,11 @@ def _refuse(culprits: dict[Provider, str]) -> None:
 
 def overrides() -> list[Override]:
     """Every registration in use that replaces another distribution's (``override=True``)."""
+    ensure_loaded()
+    return _overrides()
+
+
+def _overrides() -> list[Override]:
     found = [
         Override(f"kernel for {k.describe()}", k.provider, other.provider) for k, other in kernels.overrides()
     ]

@@ -57,13 +57,15 @@ def run(
     return run_isolated(textwrap.dedent(code), timeout=180, cwd=cwd, env=env, what=what)
 
 
-def fast_matmul(override: bool) -> str:
+def fast_matmul(override: bool, priority: int = 100) -> str:
+    """A plugin's MatMul kernel for cpu: priority 100 outranks opkernel-cpu's; priority 0 and
+    no type constraints is the very key opkernel-cpu registers its own under."""
     return f"""
         import opkernel as ok
 
         @ok.hookimpl
         def opkernel_register_kernels():
-            @ok.register_kernel("MatMul", backend="cpu", priority=100, override={override})
+            @ok.register_kernel("MatMul", backend="cpu", priority={priority}, override={override})
             def matmul(a, b, **attrs):
                 return (a @ b) * 0  # fast, and wrong
         """
@@ -72,18 +74,22 @@ def fast_matmul(override: bool) -> str:
 # ------------------------------------------------------------------ kernels
 
 
+@pytest.mark.parametrize("priority", [100, 0])
 @pytest.mark.parametrize("entry_point", ["aaa_fast", "zzz_fast"])  # loaded before and after opkernel-cpu
-def test_a_priority_100_kernel_for_a_builtin_op_does_not_silently_win(tmp_path: Path, entry_point: str) -> None:
-    install(tmp_path, "evil-fast-matmul", entry_point, "evil_fast_matmul", fast_matmul(override=False))
+def test_a_kernel_for_a_builtin_op_does_not_silently_win(tmp_path: Path, entry_point: str, priority: int) -> None:
+    install(tmp_path, "evil-fast-matmul", entry_point, "evil_fast_matmul", fast_matmul(False, priority))
     out = run(MATMUL_CHECK, tmp_path, what="MatMul@cpu from a third party").stdout
     assert "CORRECT" in out
     assert f"('{entry_point}'," in out and "override=True" in out  # refused, and says why
     assert "OVERRIDES []" in out
 
 
+@pytest.mark.parametrize("priority", [100, 0])
 @pytest.mark.parametrize("entry_point", ["aaa_fast", "zzz_fast"])
-def test_an_overriding_kernel_is_warned_listed_and_refused_in_strict_mode(tmp_path: Path, entry_point: str) -> None:
-    install(tmp_path, "evil-fast-matmul", entry_point, "evil_fast_matmul", fast_matmul(override=True))
+def test_an_overriding_kernel_is_warned_listed_and_refused_in_strict_mode(
+    tmp_path: Path, entry_point: str, priority: int
+) -> None:
+    install(tmp_path, "evil-fast-matmul", entry_point, "evil_fast_matmul", fast_matmul(True, priority))
     done = run(MATMUL_CHECK, tmp_path, what="MatMul override")
     assert "WRONG" in done.stdout  # it asked to win, and does, but not silently:
     warned = [line for line in done.stderr.splitlines() if "PluginWarning" in line]
