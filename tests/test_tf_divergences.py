@@ -205,3 +205,22 @@ def test_selu_gradient_at_zero_is_scale(backend: str) -> None:
         y = ok.ops.selu(x)
     g = tape.gradient(y, x).numpy()
     np.testing.assert_allclose(g, [SELU_SCALE * SELU_ALPHA * np.exp(-1.0), SELU_SCALE, SELU_SCALE], rtol=1e-12)
+
+
+# ---------------------------------------------------------------- Cast(Truncate=True)
+
+# tensorflow/core/kernels/cast_op.h: with Truncate, CAST_FUNCTORS' pairs first zero the low
+# significand bits the output cannot hold (LSBZeroSetter; NaN left alone), so the cast
+# rounds toward zero.  1/3 in float32: round-to-nearest gives bits 0x3EAAAAAB, truncation
+# 0x3EAAAAAA.  Other pairs ignore Truncate.
+def test_cast_truncate_rounds_toward_zero(backend: str) -> None:
+    x = np.array([1 / 3, -1 / 3, 0.1, _, INF], np.float64)
+    cut = ok.ops.cast(x, DstT=ok.float32, Truncate=True).numpy()
+    assert cut[:3].view(np.uint32).tolist() == [0x3EAAAAAA, 0xBEAAAAAA, 0x3DCCCCCC]
+    assert np.isnan(cut[3]) and cut[4] == INF
+    assert ok.ops.cast(x, DstT=ok.float32).numpy()[:3].view(np.uint32).tolist() == [0x3EAAAAAB, 0xBEAAAAAB, 0x3DCCCCCD]
+    # float32 -> float16: 0.7 is 0x399A rounded, 0x3999 truncated; 0.3 is 0x34CD, 0x34CC.
+    f = np.array([0.7, 0.3, -0.7], np.float32)
+    assert ok.ops.cast(f, DstT=ok.float16, Truncate=True).numpy().view(np.uint16).tolist() == [0x3999, 0x34CC, 0xB999]
+    assert ok.ops.cast(f, DstT=ok.float16).numpy().view(np.uint16).tolist() == [0x399A, 0x34CD, 0xB99A]
+    assert ok.ops.cast(np.array([-2.7, 2.7]), DstT=ok.int32, Truncate=True).numpy().tolist() == [-2, 2]

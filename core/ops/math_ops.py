@@ -346,7 +346,11 @@ def register_ops() -> None:
     ).doc("Adds all input tensors element-wise.")
     register_op("Cast").input("x: SrcT").output("y: DstT").attr("SrcT: type").attr("DstT: type").attr(
         "Truncate: bool = false"
-    ).set_shape_fn(shape_fns.unchanged_shape).doc("Casts x to DstT.")
+    ).set_shape_fn(shape_fns.unchanged_shape).doc(
+        "Casts x to DstT. With Truncate, a cast that narrows a float's significand (float64 "
+        "to float32 or float16, float32 to float16 or bfloat16, and their complex forms) "
+        "rounds toward zero instead of to nearest, as TensorFlow's does."
+    )
 
 
 # ---------------------------------------------------------------- gradients
@@ -741,6 +745,26 @@ def select_condition_shape(cond: tuple[int, ...], t: tuple[int, ...], e: tuple[i
         raise bad(f"'condition' must be a scalar, a vector of t's first dimension or have the shape of 't' "
                   f"{list(t)}, got {list(cond)} (SelectV2 broadcasts)")
     return tuple(cond)
+
+
+#: Significand bits, the hidden one included (std::numeric_limits<T>::digits).
+_SIGNIFICAND = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
+#: (SrcT, DstT) pairs whose Cast honours Truncate=True in TensorFlow (cast_op.h, CAST_FUNCTORS).
+_TRUNCATING = {
+    ("float64", "float32"), ("complex128", "complex64"), ("float64", "float16"), ("float32", "float16"),
+    ("complex128", "float16"), ("complex64", "float16"), ("float32", "bfloat16"),
+}
+
+
+def cast_truncation_bits(src: Any, dst: Any) -> int:
+    """How many low bits of each (real or imaginary) part of the source Cast(Truncate=True)
+    zeroes before converting, so that it rounds toward zero (TensorFlow's LSBZeroSetter,
+    which leaves NaN alone); 0 for the pairs where TensorFlow ignores Truncate."""
+    if (src.name, dst.name) not in _TRUNCATING:
+        return 0
+    part = src.real_dtype.name if src.is_complex else src.name
+    out = dst.real_dtype.name if dst.is_complex else dst.name
+    return _SIGNIFICAND[part] - _SIGNIFICAND[out]
 
 
 def arg_axis(op: str, shape: tuple[int, ...], dimension: Any) -> int:

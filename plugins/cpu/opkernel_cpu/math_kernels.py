@@ -10,7 +10,7 @@ import numpy as np
 
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
-from opkernel.ops.math_ops import arg_axis, select_condition_shape
+from opkernel.ops.math_ops import arg_axis, cast_truncation_bits, select_condition_shape
 
 from . import sharding
 from .xp import xp_of
@@ -420,11 +420,26 @@ def add_n(inputs: list[np.ndarray], **attrs: Any) -> np.ndarray:
     return out
 
 
-def cast(x: np.ndarray, DstT: ok.DType, **attrs: Any) -> np.ndarray:
+def cast(x: np.ndarray, DstT: ok.DType, SrcT: ok.DType, Truncate: bool = False, **attrs: Any) -> np.ndarray:
+    bits = cast_truncation_bits(SrcT, DstT) if Truncate else 0
     with np.errstate(all="ignore"):
+        if bits:
+            x = _zero_low_bits(x, bits)
         if x.dtype.kind == "c" and not DstT.is_complex:
             x = x.real  # C++ static_cast semantics: the imaginary part is dropped
         return x.astype(DstT.np)
+
+
+def _zero_low_bits(x: np.ndarray, bits: int) -> np.ndarray:
+    """A copy of float (or complex) ``x`` with the low ``bits`` of each part's bit pattern
+    zeroed, NaN left alone: TensorFlow's LSBZeroSetter, which makes Cast truncate."""
+    xp = xp_of(x)
+    parts = xp.ascontiguousarray(x).view(x.real.dtype).copy()  # complex: (re, im) pairs
+    word = np.dtype(f"u{parts.dtype.itemsize}")
+    mask = word.type(((1 << (8 * word.itemsize)) - 1) ^ ((1 << bits) - 1))
+    pattern = parts.view(word)
+    xp.copyto(pattern, pattern & mask, where=~xp.isnan(parts))
+    return parts.view(x.dtype).reshape(x.shape)  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- complex numbers

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 import opkernel as ok
-from opkernel.ops.math_ops import select_condition_shape
+from opkernel.ops.math_ops import cast_truncation_bits, select_condition_shape
 
 from .backend import OpenCLBackend, ctype
 from .common import (
@@ -358,11 +358,20 @@ class CastKernel(ok.OpKernel):
         if not self.be.supports_dtype(dst):
             raise fail("Cast", f"device {self.be.device_name!r} has no {dst.name}")
         self.k = self.be.programs.kernel("cast", src.name, f"to_{dst.name}", "Cast")
+        bits = cast_truncation_bits(src, dst) if ctx.get_attr("Truncate") else 0
+        # Truncate: the source's low significand bits zeroed first (TensorFlow's LSBZeroSetter).
+        self.truncate = self.be.programs.kernel("cast", src.name, "truncate", "Cast") if bits else None
+        word = np.uint64 if src.name == "float64" else np.uint32
+        self.mask = word(((1 << (8 * np.dtype(word).itemsize)) - 1) ^ ((1 << bits) - 1))
 
     def compute(self, ctx: ok.OpKernelContext) -> None:
         x = ctx.inputs[0]
         out = self.be.new_array(x.shape, self.dst)
         if out.size:
+            if self.truncate is not None:
+                cut = self.be.new_array(x.shape, x.dtype)
+                self.be.launch1d(self.truncate, out.size, cut.base_data, x.base_data, self.mask)
+                x = cut
             self.be.launch1d(self.k, out.size, out.base_data, x.base_data)
         ctx.set_output(0, out)
 
@@ -386,6 +395,11 @@ def _cast_source(src: str) -> str:
             body = f"out[i] = ({D}){load};"
         k = f"__kernel void to_{dst}(__global {D}* out, __global const {S}* x) {{ int i = get_global_id(0); {body} }}"
         out.append(f"#ifdef OK_FP64\n{k}\n#endif" if dst == "float64" else k)
+    if src in FLOATS:  # Cast(Truncate=True): the low bits of each non-NaN value zeroed (LSBZeroSetter)
+        W = "ulong" if src == "float64" else "uint"
+        k = (f"__kernel void truncate(__global {W}* out, __global const {S}* x, {W} mask) {{ int i = get_global_id(0); "
+             f"out[i] = isnan(x[i]) ? as_{W}(x[i]) : (as_{W}(x[i]) & mask); }}")
+        out.append(f"#ifdef OK_FP64\n{k}\n#endif" if src == "float64" else k)
     return "\n".join(out) + "\n"
 
 
