@@ -7,17 +7,20 @@ this user or root and not writable by others (unless sticky, like ``/tmp``),
 so nobody can swap it for another.  ``private_dir`` creates a missing
 directory with mode 0700 and refuses an unsafe one with an
 ``UnsafeCacheWarning`` (once per directory and process); the caller then
-builds in memory.
+builds in memory.  ``read_entry`` and ``write_entry`` keep one verified entry
+per file in such a directory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import tempfile
 import threading
 import warnings
 
-__all__ = ["UnsafeCacheWarning", "unsafe_reason", "private_dir"]
+__all__ = ["UnsafeCacheWarning", "unsafe_reason", "private_dir", "read_entry", "write_entry"]
 
 
 class UnsafeCacheWarning(UserWarning):
@@ -110,3 +113,67 @@ def private_dir(path: str, what: str) -> str | None:
             UnsafeCacheWarning, stacklevel=3,
         )
     return None if reason is not None else path
+
+
+# ------------------------------------------------------------ verified entries
+#
+# An entry file is a magic line naming its format, the hex SHA-256 of its key, the hex
+# SHA-256 of its payload, then the payload.  It is written whole to a temporary file and
+# renamed into place, so a reader sees an old entry or a new one, never half of one.  A
+# payload is returned only when the file is a regular file of this user and both
+# digests match: a truncated or random file, or another key's entry renamed or copied
+# into its place, is removed and reads as a miss.
+
+MAX_ENTRY_BYTES = 1 << 30
+
+
+def _head(magic: bytes, key: str, payload: bytes) -> bytes:
+    return magic + b"\n" + hashlib.sha256(key.encode()).hexdigest().encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n"
+
+
+def read_entry(path: str, key: str, magic: bytes) -> tuple[bytes | None, bool]:
+    """``(payload, rejected)``: the verified payload of the entry at ``path`` for ``key``, or
+    None; ``rejected`` when a file was there but failed verification (it is removed)."""
+    try:
+        # O_NOFOLLOW and the regular-file check: a link to a FIFO or /dev/zero would hang
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None, False
+    except OSError:
+        data = b""  # a link, or unreadable
+    else:
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            ok = stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_size <= MAX_ENTRY_BYTES
+            data = f.read(MAX_ENTRY_BYTES + 1) if ok else b""
+    n = len(magic) + 1 + 2 * 65
+    payload = data[n:]
+    if data and data[:n] == _head(magic, key, payload):
+        return payload, False
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return None, True
+
+
+def write_entry(path: str, key: str, payload: bytes, magic: bytes) -> bool:
+    """Store an entry atomically; False when it could not be written (a full disk, a
+    vanished directory), which only costs the next build."""
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
+        with os.fdopen(fd, "wb") as f:
+            f.write(_head(magic, key, payload))
+            f.write(payload)
+        os.replace(tmp, path)
+        tmp = None
+        return True
+    except OSError:
+        return False
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -5,7 +5,7 @@ program cache, the test tampers with what is on disk (truncates, scrambles or
 swaps entries, plants a shared object or a pickle, opens the directory to other
 users), and a fresh process runs Add and Sub.  A loaded bad entry could abort
 the process, so every run is a child with a timeout (``isolated.run_isolated``).
-The CUDA backend's cache-directory choice is tested without a GPU.
+The CUDA backend's cache-directory choice and verified entries are tested without a GPU.
 """
 
 from __future__ import annotations
@@ -281,3 +281,78 @@ def test_the_key_covers_source_options_and_versions(monkeypatch: pytest.MonkeyPa
     assert store.key("src2", "-DX") != base and store.key("src", "-DY") != base
     monkeypatch.setattr(opkernel, "__version__", "999")
     assert BinaryStore("/nonexistent", be).key("src", "-DX") != base
+
+
+# ------------------------------------------------------------ CUDA (no GPU needed)
+
+
+def test_cuda_refuses_a_shared_kernel_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = pytest.importorskip("opkernel_cuda.runtime")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(shared))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    with pytest.warns(UnsafeCacheWarning, match="CUPY_CACHE_DIR"):
+        chosen = runtime.kernel_cache_dir()
+    assert chosen == str(tmp_path / "xdg" / "opkernel" / "cuda")
+    assert stat.S_IMODE(os.stat(chosen).st_mode) == 0o700
+
+
+def test_cuda_points_cupy_at_the_private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the backend does to cupy (importable without a GPU) before anything is compiled."""
+    runtime = pytest.importorskip("opkernel_cuda.runtime")
+    cupy = pytest.importorskip("cupy")
+    compiler = cupy.cuda.compiler
+    if not hasattr(compiler, "_set_kernel_cache_backend"):
+        pytest.skip("this cupy reads CUPY_CACHE_DIR at each compile")
+    monkeypatch.setattr(compiler, "_kernel_cache_backend", compiler._kernel_cache_backend)  # restored afterwards
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(shared))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
+    with pytest.warns(UnsafeCacheWarning, match="every user"):
+        where = runtime.use_private_kernel_cache(cupy)
+    assert where == str(tmp_path / "xdg" / "opkernel" / "cuda") == os.environ["CUPY_CACHE_DIR"]
+    assert compiler._kernel_cache_backend.where == where
+
+
+def test_cuda_keeps_a_private_kernel_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = pytest.importorskip("opkernel_cuda.runtime")
+    mine = tmp_path / "mine"
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(mine))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert runtime.kernel_cache_dir() == str(mine)
+
+
+def test_cuda_builds_in_memory_when_no_private_cache_is_possible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = pytest.importorskip("opkernel_cuda.runtime")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(shared / "cupy"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    with pytest.warns(UnsafeCacheWarning):
+        assert runtime.kernel_cache_dir() is None
+
+
+def test_cuda_cache_entries_are_bound_to_their_key(tmp_path: Path) -> None:
+    """Without a GPU: what the backend installs as cupy's kernel cache, tried directly."""
+    cache_module = pytest.importorskip("cupy.cuda._compiler_cache", reason="this cupy has no pluggable kernel cache")
+    runtime = pytest.importorskip("opkernel_cuda.runtime")
+    store = runtime.verified_kernel_cache(cache_module.KernelCacheBackend, str(tmp_path))
+    store.save("a.cubin", b"kernel a", "source a")
+    store.save("b.cubin", b"kernel b", "source b")
+    assert store.load("a.cubin") == b"kernel a" and store.load("b.cubin") == b"kernel b"
+    a, b = tmp_path / "a.cubin.okv", tmp_path / "b.cubin.okv"
+    data_a, data_b = a.read_bytes(), b.read_bytes()
+    a.write_bytes(data_b)
+    b.write_bytes(data_a)
+    assert store.load("a.cubin") is None and store.load("b.cubin") is None  # swapped: rebuilt, not loaded
+    assert not a.exists() and not b.exists()
+    store.save("a.cubin", b"kernel a", "source a")
+    a.write_bytes(a.read_bytes()[:-3])
+    assert store.load("a.cubin") is None

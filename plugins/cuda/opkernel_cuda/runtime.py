@@ -12,18 +12,25 @@ the engine, whose ``translate_error`` hook turns it into a
 ``ResourceExhaustedError`` naming the op and the bytes asked for.  Kernels
 that update a variable in place (``Ref`` inputs) are not retried, since the
 first attempt may have written part of the update.
+
+The kernel cache: compiled kernels run as this user's code, so ``activate``
+points cupy's compiler at a directory private to this user, with entries bound
+to their keys (``use_private_kernel_cache``), before anything is compiled.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from typing import Any, Callable
+
+from opkernel.cachedirs import private_dir, read_entry, write_entry
 
 from .lazy import LazyFunction
 from .sources import OPTIONS, SOURCES, expression, source
 
-__all__ = ["STATE", "activate", "guarded", "launch", "grid", "module_for"]
+__all__ = ["STATE", "activate", "guarded", "launch", "grid", "module_for", "kernel_cache_dir", "use_private_kernel_cache"]
 
 BLOCK = 256
 MAX_BLOCKS = 1 << 16
@@ -39,6 +46,7 @@ class _State:
         self.pool: Any = None
         self.pinned_pool: Any = None
         self.retries = 0  # kernels that ran again after the pool was emptied (tests and ok.memory read it)
+        self.kernel_cache: str | None = None  # where compiled kernels are cached (None: in memory)
         self.modules: dict[str, Any] = {}
         self.functions: dict[tuple[str, str], Any] = {}
         self.lock = threading.RLock()
@@ -53,6 +61,7 @@ def activate(cupy: Any, device: Any, index: int) -> None:
     STATE.device_index = index
     STATE.pool = cupy.get_default_memory_pool()
     STATE.pinned_pool = cupy.get_default_pinned_memory_pool()
+    STATE.kernel_cache = use_private_kernel_cache(cupy)  # before the first compile
 
 
 def free_cached_blocks() -> None:
@@ -102,7 +111,7 @@ def guarded(fn: Callable[..., Any], retry: bool = True) -> Callable[..., Any]:
 
 def module_for(name: str) -> Any:
     """The ``cupy.RawModule`` of source ``name`` (built on first use, compiled on first launch;
-    cupy caches the binary on disk under CUPY_CACHE_DIR)."""
+    cupy caches the binary on disk in ``STATE.kernel_cache``, verified)."""
     module = STATE.modules.get(name)
     if module is None:
         with STATE.lock:
@@ -135,6 +144,63 @@ def compile_all() -> int:
         module_for(src.name).compile()
         built += 1
     return built
+
+
+# ------------------------------------------------------------ the kernel cache
+
+
+def kernel_cache_dir() -> str | None:
+    """Where cupy may cache compiled kernels: ``$CUPY_CACHE_DIR`` (cupy's default
+    ``~/.cupy/kernel_cache``) when private to this user; else, after an
+    ``UnsafeCacheWarning``, ``$XDG_CACHE_HOME/opkernel/cuda``; None when neither is
+    private (kernels are then compiled in memory)."""
+    chosen = os.environ.get("CUPY_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cupy", "kernel_cache")
+    if private_dir(chosen, "cuda backend (CUPY_CACHE_DIR, cupy's kernel cache)") is not None:
+        return os.path.abspath(os.path.expanduser(chosen))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return private_dir(os.path.join(base, "opkernel", "cuda"), "cuda backend (the private kernel cache)")
+
+
+def verified_kernel_cache(base: type, where: str) -> Any:
+    """A cupy kernel cache backend (a subclass of cupy's ``KernelCacheBackend``) whose
+    entries are bound to their key: cupy's own format checks a cubin against its own
+    digest only, so two entries swapped would load each other's kernels."""
+
+    class VerifiedKernelCache(base):  # type: ignore[misc]
+        MAGIC = b"opkernel-cupy-kernel 1"
+
+        def __init__(self) -> None:
+            self.where = where
+
+        def _path(self, name: str) -> str:
+            return os.path.join(self.where, os.path.basename(name) + ".okv")
+
+        def load(self, name: str) -> bytes | None:
+            return read_entry(self._path(name), name, self.MAGIC)[0]
+
+        def save(self, name: str, cubin: bytes, source: str) -> None:
+            write_entry(self._path(name), name, bytes(cubin), self.MAGIC)
+
+    return VerifiedKernelCache()
+
+
+def use_private_kernel_cache(cupy: Any) -> str | None:
+    """Point cupy's compiler at ``kernel_cache_dir()`` with verified entries (or at memory
+    when there is none); returns the directory.  Process-wide: cupy has one cache."""
+    where = kernel_cache_dir()
+    if where is None:
+        os.environ["CUPY_CACHE_IN_MEMORY"] = "1"
+        return None
+    os.environ["CUPY_CACHE_DIR"] = where  # cupy before 14 reads it at each compile
+    compiler = cupy.cuda.compiler
+    setter = getattr(compiler, "_set_kernel_cache_backend", None)
+    base = getattr(getattr(cupy.cuda, "_compiler_cache", None), "KernelCacheBackend", None)
+    if setter is not None and base is not None:
+        setter(verified_kernel_cache(base, where))
+    elif hasattr(compiler, "_kernel_cache_backend"):  # a cupy whose cache we cannot redirect
+        os.environ["CUPY_CACHE_IN_MEMORY"] = "1"
+        return None
+    return where
 
 
 def grid(n: int) -> int:

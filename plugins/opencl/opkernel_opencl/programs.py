@@ -26,13 +26,12 @@ import hashlib
 import os
 import re
 import shutil
-import stat
 import tempfile
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from opkernel.cachedirs import private_dir, unsafe_reason
+from opkernel.cachedirs import private_dir, read_entry, unsafe_reason, write_entry
 from opkernel.errors import InternalError
 
 if TYPE_CHECKING:
@@ -170,12 +169,10 @@ class BinaryStore:
     """Compiled programs on disk, one verified entry per (device, driver, versions,
     options, source).
 
-    An entry file is ``MAGIC``, the hex SHA-256 of its key, the hex SHA-256 of its
-    payload, then the payload: named blobs.  It is written whole to a temporary file
-    and renamed into place, so a reader sees an old entry or a new one, never half of
-    one; ``_get`` returns the blobs only when both digests match, and removes anything
-    else (a truncated or random file, another entry's file swapped in), so the
-    program is rebuilt from source.
+    An entry is a file of ``opkernel.cachedirs.write_entry``: its payload is named
+    blobs, returned only when the file's digests of key and payload match; anything
+    else (a truncated or random file, another entry's file swapped in) is removed
+    and the program rebuilt from source.
 
     What the blobs are depends on the driver.  Most drivers take back the binary of
     ``CL_PROGRAM_BINARIES``: one blob, loaded with ``clCreateProgramWithBinary``.
@@ -187,9 +184,7 @@ class BinaryStore:
     from source, where PoCL finds them.  They are gathered at exit (``flush``).
     """
 
-    MAGIC = b"opkernel-opencl-cache 1\n"
-    _HEAD = len(MAGIC) + 2 * 65
-    _MAX_BYTES = 1 << 30
+    MAGIC = b"opkernel-opencl-cache 1"
     _PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 
     def __init__(self, where: str, backend: OpenCLBackend) -> None:
@@ -231,54 +226,23 @@ class BinaryStore:
     def _path(self, key: str) -> str:
         return os.path.join(self.where, key + ".clbin")
 
-    def _read(self, path: str) -> bytes | None:
-        try:
-            # O_NOFOLLOW and the regular-file check: a link to a FIFO or /dev/zero would hang
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            return None
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size > self._MAX_BYTES:
-                return b""
-            return f.read(self._MAX_BYTES + 1)
-
     def _get(self, key: str) -> dict[str, bytes] | None:
-        path = self._path(key)
-        data = self._read(path)
-        if data is None:
-            return None
-        head, payload = data[:self._HEAD], data[self._HEAD:]
-        want = self.MAGIC + key.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n"
-        blobs = self._unpack(payload) if head == want else None
-        if blobs is None:
-            self.rejected += 1
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        payload, rejected = read_entry(self._path(key), key, self.MAGIC)
+        blobs = None if payload is None else self._unpack(payload)
+        if payload is not None and blobs is None:  # verified, but not in this format: a bug, not an attack
+            self._drop(key)
+            rejected = True
+        self.rejected += rejected
         return blobs
 
     def _put(self, key: str, blobs: dict[str, bytes]) -> None:
-        """Store an entry; a full disk or a vanished directory only costs the next build."""
-        payload = self._pack(blobs)
-        head = self.MAGIC + key.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n"
-        tmp = None
+        write_entry(self._path(key), key, self._pack(blobs), self.MAGIC)
+
+    def _drop(self, key: str) -> None:
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".clbin", dir=self.where)
-            with os.fdopen(fd, "wb") as f:
-                f.write(head)
-                f.write(payload)
-            os.replace(tmp, self._path(key))
-            tmp = None
+            os.unlink(self._path(key))
         except OSError:
             pass
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
 
     @staticmethod
     def _pack(blobs: dict[str, bytes]) -> bytes:
@@ -337,10 +301,7 @@ class BinaryStore:
             prg = cl.Program(self._be.context, [self._be.device], [binary]).build(options=opts)
         except (cl.Error, ValueError):  # a binary this driver no longer accepts
             self.rejected += 1
-            try:
-                os.unlink(self._path(key))
-            except OSError:
-                pass
+            self._drop(key)
             return None
         self.loaded += 1
         return prg
