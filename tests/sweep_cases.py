@@ -16,6 +16,8 @@ in) and an outcome line after it.  The parent (the test module) classifies them.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -338,6 +340,7 @@ def cases_of(base: Base) -> list[Case]:
 
 # ---------------------------------------------------------------- groups
 
+SELFTEST = "_selftest"
 GROUPS = {
     "math": ("test_ops_math",),
     "array": ("test_ops_array",),
@@ -357,7 +360,32 @@ def group_of(op: str) -> str:
     return "state_and_packages"
 
 
+def _selftest_cases() -> list[Case]:
+    """Cases that crash and hang on purpose, to prove the runner names them (never swept)."""
+
+    def fine() -> Args:
+        return [np.array([1.0, 2.0], np.float32)], {}
+
+    def segfault() -> Args:
+        os.kill(os.getpid(), signal.SIGSEGV)
+        return fine()
+
+    def hang() -> Args:
+        time.sleep(3600)
+        return fine()
+
+    return [
+        Case("Neg", "fine_first", "selftest", fine),
+        Case("Neg", "segfault", "selftest", segfault),
+        Case("Neg", "fine_between", "selftest", fine),
+        Case("Neg", "hang", "selftest", hang),
+        Case("Neg", "fine_last", "selftest", fine),
+    ]
+
+
 def group_cases(group: str) -> list[Case]:
+    if group == SELFTEST:
+        return _selftest_cases()
     table = bases()
     return [c for op in op_names() if op in table and group_of(op) == group for c in cases_of(table[op])]
 

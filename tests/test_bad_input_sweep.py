@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -277,6 +278,23 @@ def _report(title: str, lines: list[str], limit: int = 60) -> str:
 
 def _available() -> list[str]:
     return [name for name, _, reason in ok.engine.backend_status() if reason is None]
+
+
+def test_a_crash_or_a_hang_names_its_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner itself: a case that kills its child or never returns is named, confirmed
+    alone, and the cases after it still run."""
+    monkeypatch.setattr(sys.modules[__name__], "GROUP_TIMEOUT", 8.0)
+    monkeypatch.setattr(sys.modules[__name__], "CASE_TIMEOUT", 8.0)
+    records = _sweep("cpu", sweep_cases.SELFTEST)
+    assert [(r["case"], r["outcome"]) for r in records] == [
+        ("fine_first", "ok"), ("segfault", "crash"), ("fine_between", "ok"), ("hang", "hang"), ("fine_last", "ok"),
+    ]
+    assert "SIGSEGV" in records[1]["message"] and records[1]["alone"].startswith("also alone")
+    assert "no exit within 8 s" in records[3]["message"] and records[3]["alone"].startswith("also alone")
+    assert problems(records) == [
+        f"Neg/{name}: {r['outcome']}: {r['message']} ({r['alone']})" for name, r in (("segfault", records[1]), ("hang", records[3]))
+    ]
+    _RESULTS.pop(("cpu", sweep_cases.SELFTEST))
 
 
 def test_every_op_wrapper_has_a_base_call() -> None:
