@@ -224,3 +224,36 @@ def test_cast_truncate_rounds_toward_zero(backend: str) -> None:
     assert ok.ops.cast(f, DstT=ok.float16, Truncate=True).numpy().view(np.uint16).tolist() == [0x3999, 0x34CC, 0xB999]
     assert ok.ops.cast(f, DstT=ok.float16).numpy().view(np.uint16).tolist() == [0x399A, 0x34CD, 0xB99A]
     assert ok.ops.cast(np.array([-2.7, 2.7]), DstT=ok.int32, Truncate=True).numpy().tolist() == [-2, 2]
+
+
+# ---------------------------------------------------------------- op interfaces of TensorFlow 2.21
+
+# tensorflow/core/ops/math_ops.cc: ComplexAbs(x: T) -> y: Tout; MatMul has grad_a/grad_b and
+# BatchMatMul grad_x/grad_y (bool = false), hints set by the gradient that leave the result alone.
+def test_op_interfaces_match_tensorflow() -> None:
+    abs_def = ok.op_def("ComplexAbs")
+    assert [a.name for a in abs_def.inputs] == ["x"] and [a.name for a in abs_def.outputs] == ["y"]
+    for op, names in (("MatMul", ("grad_a", "grad_b")), ("BatchMatMul", ("grad_x", "grad_y"))):
+        attrs = {a.name: a for a in ok.op_def(op).attrs}
+        for name in names:
+            assert attrs[name].type == "bool" and attrs[name].default is False
+
+
+def test_grad_attrs_reach_no_kernel_as_an_error_and_change_nothing(backend: str) -> None:
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12, dtype=np.float32).reshape(3, 4)
+    plain = ok.ops.mat_mul(a, b).numpy()
+    np.testing.assert_array_equal(ok.ops.mat_mul(a, b, grad_a=True, grad_b=True).numpy(), plain)
+    np.testing.assert_array_equal(ok.ops.batch_mat_mul(a[None], b[None], grad_x=True, grad_y=True).numpy()[0], plain)
+    x = ok.tensor(a)
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = ok.ops.batch_mat_mul(ok.ops.expand_dims(ok.ops.mat_mul(x, b), 0), b.T[None])
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.ones((2, 3), np.float32) @ b @ b.T, rtol=1e-6)
+
+
+def test_complex_abs_takes_x(backend: str) -> None:
+    if not ok.engine.backend_instance(backend).supports_dtype(ok.complex64):
+        pytest.skip(f"backend {backend!r} holds no complex tensors")
+    z = np.array([3 + 4j, -1j], np.complex64)
+    assert ok.ops.complex_abs(x=z, Tout=ok.float32).numpy().tolist() == [5.0, 1.0]

@@ -60,8 +60,8 @@ def mat_mul_grads(
     mm = _ops().mat_mul
     ta, tb = transpose_a, transpose_b
     ga = gb = None
-    if need_a:
-        ga = mm(grad, b, transpose_b=not tb) if not ta else mm(b, grad, transpose_a=tb, transpose_b=True)
+    if need_a:  # grad_a / grad_b mark the products as gradients, as TensorFlow's do
+        ga = mm(grad, b, transpose_b=not tb, grad_a=True) if not ta else mm(b, grad, transpose_a=tb, transpose_b=True, grad_a=True)
     if need_b:
-        gb = mm(a, grad, transpose_a=not ta) if not tb else mm(grad, a, transpose_a=True, transpose_b=ta)
+        gb = mm(a, grad, transpose_a=not ta, grad_b=True) if not tb else mm(grad, a, transpose_a=True, transpose_b=ta, grad_b=True)
     return ga, gb

@@ -286,8 +286,8 @@ _COMPLEX_PARTS = (
 )
 
 
-def _complex_to_real(name: str, doc: str) -> None:
-    register_op(name).input("input: T").output("output: Tout").attr(f"T: {_COMPLEX_TYPES} = DT_COMPLEX64").attr(
+def _complex_to_real(name: str, doc: str, arg: str = "input", result: str = "output") -> None:
+    register_op(name).input(f"{arg}: T").output(f"{result}: Tout").attr(f"T: {_COMPLEX_TYPES} = DT_COMPLEX64").attr(
         "Tout: {float, double} = DT_FLOAT"
     ).set_shape_fn(shape_fns.unchanged_shape).doc(doc + _COMPLEX_PARTS)
 
@@ -300,8 +300,8 @@ def _register_complex() -> None:
     ).doc("Returns the complex conjugate of a complex number element-wise: a - bj for a + bj.")
     _complex_to_real("Real", "Returns the real part of a complex number element-wise: a for a + bj.")
     _complex_to_real("Imag", "Returns the imaginary part of a complex number element-wise: b for a + bj.")
-    _complex_to_real(
-        "ComplexAbs", "Computes the absolute value of a complex number element-wise: sqrt(a^2 + b^2) for a + bj."
+    _complex_to_real(  # TensorFlow names ComplexAbs's argument and result x and y
+        "ComplexAbs", "Computes the absolute value of a complex number element-wise: sqrt(a^2 + b^2) for a + bj.", "x", "y"
     )
     _complex_to_real(
         "Angle", "Returns the argument of a complex number element-wise: atan2(b, a) for a + bj, in [-pi, pi]."
@@ -324,14 +324,21 @@ def register_ops() -> None:
     _register_complex()
     register_op("MatMul").input("a: T").input("b: T").output("product: T").attr("transpose_a: bool = false").attr(
         "transpose_b: bool = false"
-    ).attr(f"T: {_MATMUL_TYPES}").set_shape_fn(shape_fns.matmul_shape).doc(
+    ).attr(f"T: {_MATMUL_TYPES}").attr("grad_a: bool = false").attr("grad_b: bool = false").set_shape_fn(
+        shape_fns.matmul_shape
+    ).doc(
         "Multiplies matrix a by matrix b, producing a * b.\n\n"
         "transpose_a: If true, a is transposed before multiplication.\n"
-        "transpose_b: If true, b is transposed before multiplication."
+        "transpose_b: If true, b is transposed before multiplication.\n"
+        "grad_a: Set by the gradient when this product is the gradient with respect to a (a hint; "
+        "the result does not depend on it), as in TensorFlow.\n"
+        "grad_b: The same for b."
     )
     register_op("BatchMatMul").input("x: T").input("y: T").output("output: T").attr(
         f"T: {_BATCH_MATMUL_TYPES}"
-    ).attr("adj_x: bool = false").attr("adj_y: bool = false").set_shape_fn(shape_fns.batch_matmul_shape).doc(
+    ).attr("adj_x: bool = false").attr("adj_y: bool = false").attr("grad_x: bool = false").attr(
+        "grad_y: bool = false"
+    ).set_shape_fn(shape_fns.batch_matmul_shape).doc(
         "Multiplies slices of two tensors in batches (TensorFlow's BatchMatMulV2).\n\n"
         "x and y have rank >= 2; their last two dimensions are multiplied as matrices and "
         "their leading (batch) dimensions broadcast as in numpy.\n\n"
@@ -610,13 +617,13 @@ def _batch_mat_mul_grad(op: Any, grad: Any) -> list[Any]:
     x, y = op.inputs
     ax, ay = op.get_attr("adj_x"), op.get_attr("adj_y")
     if not ax and not ay:
-        gx, gy = bmm(grad, y, adj_y=True), bmm(x, grad, adj_x=True)
+        gx, gy = bmm(grad, y, adj_y=True, grad_x=True), bmm(x, grad, adj_x=True, grad_y=True)
     elif not ax and ay:
-        gx, gy = bmm(grad, y), bmm(grad, x, adj_x=True)
+        gx, gy = bmm(grad, y, grad_x=True), bmm(grad, x, adj_x=True, grad_y=True)
     elif ax and not ay:
-        gx, gy = bmm(y, grad, adj_y=True), bmm(x, grad)
+        gx, gy = bmm(y, grad, adj_y=True, grad_x=True), bmm(x, grad, grad_y=True)
     else:
-        gx, gy = bmm(y, grad, adj_x=True, adj_y=True), bmm(grad, x, adj_x=True, adj_y=True)
+        gx, gy = bmm(y, grad, adj_x=True, adj_y=True, grad_x=True), bmm(grad, x, adj_x=True, adj_y=True, grad_y=True)
     return [unbroadcast(gx, x.shape), unbroadcast(gy, y.shape)]
 
 
