@@ -128,6 +128,9 @@ def _entry_point(target: str) -> Any:
     found = list(plugins.entry_points(group=plugins.ENTRY_POINT_GROUP))
     by_name = [ep for ep in found if ep.name == target]
     if by_name:
+        clash = plugins.name_clash(target, [plugins.info_of(ep) for ep in by_name])
+        if clash is not None:  # which one is meant cannot be told: load neither
+            raise PluginError(f"load_op_library: {clash}", plugin=target)
         return by_name[0]
     return next((ep for ep in found if ep.value.split(":", 1)[0].strip() == target), None)
 
@@ -199,9 +202,32 @@ def _load_module(target: str) -> str:
         raise PluginError(
             f"load_op_library: importing {target!r} failed: {type(e).__name__}: {e}", plugin=target
         ) from e
+    problem = _shadowing(target, module)
+    if problem is not None:
+        if fresh:
+            _undo(Provider(target), target)
+        raise PluginError(f"load_op_library: {problem}", plugin=target)
     if not fresh:
         return plugins.register_plugin(module, name=target)
     return _register(module, target, target)
+
+
+def _shadowing(target: str, module: types.ModuleType) -> str | None:
+    """Why ``module`` is not the installed distribution's module of that name (a file of
+    the same name earlier on sys.path, e.g. in the current directory), or None."""
+    origin = getattr(module, "__file__", None)
+    if origin is None:
+        return None
+    from importlib import metadata
+
+    for name in metadata.packages_distributions().get(target.split(".", 1)[0], []):
+        try:
+            problem = plugins.shadowed_by(target, origin, metadata.distribution(name))
+        except metadata.PackageNotFoundError:
+            continue
+        if problem is not None:
+            return problem
+    return None
 
 
 def load_op_library(target: str | os.PathLike[str]) -> OpLibrary:

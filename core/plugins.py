@@ -258,7 +258,7 @@ def _load_plugins() -> None:
     found = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
     declared: dict[str, list[PluginInfo]] = {}
     for ep in found:
-        declared.setdefault(ep.name, []).append(_info_of(ep))
+        declared.setdefault(ep.name, []).append(info_of(ep))
     strict_error: PluginError | None = None
     failed = {f.plugin for f in _failures}
     for ep in found:
@@ -267,9 +267,9 @@ def _load_plugins() -> None:
         if ep.name in failed:
             continue  # reported before discovery was interrupted; a resumed discovery does not retry it
         try:
-            clash = _name_clash(ep.name, declared[ep.name])
+            clash = name_clash(ep.name, declared[ep.name])
             if clash is not None:
-                _fail(_info_of(ep), PluginError(clash, plugin=ep.name))
+                _fail(info_of(ep), PluginError(clash, plugin=ep.name))
             else:
                 _load_entry_point(ep)
         except PluginError as e:  # strict mode: load every other plugin, then raise the first error
@@ -278,7 +278,7 @@ def _load_plugins() -> None:
         raise strict_error
 
 
-def _name_clash(name: str, infos: list[PluginInfo]) -> str | None:
+def name_clash(name: str, infos: list[PluginInfo]) -> str | None:
     """Why an entry point named ``name`` must not load: another distribution declares the
     same name (either could be impersonating the other), or it takes the built-in's name."""
     dists = sorted({f"{i.distribution} {i.version}" if i.distribution else i.module for i in infos})
@@ -298,7 +298,7 @@ def _own_version() -> str | None:
     return __version__
 
 
-def _info_of(ep: EntryPoint) -> PluginInfo:
+def info_of(ep: EntryPoint) -> PluginInfo:
     dist = getattr(ep, "dist", None)
     return PluginInfo(ep.name, dist.name if dist else None, dist.version if dist else None, ep.value)
 
@@ -306,7 +306,7 @@ def _info_of(ep: EntryPoint) -> PluginInfo:
 def _load_entry_point(ep: EntryPoint) -> bool:
     """Import ``ep``'s module and run its hooks as one transaction: registrations made
     while importing belong to the plugin and are rolled back with it."""
-    info = _info_of(ep)
+    info = info_of(ep)
     if info.name in _plugins:
         return True
     module_name = _module_of(ep)
@@ -652,7 +652,7 @@ def load_entry_point(ep: EntryPoint) -> PluginInfo:
     happens when it is loaded already.  Raises PluginError when it fails."""
     ensure_loaded()
     with _lock:
-        info = _info_of(ep)
+        info = info_of(ep)
         if info.name in _plugins:
             return _plugins[info.name]
         fresh = _module_of(ep) not in sys.modules

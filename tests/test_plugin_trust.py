@@ -15,11 +15,13 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from isolated import run_isolated
 
 import opkernel as ok
-from opkernel.errors import PluginError
+from opkernel import plugins
+from opkernel.errors import AlreadyExistsError, PluginError
 
 MATMUL_CHECK = """
 import warnings
@@ -35,15 +37,17 @@ print("OVERRIDES", [str(o) for o in plugins.overrides()])
 """
 
 
-def install(site: Path, dist: str, entry_point: str, module: str, source: str, version: str = "6.6.6") -> None:
+def install(
+    site: Path, dist: str, entry_point: str | None, module: str, source: str, version: str = "6.6.6"
+) -> None:
     """Install ``module`` (``source``) into ``site`` as distribution ``dist`` whose entry point
-    ``entry_point`` in the group ``opkernel`` names it, as pip would lay it out."""
+    ``entry_point`` in the group ``opkernel`` (if any) names it, as pip would lay it out."""
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(textwrap.dedent(source))
     info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text(f"[opkernel]\n{entry_point} = {module}\n")
+    (info / "entry_points.txt").write_text(f"[opkernel]\n{entry_point} = {module}\n" if entry_point else "")
     record = [f"{module}.py", *(f"{info.name}/{n}" for n in ("METADATA", "entry_points.txt", "RECORD"))]
     (info / "RECORD").write_text("".join(f"{line},,\n" for line in record))
 
@@ -106,6 +110,24 @@ def test_an_overriding_kernel_is_warned_listed_and_refused_in_strict_mode(
     ).stdout
     assert "REFUSED" in strict and "OPKERNEL_STRICT_PLUGINS=1 refuses overrides" in strict
     assert "CORRECT" in strict and "OVERRIDES []" in strict
+
+
+def test_a_script_registering_over_a_backends_kernel_needs_override(fresh_registry: None) -> None:
+    ok.available_backends()  # discovery has run: opkernel-cpu's MatMul is registered
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with pytest.raises(AlreadyExistsError, match=r"would be chosen over the one cpu \(opkernel-cpu") as info:
+        ok.register_kernel("MatMul", backend="cpu", priority=100)(lambda a, b, **attrs: a @ b * 0)
+    assert info.value.op == "MatMul" and "override=True" in str(info.value)
+    with ok.use_backend("cpu"):
+        np.testing.assert_array_equal(ok.ops.mat_mul(a, a.T).numpy(), a @ a.T)
+        ok.register_kernel("MatMul", backend="cpu", priority=-1, type_constraints={"T": "int8"})(
+            lambda a, b, **attrs: a @ b
+        )  # lower priority: only adds coverage, no override
+        assert plugins.overrides() == []
+        ok.register_kernel("MatMul", backend="cpu", priority=100, override=True)(lambda a, b, **attrs: a @ b * 0)
+        (override,) = plugins.overrides()
+        assert override.provider.plugin == __name__ and override.overridden.distribution == "opkernel-cpu"
+        np.testing.assert_array_equal(ok.ops.mat_mul(a, a.T).numpy(), np.zeros((2, 2)))
 
 
 def test_kernels_from_one_distribution_still_use_priorities(fresh_registry: None) -> None:
@@ -184,6 +206,13 @@ def test_a_second_distribution_declaring_the_cpu_entry_point_is_not_loaded_silen
     ).stdout
     assert "('cpu', 'opkernel-cpu')" not in out and "('cpu', 'evil-cpu')" not in out
     assert "declared by more than one distribution" in out and "evil-cpu 6.6.6" in out
+    by_name = run(
+        "import opkernel as ok\ntry:\n    ok.load_op_library('cpu')\nexcept ok.errors.PluginError as e:\n"
+        "    print('REFUSED', e)\n",
+        tmp_path,
+        what="load_op_library of a name two distributions declare",
+    ).stdout
+    assert "REFUSED load_op_library: plugin 'cpu' is declared by more than one distribution" in by_name
 
 
 # ------------------------------------------------------------------ interrupted discovery
@@ -228,6 +257,35 @@ def test_ctrl_c_during_discovery_leaves_nothing_half_loaded_and_can_be_retried(t
     assert "INTERRUPTED False ['builtin']" in out
     assert "'cpu'" in out.split("BACKENDS")[1].splitlines()[0]
     assert "ADD [3.0]" in out and "OP [3.0]" in out and "ERRORS []" in out
+
+
+def test_ctrl_c_while_a_plugin_is_imported_rolls_back_what_it_registered(tmp_path: Path) -> None:
+    marker = tmp_path / "interrupted-once"
+    install(tmp_path, "slow-import", "aaa_slow_import", "slow_import", f"""
+        import pathlib
+        import opkernel as ok
+
+        ok.register_op("Trust>AtImport").input("x: float").output("y: float")
+        if not pathlib.Path({str(marker)!r}).exists():
+            pathlib.Path({str(marker)!r}).touch()
+            raise KeyboardInterrupt  # Ctrl-C while the module is being imported
+        """)
+    out = run(
+        """
+        import opkernel as ok
+        from opkernel import op_registry, plugins
+        try:
+            ok.available_backends()
+        except KeyboardInterrupt:
+            print("INTERRUPTED", op_registry.is_registered("Trust>AtImport"))
+        print("BACKENDS", ok.available_backends(), op_registry.is_registered("Trust>AtImport"))
+        print("PROVIDER", ok.op_def("Trust>AtImport").provider.distribution, plugins.plugin_errors())
+        """,
+        tmp_path,
+        what="KeyboardInterrupt while importing a plugin",
+    ).stdout
+    assert "INTERRUPTED False" in out
+    assert "'cpu'" in out and "] True" in out and "PROVIDER slow-import []" in out
 
 
 def test_a_strict_error_during_discovery_still_loads_every_other_plugin(tmp_path: Path) -> None:
@@ -332,3 +390,27 @@ def test_a_module_in_the_current_directory_does_not_pass_for_an_installed_op_pac
     assert "IMPOSTOR False" in out
     elsewhere = run("import opkernel as ok\nprint(ok.load_op_library('trustlib').op_names)", site, what="from elsewhere")
     assert "['Trust>Genuine']" in elsewhere.stdout
+
+
+def test_a_module_in_the_current_directory_does_not_pass_for_an_installed_module(tmp_path: Path) -> None:
+    site, cwd = tmp_path / "site", tmp_path / "work"
+    genuine = """
+        import opkernel as ok
+
+        @ok.hookimpl
+        def opkernel_register_ops():
+            ok.register_op("Trust>PlainGenuine").input("x: float").output("y: float")
+        """
+    install(site, "trust-plain", None, "trustplain_ops", genuine, version="2.0")  # no entry point: a plain module
+    cwd.mkdir()
+    (cwd / "trustplain_ops.py").write_text(textwrap.dedent(genuine).replace("PlainGenuine", "PlainImpostor"))
+    code = """
+        import opkernel as ok
+        try:
+            print("LOADED", ok.load_op_library("trustplain_ops").op_names)
+        except ok.errors.PluginError as e:
+            print("REFUSED", e)
+        """
+    out = run(code, site, cwd=cwd, what="a shadowed plain module").stdout
+    assert "REFUSED" in out and str(cwd / "trustplain_ops.py") in out and "trust-plain 2.0" in out
+    assert "LOADED ['Trust>PlainGenuine']" in run(code, site, what="the installed plain module").stdout
