@@ -57,6 +57,7 @@ with warnings.catch_warnings(record=True) as caught:
 store = getattr(be.programs, "store", None)
 out["store"] = None if store is None else {{"where": store.where, "loaded": store.loaded, "rejected": store.rejected}}
 out["warnings"] = [f"{{w.category.__name__}}: {{w.message}}" for w in caught]
+out["described"] = be.describe()["program_cache"]
 print(json.dumps(out))
 """
 
@@ -126,6 +127,7 @@ def test_a_symlink_is_judged_by_its_target(tmp_path: Path) -> None:
 def test_entries_are_private_verified_and_reused(tmp_path: Path) -> None:
     first = run_child(tmp_path, "cold cache")
     assert first["store"] is not None and first["store"]["loaded"] == 0
+    assert first["described"] == str(tmp_path / "cache")
     cache = tmp_path / "cache"
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
     made = files_under(cache)
@@ -242,7 +244,7 @@ def test_a_cache_directory_others_can_write_is_refused_with_a_warning(tmp_path: 
     cache.mkdir()
     cache.chmod(0o777)
     out = run_child(tmp_path, "world-writable cache")
-    assert out["store"] is None
+    assert out["store"] is None and out["described"].startswith("off")
     assert any("UnsafeCacheWarning" in w and str(cache) in w and "every user" in w for w in out["warnings"]), out["warnings"]
     assert files_under(cache) == []
 

@@ -24,7 +24,7 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import BackendUnavailableError, InternalError, InvalidArgumentError, ResourceExhaustedError
 
-from .programs import ProgramCache, cache_dir, configure_environment
+from .programs import ProgramCache, configure_environment
 
 ENV_DEVICE = "OPKERNEL_OPENCL_DEVICE"
 
@@ -539,7 +539,7 @@ class OpenCLBackend(ok.Backend):
             "float64": "yes" if self.fp64 else "no",
             "float16": "native (cl_khr_fp16)" if self.fp16 else "stored as half, computed in float32",
             "pyopencl": self.cl.VERSION_TEXT,
-            "program_cache": cache_dir() or "off",
+            "program_cache": self.programs.location(),
         }
 
     def supports_dtype(self, dtype: ok.DType) -> bool:

@@ -414,6 +414,14 @@ class ProgramCache:
         self.builds = 0  # programs built (or fetched from disk) by this cache
         self.store = BinaryStore.open(backend)
 
+    def location(self) -> str:
+        """Where built programs are kept between processes, for ``describe``."""
+        if self.store is not None:
+            return self.store.where
+        if _is_pocl(self._be) and not _pocl_owned and _pocl_dir is not None:
+            return f"{_pocl_dir} (PoCL's own, unverified: POCL_CACHE_DIR)"
+        return "off (built in memory)"
+
     def source(self, fam: Family, dtype: str) -> str:
         return PRELUDE + fam.render(dtype)
 
