@@ -269,6 +269,7 @@ def _load_plugins() -> None:
         try:
             clash = name_clash(ep.name, declared[ep.name])
             if clash is not None:
+                failed.add(ep.name)  # one report for all the distributions declaring the name
                 _fail(info_of(ep), PluginError(clash, plugin=ep.name))
             else:
                 _load_entry_point(ep)
@@ -377,7 +378,8 @@ def shadowed_by(module_name: str, origin: str, dist: Any) -> str | None:
     return (
         f"module {module_name!r} was imported from {str(here)!r}, not from the distribution "
         f"{dist.name} {dist.version} ({str(installed[0])!r}): a file of the same name earlier on sys.path "
-        "(the current directory, under `python -c` or a REPL) shadows the installed package; not loaded. "
+        "(e.g. in the current directory, which `python -c` and the REPL search first) shadows the installed "
+        "package; not loaded. "
         "Rename or move that file, or run from another directory"
     )
 
@@ -497,18 +499,21 @@ def _add_backends(classes: list[type[Backend]], provider: Provider) -> dict[Prov
         if any(c is cls for c, _ in claims):
             continue
         overriders = [p for c, p in claims if c.override]
-        owned = any(p.plugin == cls.name for _, p in claims)
-        if claims and not (cls.override and not overriders) and not (overriders and not cls.override):
-            if cls.override or provider.plugin != cls.name or owned:
-                first = claims[0][1]
-                raise PluginError(
-                    f"backend {cls.name!r} is already provided by {overriders[0] if overriders else first}; "
-                    f"{provider} provides another ({cls.__module__}.{cls.__qualname__}). The name belongs to "
-                    f"the plugin named {cls.name!r}; a backend that replaces another distribution's must set "
-                    "`override = True` on its class",
-                    plugin=provider.plugin,
-                )
-            for _, taker in claims:  # the owner arrives after plugins that took its name
+        replaces = cls.override and not overriders  # the one class that says it replaces the others
+        overridden = bool(overriders) and not cls.override  # kept, in case the overrider goes
+        # The owner arriving after plugins that took its name (they loaded first) without saying so.
+        reclaims = not (cls.override or overriders) and provider.plugin == cls.name
+        reclaims = reclaims and not any(p.plugin == cls.name for _, p in claims)
+        if claims and not (replaces or overridden or reclaims):
+            raise PluginError(
+                f"backend {cls.name!r} is already provided by {(overriders or [claims[0][1]])[0]}; "
+                f"{provider} provides another ({cls.__module__}.{cls.__qualname__}). The name belongs to "
+                f"the plugin named {cls.name!r}; a backend that replaces another distribution's must set "
+                "`override = True` on its class",
+                plugin=provider.plugin,
+            )
+        if claims and reclaims:
+            for _, taker in claims:
                 culprits[taker] = (
                     f"backend {cls.name!r}: {taker} provides it without `override = True`, but the name "
                     f"belongs to {provider} (the plugin named {cls.name!r}); refused"
