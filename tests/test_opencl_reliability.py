@@ -115,6 +115,82 @@ def test_a_spawned_child_uses_the_backend(be: Any, tmp_path: Any) -> None:
     assert _in_child(tmp_path, setup, "spawn") == ("ran", [0.0, 3.0, 6.0, 9.0])
 
 
+# ---------------------------------------------------------------- window geometry
+
+_X = np.array([1, 3, 5], np.float32)
+_F = np.array([1, 10, 100], np.float32)
+_BIG = 2**31 - 1
+
+
+def _conv_reference(stride: int, dilation: int, pad: int, width: int) -> np.ndarray:
+    """Conv2D over one row, from the definition: out[o] = sum_j x[o*stride - pad + j*dilation] f[j]."""
+    out = np.zeros(width, np.float32)
+    for o in range(width):
+        for j in range(3):
+            at = o * stride - pad + j * dilation
+            if 0 <= at < 3:
+                out[o] += _X[at] * _F[j]
+    return out
+
+
+def _conv_input_grad_reference(dy: np.ndarray, stride: int, dilation: int, pad: int) -> np.ndarray:
+    dx = np.zeros(3, np.float32)
+    for o in range(len(dy)):
+        for j in range(3):
+            at = o * stride - pad + j * dilation
+            if 0 <= at < 3:
+                dx[at] += dy[o] * _F[j]
+    return dx
+
+
+# (padding before, after): window coordinates such as 2 + 2 * (2**31 - 1) pass 2**31 although
+# every attr fits in 32 bits; int arithmetic wrapped them around into the row.
+@pytest.mark.parametrize("pads", [(0, 2**32 - 2), (1, 2**32 - 1), (_BIG, _BIG)])
+def test_conv2d_windows_past_2_31_match_the_definition(backend: str, pads: tuple[int, int]) -> None:
+    attrs: dict[str, Any] = dict(strides=[1, 1, 1, 1], padding="EXPLICIT", dilations=[1, 1, _BIG, 1],
+                                 explicit_paddings=[0, 0, 0, 0, *pads, 0, 0])
+    y = ok.ops.conv2d(_X.reshape(1, 1, 3, 1), _F.reshape(1, 3, 1, 1), **attrs).numpy().ravel()
+    np.testing.assert_array_equal(y, _conv_reference(1, _BIG, pads[0], len(y)))
+    dy = np.arange(1, len(y) + 1, dtype=np.float32)
+    dx = ok.ops.conv2d_backprop_input(np.array([1, 1, 3, 1], np.int32), _F.reshape(1, 3, 1, 1), dy.reshape(1, 1, -1, 1),
+                                      **attrs).numpy().ravel()
+    np.testing.assert_array_equal(dx, _conv_input_grad_reference(dy, 1, _BIG, pads[0]))
+
+
+def test_conv2d_same_with_dilation_2_31_minus_1(backend: str) -> None:
+    y = ok.ops.conv2d(_X.reshape(1, 1, 3, 1), _F.reshape(1, 3, 1, 1), strides=[1, 1, 1, 1], padding="SAME",
+                      dilations=[1, 1, _BIG, 1]).numpy().ravel()
+    np.testing.assert_array_equal(y, _conv_reference(1, _BIG, _BIG, 3))
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("conv2d", dict(strides=[1, 1, 2**31, 1], padding="SAME")),  # one output: the stride is never used
+    ("max_pool", dict(ksize=[1, 1, 2, 1], strides=[1, 1, 2**31, 1], padding="SAME")),
+    ("avg_pool", dict(ksize=[1, 1, 2, 1], strides=[1, 1, 2**40, 1], padding="VALID")),
+])
+def test_a_stride_of_2_31_with_one_output_matches_cpu(be: Any, op: str, attrs: dict[str, Any]) -> None:
+    x = _X.reshape(1, 1, 3, 1)
+    args = (x, _F.reshape(1, 3, 1, 1)) if op == "conv2d" else (x,)
+    got = getattr(ok.ops, op)(*args, **attrs).numpy()
+    with ok.use_backend("cpu"):
+        want = getattr(ok.ops, op)(*args, **attrs).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op, attrs, attr", [
+    ("conv2d", dict(strides=[1, 1, 1, 1], padding="SAME", dilations=[1, 1, 2**31, 1]), "dilations"),
+    ("conv2d", dict(strides=[1, 1, 2**32, 1], padding="EXPLICIT", explicit_paddings=[0, 0, 0, 0, 2**31, 2**31, 0, 0]),
+     "strides"),
+    ("max_pool", dict(ksize=[1, 1, 2**31, 1], strides=[1, 1, 1, 1], padding="SAME"), "ksize"),
+    ("avg_pool", dict(ksize=[1, 1, 2**40, 1], strides=[1, 1, 1, 1], padding="SAME"), "padding"),
+])
+def test_opencl_window_geometry_of_2_31_is_an_invalid_argument(be: Any, op: str, attrs: dict[str, Any], attr: str) -> None:
+    x = _X.reshape(1, 1, 3, 1)
+    args = (x, _F.reshape(1, 3, 1, 1)) if op == "conv2d" else (x,)
+    with pytest.raises(InvalidArgumentError, match=rf"op '(MaxPool|AvgPool|Conv2D)': .*{attr}.*2\*\*31"):
+        getattr(ok.ops, op)(*args, **attrs)
+
+
 # ---------------------------------------------------------------- strings
 
 

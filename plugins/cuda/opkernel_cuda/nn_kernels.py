@@ -40,7 +40,6 @@ from .sources import ACCUMULATOR, CTYPES, FLOATS, REALS
 
 Row = tuple[str, Any, "dict[str, list[str]] | None", tuple[str, ...]]
 
-_I32 = np.int32
 _I64 = np.int64
 ACCUMULATOR_NP = {"float16": np.float32, "float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
 
@@ -224,7 +223,8 @@ def conv2d_backprop_filter(input: Any, filter_sizes: Any, out_backprop: Any, T: 
 def _pool_args(x: Any, win: Any) -> tuple[Any, ...]:
     _, h, w, c = x.shape
     (pad_top, _), (pad_left, _) = win.pads
-    return tuple(_I32(v) for v in (h, w, c, win.oh, win.ow, win.kh, win.kw, win.sh, win.sw, pad_top, pad_left))
+    # 64-bit: the kernels' window coordinates pass 2**31 where every size fits in 32 bits
+    return tuple(_I64(v) for v in (h, w, c, win.oh, win.ow, win.kh, win.kw, win.sh, win.sw, pad_top, pad_left))
 
 
 def _max_pool_nhwc(x: Any, win: Any, T: ok.DType) -> tuple[Any, Any]:

@@ -178,22 +178,24 @@ template <typename A> __device__ __forceinline__ A lowest_finite() { return lowe
 template <> __device__ __forceinline__ float lowest_finite<float>() { return -3.402823466e+38f; }
 template <> __device__ __forceinline__ double lowest_finite<double>() { return -1.7976931348623157e+308; }
 template <typename T, typename A>
-__global__ void max_pool(const T* x, T* y, i64* argmax, i64 total, int h, int w, int c, int oh, int ow,
-                         int kh, int kw, int sh, int sw, int pad_top, int pad_left) {
+// The geometry is 64-bit: window coordinates (oy * sh - pad_top + i) pass 2**31 for
+// geometries whose every size fits in 32 bits.  The loops visit only the taps inside the
+// input, so a window far larger than the input costs nothing.
+__global__ void max_pool(const T* x, T* y, i64* argmax, i64 total, i64 h, i64 w, i64 c, i64 oh, i64 ow,
+                         i64 kh, i64 kw, i64 sh, i64 sw, i64 pad_top, i64 pad_left) {
   for (i64 o = blockIdx.x * (i64)blockDim.x + threadIdx.x; o < total; o += (i64)gridDim.x * blockDim.x) {
-    const int ch = static_cast<int>(o % c);
-    const int ox = static_cast<int>((o / c) % ow);
-    const int oy = static_cast<int>((o / ((i64)c * ow)) % oh);
-    const i64 n = o / ((i64)c * ow * oh);
+    const i64 ch = o % c;
+    const i64 ox = (o / c) % ow;
+    const i64 oy = (o / (c * ow)) % oh;
+    const i64 n = o / (c * ow * oh);
     A best = lowest<A>();
     A top = lowest_finite<A>();
     i64 best_i = -1;
-    for (int i = 0; i < kh; ++i) {
-      const int r = oy * sh - pad_top + i;
-      if (r < 0 || r >= h) continue;
-      for (int j = 0; j < kw; ++j) {
-        const int q = ox * sw - pad_left + j;
-        if (q < 0 || q >= w) continue;
+    const i64 r0 = oy * sh - pad_top, q0 = ox * sw - pad_left;
+    for (i64 i = r0 < 0 ? -r0 : 0; i < kh && r0 + i < h; ++i) {
+      const i64 r = r0 + i;
+      for (i64 j = q0 < 0 ? -q0 : 0; j < kw && q0 + j < w; ++j) {
+        const i64 q = q0 + j;
         const i64 idx = ((n * h + r) * w + q) * c + ch;
         const A v = to_acc<A>(x[idx]);
         if (best_i < 0 || v > best) { best = v; best_i = idx; }
@@ -208,20 +210,20 @@ __global__ void max_pool(const T* x, T* y, i64* argmax, i64 total, int h, int w,
 // MaxPoolGrad as a gather (deterministic, no atomics): each input element sums the
 // gradients of the windows whose argmax it is.
 template <typename T, typename A>
-__global__ void max_pool_grad(const i64* argmax, const T* grad, T* dx, i64 total, int h, int w, int c, int oh, int ow,
-                              int kh, int kw, int sh, int sw, int pad_top, int pad_left) {
+__global__ void max_pool_grad(const i64* argmax, const T* grad, T* dx, i64 total, i64 h, i64 w, i64 c, i64 oh, i64 ow,
+                              i64 kh, i64 kw, i64 sh, i64 sw, i64 pad_top, i64 pad_left) {
   for (i64 idx = blockIdx.x * (i64)blockDim.x + threadIdx.x; idx < total; idx += (i64)gridDim.x * blockDim.x) {
-    const int ch = static_cast<int>(idx % c);
-    const int q = static_cast<int>((idx / c) % w);
-    const int r = static_cast<int>((idx / ((i64)c * w)) % h);
-    const i64 n = idx / ((i64)c * w * h);
-    const int rp = r + pad_top, qp = q + pad_left;
-    const int y0 = rp - kh + 1 > 0 ? (rp - kh + 1 + sh - 1) / sh : 0;
-    const int x0 = qp - kw + 1 > 0 ? (qp - kw + 1 + sw - 1) / sw : 0;
-    const int y1 = min(rp / sh, oh - 1), x1 = min(qp / sw, ow - 1);
+    const i64 ch = idx % c;
+    const i64 q = (idx / c) % w;
+    const i64 r = (idx / (c * w)) % h;
+    const i64 n = idx / (c * w * h);
+    const i64 rp = r + pad_top, qp = q + pad_left;  // 64-bit: max_pool's geometry
+    const i64 y0 = rp - kh + 1 > 0 ? (rp - kh + 1 + sh - 1) / sh : 0;
+    const i64 x0 = qp - kw + 1 > 0 ? (qp - kw + 1 + sw - 1) / sw : 0;
+    const i64 y1 = min(rp / sh, oh - 1), x1 = min(qp / sw, ow - 1);
     A acc = A(0);
-    for (int oy = y0; oy <= y1; ++oy) {
-      for (int ox = x0; ox <= x1; ++ox) {
+    for (i64 oy = y0; oy <= y1; ++oy) {
+      for (i64 ox = x0; ox <= x1; ++ox) {
         const i64 o = ((n * oh + oy) * ow + ox) * c + ch;
         if (argmax[o] == idx) acc += to_acc<A>(grad[o]);
       }

@@ -181,6 +181,23 @@ class Window(NamedTuple):
         """The kernels' geometry arguments g1 to g4 (``_GEOMETRY``)."""
         return _window_args(self, oc)
 
+    def key(self, dtype: str) -> str:
+        """The program key of this geometry's window kernels: ``dtype``, with ":long" when a
+        window coordinate can reach 2**31 (their 64-bit variant, built on first use)."""
+        return dtype + ":long" if _wide(self) else dtype
+
+
+_INT_MAX = 2**31 - 1
+
+
+@functools.lru_cache(maxsize=256)
+def _wide(win: Window) -> bool:
+    """Whether a window coordinate the kernels compute (oh * SH - PT + ii * DH, h + PT -
+    ii * DH, and the same for the width) can fall outside int's range."""
+    reach = max((win.oh - 1) * win.sh + (win.kh - 1) * win.dh, win.h - 1 + win.pt,
+                (win.ow - 1) * win.sw + (win.kw - 1) * win.dw, win.w - 1 + win.pl)
+    return reach > _INT_MAX
+
 
 @functools.lru_cache(maxsize=256)  # a model's few layer geometries, launched every step
 def _window_args(win: Window, oc: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -204,7 +221,20 @@ def _window(op: str, x_shape: tuple[int, ...], khw: tuple[int, int], attrs: dict
     except ValueError as e:
         raise fail(op, str(e)) from None
     n, h, w, c = x_shape
-    return Window(n, h, w, c, oh, ow, khw[0], khw[1], sh, sw, dh, dw, pt, pl)
+    kh, kw = khw
+    if max(sh, sw, dh, dw, pt, pl, kh, kw, oh, ow) > _INT_MAX:
+        # The kernels take the geometry as 32-bit ints (even empty tensors' geometry is
+        # checked: it becomes kernel arguments before the sizes are).  A stride with one
+        # output, or a dilation with one tap, never multiplies anything: 1 gives the same windows.
+        sh, sw = (1 if oh <= 1 and sh > _INT_MAX else sh), (1 if ow <= 1 and sw > _INT_MAX else sw)
+        dh, dw = (1 if kh <= 1 and dh > _INT_MAX else dh), (1 if kw <= 1 and dw > _INT_MAX else dw)
+        pad = f"padding {attrs['padding']!r}" + ("" if attrs["padding"] == "EXPLICIT" else " (from the window size)")
+        for name, pair in (("strides", (sh, sw)), ("dilations", (dh, dw)), (pad, (pt, pl)),
+                           ("ksize" if dilations is None else "filter size", (kh, kw)), ("output size", (oh, ow))):
+            if max(pair) > _INT_MAX:
+                raise fail(op, f"{name}: (height, width) {list(pair)} has a value of 2**31 or more; the OpenCL "
+                               f"window kernels take values below 2**31 ({_INT_MAX + 1})")
+    return Window(n, h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
 
 
 def _nhwc(be: OpenCLBackend, op: str, x: Any, fmt: str) -> Any:
@@ -247,8 +277,18 @@ _GEOMETRY = """
 #define DIV_OH(n) fdiv(n, g3.v[2], g4.v[2])
 #define DIV_W(n) fdiv(n, g3.v[3], g4.v[3])
 #define DIV_H(n) fdiv(n, g3.v[4], g4.v[4])
+// Window coordinates (h = oh * SH - PT + ii * DH, ...) in IDX: int, or long where the host
+// found that one can pass 2**31 (Window.key: the ":long" programs, WIDE).  fdiv is exact
+// below 2**31 only, so the long programs divide by the strides.
+#if WIDE
+#define IDX long
+#define DIV_SH(n) ((n) / SH)
+#define DIV_SW(n) ((n) / SW)
+#else
+#define IDX int
 #define DIV_SH(n) fdiv(n, g3.v[5], g4.v[5])
 #define DIV_SW(n) fdiv(n, g3.v[6], g4.v[6])
+#endif
 // (n, oh, ow, c) of output element i; (n, h, w, c) of input element i (NHWC)
 #define OUT_INDEX(i) int t_ = DIV_C(i); int c = (i) - t_ * C; int u_ = DIV_OW(t_); int ow = t_ - u_ * OW; \
   int n = DIV_OH(u_); int oh = u_ - n * OH;
@@ -265,9 +305,9 @@ _GEOMETRY = """
 #define CH 16
 #define WINDOW_ARGMAX_BLOCK(COUNT, EXTRA) \
     for (int ii = 0; ii < KH; ++ii) { \
-      int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue; \
+      IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue; \
       for (int j = 0; j < KW; ++j) { \
-        int w = ow * SW - PL + j; if (w < 0 || w >= W) continue; \
+        IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue; \
         __global const T* v = x + (((long)n * H + h) * W + w) * C + c0; \
         int here = h * W + w; \
         for (int e = 0; e < (COUNT); ++e) { \
@@ -298,10 +338,10 @@ __kernel void im2col_panels(__global T* restrict P, __global const T* restrict x
       long pos = (long)q * OW + ow;
       __global T* dst = P + (pos / RM) * KK * RM + pos % RM;
       for (int ii = 0; ii < KH; ++ii) {{
-        int h = oh * SH - PT + ii * DH; bool hin = h >= 0 && h < H;
+        IDX h = (IDX)oh * SH - PT + (IDX)ii * DH; bool hin = h >= 0 && h < H;
         __global const T* row = x + ((long)n * H + (hin ? h : 0)) * W;
         for (int j = 0; j < KW; ++j) {{
-          int w = ow * SW - PL + j * DW; bool in = hin && w >= 0 && w < W;
+          IDX w = (IDX)ow * SW - PL + (IDX)j * DW; bool in = hin && w >= 0 && w < W;
           T v = row[in ? w : 0]; dst[(ii * KW + j) * RM] = in ? v : (T)0;
         }}
       }}
@@ -311,10 +351,10 @@ __kernel void im2col_panels(__global T* restrict P, __global const T* restrict x
     long pos = (long)q * OW + ow;
     __global T* dst = P + (pos / RM) * KK * RM + pos % RM;
     for (int ii = 0; ii < KH; ++ii) {{
-      int h = oh * SH - PT + ii * DH; bool hin = h >= 0 && h < H;
+      IDX h = (IDX)oh * SH - PT + (IDX)ii * DH; bool hin = h >= 0 && h < H;
       __global const T* row = x + ((long)n * H + (hin ? h : 0)) * W * C;
       for (int j = 0; j < KW; ++j) {{
-        int w = ow * SW - PL + j * DW; int k0 = (ii * KW + j) * C;
+        IDX w = (IDX)ow * SW - PL + (IDX)j * DW; int k0 = (ii * KW + j) * C;
         if (hin && w >= 0 && w < W) {{ for (int c = 0; c < C; ++c) dst[(k0 + c) * RM] = row[w * C + c]; }}
         else {{ for (int c = 0; c < C; ++c) dst[(k0 + c) * RM] = (T)0; }}
       }}
@@ -332,7 +372,8 @@ __kernel void im2col_panels(__global T* restrict P, __global const T* restrict x
 
 
 @family("window", POOL_TYPES)
-def _window_source(dtype: str) -> str:
+def _window_source(key: str) -> str:
+    dtype, _, width = key.partition(":")  # "float32", or "float32:long" (Window.key)
     T = ctype(ok.as_dtype(dtype))
     lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
     # MaxPool starts from the lowest finite value, as TensorFlow's CPU kernel does.
@@ -341,6 +382,7 @@ def _window_source(dtype: str) -> str:
     return f"""
 #define T {T}
 #define ISNAN(v) {"OK_ISNAN(v)" if dtype in FLOATS else "0"}
+#define WIDE {int(bool(width))}
 {_GEOMETRY}
 // Work-item (p, ii) copies row ii of output position p's window: KW runs of C channels.
 // The divisions by runtime sizes (finding n, oh, ow from p) are paid once per KW * C
@@ -349,7 +391,7 @@ __kernel void im2col(__global T* cols, __global const T* x, dims_t g1, dims_t g2
   int p = get_global_id(0); if (p >= N * OH * OW) return;
   int ii = get_global_id(1);
   int t = DIV_OW(p); int ow = p - t * OW; int n = DIV_OH(t); int oh = t - n * OH;
-  int h = oh * SH - PT + ii * DH;
+  IDX h = (IDX)oh * SH - PT + (IDX)ii * DH;
   __global T* dst = cols + ((long)p * KH + ii) * KW * C;
   if (h < 0 || h >= H) {{
     for (int e = 0; e < KW * C; ++e) dst[e] = (T)0;
@@ -357,7 +399,7 @@ __kernel void im2col(__global T* cols, __global const T* x, dims_t g1, dims_t g2
   }}
   __global const T* row = x + ((long)n * H + h) * W * C;
   for (int j = 0; j < KW; ++j) {{
-    int w = ow * SW - PL + j * DW;
+    IDX w = (IDX)ow * SW - PL + (IDX)j * DW;
     if (w >= 0 && w < W) {{ for (int c = 0; c < C; ++c) dst[j * C + c] = row[w * C + c]; }}
     else {{ for (int c = 0; c < C; ++c) dst[j * C + c] = (T)0; }}
   }}
@@ -372,10 +414,10 @@ __kernel void im2col_rows(__global T* restrict cols, __global const T* restrict 
   if (C == 1) {{  // one channel: no channel loops, a select instead of the branches
     for (int ow = 0; ow < OW; ++ow) {{
       for (int ii = 0; ii < KH; ++ii, dst += KW) {{
-        int h = oh * SH - PT + ii * DH; bool hin = h >= 0 && h < H;
+        IDX h = (IDX)oh * SH - PT + (IDX)ii * DH; bool hin = h >= 0 && h < H;
         __global const T* row = x + ((long)n * H + (hin ? h : 0)) * W;
         for (int j = 0; j < KW; ++j) {{
-          int w = ow * SW - PL + j * DW; bool in = hin && w >= 0 && w < W;
+          IDX w = (IDX)ow * SW - PL + (IDX)j * DW; bool in = hin && w >= 0 && w < W;
           T v = row[in ? w : 0]; dst[j] = in ? v : (T)0;
         }}
       }}
@@ -384,11 +426,11 @@ __kernel void im2col_rows(__global T* restrict cols, __global const T* restrict 
   }}
   for (int ow = 0; ow < OW; ++ow) {{
     for (int ii = 0; ii < KH; ++ii, dst += KW * C) {{
-      int h = oh * SH - PT + ii * DH;
+      IDX h = (IDX)oh * SH - PT + (IDX)ii * DH;
       if (h < 0 || h >= H) {{ for (int e = 0; e < KW * C; ++e) dst[e] = (T)0; continue; }}
       __global const T* row = x + ((long)n * H + h) * W * C;
       for (int j = 0; j < KW; ++j) {{
-        int w = ow * SW - PL + j * DW;
+        IDX w = (IDX)ow * SW - PL + (IDX)j * DW;
         if (w >= 0 && w < W) {{ for (int c = 0; c < C; ++c) dst[j * C + c] = row[w * C + c]; }}
         else {{ for (int c = 0; c < C; ++c) dst[j * C + c] = (T)0; }}
       }}
@@ -401,9 +443,9 @@ __kernel void col2im(__global T* dx, __global const T* dcols, dims_t g1, dims_t 
   IN_INDEX(i)
   T acc = 0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int hh = h + PT - ii * DH; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
+    IDX hh = (IDX)h + PT - (IDX)ii * DH; if (hh < 0) continue; IDX oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
-      int ww = w + PL - j * DW; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
+      IDX ww = (IDX)w + PL - (IDX)j * DW; if (ww < 0) continue; IDX ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
       acc += dcols[((((n * OH + oh) * OW + ow) * KH + ii) * KW + j) * C + c];
     }}
   }}
@@ -417,9 +459,9 @@ __kernel void col2im_rows(__global T* restrict dx, __global const T* restrict dc
   __global T* d = dx + (long)q * C;
   for (int c = 0; c < C; ++c) d[c] = (T)0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int hh = h + PT - ii * DH; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
+    IDX hh = (IDX)h + PT - (IDX)ii * DH; if (hh < 0) continue; IDX oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
-      int ww = w + PL - j * DW; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
+      IDX ww = (IDX)w + PL - (IDX)j * DW; if (ww < 0) continue; IDX ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
       __global const T* src = dcols + ((((long)(n * OH + oh) * OW + ow) * KH + ii) * KW + j) * C;
       for (int c = 0; c < C; ++c) d[c] += src[c];
     }}
@@ -429,9 +471,9 @@ __kernel void col2im_rows(__global T* restrict dx, __global const T* restrict dc
 inline int window_argmax(__global const T* x, int n, int oh, int ow, int c, dims_t g1, dims_t g2) {{
   int best_at = -1; T best = {lowest};
   for (int ii = 0; ii < KH; ++ii) {{
-    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
-      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
       T v = x[((n * H + h) * W + w) * C + c];
       if (best_at < 0 || v > best) {{ best = v; best_at = h * W + w; }}
     }}
@@ -443,9 +485,9 @@ __kernel void max_pool(__global T* out, __global const T* x, dims_t g1, dims_t g
   OUT_INDEX(i)
   T best = {floor_};
   for (int ii = 0; ii < KH; ++ii) {{
-    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
-      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
       // TensorFlow's CPU MaxPool (pooling_ops_common.h): a cwiseMax from the lowest
       // finite value, so NaN and -inf never win.
       T v = x[((n * H + h) * W + w) * C + c]; best = v > best ? v : best;
@@ -462,9 +504,9 @@ __kernel void max_pool_rows(__global T* restrict out, __global const T* restrict
   __global T* o = out + (long)p * C;
   for (int c = 0; c < C; ++c) o[c] = {floor_};
   for (int ii = 0; ii < KH; ++ii) {{
-    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
-      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
       __global const T* v = x + (((long)n * H + h) * W + w) * C;
       for (int c = 0; c < C; ++c) {{ T a = v[c]; T b = o[c]; o[c] = a > b ? a : b; }}  // as max_pool
     }}
@@ -478,9 +520,9 @@ __kernel void max_pool_rows(__global T* restrict out, __global const T* restrict
     WINDOW_ARGMAX_BLOCK(COUNT, ) \
     __global const T* g = dy + (long)p * C + c0; \
     for (int ii = 0; ii < KH; ++ii) {{ \
-      int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue; \
+      IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue; \
       for (int j = 0; j < KW; ++j) {{ \
-        int w = ow * SW - PL + j; if (w < 0 || w >= W) continue; \
+        IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue; \
         __global T* d = dx + (((long)n * H + h) * W + w) * C + c0; \
         int here = h * W + w; \
         for (int e = 0; e < (COUNT); ++e) d[e] = at[e] == here ? g[e] : (T)0; \
@@ -504,9 +546,9 @@ __kernel void max_pool_grad_scatter(__global T* dx, __global const T* x, __globa
   int a = window_argmax(x, n, oh, ow, c, g1, g2);
   T g = dy[i];
   for (int ii = 0; ii < KH; ++ii) {{
-    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
-      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
       dx[((n * H + h) * W + w) * C + c] = h * W + w == a ? g : (T)0;
     }}
   }}
@@ -523,9 +565,9 @@ __kernel void max_pool_grad(__global T* dx, __global const int* argmax, __global
   IN_INDEX(i)
   T acc = 0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int hh = h + PT - ii; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
+    IDX hh = (IDX)h + PT - ii; if (hh < 0) continue; IDX oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
-      int ww = w + PL - j; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
+      IDX ww = (IDX)w + PL - j; if (ww < 0) continue; IDX ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
       int o = ((n * OH + oh) * OW + ow) * C + c;
       if (argmax[o] == h * W + w) acc += dy[o];
     }}
@@ -538,19 +580,19 @@ __kernel void max_pool_grad_grad(__global T* out, __global const T* x, __global 
   int a = window_argmax(x, n, oh, ow, c, g1, g2);
   out[i] = a < 0 ? (T)0 : gg[(n * H * W + a) * C + c];
 }}
-inline int window_count(int oh, int ow, dims_t g1, dims_t g2) {{
-  int hs = oh * SH - PT; int he = min(hs + KH, H); hs = max(hs, 0);
-  int ws = ow * SW - PL; int we = min(ws + KW, W); ws = max(ws, 0);
-  return max((he - hs) * (we - ws), 1);
+inline int window_count(IDX oh, IDX ow, dims_t g1, dims_t g2) {{
+  IDX hs = oh * SH - PT; IDX he = min(hs + KH, (IDX)H); hs = max(hs, (IDX)0);
+  IDX ws = ow * SW - PL; IDX we = min(ws + KW, (IDX)W); ws = max(ws, (IDX)0);
+  return (int)max((he - hs) * (we - ws), (IDX)1);
 }}
 __kernel void avg_pool(__global T* out, __global const T* x, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
   int i = get_global_id(0);
   OUT_INDEX(i)
   T acc = 0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
-      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
       acc += x[((n * H + h) * W + w) * C + c];
     }}
   }}
@@ -561,9 +603,9 @@ __kernel void avg_pool_grad(__global T* dx, __global const T* dy, dims_t g1, dim
   IN_INDEX(i)
   T acc = 0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int hh = h + PT - ii; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
+    IDX hh = (IDX)h + PT - ii; if (hh < 0) continue; IDX oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
-      int ww = w + PL - j; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
+      IDX ww = (IDX)w + PL - j; if (ww < 0) continue; IDX ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
       acc += dy[((n * OH + oh) * OW + ow) * C + c] / (T)window_count(oh, ow, g1, g2);
     }}
   }}
@@ -585,10 +627,10 @@ def _im2col(be: OpenCLBackend, op: str, x: Any, win: Window, dtype: str) -> Any:
     cols = be.new_array((win.n * win.oh * win.ow, win.kh * win.kw * win.c), x.dtype)
     if cols.size:
         if be.is_cpu:
-            _launch_positions(be, be.programs.kernel("window", dtype, "im2col_rows", op), win.n * win.oh, win,
+            _launch_positions(be, be.programs.kernel("window", win.key(dtype), "im2col_rows", op), win.n * win.oh, win,
                               cols.base_data, x.base_data)
         else:
-            _launch_positions(be, be.programs.kernel("window", dtype, "im2col", op), win.n * win.oh * win.ow, win,
+            _launch_positions(be, be.programs.kernel("window", win.key(dtype), "im2col", op), win.n * win.oh * win.ow, win,
                               cols.base_data, x.base_data, depth=win.kh)
     return cols
 
@@ -602,7 +644,7 @@ def _columns_product(be: OpenCLBackend, op: str, x: Any, win: Window, dtype: str
     M, K = (KK, P) if transposed else (P, KK)
     if be.is_cpu and not transposed:
         def fill(packed: Any, Mp: int) -> None:
-            _launch_positions(be, be.programs.kernel("window", dtype, "im2col_panels", op), win.n * win.oh, win,
+            _launch_positions(be, be.programs.kernel("window", win.key(dtype), "im2col_panels", op), win.n * win.oh, win,
                               packed, x.base_data, extra=(np.int32(Mp),))
 
         out = gemm_filled_a(be, op, dtype, fill, b, M, N, K, b_kn)
@@ -666,10 +708,10 @@ def conv2d_backprop_input(input_sizes: np.ndarray, filter: Any, out_backprop: An
     dx = be.new_array(x_shape, dy.dtype)
     if dx.size:
         if be.is_cpu:
-            _launch_positions(be, be.programs.kernel("window", T.name, "col2im_rows", op), win.n * win.h * win.w, win,
+            _launch_positions(be, be.programs.kernel("window", win.key(T.name), "col2im_rows", op), win.n * win.h * win.w, win,
                               dx.base_data, dcols.base_data)
         else:
-            be.launch1d(be.programs.kernel("window", T.name, "col2im", op), dx.size, dx.base_data, dcols.base_data, values=win.args())
+            be.launch1d(be.programs.kernel("window", win.key(T.name), "col2im", op), dx.size, dx.base_data, dcols.base_data, values=win.args())
     return _from_nhwc(be, op, dx, fmt)
 
 
@@ -734,10 +776,10 @@ def _pool(op: str, name: str) -> Any:
         out = be.new_array((win.n, win.oh, win.ow, win.c), x.dtype)
         if out.size:
             if name == "max_pool" and be.is_cpu:
-                _launch_positions(be, be.programs.kernel("window", T.name, "max_pool_rows", op), win.n * win.oh * win.ow,
+                _launch_positions(be, be.programs.kernel("window", win.key(T.name), "max_pool_rows", op), win.n * win.oh * win.ow,
                                   win, out.base_data, x.base_data)
             else:
-                be.launch1d(be.programs.kernel("window", T.name, name, op), out.size, out.base_data, x.base_data, values=win.args())
+                be.launch1d(be.programs.kernel("window", win.key(T.name), name, op), out.size, out.base_data, x.base_data, values=win.args())
         return _from_nhwc(be, op, out, fmt)
 
     kernel.__name__ = op
@@ -758,19 +800,19 @@ def max_pool_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType, **a
         dx = be.new_array(x.shape, x.dtype) if covered else zeros(be, op, x.shape, x.dtype)
         if dx.size and dy.size:
             if be.is_cpu:
-                _launch_positions(be, be.programs.kernel("window", T.name, "max_pool_grad_scatter_rows", op),
+                _launch_positions(be, be.programs.kernel("window", win.key(T.name), "max_pool_grad_scatter_rows", op),
                                   win.n * win.oh * win.ow, win, dx.base_data, x.base_data, dy.base_data)
             else:
-                be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad_scatter", op), dy.size, dx.base_data,
+                be.launch1d(be.programs.kernel("window", win.key(T.name), "max_pool_grad_scatter", op), dy.size, dx.base_data,
                             x.base_data, dy.base_data, values=win.args())
         return _from_nhwc(be, op, dx, fmt)
     dx = be.new_array(x.shape, x.dtype)
     if dx.size:
         argmax = be.new_array((win.n, win.oh, win.ow, win.c), np.dtype(np.int32))
         if argmax.size:
-            be.launch1d(be.programs.kernel("window", T.name, "max_pool_argmax", op), argmax.size, argmax.base_data,
+            be.launch1d(be.programs.kernel("window", win.key(T.name), "max_pool_argmax", op), argmax.size, argmax.base_data,
                         x.base_data, values=win.args())
-        be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad", op), dx.size, dx.base_data,
+        be.launch1d(be.programs.kernel("window", win.key(T.name), "max_pool_grad", op), dx.size, dx.base_data,
                     argmax.base_data, dy.base_data, values=win.args())
     return _from_nhwc(be, op, dx, fmt)
 
@@ -786,13 +828,13 @@ def max_pool_grad_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType
     gg = _nhwc(be, op, grad, fmt)
     out = be.new_array((win.n, win.oh, win.ow, win.c), x.dtype)
     if out.size:
-        be.launch1d(be.programs.kernel("window", T.name, "max_pool_grad_grad", op), out.size, out.base_data, x.base_data, gg.base_data, values=win.args())
+        be.launch1d(be.programs.kernel("window", win.key(T.name), "max_pool_grad_grad", op), out.size, out.base_data, x.base_data, gg.base_data, values=win.args())
     return _from_nhwc(be, op, out, fmt)
 
 
 @family("argmax_pool", tuple(f"{t}:{i}" for t in POOL_TYPES for i in ("int32", "int64")))
 def _argmax_pool_source(key: str) -> str:
-    dtype, index = key.split(":")
+    dtype, index, *width = key.split(":")  # "float32:int64", or "float32:int64:long" (Window.key)
     T, I = ctype(ok.as_dtype(dtype)), ctype(ok.as_dtype(index))
     lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
     panels = _im2col_panels_source(TILES[dtype][1]) if dtype in TILES else ""
@@ -800,6 +842,7 @@ def _argmax_pool_source(key: str) -> str:
 #define T {T}
 #define I {I}
 #define ISNAN(v) {"OK_ISNAN(v)" if dtype in FLOATS else "0"}
+#define WIDE {int(bool(width))}
 {_GEOMETRY}
 // MaxPoolWithArgmax: argmax = the flat index of the window's first maximum in row-major order,
 // a NaN winning only as the first element (window_argmax's rule, TensorFlow's CPU one), the
@@ -810,9 +853,9 @@ __kernel void max_pool_with_argmax(__global T* out, __global I* argmax, __global
   OUT_INDEX(i)
   int best_at = -1; T best = {lowest};
   for (int ii = 0; ii < KH; ++ii) {{
-    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
-      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
       T v = x[((n * H + h) * W + w) * C + c];
       if (best_at < 0 || v > best) {{ best = v; best_at = h * W + w; }}
     }}
@@ -852,9 +895,9 @@ __kernel void max_pool_grad_with_argmax_scatter_rows(__global T* restrict dx, __
   __global const I* a = argmax + (long)p * C; __global const T* g = dy + (long)p * C;
   I base = with_batch ? (I)n * H * W * C : (I)0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
-      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
       __global T* d = dx + (((long)n * H + h) * W + w) * C;
       I here = base + (I)(h * W + w) * C;
       for (int c = 0; c < C; ++c) d[c] = here + c == a[c] ? g[c] : (T)0;
@@ -870,9 +913,9 @@ __kernel void max_pool_grad_with_argmax(__global T* dx, __global const I* argmax
   I me = with_batch ? (I)i : (I)((h * W + w) * C + c);
   T acc = 0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int hh = h + PT - ii; if (hh < 0) continue; int oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
+    IDX hh = (IDX)h + PT - ii; if (hh < 0) continue; IDX oh = DIV_SH(hh); if (oh * SH != hh || oh >= OH) continue;
     for (int j = 0; j < KW; ++j) {{
-      int ww = w + PL - j; if (ww < 0) continue; int ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
+      IDX ww = (IDX)w + PL - j; if (ww < 0) continue; IDX ow = DIV_SW(ww); if (ow * SW != ww || ow >= OW) continue;
       int o = ((n * OH + oh) * OW + ow) * C + c;
       if (argmax[o] == me) acc += dy[o];
     }}
@@ -889,9 +932,9 @@ __kernel void max_pool_grad_with_argmax_scatter(__global T* dx, __global const I
   I a = argmax[i]; T g = dy[i];
   I base = with_batch ? (I)n * H * W * C : (I)0;
   for (int ii = 0; ii < KH; ++ii) {{
-    int h = oh * SH - PT + ii; if (h < 0 || h >= H) continue;
+    IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
-      int w = ow * SW - PL + j; if (w < 0 || w >= W) continue;
+      IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
       dx[((n * H + h) * W + w) * C + c] = base + (I)((h * W + w) * C + c) == a ? g : (T)0;
     }}
   }}
@@ -933,7 +976,7 @@ def max_pool_with_argmax(input: Any, T: ok.DType, Targmax: ok.DType, include_bat
     shape = (win.n, win.oh, win.ow, win.c)
     out, argmax = be.new_array(shape, input.dtype), be.new_array(shape, Targmax.np)
     if out.size:
-        key, values = f"{T.name}:{Targmax.name}", _window_values(win, (_BATCH[include_batch_in_index],), first=True)
+        key, values = win.key(f"{T.name}:{Targmax.name}"), _window_values(win, (_BATCH[include_batch_in_index],), first=True)
         if be.is_cpu:
             _launch_positions(be, be.programs.kernel("argmax_pool", key, "max_pool_with_argmax_rows", op),
                               win.n * win.oh * win.ow, win, out.base_data, argmax.base_data, input.base_data,
@@ -953,7 +996,7 @@ def _argmax_pool_backward(op: str, name: str, grad_shaped_as_input: bool) -> Any
         _check_out(op, "grad", grad.shape, tuple(input.shape) if grad_shaped_as_input else pooled, "NHWC")
         _check_out(op, "argmax", argmax.shape, pooled, "NHWC")
         _argmax_pool_index_check(be, op, argmax, win, include_batch_in_index)
-        key, values = f"{T.name}:{Targmax.name}", _window_values(win, (_BATCH[include_batch_in_index],), first=True)
+        key, values = win.key(f"{T.name}:{Targmax.name}"), _window_values(win, (_BATCH[include_batch_in_index],), first=True)
         if not grad_shaped_as_input and win.sh >= win.kh and win.sw >= win.kw:
             # disjoint windows: each writes its own positions (zeros first unless they cover the input)
             covered = ((win.sh, win.sw) == (win.kh, win.kw) and win.oh * win.sh - win.pt >= win.h
@@ -990,7 +1033,7 @@ def avg_pool_grad(orig_input_shape: np.ndarray, grad: Any, T: ok.DType, **attrs:
     _check_out(op, "grad", dy.shape, (win.n, win.oh, win.ow, win.c), fmt)
     dx = be.new_array(shape, grad.dtype)
     if dx.size:
-        be.launch1d(be.programs.kernel("window", T.name, "avg_pool_grad", op), dx.size, dx.base_data, dy.base_data, values=win.args())
+        be.launch1d(be.programs.kernel("window", win.key(T.name), "avg_pool_grad", op), dx.size, dx.base_data, dy.base_data, values=win.args())
     return _from_nhwc(be, op, dx, fmt)
 
 
