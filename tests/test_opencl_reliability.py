@@ -198,3 +198,27 @@ def test_opencl_window_geometry_of_2_31_is_an_invalid_argument(be: Any, op: str,
 def test_string_to_number_of_bytes_that_are_not_utf8_names_the_op(backend: str, strings: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="StringToNumber"):
         ok.ops.string_to_number(strings)
+
+
+# ---------------------------------------------------------------- CUDA pool geometry (no GPU needed)
+
+
+def test_cuda_pool_geometry_is_64_bit_on_both_sides() -> None:
+    """The CUDA pool kernels get their geometry as int64 (np.int32 packing raised OverflowError
+    at 2**31), and their signatures take it as i64: a 4-byte parameter given 8 bytes would
+    read garbage on the device."""
+    import re
+
+    cu = pytest.importorskip("opkernel_cuda.nn_kernels", reason="opkernel-cuda is not installed")
+    from opkernel_cpu import nn_kernels as cpu_nn
+    from opkernel_cuda import sources
+
+    attrs = dict(ksize=[1, 1, 2, 1], strides=[1, 1, 2**31, 1], padding="SAME", data_format="NHWC")
+    win = cpu_nn._pool_geometry("MaxPool", (1, 1, 3, 1), attrs)
+    args = cu._pool_args(np.empty((1, 1, 3, 1), np.float32), win)
+    assert all(type(a) is np.int64 for a in args) and 2**31 in args
+    for name in ("max_pool", "max_pool_grad"):
+        signature = re.search(rf"__global__ void {name}\(([^)]*)\)", sources._POOL)
+        assert signature is not None, name
+        geometry = [p.split()[0] for p in signature.group(1).split(",")][-len(args):]
+        assert geometry == ["i64"] * len(args), (name, geometry)
