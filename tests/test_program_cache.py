@@ -38,10 +38,12 @@ def _opencl_reason() -> str | None:
 needs_opencl = pytest.mark.skipif(_opencl_reason() is not None, reason=f"backend 'opencl' unavailable: {_opencl_reason()}")
 
 # A process that uses the cache the way a user does: Add and Sub on the OpenCL device.
-# POCL_CACHE_DIR is dropped so that PoCL's cache is wherever the backend puts it.
+# POCL_CACHE_DIR and PYOPENCL_NO_CACHE (which this process may have set) are dropped, so
+# that the caches are wherever the backend puts them.
 CHILD = """
 import json, os, sys, warnings
 os.environ.pop("POCL_CACHE_DIR", None)
+os.environ.pop("PYOPENCL_NO_CACHE", None)
 {prelude}
 import numpy as np
 import opkernel as ok
@@ -236,6 +238,27 @@ def test_a_planted_pickle_is_never_unpickled(tmp_path: Path) -> None:
             p.write_bytes(pickle.dumps(Planted()))
     run_child(tmp_path, "planted pickles", prelude=prelude)
     assert not marker.exists(), "something was unpickled from the cache"
+
+
+@needs_opencl
+def test_pyopencl_kernels_on_the_backend_do_not_use_pyopencl_cache(tmp_path: Path) -> None:
+    """pyopencl's own kernels (array arithmetic on the backend's queue) would go through
+    its pickling cache too, on a driver that does not cache builds itself."""
+    code = (
+        "import os\n"
+        "os.environ.pop('POCL_CACHE_DIR', None), os.environ.pop('PYOPENCL_NO_CACHE', None)\n"
+        "import numpy as np, opkernel as ok\n"
+        "from opkernel import engine\n"
+        "be = engine.backend_instance('opencl')\n"
+        "import pyopencl.array as cla, pyopencl.characterize\n"
+        "pyopencl.characterize.has_src_build_cache = lambda dev: False\n"
+        "x = cla.to_device(be.queue, np.arange(4, dtype=np.float32))\n"
+        "print((x * 3 + 1).get().tolist())\n"
+    )
+    env = {"OPKERNEL_OPENCL_CACHE_DIR": str(tmp_path / "cache"), "XDG_CACHE_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
+    out = run_isolated(code, what="pyopencl array arithmetic", env=env, timeout=240)
+    assert out.stdout.strip() == "[1.0, 4.0, 7.0, 10.0]"
+    assert files_under(tmp_path / "xdg") == [], "pyopencl wrote its cache"
 
 
 @needs_opencl
