@@ -22,7 +22,7 @@ from .errors import InvalidArgumentError, ResourceExhaustedError
 from .shapes import OpDefLike, run_shape_fn
 from .tensor import Tensor
 
-__all__ = ["host_available_bytes", "size_guard"]
+__all__ = ["TENSOR_OVERHEAD", "check_output_count", "host_available_bytes", "size_guard"]
 
 #: Below this many bytes of (bounded) output, a call is let through without the shape function.
 CHEAP_BYTES = 64 << 20
@@ -59,8 +59,9 @@ def _cgroup_room() -> int | None:
 
 def host_available_bytes() -> int | None:
     """Bytes of host memory a new allocation can still get without the OOM killer:
-    Linux's MemAvailable plus free swap, within the cgroup's limit; elsewhere the
-    free physical pages.  None when the system does not say."""
+    Linux's MemAvailable plus free swap, within the cgroup's limit and the process's
+    address-space limit; elsewhere the free physical pages.  None when the system
+    does not say."""
     room: int | None
     try:
         info = _meminfo()
@@ -70,10 +71,44 @@ def host_available_bytes() -> int | None:
             room = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (AttributeError, ValueError, OSError):
             room = None
-    cgroup = _cgroup_room()
-    if cgroup is not None:
-        room = cgroup if room is None else min(room, cgroup)
+    for limit in (_cgroup_room(), _address_space_room()):
+        if limit is not None:
+            room = limit if room is None else min(room, limit)
     return room
+
+
+def _address_space_room() -> int | None:
+    """What this process's address-space limit (``ulimit -v``) still leaves, if it has one."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm", encoding="ascii") as f:
+            mapped = int(f.read().split()[0]) * resource.getpagesize()
+        return max(soft - mapped, 0)
+    except (ImportError, OSError, ValueError, IndexError):
+        return None
+
+
+#: Host memory one output tensor takes at least, whatever its size (the Tensor, the
+#: native array object and its header): what a list output of n tensors costs.
+TENSOR_OVERHEAD = 256
+
+
+def check_output_count(op: str, attr: str, n: int) -> None:
+    """Refuse an output list of ``n`` tensors (``num_split``, Unpack's ``num``) whose
+    tensor objects alone would not fit in the host's available memory: a
+    ResourceExhaustedError naming the op and the attr, before anything is made."""
+    need = n * TENSOR_OVERHEAD
+    room = host_available_bytes()
+    if room is not None and need > room:
+        raise ResourceExhaustedError(
+            f"op {op!r}: attr {attr!r} = {n} asks for {n} output tensors, which need at least "
+            f"{_amount(need)} of host memory for the tensor objects alone; the host has {_amount(room)} available",
+            op=op, requested_bytes=need,
+        )
 
 
 def _amount(nbytes: int) -> str:

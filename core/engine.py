@@ -1044,6 +1044,10 @@ def _providers_hint(op: str, backend: str) -> str:
     return hint
 
 
+#: Output lists longer than this are checked against the host's memory before anything is made.
+_MANY_OUTPUTS = 1 << 16
+
+
 def _output_dtypes(op_def: OpDef, attrs: Mapping[str, Any]) -> tuple[list[DType], list[int | None]]:
     """Flat output dtypes, and per output arg its list length (None for a single tensor)."""
     flat: list[DType] = []
@@ -1054,6 +1058,10 @@ def _output_dtypes(op_def: OpDef, attrs: Mapping[str, Any]) -> tuple[list[DType]
             lengths.append(len(dts))
         elif arg.number_attr:
             n = int(attrs[arg.number_attr])
+            if n > _MANY_OUTPUTS:
+                from ._bounds import check_output_count  # not imported with opkernel: rarely needed
+
+                check_output_count(op_def.name, arg.number_attr, n)
             dts = [_expected_dtype(arg, 0, attrs)] * n
             lengths.append(n)
         else:

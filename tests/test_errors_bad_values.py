@@ -203,6 +203,36 @@ def test_a_kernel_out_of_memory_is_a_resource_exhausted_error_naming_the_op() ->
     assert message.startswith("op 'MatMul': out of memory on backend 'cpu' allocating 4294967296 bytes")
 
 
+@pytest.mark.parametrize("call", ["ok.ops.unpack(x, num=2**40)", "ok.ops.split(0, x, num_split=2**40)"])
+def test_an_output_list_too_long_for_memory_is_refused_before_it_is_made(call: str) -> None:
+    """2**40 output tensors: refused naming the op and the attr before the engine builds
+    its list of output dtypes (8 TiB of pointers). In a child under an address-space
+    limit, so that without the check no machine's overcommit setting lets it run."""
+    code = textwrap.dedent(
+        f"""
+        import resource
+        import numpy as np
+        import opkernel as ok
+        from opkernel.errors import ResourceExhaustedError
+        x = np.ones((2, 3), np.float32)
+        ok.ops.unpack(x, num=2), ok.ops.split(0, x, num_split=2)  # warm
+        with open("/proc/self/statm") as f:
+            room = int(f.read().split()[0]) * resource.getpagesize() + (1 << 30)
+        resource.setrlimit(resource.RLIMIT_AS, (room, room))
+        try:
+            {call}
+        except ResourceExhaustedError as e:
+            print(e.op, e.requested_bytes)
+            print(e)
+        """
+    )
+    out = run_isolated(code, backend="cpu", what=call, timeout=120)
+    first, message = out.stdout.splitlines()[:2]
+    op, attr = ("Unpack", "num") if "unpack" in call else ("Split", "num_split")
+    assert first == f"{op} {2**40 * _bounds.TENSOR_OVERHEAD}"
+    assert message.startswith(f"op {op!r}: attr {attr!r} = {2**40} asks for {2**40} output tensors")
+
+
 def test_small_calls_of_value_sized_ops_still_work(backend: str) -> None:
     assert ok.ops.fill([2, 3], 1.5).numpy().tolist() == [[1.5] * 3] * 2
     assert ok.ops.pad([1.0], [[1, 2]]).numpy().tolist() == [0.0, 1.0, 0.0, 0.0]
