@@ -56,7 +56,7 @@ class KernelDef:
     override: bool = False  # registered with override=True: may win over another distribution's kernel
     # The origins that owned (op, backend) when this kernel was registered: an owner that
     # arrives later (its plugin loads after this one) was unknown to it (see add_kernel).
-    owners_at_registration: frozenset[str] = frozenset()
+    owners_at_registration: frozenset[str] | None = None  # None: add_kernel fills it in
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -280,7 +280,7 @@ def _may_take_over(winner: KernelDef, loser: KernelDef, *, loser_is_older: bool)
     mine = origin_of(winner.provider)
     if mine not in _owners(winner.op, winner.backend):
         return False
-    return not loser_is_older or mine not in loser.owners_at_registration
+    return not loser_is_older or mine not in (loser.owners_at_registration or ())
 
 
 def unauthorised_takeovers(
@@ -327,8 +327,9 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
         same_key = [old for old in bucket if old.key == kernel.key]
         if any(old.impl is kernel.impl for old in same_key):
             return
-        owners = _owners(kernel.op, kernel.backend)
-        kernel = replace(kernel, override=kernel.override or override, owners_at_registration=owners)
+        if kernel.owners_at_registration is None or (override and not kernel.override):
+            owners = _owners(kernel.op, kernel.backend)
+            kernel = replace(kernel, override=kernel.override or override, owners_at_registration=owners)
         taken = unauthorised_takeovers(kernel, bucket, others_are_older=True)
         mine = origin_of(kernel.provider)
         same_origin = [old for old in same_key if origin_of(old.provider) == mine]
@@ -396,7 +397,8 @@ def register_kernel(
     def decorate(impl: K) -> K:
         if not callable(impl):
             raise OpSpecError(f"kernel for op {op!r}: expected a function or OpKernel subclass, got {impl!r}", op=op)
-        kernel = KernelDef(op, backend, impl, parsed, label, priority, hm, current_provider(), override)
+        owners = _owners(op, backend)
+        kernel = KernelDef(op, backend, impl, parsed, label, priority, hm, current_provider(), override, owners)
         add_kernel(kernel, override=override)
         return impl
 
