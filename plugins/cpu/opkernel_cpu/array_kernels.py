@@ -109,6 +109,8 @@ def pad(input: np.ndarray, paddings: np.ndarray, **attrs: Any) -> np.ndarray:
         raise _error("Pad")(f"paddings must have shape [{input.ndim}, 2] for an input of rank {input.ndim}, got {list(pads.shape)}")
     if (pads < 0).any():
         raise _error("Pad")(f"paddings must be non-negative, got {pads.tolist()}")
+    if input.ndim == 0:  # numpy's pad rejects an empty pad_width: a 0-d input pads to a copy of itself
+        return xp_of(input).array(input, copy=True)  # type: ignore[no-any-return]
     return xp_of(input).pad(input, pads.tolist(), mode="constant")  # type: ignore[no-any-return]
 
 
