@@ -295,6 +295,28 @@ def test_a_pocl_cache_directory_others_can_write_is_not_used(tmp_path: Path) -> 
 
 
 @needs_opencl
+def test_pocl_directories_are_per_process_and_swept_after_a_kill(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(mode=0o700)
+    killed = (
+        "import os\n"
+        "os.environ.pop('POCL_CACHE_DIR', None)\n"
+        "import numpy as np, opkernel as ok\n"
+        "with ok.use_backend('opencl'):\n"
+        "    ok.ops.add(np.ones(2, np.float32), np.ones(2, np.float32)).numpy()\n"
+        "print(os.environ['POCL_CACHE_DIR'], flush=True)\n"
+        "os._exit(0)  # no clean-up, as after SIGKILL\n"
+    )
+    env = {"TMPDIR": str(tmp), "OPKERNEL_OPENCL_CACHE_DIR": "off", "HOME": str(tmp_path)}
+    left = Path(run_isolated(killed, what="a process that dies without clean-up", env=env, timeout=240).stdout.strip())
+    assert left.parent == tmp and left.is_dir() and stat.S_IMODE(left.stat().st_mode) == 0o700
+    assert any(left.rglob("program.bc"))  # PoCL used it
+    run_isolated(killed.replace("os._exit(0)", "pass"), what="the next process", env=env, timeout=240)
+    assert not left.exists(), "a dead process's PoCL directory was left behind"
+    assert list(tmp.iterdir()) == [], "a process left its PoCL directory at exit"
+
+
+@needs_opencl
 def test_the_key_covers_source_options_and_versions(monkeypatch: pytest.MonkeyPatch) -> None:
     import opkernel
     from opkernel import engine

@@ -53,6 +53,7 @@ def cache_dir() -> str | None:
 _pocl_dir: str | None = None
 _pocl_owned = False  # _pocl_dir is this process's own (made by _process_dir)
 _PREFIX = "opkernel-pocl-"
+_LOCK = ".opkernel-lock"
 
 
 def configure_environment() -> None:
@@ -96,7 +97,48 @@ def _process_dir() -> str:
             shutil.rmtree(where, ignore_errors=True)
 
     atexit.register(remove)
+    _hold_and_sweep(where)
     return where
+
+
+_held: list[int] = []  # descriptors holding this process's lock on its PoCL directory
+
+
+def _hold_and_sweep(where: str) -> None:
+    """Lock ``where`` for the life of this process (and its forked children), and remove
+    the directories of processes that ended without removing theirs (killed): a free lock
+    is a dead owner, in any PID namespace that shares the file system."""
+    try:
+        import fcntl
+    except ImportError:  # no flock: such directories are left to the temp cleaner
+        return
+    try:
+        fd = os.open(os.path.join(where, _LOCK), os.O_CREAT | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return
+    _held.append(fd)
+    base, me = os.path.dirname(where), os.geteuid()
+    try:
+        others = [e for e in os.scandir(base) if e.name.startswith(_PREFIX) and e.path != where]
+    except OSError:
+        return
+    for entry in others:
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != me:
+                continue
+            # no lock file yet: its process is between mkdtemp and the lock, leave it be
+            other = os.open(os.path.join(entry.path, _LOCK), os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # held: its process is alive
+        else:
+            shutil.rmtree(entry.path, ignore_errors=True)
+        finally:
+            os.close(other)
 
 
 @dataclass(frozen=True)
