@@ -317,6 +317,44 @@ def test_pocl_directories_are_per_process_and_swept_after_a_kill(tmp_path: Path)
 
 
 @needs_opencl
+def test_binary_entries_of_other_drivers_are_verified(tmp_path: Path) -> None:
+    """Drivers other than PoCL get their program binary back (clCreateProgramWithBinary);
+    the same store is tried here on PoCL's binaries, with a truncated and a swapped entry."""
+    code = f"""
+import os, json
+import numpy as np, pyopencl as cl
+from opkernel import engine
+from opkernel_opencl.programs import BinaryStore
+be = engine.backend_instance("opencl")
+store = BinaryStore({str(tmp_path)!r}, be)
+store.pocl = False  # the path of every other driver
+src = {{op: "__kernel void k(__global float* x) {{ x[get_global_id(0)] %s= 2.0f; }}" % c for op, c in (("add", "+"), ("mul", "*"))}}
+for op, code in src.items():
+    store.built(code, "", cl.Program(be.context, code).build())
+def run(op):
+    prg = store.load(src[op], "")
+    if prg is None:
+        return None
+    x = np.ones(4, np.float32)
+    buf = cl.Buffer(be.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
+    prg.k(be.queue, (4,), None, buf)
+    cl.enqueue_copy(be.queue, x, buf)
+    return x.tolist()
+out = {{"fresh": [run("add"), run("mul")]}}
+paths = {{op: os.path.join({str(tmp_path)!r}, store.key(code, "") + ".clbin") for op, code in src.items()}}
+a, m = open(paths["add"], "rb").read(), open(paths["mul"], "rb").read()
+open(paths["add"], "wb").write(m)
+open(paths["mul"], "wb").write(a[: len(a) // 2])
+out["tampered"] = [run("add"), run("mul")]
+out["rejected"] = store.rejected
+print(json.dumps(out))
+"""
+    out = json.loads(run_isolated(code, what="binary entries", env={"HOME": str(tmp_path)}, timeout=240).stdout.strip().splitlines()[-1])
+    assert out["fresh"] == [[3.0] * 4, [2.0] * 4]
+    assert out["tampered"] == [None, None] and out["rejected"] == 2
+
+
+@needs_opencl
 def test_the_key_covers_source_options_and_versions(monkeypatch: pytest.MonkeyPatch) -> None:
     import opkernel
     from opkernel import engine

@@ -7,13 +7,14 @@ cache builds a program the first time one of its kernels is asked for, once per
 (source, options) on the backend's device, and ``build_all`` (``ok.warmup``)
 builds every family for every dtype the device supports.
 
-Built programs are kept on disk as binaries by ``BinaryStore``, never through
-pyopencl's own cache (which unpickles its index files).  The directory is
+Built programs are kept on disk by ``BinaryStore`` (the driver's binary, or for
+PoCL the files it compiled for the program), never through pyopencl's own cache
+(which unpickles its index files).  The directory is
 ``$OPKERNEL_OPENCL_CACHE_DIR`` (default ``$XDG_CACHE_HOME/opkernel/opencl``, i.e.
 ``~/.cache/opkernel/opencl``; ``off`` builds from source every time), used only
 when private to this user (``opkernel.cachedirs``).  An entry is keyed by the
 device, driver, pyopencl and opkernel versions, options and source, and holds
-the SHA-256 of its binary: one that does not match is rebuilt from source,
+the SHA-256 of its content: one that does not match is rebuilt from source,
 never loaded.  PoCL compiles the shared objects it runs into a cache of its
 own and loads whatever it finds there under the expected name; it gets a fresh
 private directory per process (``configure_environment``).
