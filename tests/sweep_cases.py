@@ -457,6 +457,7 @@ def run_case(case: Case) -> dict[str, Any]:
     refs = [i for i, arg in enumerate(op_def.inputs) if arg.is_ref and i != plain and i < len(inputs)]
     record: dict[str, Any] = {"op": case.op, "case": case.name, "kind": case.kind}
     before: list[Any] = []
+    stage = "inputs"
     try:
         # Making the Variables and tensors is part of the call a user makes, so their
         # errors count as the case's outcome too.
@@ -466,12 +467,13 @@ def run_case(case: Case) -> dict[str, Any]:
         if case.as_tensors:
             inputs = [ok.tensor(v) if isinstance(v, np.ndarray) else v for v in inputs]
         before = [_snapshot(v) for v in inputs]
+        stage = "call"
         result = wrapper(case.op)(*inputs, **attrs)
         outs = [digest(v) for v in _flat(result)]
     except OpkernelError as e:
-        record.update(outcome="error", type=type(e).__name__, message=str(e)[:300])
+        record.update(outcome="error", type=type(e).__name__, message=str(e)[:300], stage=stage)
     except Exception as e:  # noqa: BLE001 - the sweep's point is to see what escapes
-        record.update(outcome="raw", type=type(e).__name__, message=str(e)[:300], type_error=isinstance(e, TypeError))
+        record.update(outcome="raw", type=type(e).__name__, message=str(e)[:300], type_error=isinstance(e, TypeError), stage=stage)
     else:
         record.update(outcome="ok", outputs=outs)
     if not before:

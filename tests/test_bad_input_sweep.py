@@ -8,6 +8,7 @@ goes on in a fresh child from the next case.  A test fails on:
 
 * a crash (signal) or hang (timeout), naming op, case and backend;
 * a raw exception: anything not from ``opkernel.errors``, except what ``ALLOWED`` names;
+  an ``InternalError`` or ``PluginError``; an error of the call that does not name the op;
 * a mutated input, a half-applied update (a Variable changed by a call that failed), an
   output that still reads a caller's buffer;
 * a layout variant (byte-swapped, unaligned, non-contiguous) whose answer differs from
@@ -78,6 +79,10 @@ ALLOWED = [
 # succeeds on one backend and raises one of these on another is a coverage gap
 # (docs/index.md's kernel coverage), not a disagreement.
 COVERAGE_ERRORS = {"KernelNotFoundError"}
+
+
+# Errors from opkernel.errors that still mean the library broke its word.
+BROKEN_PROMISES = {"InternalError", "PluginError"}
 
 
 def allowance(record: dict[str, Any]) -> Allowance | None:
@@ -228,6 +233,10 @@ def problems(records: list[dict[str, Any]]) -> list[str]:
             out.append(f"{where}: {r['outcome']} {r.get('message', '(the child never reported it)')}")
         elif r["outcome"] == "raw" and allowance(r) is None:
             out.append(f"{where}: raw {r['type']}: {r['message']}")
+        elif r["outcome"] == "error" and r["type"] in BROKEN_PROMISES:
+            out.append(f"{where}: {r['type']} (a promise broken, not an answer to bad input): {r['message']}")
+        elif r["outcome"] == "error" and r.get("stage") == "call" and r["op"] not in r["message"]:
+            out.append(f"{where}: the error does not name the op: {r['type']}: {r['message']}")
         if r["kind"] == "base" and r["outcome"] != "ok" and r.get("type") not in COVERAGE_ERRORS:
             out.append(f"{where}: the valid base call fails: {_describe(r)}")
         for flag, text in (("mutated", "mutated its input(s)"), ("half_applied", "failed but changed Variable(s)")):
@@ -421,3 +430,13 @@ def test_no_output_channels_give_empty_results(backend: str) -> None:
     assert ok.ops.conv2d_backprop_filter(x, np.array([1, 1, 2, 0], np.int32), dy, **CONV).shape == (1, 1, 2, 0)
     dx = ok.ops.conv2d_backprop_input(np.array([1, 4, 4, 2], np.int32), w, dy, **CONV)
     np.testing.assert_array_equal(dx.numpy(), np.zeros((1, 4, 4, 2), np.float32))
+
+
+def test_fused_conv2d_errors_name_fused_conv2d(backend: str) -> None:
+    """cpu's FusedConv2D ran Conv2D's kernel, whose errors named 'Conv2D'."""
+    x = np.ones((1, 4, 4, 2), np.float32)
+    bias = np.ones(3, np.float32)
+    with pytest.raises(InvalidArgumentError, match=r"^op 'FusedConv2D': input 'filter' must be 4-D"):
+        ok.ops.fused_conv2d(x, np.ones((3, 3, 2, 3, 1), np.float32), bias, **CONV)
+    with pytest.raises(InvalidArgumentError, match=r"^op 'FusedConv2D': attr 'strides' must be positive"):
+        ok.ops.fused_conv2d(x, np.ones((3, 3, 2, 3), np.float32), bias, strides=[0, 0, 0, 0], padding="VALID")

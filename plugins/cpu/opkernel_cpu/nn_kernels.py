@@ -490,9 +490,14 @@ def _im2col(x: np.ndarray, win: _Window) -> np.ndarray:
 
 
 def conv2d(input: np.ndarray, filter: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
-    _check_rank4("Conv2D", input=input, filter=filter)
+    return _conv2d("Conv2D", input, filter, T, attrs)
+
+
+def _conv2d(op: str, input: np.ndarray, filter: np.ndarray, T: ok.DType, attrs: dict[str, Any]) -> np.ndarray:
+    """The convolution of Conv2D and FusedConv2D; ``op`` names the op in errors."""
+    _check_rank4(op, input=input, filter=filter)
     x = _to_nhwc(input, attrs["data_format"])
-    g = _conv_geometry("Conv2D", x.shape, filter.shape, attrs)
+    g = _conv_geometry(op, x.shape, filter.shape, attrs)
     wt = _work_type(T)
     n, win = x.shape[0], g.win
     out = _im2col(x.astype(wt, copy=False), win) @ _by_channel(filter.astype(wt, copy=False))
@@ -1132,7 +1137,7 @@ def fused_conv2d(
     """activation(conv2d + bias), the bias and Relu/Relu6/Tanh written into the
     convolution's output in place: one array instead of three, the values of Conv2D,
     BiasAdd and the activation's kernel run one after the other."""
-    return fused_conv2d_epilogue(conv2d(input, filter, T=T, **attrs), bias, activation, T, attrs["data_format"])  # type: ignore[no-any-return]
+    return fused_conv2d_epilogue(_conv2d("FusedConv2D", input, filter, T, attrs), bias, activation, T, attrs["data_format"])  # type: ignore[no-any-return]
 
 
 def fused_conv2d_epilogue(out: Any, bias: Any, activation: str, T: ok.DType, data_format: str) -> Any:
