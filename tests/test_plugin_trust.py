@@ -130,6 +130,21 @@ def test_a_script_registering_over_a_backends_kernel_needs_override(fresh_regist
         np.testing.assert_array_equal(ok.ops.mat_mul(a, a.T).numpy(), np.zeros((2, 2)))
 
 
+def test_a_script_kernel_registered_before_discovery_does_not_win_either(tmp_path: Path) -> None:
+    done = run(
+        textwrap.dedent("""
+            import opkernel as ok
+            from opkernel import plugins
+            assert not plugins._loaded  # registering a kernel does not run discovery
+            ok.register_kernel("MatMul", backend="cpu", priority=100)(lambda a, b, **attrs: a @ b * 0)
+            """) + MATMUL_CHECK,
+        tmp_path,
+        what="a script's MatMul registered before discovery",
+    )
+    assert "CORRECT" in done.stdout and "OVERRIDES []" in done.stdout
+    assert "PluginWarning: __main__: its kernel for op 'MatMul' on backend 'cpu'" in done.stderr
+
+
 def test_kernels_from_one_distribution_still_use_priorities(fresh_registry: None) -> None:
     ok.register_op("Trust>Pick").input("x: T").output("y: T").attr("T: {float, int32}").set_shape_fn(
         ok.shape_fns.unchanged_shape
