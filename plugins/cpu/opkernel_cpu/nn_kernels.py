@@ -196,18 +196,23 @@ def _sparse_xent(op: str, features: Any, labels: Any, T: ok.DType) -> tuple[Any,
         )
     batch, classes = features.shape
     host = type(features) is np.ndarray
+    work = np.dtype(_work_type(T))
+    native = sharding.native_module()
+    one_pass = host and type(labels) is np.ndarray and work in _NATIVE_FLOATS and labels.dtype in _UNSIGNED \
+        and batch > 0 and classes > 0
+    if native is None or not one_pass:
+        # Another thread may change the caller's labels while this runs: the numpy path
+        # checks and indexes with one copy (the native pass makes and checks its own).
+        labels = labels.copy()
     if labels.size:
         unsigned = labels.view(_UNSIGNED.get(labels.dtype) or labels.dtype.str.replace("i", "u"))
         if (np.maximum.reduce(unsigned) if host else unsigned.max()) >= classes:
-            # A copy: another thread may change the caller's labels while we look.
-            seen = labels.copy()
+            seen = labels.copy()  # the caller's labels may change while we look for the bad one
             bad = seen[(seen < 0) | (seen >= classes)]
             _bad_label(op, int(bad[0]) if bad.size else int(unsigned.max().astype(labels.dtype)), classes, seen)
     xp = np if host else xp_of(features, labels)
-    x = features.astype(_work_type(T), copy=False)
-    native = sharding.native_module()
-    if native is not None and host and type(labels) is np.ndarray and x.dtype in _NATIVE_FLOATS \
-            and labels.dtype in _UNSIGNED and batch and classes:  # one pass per row
+    x = features.astype(work, copy=False)
+    if native is not None and one_pass:
         loss, backprop = np.empty(batch, x.dtype), np.empty((batch, classes), x.dtype)
         # The native pass copies and checks the labels itself: they were checked above,
         # but another thread may have changed them since.
