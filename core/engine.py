@@ -469,9 +469,21 @@ def to_tensor(data: Any, dtype: Any = None, backend: str | None = None) -> Tenso
         return t
     dt = as_dtype(dtype) if dtype is not None else _natural_dtype(data)
     arr = _host_array(data, dt, "ok.tensor")
-    if be.host_memory_is_native and (arr is data or arr.base is not None):
-        arr = arr.copy()  # the caller's array, or a view of someone's memory (device backends upload a copy)
+    if be.host_memory_is_native and _callers_memory(arr, data):
+        arr = arr.copy()  # device backends upload a copy of their own
     return Tensor(be.from_numpy(arr), dt, be)
+
+
+#: Host data numpy always converts into a new array: nothing the caller holds shares it.
+_FRESH_KINDS = (Tensor, list, tuple, int, float, complex, bool, str, bytes, np.generic, type(None))
+
+
+def _callers_memory(arr: np.ndarray, data: Any) -> bool:
+    """Whether ``arr``, converted from ``data``, may share memory the caller can still
+    change: ``data`` itself, a view of it, or what its ``__array__`` or buffer exposes."""
+    if isinstance(data, np.ndarray):
+        return np.may_share_memory(arr, data)
+    return not isinstance(data, _FRESH_KINDS)
 
 
 def transfer(t: Tensor, backend: str) -> Tensor:
@@ -647,12 +659,13 @@ def execute(
 
 
 def _unaliased(result: Any, items: Sequence[Any]) -> Any:
-    """``result`` with no output sharing memory with a numpy array among ``items``.
+    """``result`` with no output sharing memory with the host data among ``items``.
 
-    A host backend hands the caller's arrays to kernels as they are, and a kernel
-    may return a view of its input (Identity, Reshape, a full Slice); the caller
-    may change its array after the call, so such an output gets its own copy."""
-    arrays = [x for x in items if isinstance(x, np.ndarray)]
+    A host backend hands the caller's arrays (and what an ``__array__`` or a buffer
+    exposes) to kernels as they are, and a kernel may return a view of its input
+    (Identity, Reshape, a full Slice); the caller may change its array after the
+    call, so such an output gets its own copy."""
+    arrays = [x if isinstance(x, np.ndarray) else np.asarray(x) for x in items if not isinstance(x, _FRESH_KINDS)]
     if not arrays:
         return result
     for out in result if isinstance(result, (tuple, list)) else (result,):

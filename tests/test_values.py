@@ -7,6 +7,7 @@ never reads the caller's array after returning; tensors pickle and deep-copy.
 
 from __future__ import annotations
 
+import array
 import copy
 import pickle
 import weakref
@@ -121,6 +122,27 @@ def test_an_output_never_shares_a_callers_array(
         caller[...] = -1
         for out in outs:
             np.testing.assert_array_equal(out.numpy(), reference(INIT))
+
+
+class ArrayLike:
+    """Host data that hands numpy its own array (as a torch tensor or a memmap wrapper does)."""
+
+    def __init__(self) -> None:
+        self.array = INIT.copy()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return self.array
+
+
+def test_an_output_never_shares_memory_behind_an_array_like(backend: str) -> None:
+    holder = ArrayLike()
+    buffer = array.array("f", INIT.reshape(-1).tolist())
+    outs = [ok.tensor(holder), ok.ops.identity(holder), ok.ops.reshape(holder, [3, 2]), ok.tensor(buffer),
+            ok.ops.identity(buffer)]
+    holder.array[...] = -1
+    buffer[0] = -1
+    for out in outs:
+        np.testing.assert_array_equal(out.numpy().reshape(-1), INIT.reshape(-1))
 
 
 def test_numpy_never_lets_the_caller_write_a_tensor(backend: str) -> None:
