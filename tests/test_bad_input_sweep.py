@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -135,7 +134,7 @@ def sweep(backend: str, group: str) -> list[dict[str, Any]]:
     return _JOBS[(backend, group)].result()
 
 
-def _sweep(backend: str, group: str) -> list[dict[str, Any]]:
+def _sweep(backend: str, group: str, group_timeout: float = GROUP_TIMEOUT, case_timeout: float = CASE_TIMEOUT) -> list[dict[str, Any]]:
     key = (backend, group)
     cases = sweep_cases.group_cases(group)
     records: dict[int, dict[str, Any]] = {}
@@ -144,7 +143,7 @@ def _sweep(backend: str, group: str) -> list[dict[str, Any]]:
         start = 0
         while start < len(cases):
             path = Path(tmp) / f"{group}-{start}.jsonl"
-            died = _child("run_cases", group, start, path, backend, GROUP_TIMEOUT)
+            died = _child("run_cases", group, start, path, backend, group_timeout)
             lines = _read(path)
             started = [r["start"] for r in lines if "start" in r]
             for r in lines:
@@ -161,7 +160,7 @@ def _sweep(backend: str, group: str) -> list[dict[str, Any]]:
                 in_flight = at
             case = cases[in_flight]
             alone_path = Path(tmp) / f"alone-{in_flight}.jsonl"
-            alone = _child("run_one", group, in_flight, alone_path, backend, CASE_TIMEOUT)
+            alone = _child("run_one", group, in_flight, alone_path, backend, case_timeout)
             outcome = "hang" if " hung" in died else "crash"
             records[in_flight] = {
                 "op": case.op, "case": case.name, "kind": case.kind, "index": in_flight, "outcome": outcome,
@@ -289,12 +288,10 @@ def _available() -> list[str]:
     return [name for name, _, reason in ok.engine.backend_status() if reason is None]
 
 
-def test_a_crash_or_a_hang_names_its_case(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crash_or_a_hang_names_its_case() -> None:
     """The runner itself: a case that kills its child or never returns is named, confirmed
     alone, and the cases after it still run."""
-    monkeypatch.setattr(sys.modules[__name__], "GROUP_TIMEOUT", 8.0)
-    monkeypatch.setattr(sys.modules[__name__], "CASE_TIMEOUT", 8.0)
-    records = _sweep("cpu", sweep_cases.SELFTEST)
+    records = _sweep("cpu", sweep_cases.SELFTEST, group_timeout=8.0, case_timeout=8.0)
     assert [(r["case"], r["outcome"]) for r in records] == [
         ("fine_first", "ok"), ("segfault", "crash"), ("fine_between", "ok"), ("hang", "hang"), ("fine_last", "ok"),
     ]
