@@ -257,3 +257,12 @@ def test_complex_abs_takes_x(backend: str) -> None:
         pytest.skip(f"backend {backend!r} holds no complex tensors")
     z = np.array([3 + 4j, -1j], np.complex64)
     assert ok.ops.complex_abs(x=z, Tout=ok.float32).numpy().tolist() == [5.0, 1.0]
+
+
+def test_max_pool_window_of_padding_only_is_lowest(backend: str) -> None:
+    # Explicit padding can leave a window no input element: TensorFlow's output keeps
+    # the lowest() it started from (pooling_ops_common.h).
+    x = np.ones((1, 2, 2, 1), np.float32)
+    out = ok.ops.max_pool(x, ksize=[1, 2, 2, 1], strides=[1, 3, 3, 1], padding="EXPLICIT",
+                          explicit_paddings=[0, 0, 3, 0, 3, 0, 0, 0]).numpy().ravel()
+    np.testing.assert_array_equal(out, np.array([LOWEST32, LOWEST32, LOWEST32, 1.0], np.float32))

@@ -764,6 +764,18 @@ def _without_nan(x: np.ndarray) -> np.ndarray:
 
 
 def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
+    out = _max_pool(input, **attrs)
+    if out.dtype.kind in "fV" and out.size:
+        # A window of padding only (explicit padding can make one) pools to lowest(), as
+        # TensorFlow's does, not to the -inf its padding holds here.
+        xp = xp_of(out)
+        lowest = out.dtype.type(ok.as_dtype(out.dtype).min)
+        if xp.min(out) < lowest:
+            out = xp.maximum(out, lowest)
+    return out
+
+
+def _max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
     data_format = attrs["data_format"]
     _check_rank4("MaxPool", input=input)
     x = _without_nan(_to_nhwc(input, data_format))
