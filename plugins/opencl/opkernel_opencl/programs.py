@@ -27,6 +27,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -425,24 +426,32 @@ class BinaryStore:
         if root is None:
             return written
         for key, (program_dir, seeded) in list(self._programs.items()):
-            blobs: dict[str, bytes] = {}
-            base = os.path.join(root, program_dir)
-            for dirpath, _dirs, files in os.walk(base):
-                for fname in files:
+            files: dict[str, str] = {}  # name in the entry -> path
+            sizes: set[tuple[str, int]] = set()
+            for dirpath, _dirs, names in os.walk(os.path.join(root, program_dir)):
+                for fname in names:
                     path = os.path.join(dirpath, fname)
                     name = os.path.relpath(path, root).replace(os.sep, "/")
-                    if fname == "last_accessed" or not self._safe_name(name) or os.path.islink(path):
-                        continue
                     try:
-                        with open(path, "rb") as f:
-                            blobs[name] = f.read()
+                        st = os.lstat(path)
                     except OSError:
                         continue
-            state = frozenset((n, len(d)) for n, d in blobs.items())
-            if blobs and state != seeded and any(n.endswith("/program.bc") for n in blobs):
-                self._put(key, blobs)
-                self._programs[key] = (program_dir, state)
-                written += 1
+                    if fname != "last_accessed" and stat.S_ISREG(st.st_mode) and self._safe_name(name):
+                        files[name] = path
+                        sizes.add((name, st.st_size))
+            state = frozenset(sizes)
+            if state == seeded or not any(n.endswith("/program.bc") for n in files):
+                continue  # nothing new compiled (or not a program PoCL finished)
+            blobs: dict[str, bytes] = {}
+            try:
+                for name, path in files.items():
+                    with open(path, "rb") as f:
+                        blobs[name] = f.read()
+            except OSError:
+                continue
+            self._put(key, blobs)
+            self._programs[key] = (program_dir, frozenset((n, len(d)) for n, d in blobs.items()))
+            written += 1
         return written
 
 
