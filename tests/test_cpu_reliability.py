@@ -147,6 +147,47 @@ def test_huge_pool_window_cpu_numpy_path():
     _check_huge_windows(json.loads(done.stdout))
 
 
+def _reference_pool(x, ksize, strides, pads, op):
+    """MaxPool / AvgPool by definition: each window's real (non-padding) taps."""
+    n, h, w, c = x.shape
+    (kh, kw), (sh, sw), ((pt, pb), (pl, pr)) = ksize, strides, pads
+    oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+    out = np.empty((n, oh, ow, c), x.dtype)
+    for oy in range(oh):
+        for ox in range(ow):
+            r0, q0 = oy * sh - pt, ox * sw - pl
+            taps = x[:, max(r0, 0):max(min(r0 + kh, h), 0), max(q0, 0):max(min(q0 + kw, w), 0)]
+            out[:, oy, ox] = taps.max(axis=(1, 2)) if op == "max" else taps.mean(axis=(1, 2))
+    return out
+
+
+@pytest.mark.parametrize("path", ["native", "numpy"])
+@pytest.mark.parametrize("h, w, kh, kw, sh, sw, padding", [
+    (3, 4, 5, 9, 1, 1, "SAME"), (2, 5, 7, 3, 2, 1, "SAME"), (4, 4, 9, 9, 3, 2, "SAME"), (1, 1, 3000, 1, 1, 1, "SAME"),
+    (3, 2, 6, 7, 1, 1, [0, 0, 3, 2, 5, 1, 0, 0]), (2, 3, 8, 4, 2, 3, [0, 0, 6, 1, 2, 3, 0, 0]),
+])
+def test_windows_larger_than_the_input_pool_their_real_taps(h, w, kh, kw, sh, sw, padding, path, monkeypatch):
+    """The clamped windows give each window's maximum and mean over its real taps."""
+    if path == "numpy":
+        monkeypatch.setattr(sharding, "_native", None)
+    x = np.random.default_rng(0).standard_normal((2, h, w, 3)).astype(np.float32)
+    attrs = {"ksize": [1, kh, kw, 1], "strides": [1, sh, sw, 1]}
+    if isinstance(padding, list):
+        attrs.update(padding="EXPLICIT", explicit_paddings=padding)
+        pads = ((padding[2], padding[3]), (padding[4], padding[5]))
+    else:
+        attrs.update(padding="SAME")
+        oh, ow = -(-h // sh), -(-w // sw)
+        th, tw = max((oh - 1) * sh + kh - h, 0), max((ow - 1) * sw + kw - w, 0)
+        pads = ((th // 2, th - th // 2), (tw // 2, tw - tw // 2))
+    with ok.use_backend("cpu"):
+        got = ok.ops.max_pool(x, **attrs).numpy()
+        np.testing.assert_array_equal(got, _reference_pool(x, (kh, kw), (sh, sw), pads, "max"))
+        if padding == "SAME":
+            avg = ok.ops.avg_pool(x, **attrs).numpy()
+            np.testing.assert_allclose(avg, _reference_pool(x, (kh, kw), (sh, sw), pads, "avg"), rtol=1e-6)
+
+
 # ---------------------------------------------------------------- the thread setting
 
 
