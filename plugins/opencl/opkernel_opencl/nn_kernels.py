@@ -208,6 +208,19 @@ def _window_args(win: Window, oc: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return out
 
 
+def _taps_inside(k: int, pad: int, stride: int, out: int, size: int) -> tuple[int, int]:
+    """(window size, padding before) of a pool along one dimension, without the taps that
+    fall outside the input for every output position: the same windows (the same
+    elements, counts and argmax indices), and a window far larger than the input (ksize
+    2**31 - 1, whose kernels looped 2**31 times per element) costs no more than the input.
+    Tap t of output o reads row o * stride - pad + t."""
+    first = max(0, pad - (out - 1) * stride)  # taps before it are above row 0 for every output
+    last = min(k - 1, pad + size - 1)  # taps after it are below the last row for every output
+    if out < 1 or last < first or (first == 0 and last == k - 1):
+        return k, pad
+    return last - first + 1, pad - first
+
+
 def _window(op: str, x_shape: tuple[int, ...], khw: tuple[int, int], attrs: dict[str, Any], dilations: Any) -> Window:
     fmt = attrs["data_format"]
     if fmt not in ("NHWC", "NCHW"):
@@ -222,6 +235,9 @@ def _window(op: str, x_shape: tuple[int, ...], khw: tuple[int, int], attrs: dict
         raise fail(op, str(e)) from None
     n, h, w, c = x_shape
     kh, kw = khw
+    if dilations is None:  # a pool: its kernels loop over every tap of the window
+        kh, pt = _taps_inside(kh, pt, sh, oh, h)
+        kw, pl = _taps_inside(kw, pl, sw, ow, w)
     if max(sh, sw, dh, dw, pt, pl, kh, kw, oh, ow) > _INT_MAX:
         # The kernels take the geometry as 32-bit ints (even empty tensors' geometry is
         # checked: it becomes kernel arguments before the sizes are).  A stride with one
