@@ -266,3 +266,13 @@ def test_max_pool_window_of_padding_only_is_lowest(backend: str) -> None:
     out = ok.ops.max_pool(x, ksize=[1, 2, 2, 1], strides=[1, 3, 3, 1], padding="EXPLICIT",
                           explicit_paddings=[0, 0, 3, 0, 3, 0, 0, 0]).numpy().ravel()
     np.testing.assert_array_equal(out, np.array([LOWEST32, LOWEST32, LOWEST32, 1.0], np.float32))
+
+
+def test_arg_max_of_float16_starts_from_its_own_lowest(backend: str) -> None:
+    # The same reducer in half: lowest() is -65504, so [-inf, -65504] stays at index 0,
+    # whatever wider type a backend computes in.
+    h = np.float16
+    assert int(ok.ops.arg_max(np.array([-INF, -65504.0], h), 0).numpy()) == 0
+    assert int(ok.ops.arg_max(np.array([-65504.0, -INF, 2.0], h), 0).numpy()) == 2
+    assert int(ok.ops.arg_min(np.array([65504.0, INF], h), 0).numpy()) == 0
+    assert int(ok.ops.arg_max(np.array([_, 1.0, _], h), 0).numpy()) == 1

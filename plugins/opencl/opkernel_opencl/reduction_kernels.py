@@ -241,26 +241,30 @@ def _arg_source(op: str, key: str) -> str:
     cmp = ">" if op == "ArgMax" else "<"
     # TensorFlow's CPU kernel (Eigen's ArgMaxPairReducer): from (0, the lowest finite
     # value) move only to a strictly greater element, so NaN is never picked.
+    load = "p[(long)r * I]"
     if dtype in FLOATS:
         start = ("-" if op == "ArgMax" else "") + ("DBL_MAX" if dtype == "float64" else "FLT_MAX")
+    elif dtype == "float16":  # read as float, from half's own lowest (highest) finite value
+        start, load = ("-" if op == "ArgMax" else "") + "65504.0f", "vload_half((long)r * I, p)"
     elif dtype == "bool":
         start = "0" if op == "ArgMax" else "1"
     else:
         start = _identity("Max" if op == "ArgMax" else "Min", dtype)  # the type's lowest (highest) value
+    V = "float" if dtype == "float16" else T
     return f"""
 #define T {T}
 __kernel void arg(__global {I}* out, __global const T* x, int R, int I) {{
   int g = get_global_id(0); int o = g / I; int i = g % I;
   __global const T* p = x + (long)o * R * I + i;
-  T best = {start}; int at = 0;
-  for (int r = 0; r < R; ++r) {{ T v = p[(long)r * I]; if (v {cmp} best) {{ best = v; at = r; }} }}
+  {V} best = {start}; int at = 0;
+  for (int r = 0; r < R; ++r) {{ {V} v = {load}; if (v {cmp} best) {{ best = v; at = r; }} }}
   out[g] = at;
 }}
 #undef T
 """
 
 
-_ARG_KEYS = tuple(f"{t}:{i}" for t in ALL for i in ("int32", "int64"))
+_ARG_KEYS = tuple(f"{t}:{i}" for t in ALL + ("float16",) for i in ("int32", "int64"))
 for _op in ("ArgMax", "ArgMin"):
     family(f"arg:{_op}", _ARG_KEYS)(functools.partial(_arg_source, _op))
 
@@ -289,8 +293,9 @@ def register_all() -> None:
         for op, dts in _OPS.items()
     ]
     table += [
-        ("ArgMax", float32_compute(_arg("ArgMax")), {"T": list(ALL) + ["float16"]}, ("dimension",)),
-        ("ArgMin", float32_compute(_arg("ArgMin")), {"T": list(ALL) + ["float16"]}, ("dimension",)),
+        # float16 read as is: widened to float32 first, the scan's start would be float32's lowest
+        ("ArgMax", _arg("ArgMax"), {"T": list(ALL) + ["float16"]}, ("dimension",)),
+        ("ArgMin", _arg("ArgMin"), {"T": list(ALL) + ["float16"]}, ("dimension",)),
     ]
     register_table(table)
 
