@@ -46,6 +46,8 @@ def _writers(mode: int) -> str:
 
 def unsafe_reason(path: str) -> str | None:
     """Why the existing directory ``path`` cannot hold a trusted cache, or None if it can."""
+    if not hasattr(os, "geteuid"):  # Windows: no POSIX owners or modes; the profile's ACLs decide
+        return None
     me = os.geteuid()
     real = os.path.realpath(path)
     try:
@@ -125,6 +127,7 @@ def private_dir(path: str, what: str) -> str | None:
 # into its place, is removed and reads as a miss.
 
 MAX_ENTRY_BYTES = 1 << 30
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _head(magic: bytes, key: str, payload: bytes) -> bytes:
@@ -136,7 +139,7 @@ def read_entry(path: str, key: str, magic: bytes) -> tuple[bytes | None, bool]:
     None; ``rejected`` when a file was there but failed verification (it is removed)."""
     try:
         # O_NOFOLLOW and the regular-file check: a link to a FIFO or /dev/zero would hang
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return None, False
     except OSError:
@@ -144,7 +147,8 @@ def read_entry(path: str, key: str, magic: bytes) -> tuple[bytes | None, bool]:
     else:
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(fd)
-            ok = stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_size <= MAX_ENTRY_BYTES
+            mine = not hasattr(os, "geteuid") or st.st_uid == os.geteuid()
+            ok = stat.S_ISREG(st.st_mode) and mine and st.st_size <= MAX_ENTRY_BYTES
             data = f.read(MAX_ENTRY_BYTES + 1) if ok else b""
     n = len(magic) + 1 + 2 * 65
     payload = data[n:]

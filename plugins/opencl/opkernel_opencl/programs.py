@@ -380,7 +380,7 @@ class BinaryStore:
             for name, data in blobs.items():
                 path = os.path.join(root, *name.split("/"))
                 os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
         except OSError:
