@@ -370,9 +370,9 @@ class BinaryStore:
         root = _pocl_dir
         if root is None:
             return
-        top = {name.split("/")[0] + "/" + name.split("/")[1] for name in blobs if name.count("/") >= 2}
-        if len(top) != 1:
-            return
+        top = {"/".join(name.split("/")[:2]) for name in blobs}
+        if len(top) != 1 or any(name.count("/") < 2 for name in blobs):
+            return  # not the files of one program directory, as flush writes them
         program_dir = top.pop()
         if os.path.isdir(os.path.join(root, program_dir)):
             return
