@@ -276,3 +276,9 @@ def test_arg_max_of_float16_starts_from_its_own_lowest(backend: str) -> None:
     assert int(ok.ops.arg_max(np.array([-65504.0, -INF, 2.0], h), 0).numpy()) == 2
     assert int(ok.ops.arg_min(np.array([65504.0, INF], h), 0).numpy()) == 0
     assert int(ok.ops.arg_max(np.array([_, 1.0, _], h), 0).numpy()) == 1
+
+
+def test_max_pool_of_float16_starts_from_its_own_lowest(backend: str) -> None:
+    # In half, lowest() is -65504: a window of NaN and -inf pools to it, not to -inf.
+    out = ok.ops.max_pool(POOL_X.astype(np.float16), **POOL_ATTRS).numpy().ravel()
+    np.testing.assert_array_equal(out, np.array([1.0, 5.0, -65504.0, 4.0, 7.0, -65504.0], np.float16))

@@ -177,6 +177,9 @@ _POOL = _PRELUDE + r"""
 template <typename A> __device__ __forceinline__ A lowest_finite() { return lowest<A>(); }
 template <> __device__ __forceinline__ float lowest_finite<float>() { return -3.402823466e+38f; }
 template <> __device__ __forceinline__ double lowest_finite<double>() { return -1.7976931348623157e+308; }
+// The start of MaxPool's maximum: T's own lowest finite value (half computes in float).
+template <typename T, typename A> __device__ __forceinline__ A pool_floor() { return lowest_finite<A>(); }
+template <> __device__ __forceinline__ float pool_floor<__half, float>() { return -65504.0f; }
 template <typename T, typename A>
 // The geometry is 64-bit: window coordinates (oy * sh - pad_top + i) pass 2**31 for
 // geometries whose every size fits in 32 bits.  The loops visit only the taps inside the
@@ -189,7 +192,7 @@ __global__ void max_pool(const T* x, T* y, i64* argmax, i64 total, i64 h, i64 w,
     const i64 oy = (o / (c * ow)) % oh;
     const i64 n = o / (c * ow * oh);
     A best = lowest<A>();
-    A top = lowest_finite<A>();
+    A top = pool_floor<T, A>();
     i64 best_i = -1;
     const i64 r0 = oy * sh - pad_top, q0 = ox * sw - pad_left;
     for (i64 i = r0 < 0 ? -r0 : 0; i < kh && r0 + i < h; ++i) {

@@ -563,6 +563,11 @@ def _table() -> list[tuple[Ew, Any]]:
 _ROWS = _table()
 
 
+def spec_of(op: str) -> Ew:
+    """The elementwise spec of ``op`` (Maximum, Add, ...), for kernels that run one."""
+    return next(spec for spec, _ in _ROWS if spec.op == op)
+
+
 def _declare(spec: Ew) -> None:
     family(f"ew:{spec.op}", spec.dtypes)(functools.partial(render, spec))
 

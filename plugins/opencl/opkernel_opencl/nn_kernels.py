@@ -26,7 +26,7 @@ from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
 from .common import FLOATS, dims, fail, fast_divisor, scalar
 from .linalg_kernels import TILES, bias_activation_in_place, gemm, gemm_filled_a
-from .elementwise import KernelRow, float32_compute, register_table
+from .elementwise import KernelRow, float32_compute, register_table, run_half, spec_of
 from .programs import family
 from .reduction_kernels import reduce
 
@@ -802,6 +802,23 @@ def _pool(op: str, name: str) -> Any:
     return kernel
 
 
+def _half_floor(fn: Any) -> Any:
+    """float16 MaxPool, a ``float32_compute`` kernel: its float32 maximum starts from
+    float32's lowest value, which narrows to -inf, where TensorFlow's half MaxPool keeps
+    half's lowest, -65504 (a window of NaN, -inf or padding only).  Raised to it here."""
+
+    def kernel(*inputs: Any, **attrs: Any) -> Any:
+        out = fn(*inputs, **attrs)
+        if attrs.get("T") is not ok.float16 or not out.size:
+            return out
+        be = BE()
+        return run_half(be, spec_of("Maximum"), (out, be.from_numpy(np.array(-65504.0, np.float16))))
+
+    kernel.__name__ = getattr(fn, "__name__", "MaxPool")
+    kernel._float32_of = fn._float32_of  # type: ignore[attr-defined]  # register_table: other types skip both wrappers
+    return kernel
+
+
 def max_pool_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType, **attrs: Any) -> Any:
     op, fmt = "MaxPoolGrad", attrs["data_format"]
     _rank4(op, orig_input=orig_input, orig_output=orig_output, grad=grad)
@@ -1071,7 +1088,7 @@ def register_all() -> None:
         ("FusedConv2D", f(fused_conv2d), floats, ()),
         ("Conv2DBackpropInput", f(conv2d_backprop_input), conv, ("input_sizes",)),
         ("Conv2DBackpropFilter", f(conv2d_backprop_filter), conv, ("filter_sizes",)),
-        ("MaxPool", f(_pool("MaxPool", "max_pool")), pools, ()),
+        ("MaxPool", _half_floor(f(_pool("MaxPool", "max_pool"))), pools, ()),
         ("MaxPoolGrad", f(max_pool_grad), pools, ()),
         ("MaxPoolGradGrad", f(max_pool_grad_grad), pools, ()),
         ("MaxPoolWithArgmax", f(max_pool_with_argmax), pools, ()),
