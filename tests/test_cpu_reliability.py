@@ -92,6 +92,44 @@ print(answered, rejected)
     assert answered + rejected > 0
 
 
+def test_pool_argmax_changed_by_another_thread_is_checked_as_used(backend):
+    """MaxPoolGradWithArgmax checks the argmax indices, then scatters with them: a thread
+    flipping one index out of range meanwhile gets InvalidArgumentError or a right
+    answer, never a raw IndexError or an out-of-bounds write."""
+    code = """
+import threading, time
+import numpy as np
+import opkernel as ok
+from opkernel.errors import InvalidArgumentError
+x = np.random.default_rng(0).standard_normal((16, 64, 64, 16)).astype(np.float32)
+attrs = dict(ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+_, argmax = ok.ops.max_pool_with_argmax(x, **attrs)
+argmax = argmax.numpy().copy()
+good = int(argmax[-1, -1, -1, -1])
+dy = np.ones(argmax.shape, np.float32)
+stop = threading.Event()
+def flip():
+    while not stop.is_set():
+        argmax[-1, -1, -1, -1] = 1 << 40
+        argmax[-1, -1, -1, -1] = good
+thread = threading.Thread(target=flip)
+thread.start()
+end = time.monotonic() + 3
+try:
+    while time.monotonic() < end:
+        try:
+            ok.ops.max_pool_grad_with_argmax(x, dy, argmax, **attrs)
+        except InvalidArgumentError as e:
+            assert "is not an index into" in str(e), e
+finally:
+    stop.set()
+    thread.join()
+print("ok")
+"""
+    done = run_isolated(code, backend=backend, timeout=120, what=f"MaxPoolGradWithArgmax with racing argmax on {backend}")
+    assert done.stdout.strip() == "ok"
+
+
 # ---------------------------------------------------------------- huge pooling windows
 
 # A window far larger than the input: its work must be bounded by the input, and the

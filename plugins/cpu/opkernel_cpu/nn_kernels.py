@@ -1012,7 +1012,9 @@ def _flat_argmax(op: str, argmax: Any, x_shape: tuple[int, int, int, int], inclu
     n, h, w, c = x_shape
     image = h * w * c
     limit = n * image if include_batch else image
-    idx = argmax.astype(np.int64, copy=False)
+    # A copy, always: the indices checked are the ones used, even if another thread
+    # changes the caller's argmax meanwhile (the CUDA kernels index device memory with them).
+    idx = argmax.astype(np.int64)
     # one pass: a negative index, seen as unsigned, is larger than any limit
     if idx.size and int(idx.view(np.uint64).max()) >= limit:
         bad = (idx < 0) | (idx >= limit)
@@ -1020,7 +1022,7 @@ def _flat_argmax(op: str, argmax: Any, x_shape: tuple[int, int, int, int], inclu
         scope = "the input" if include_batch else "one image of the input (include_batch_in_index=False)"
         raise _error(op, f"argmax{list(where)} = {int(idx[where])} is not an index into {scope}: expected [0, {limit})")
     if not include_batch and n > 1 and idx.size:
-        idx = idx + (xp.arange(n, dtype=np.int64) * image)[:, None, None, None]
+        idx += (xp.arange(n, dtype=np.int64) * image)[:, None, None, None]
     return xp.ascontiguousarray(idx).reshape(-1)
 
 
