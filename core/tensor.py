@@ -198,17 +198,24 @@ class _Probe:
     held: object
 
 
-def _refcounts(objects: tuple[Any, ...]) -> list[int]:
-    return [sys.getrefcount(o) for o in objects]
+def _most_refs(objects: tuple[Any, ...]) -> int:
+    """The largest reference count among ``objects`` (a loop, not a comprehension and
+    max(): it runs before every in-place update of a Variable)."""
+    most = 0
+    for o in objects:
+        n = sys.getrefcount(o)
+        if n > most:
+            most = n
+    return most
 
 
 def _sole_holder_refcount() -> int:
     probe = _Probe()
     probe.held = object()
-    return _refcounts((probe.held,))[0]
+    return _most_refs((probe.held,))
 
 
-#: What ``_refcounts`` reports for an object held by one attribute and the tuple passed
+#: What ``_most_refs`` reports for an object held by one attribute and the tuple passed
 #: in.  Measured rather than assumed: interpreters differ in the references they count.
 _SOLE_HOLDER = _sole_holder_refcount()
 
@@ -275,7 +282,7 @@ class Variable(Tensor):
             return
         be = self._backend
         owners = be.memory_owners(self._value)
-        if owners is None or max(_refcounts(owners)) > _SOLE_HOLDER:
+        if owners is None or _most_refs(owners) > _SOLE_HOLDER:
             self._value = be.copy(self._value)
 
     def assign(self, value: Any) -> Variable:
