@@ -252,7 +252,7 @@ class Variable(Tensor):
         from .engine import to_tensor
 
         if isinstance(initial_value, Tensor):
-            t = to_tensor(initial_value.numpy().copy(), dtype or initial_value.dtype, initial_value.backend)
+            t = to_tensor(initial_value.numpy(), dtype or initial_value.dtype, initial_value.backend)  # copies
         else:
             t = to_tensor(initial_value, dtype)
         super().__init__(t._value, t._dtype, t._backend)
