@@ -22,6 +22,7 @@ from opkernel.testing.gradient_checker import compute_gradient_error
 
 mp = pytest.importorskip("opkernel_medianpool", reason="pip install -e examples/median_pool")
 from opkernel_medianpool import composite, device, kernels  # noqa: E402
+from isolated import run_isolated  # noqa: E402
 
 OP, GRAD = "Addons>MedianPool2D", "Addons>MedianPool2DGrad"
 
@@ -111,6 +112,55 @@ def test_empty_outputs(backend: str) -> None:
     assert y.shape == (2, 0, 3, 3)
     dx = ok.ops.addons.median_pool2d_grad(x, np.zeros((2, 0, 3, 3), np.float32), **attrs((3, 3), (1, 1), "VALID"))
     np.testing.assert_array_equal(dx.numpy(), np.zeros_like(x))
+
+
+def _first_nan_positions(x: np.ndarray, k: Sequence[int], s: Sequence[int], padding: str) -> np.ndarray:
+    """Where the gradient of each window with a NaN median goes: its first NaN inside."""
+    n, h, w, c = x.shape
+    oh, top, _ = window_output_size(h, k[0], 1, s[0], padding)
+    ow, left, _ = window_output_size(w, k[1], 1, s[1], padding)
+    dx = np.zeros(x.shape)
+    med = reference(x, k, s, padding)
+    for b, oy, ox, ch in zip(*np.nonzero(np.isnan(med))):
+        for i in range(k[0] * k[1]):
+            yy, xx = oy * s[0] - top + i // k[1], ox * s[1] - left + i % k[1]
+            if 0 <= yy < h and 0 <= xx < w and np.isnan(x[b, yy, xx, ch]):
+                dx[b, yy, xx, ch] += 1
+                break
+    return dx
+
+
+@pytest.mark.parametrize("k, s, padding", GEOMETRIES, ids=lambda v: str(v).replace(" ", ""))
+def test_nan_sorts_after_every_number(k: tuple[int, int], s: tuple[int, int], padding: str, backend: str) -> None:
+    """NaN had no place in the order: cpu's network and OpenCL's gave different medians
+    for one window, and partial windows padded with inf took the padding as their
+    median.  Every kernel now sorts NaN last, as np.sort does, and a NaN median's
+    gradient goes to the window's first NaN."""
+    rng = np.random.default_rng(5)
+    for frac, channels in ((0.2, 3), (0.5, 4), (0.7, 8)):
+        x = _data((2, 7, 9, channels))
+        x[rng.random(x.shape) < frac] = np.nan
+        x[rng.random(x.shape) < 0.05] = np.inf
+        expected = reference(x, k, s, padding)
+        np.testing.assert_array_equal(ok.ops.addons.median_pool2d(x, **attrs(k, s, padding)).numpy(), expected)
+        np.testing.assert_array_equal(composite.median_pool2d(ok.tensor(x), T=ok.float32, **attrs(k, s, padding)).numpy(), expected)
+        g = np.where(np.isnan(expected), 1, 0).astype(np.float32)
+        dx = ok.ops.addons.median_pool2d_grad(x, g, **attrs(k, s, padding)).numpy()
+        np.testing.assert_array_equal(dx, _first_nan_positions(x, k, s, padding))
+
+
+def test_float64_with_eight_channels(backend: str) -> None:
+    """OpenCL took eight float64 channels per work-item (double8), which PoCL passes to
+    its builtins with an ABI x86 without AVX-512 does not share: a segfault."""
+    out = run_isolated(
+        "import numpy as np, opkernel as ok\n"
+        "x = np.random.default_rng(0).standard_normal((2, 7, 9, 8))\n"
+        "y = ok.ops.addons.median_pool2d(x, ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding='VALID')\n"
+        "print(repr(float(y.numpy().sum())))",
+        backend=backend, what=f"MedianPool2D of float64 with 8 channels on {backend}",
+    )
+    x = np.random.default_rng(0).standard_normal((2, 7, 9, 8))
+    assert float(out.stdout) == pytest.approx(reference(x, (3, 3), (1, 1), "VALID").sum(), rel=1e-12)
 
 
 def test_check_op(backend: str) -> None:

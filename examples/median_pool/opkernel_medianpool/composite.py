@@ -47,6 +47,15 @@ def _const(value: np.ndarray) -> ok.Tensor:
     return ok.tensor(value)  # on the active backend: the one this generic kernel serves
 
 
+def _nan_last_less(a: ok.Tensor, b: ok.Tensor) -> ok.Tensor:
+    """a < b where NaN sorts after every number (as the device kernels and np.sort order)."""
+    return _ops.logical_or(_ops.less(a, b), _ops.logical_and(_ops.not_equal(b, b), _ops.equal(a, a)))  # type: ignore[no-any-return]
+
+
+def _nan_last_less_equal(a: ok.Tensor, b: ok.Tensor) -> ok.Tensor:
+    return _ops.logical_or(_ops.less_equal(a, b), _ops.not_equal(b, b))  # type: ignore[no-any-return]
+
+
 def _medians(x: ok.Tensor, g: Window, want_index: bool) -> tuple[ok.Tensor, ok.Tensor | None]:
     """(median values, flat positions in ``x`` of the medians or None), each (n, oh, ow, c)."""
     taps = _taps(x, g)
@@ -73,8 +82,9 @@ def _medians(x: ok.Tensor, g: Window, want_index: bool) -> tuple[ok.Tensor, ok.T
     value: ok.Tensor | None = None
     index: ok.Tensor | None = None
     found: ok.Tensor | None = None
+    less, less_equal = (_nan_last_less, _nan_last_less_equal) if x.dtype.is_floating else (_ops.less, _ops.less_equal)
     for t, v in enumerate(taps):
-        below, at_most = count(_ops.less, t), count(_ops.less_equal, t)
+        below, at_most = count(less, t), count(less_equal, t)
         is_median = _ops.logical_and(_ops.less_equal(below, m), _ops.greater(at_most, m))
         if padded:
             is_median = _ops.logical_and(is_median, valid[t])

@@ -11,8 +11,11 @@ about ``TILE_ELEMENTS`` so the intermediate arrays stay in cache.
 Everything else (other window sizes, and windows that SAME padding cuts at the
 border) takes the lower median with ``np.partition`` over a sliding window view,
 tile by tile: positions outside the input are filled with the dtype's largest
-value, which sorts after every real element, so the ``(cnt - 1) // 2``-th
-smallest is the median of the ``cnt`` elements inside.
+value (NaN for floats), which sorts after every real element, so the
+``(cnt - 1) // 2``-th smallest is the median of the ``cnt`` elements inside.
+
+NaN sorts after every number, as in ``np.sort``: the network's minimum is
+``np.fmin`` (a NaN loses) and its maximum ``np.maximum`` (a NaN wins).
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ SELECT_ELEMENTS = 1 << 19
 
 
 def _fill(dtype: ok.DType) -> Any:
-    """A value no real element exceeds: the padding of the partition path."""
-    return np.iinfo(dtype.np).max if dtype.is_integer else np.inf
+    """A value no real element exceeds: the padding of the partition path.  For floats
+    NaN, which np.partition sorts last, with the input's own NaNs."""
+    return np.iinfo(dtype.np).max if dtype.is_integer else np.nan
 
 
 def _select(x: np.ndarray, g: Window, out: np.ndarray, rows: tuple[int, int], cols: tuple[int, int], fill: Any) -> None:
@@ -86,7 +90,7 @@ def _median3x3(x: np.ndarray, g: Window, out: np.ndarray, rows: tuple[int, int],
     shape_h = (images_per_tile, rows_per_tile, ow, g.c)
     vbuf = [np.empty(shape_v, x.dtype) for _ in range(4)]
     hbuf = [np.empty(shape_h, x.dtype) for _ in range(4)]
-    mn, mx = np.minimum, np.maximum
+    mn, mx = np.fmin, np.maximum  # NaN sorts last: it loses every minimum and wins every maximum
 
     def h(a: np.ndarray, j: int) -> np.ndarray:
         return a[:, :, j : j + (ow - 1) * sw + 1 : sw]
@@ -155,7 +159,9 @@ def median_positions(x: np.ndarray, g: Window, medians: np.ndarray) -> np.ndarra
     def spatial(i: Any, j: Any) -> np.ndarray:
         return (((rows[:, None] + i) * g.w + (cols[None, :] + j)) * g.c)[None, :, :, None]  # type: ignore[no-any-return]
 
-    # Where no element equals the median (NaN), fall back to the window's first element inside.
+    # A NaN median is at the window's first NaN inside (NaN == NaN is false, so it is
+    # matched by isnan); the fallback to the first element inside is never taken then.
+    nan_median = np.isnan(medians) if medians.dtype.kind == "f" else None
     first = inside.reshape(g.oh, g.ow, -1).argmax(-1)
     positions = base + spatial(first // g.kw, first % g.kw)
     found = np.zeros(g.out_shape, bool)
@@ -165,7 +171,8 @@ def median_positions(x: np.ndarray, g: Window, medians: np.ndarray) -> np.ndarra
     for i in range(g.kh):
         for j in range(g.kw):
             tap = xp[:, i : i + (g.oh - 1) * g.sh + 1 : g.sh, j : j + (g.ow - 1) * g.sw + 1 : g.sw]
-            take = (tap == medians) & inside[None, :, :, i, j, None] & ~found
+            equal = tap == medians if nan_median is None else (tap == medians) | (np.isnan(tap) & nan_median)
+            take = equal & inside[None, :, :, i, j, None] & ~found
             np.copyto(positions, base + spatial(i, j), where=take)
             found |= take
     return positions  # type: ignore[no-any-return]

@@ -10,9 +10,10 @@ Four kernels:
 * ``median_pool``: any other window (other sizes, SAME borders), one work-item per
   output, its window in private memory: a full 3x3 window goes through the
   median-of-9 network, anything else is sorted with an odd-even transposition
-  network, positions outside the input filled with the type's largest value so
-  that the ``(cnt - 1) / 2``-th smallest is the lower median of the ``cnt``
-  elements inside.  Both are branch-free min/max sequences.
+  network, positions outside the input filled with the type's largest value (NaN
+  for floats) so that the ``(cnt - 1) / 2``-th smallest is the lower median of the
+  ``cnt`` elements inside.  Both are branch-free min/max sequences, in which NaN
+  sorts after every number.
 * ``median_pos``: the flat input position of each output's median, the first in
   row-major window order among the in-bounds elements equal to it (the rule of
   the CPU and generic kernels too).
@@ -54,8 +55,13 @@ DIALECTS = {
 #define VLOAD(p) (*(__global const VT*)(p))  /* aligned: C % V == 0 and buffers are aligned */
 #define VSTORE(v, p) (*(__global VT*)(p) = (v))
 #endif
+#if IS_FLOAT  /* NaN sorts after every number: the comparisons of LO and HI, per component */
+#define VMIN(a, b) LO(a, b)
+#define VMAX(a, b) HI(a, b)
+#else
 #define VMIN(a, b) min(a, b)
 #define VMAX(a, b) max(a, b)
+#endif
 #define KERNEL __kernel void
 #define DEVICE inline
 #define GLOBAL __global
@@ -71,14 +77,15 @@ DIALECTS = {
 #define DEVICE __device__ inline
 #define GLOBAL
 #define GID ((IDX)blockIdx.x * blockDim.x + threadIdx.x)
-#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
 """,
 }
 
 _BODY = r"""
 #define K (KH * KW)
-#define LO(a, b) ((b) < (a) ? (b) : (a))
-#define HI(a, b) ((a) < (b) ? (b) : (a))
+/* NaN sorts after every number (x != x only for NaN, never for integers). */
+#define LO(a, b) ((b) < (a) || (a) != (a) ? (b) : (a))
+#define HI(a, b) ((a) < (b) || (b) != (b) ? (b) : (a))
 #define SORT2(a, b) { const T lo_ = LO(a, b); b = HI(a, b); a = lo_; }
 #define DIMS const int H, const int W, const int C, const int OH, const int OW, \
              const int SH, const int SW, const int TOP, const int LEFT
@@ -157,13 +164,13 @@ KERNEL median_pos(GLOBAL IDX* pos, GLOBAL const T* x, const IDX n, DIMS) {
     IDX first;
     const T med = window_median(x, b, oy, ox, ch, H, W, C, OH, OW, SH, SW, TOP, LEFT, &first);
     const IDX base = b * H * W * C + ch;
-    IDX found = first;  /* no element equals a NaN median: keep the first in-bounds one */
+    IDX found = first;  /* never kept: the median is one of the window's elements */
     for (int a = KH - 1; a >= 0; --a) {
         for (int c = KW - 1; c >= 0; --c) {
             const int yy = oy * SH - TOP + a, xx = ox * SW - LEFT + c;
             if (yy >= 0 && yy < H && xx >= 0 && xx < W) {
                 const IDX at = base + ((IDX)yy * W + xx) * C;
-                if (x[at] == med) found = at;
+                if (x[at] == med || (x[at] != x[at] && med != med)) found = at;  /* a NaN median: the first NaN */
             }
         }
     }
@@ -247,9 +254,10 @@ KERNEL median_pool_grad(GLOBAL T* dx, GLOBAL const T* dy, GLOBAL const IDX* pos,
 
 
 def fill_literal(dialect: str, dtype: str) -> str:
-    """A C literal no element of ``dtype`` exceeds (the padding of partial windows)."""
+    """A C literal no element of ``dtype`` exceeds (the padding of partial windows): for
+    floats NaN, which sorts with the input's own NaNs, after every number."""
     if dtype.startswith("float"):
-        return "INFINITY"
+        return "NAN"
     value = int(np.iinfo(np.dtype(dtype)).max)
     if dtype in ("int64", "uint64"):
         return f"{value}{'UL' if dtype == 'uint64' else 'L'}" + ("L" if dialect == "cuda" else "")
@@ -265,7 +273,7 @@ def source(dialect: str, dtype: str, kh: int, kw: int, sw: int, vector: int, wid
     head = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if dialect == "opencl" and dtype == "float64" else ""
     defines = (
         f"#define T {ctype}\n#define IDX {idx}\n#define KH {kh}\n#define KW {kw}\n"
-        f"#define FILL {fill_literal(dialect, dtype)}\n#define SWC {sw}\n#define V {vector}\n#define R {ROW_OUTPUTS}\n"
+        f"#define FILL {fill_literal(dialect, dtype)}\n#define IS_FLOAT {int(dtype.startswith('float'))}\n#define SWC {sw}\n#define V {vector}\n#define R {ROW_OUTPUTS}\n"
         "#define CAT_(a, b) a##b\n#define CAT(a, b) CAT_(a, b)\n"
     )
     return head + defines + DIALECTS[dialect] + _BODY

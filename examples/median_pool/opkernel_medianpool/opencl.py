@@ -54,8 +54,12 @@ def kernels(be: Any, op: str, dtype: str, g: Window, vector: int, wide: bool) ->
     return found
 
 
-def _vector(channels: int) -> int:
-    return next(v for v in (8, 4, 2, 1) if channels % v == 0)
+def _vector(channels: int, dtype: str) -> int:
+    """Channels per work-item of median3x3: at most 32 bytes, since PoCL passes a 64-byte
+    vector (double8) to its builtins with an ABI that x86 without AVX-512 does not share,
+    and the program crashes."""
+    itemsize = np.dtype(dtype).itemsize
+    return next(v for v in (8, 4, 2, 1) if channels % v == 0 and v * itemsize <= 32)
 
 
 def _args(g: Window, n: int, wide: bool) -> list[Any]:
@@ -85,7 +89,7 @@ class _Kernel(ok.OpKernel):
         return g, max(g.n * g.h * g.w * g.c, g.n * g.oh * g.ow * g.c) >= 2**31
 
     def kernels(self, be: Any, g: Window, wide: bool) -> dict[str, Any]:
-        return kernels(be, self.op, self.dtype, g, _vector(g.c), wide)
+        return kernels(be, self.op, self.dtype, g, _vector(g.c, self.dtype), wide)
 
 
 class MedianPool2D(_Kernel):
@@ -102,7 +106,7 @@ class MedianPool2D(_Kernel):
         strips = [((0, g.oh), (0, g.ow))]
         if g.taps == 9 and r0 < r1 and c0 < c1:
             blocks = -(-(c1 - c0) // ROW_OUTPUTS)
-            n = g.n * (r1 - r0) * blocks * (g.c // _vector(g.c))
+            n = g.n * (r1 - r0) * blocks * (g.c // _vector(g.c, self.dtype))
             be.launch1d(ks["median3x3"], n, out.base_data, data, *_args(g, n, wide), *_region((r0, r1), (c0, c1)))
             strips = [((0, r0), (0, g.ow)), ((r1, g.oh), (0, g.ow)), ((r0, r1), (0, c0)), ((r0, r1), (c1, g.ow))]
         for rows, cols in strips:

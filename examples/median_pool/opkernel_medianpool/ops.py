@@ -25,7 +25,7 @@ _WINDOW_DOC = (
 )
 _TIE_RULE = (
     "On ties the gradient goes to the first element, in row-major window order, among the window's "
-    "elements inside the input that equal the median."
+    "elements inside the input that equal the median (for a NaN median: that are NaN)."
 )
 
 
@@ -73,8 +73,9 @@ def register_ops() -> None:
         "T: realnumbertype"
     ).set_shape_fn(median_pool_shape).doc(
         "Performs median pooling on the input: each output is the median of its window.\n\n"
-        "For an even number of elements the median is the lower of the two middle values.  NaN inputs "
-        "give unspecified results.\n\n"
+        "For an even number of elements the median is the lower of the two middle values.  NaN sorts "
+        "after every number (as in numpy's sort), so a window's median is NaN only when more than half "
+        "its elements are NaN.\n\n"
         "value: 4-D input to pool over, NHWC.\n" + _WINDOW_DOC + "\noutput: The median pooled output tensor."
     )
     _window_attrs(
