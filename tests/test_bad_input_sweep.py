@@ -303,6 +303,41 @@ def test_a_crash_or_a_hang_names_its_case() -> None:
     _RESULTS.pop(("cpu", sweep_cases.SELFTEST))
 
 
+def _record(case: str, kind: str, outcome: str, **more: Any) -> dict[str, Any]:
+    return {"op": "Neg", "case": case, "kind": kind, "outcome": outcome, "same_as_base": kind == "layout", **more}
+
+
+def _out(*values: float, dtype: str = "float32") -> list[dict[str, Any]]:
+    return [{"dtype": dtype, "shape": [len(values)], "values": list(values)}]
+
+
+def test_the_classification_rules() -> None:
+    """What fails the sweep and what does not, on records made by hand."""
+    records = [
+        _record("base", "base", "ok", outputs=_out(1.0, 2.0)),
+        _record("same_layout", "layout", "ok", outputs=_out(1.0, 2.0)),
+        _record("other_layout", "layout", "ok", outputs=_out(1.0, 2.5)),
+        _record("clean", "shape", "error", type="ShapeError", message="op 'Neg': bad", stage="call"),
+        _record("unnamed", "shape", "error", type="InvalidArgumentError", message="bad", stage="call"),
+        _record("variable", "pyarg", "error", type="InvalidArgumentError", message="ok.tensor: ragged", stage="inputs"),
+        _record("internal", "shape", "error", type="InternalError", message="op 'Neg': broke", stage="call"),
+        _record("raw", "shape", "raw", type="ValueError", message="numpy", type_error=False),
+        _record("python", "pyarg", "raw", type="TypeError", message="neg() takes 1", type_error=True),
+        _record("mutating", "dtype", "error", type="OpTypeError", message="op 'Neg': no", stage="call", mutated=["x"]),
+    ]
+    found = problems(records)
+    assert [line.split(":")[0] for line in found] == [
+        "Neg/other_layout", "Neg/unnamed", "Neg/internal", "Neg/raw", "Neg/mutating",
+    ], found
+    cpu = [_record("a", "shape", "ok", outputs=_out(1.0)), _record("b", "shape", "ok", outputs=_out(1.0)),
+           _record("c", "dtype", "ok", outputs=_out(1.0)), _record("d", "nonfinite", "ok", outputs=_out(float("nan"), 1.0))]
+    other = [_record("a", "shape", "error", type="InvalidArgumentError", message="op 'Neg': no"),
+             _record("b", "shape", "ok", outputs=_out(1.001)),
+             _record("c", "dtype", "error", type="KernelNotFoundError", message="op 'Neg': none"),
+             _record("d", "nonfinite", "ok", outputs=_out(float("nan"), 1.000001))]
+    assert [line.split(":")[0] for line in disagreements({"cpu": cpu, "other": other})] == ["Neg/a", "Neg/b"]
+
+
 def test_every_op_wrapper_has_a_base_call() -> None:
     """A new op needs a valid call (a row in tests/test_ops_*.py or sweep_cases.EXTRA
     bases) before the sweep can perturb it."""
