@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import opkernel as ok
+from isolated import run_isolated
 from opkernel.ops import state_ops
 from opkernel.plugins import unregister_plugin
 
@@ -188,6 +189,20 @@ def test_a_variable_pickles_to_a_working_variable(backend: str) -> None:
     back.assign_add(DELTA)
     np.testing.assert_array_equal(back.numpy(), INIT + DELTA)
     np.testing.assert_array_equal(w.numpy(), INIT)
+
+
+def test_tensors_pickled_here_load_in_another_process(backend: str) -> None:
+    """What multiprocessing does: the bytes name the backend, not this process's objects."""
+    data = pickle.dumps([ok.tensor(INIT), ok.Variable(INIT, name="w")])
+    code = (
+        "import pickle, sys; import numpy as np; import opkernel as ok\n"
+        "t, w = pickle.loads(bytes.fromhex(sys.stdin.read()))\n"
+        "w.assign_add(np.ones((2, 3), np.float32))\n"
+        "print(type(t).__name__, t.backend, ok.ops.add(t, t).numpy().tolist(), type(w).__name__, w.name,"
+        " w.backend, w.numpy().tolist(), sep='|')"
+    )
+    out = run_isolated(code, backend=backend, input=data.hex(), what="unpickling tensors").stdout.strip().split("|")
+    assert out == ["Tensor", backend, str((INIT * 2).tolist()), "Variable", "w", backend, str((INIT + 1).tolist())]
 
 
 def test_a_tensor_from_a_missing_backend_unpickles_onto_the_active_one(twin: str) -> None:
