@@ -14,6 +14,7 @@ The path of one call (``ok.ops.add(x, y)``):
 
 from __future__ import annotations
 
+import copy
 import inspect
 import keyword
 import math
@@ -776,13 +777,25 @@ def _profiled(name: str, sig: _Signature, tensors: Sequence[Tensor], be: Backend
 
 def _translated(error: Exception, be: Backend, op: str) -> Exception:
     """The backend's opkernel error for a native failure, or the error itself; a
-    MemoryError the backend leaves alone (numpy's) becomes a ResourceExhaustedError."""
+    MemoryError the backend leaves alone (numpy's) becomes a ResourceExhaustedError.
+    An opkernel error that names no op (a backend helper's, such as an allocation's)
+    gets the op's name."""
     if isinstance(error, OpkernelError):
-        return error
+        return error if error.op is not None else _named(error, op)
     translated = be.translate_error(error, op)
     if translated is None and isinstance(error, MemoryError):
         return _out_of_memory(error, be, op)
     return translated or error
+
+
+def _named(error: OpkernelError, op: str) -> OpkernelError:
+    """A copy of ``error`` (same class and context) for ``op``, its message led by the op."""
+    named = copy.copy(error)
+    named.op = op
+    if f"'{op}'" not in error.message:
+        named.message = f"op {op!r}: {error.message}"
+        named.args = (named.message,)
+    return named
 
 
 def _out_of_memory(error: MemoryError, be: Backend, op: str) -> ResourceExhaustedError:

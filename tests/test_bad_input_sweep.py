@@ -39,7 +39,7 @@ import pytest
 import opkernel as ok
 import sweep_cases
 from isolated import run_isolated
-from opkernel.errors import InvalidArgumentError
+from opkernel.errors import InvalidArgumentError, OpkernelError
 
 GROUPS = list(sweep_cases.GROUPS)
 # A child runs a whole group; past this it is taken for hung.  A case alone gets less.
@@ -472,3 +472,11 @@ def test_fused_conv2d_errors_name_fused_conv2d(backend: str) -> None:
         ok.ops.fused_conv2d(x, np.ones((3, 3, 2, 3, 1), np.float32), bias, **CONV)
     with pytest.raises(InvalidArgumentError, match=r"^op 'FusedConv2D': attr 'strides' must be positive"):
         ok.ops.fused_conv2d(x, np.ones((3, 3, 2, 3), np.float32), bias, strides=[0, 0, 0, 0], padding="VALID")
+
+
+def test_an_error_from_inside_a_kernel_names_the_op(backend: str) -> None:
+    """OpenCL's allocation refused a tensor past 2**31 elements without naming the op
+    that asked for it; the engine now names the op of any such error."""
+    with pytest.raises(OpkernelError) as caught:
+        ok.ops.fill(np.array([10**6, 10**6], np.int32), np.float32(1))
+    assert caught.value.op == "Fill" and str(caught.value).startswith("op 'Fill': ")
