@@ -212,11 +212,13 @@ def test_a_build_error_names_the_op_the_line_and_the_log(be: Any, monkeypatch: p
 
 
 def test_out_of_memory_is_resource_exhausted(be: Any) -> None:
-    n = be.max_alloc // 4 + 1024
+    # float64 elements, so the count stays within the kernels' 32-bit indexing even
+    # where the device's largest allocation is past 8 GiB
+    n = be.max_alloc // 8 + 1024
     with pytest.raises(ResourceExhaustedError) as e:
-        ok.ops.fill(np.array([n], np.int32), np.float32(1))
-    assert "op 'Fill'" in str(e.value) and str(n * 4) in str(e.value)
-    assert e.value.requested_bytes == n * 4 and e.value.op == "Fill"
+        ok.ops.fill(np.array([n], np.int64), np.float64(1))
+    assert "op 'Fill'" in str(e.value) and str(n * 8) in str(e.value)
+    assert e.value.requested_bytes == n * 8 and e.value.op == "Fill"
     assert ok.ops.add(np.ones(2, np.float32), np.ones(2, np.float32)).numpy().tolist() == [2, 2]
 
 
