@@ -257,16 +257,19 @@ def test_native_max_pool_with_argmax_matches_the_numpy_path(geometry, channels, 
 
 
 def test_windows_of_padding_only_take_the_numpy_path():
-    """Explicit padding can leave a window no real tap: MaxPool gives it -inf, as the numpy
-    path does, and MaxPoolWithArgmax leaves such a geometry to the numpy path."""
+    """Explicit padding can leave a window no real tap: the native pool gives it -inf, which
+    MaxPool raises to the lowest finite value as TensorFlow's CPU kernel gives it, and
+    MaxPoolWithArgmax leaves such a geometry to the numpy path."""
     x = np.arange(2 * 4 * 4 * 3, dtype=np.float32).reshape(2, 4, 4, 3)
     attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "EXPLICIT",
              "explicit_paddings": [0, 0, 3, 0, 0, 0, 0, 0]}
     y = np.empty((2, 3, 2, 3), np.float32)
     native.max_pool(x, y, (2, 2, 2, 2, 1, 1, 3, 0))
     with ok.use_backend("cpu"):
-        np.testing.assert_array_equal(ok.ops.max_pool(x, **attrs).numpy(), y)
+        pooled = ok.ops.max_pool(x, **attrs).numpy()
     assert (y[:, 0] == -np.inf).all()
+    assert (pooled[:, 0] == np.finfo(np.float32).min).all()
+    np.testing.assert_array_equal(pooled[:, 1:], y[:, 1:])
     arg = np.empty((2, 3, 2, 3), np.int64)
     assert native.max_pool_with_argmax(x, y, arg, (2, 2, 2, 2, 1, 1, 3, 0), False) == 2 * 2  # the top row's windows
 
