@@ -41,6 +41,7 @@ class Base:
     op: str
     inputs: Callable[[], list[Any]]
     attrs: dict[str, Any]
+    variant: str = ""  # "" for an op's first valid call, else its dtype ("int32"), which leads its case names
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,28 @@ def _table_bases() -> dict[str, Base]:
             maker = row.inputs
             bases[row.op] = Base(row.op, lambda maker=maker, dtype=dtype: _fresh(maker(np.random.default_rng(0), dtype)), dict(row.attrs))
     return bases
+
+
+def other_dtype_bases() -> dict[str, Base]:
+    """Per op, a second valid call in another dtype the op tables use for it (integer,
+    bool or complex before float64), so the bad inputs also reach a second kernel."""
+    import test_ops_array
+    import test_ops_math
+    import test_ops_nn
+
+    first: dict[str, str] = {}
+    chosen: dict[str, tuple[int, str, Any]] = {}
+    for module in (test_ops_math, test_ops_array, test_ops_nn):
+        for row in module.CASES:
+            first.setdefault(row.op, "float32" if "float32" in row.dtypes else row.dtypes[0])
+            for dtype in row.dtypes:
+                rank = 1 if ok.as_dtype(dtype).is_floating else 0
+                if dtype != first[row.op] and (row.op not in chosen or rank < chosen[row.op][0]):
+                    chosen[row.op] = (rank, dtype, row)
+    return {
+        op: Base(op, lambda maker=row.inputs, dtype=dtype: _fresh(maker(np.random.default_rng(0), dtype)), dict(row.attrs), dtype)
+        for op, (_, dtype, row) in chosen.items()
+    }
 
 
 def bases() -> dict[str, Base]:
@@ -289,13 +312,14 @@ def cases_of(base: Base) -> list[Case]:
     op_def = ok.op_def(base.op)
     attrs0 = base.attrs
     inputs0 = base.inputs()
+    prefix = f"{base.variant}|" if base.variant else ""
     out = [
-        Case(base.op, "base", "base", lambda: (base.inputs(), dict(attrs0))),
-        Case(base.op, "base_tensors", "base", lambda: (base.inputs(), dict(attrs0)), as_tensors=True),
+        Case(base.op, prefix + "base", "base", lambda: (base.inputs(), dict(attrs0))),
+        Case(base.op, prefix + "base_tensors", "base", lambda: (base.inputs(), dict(attrs0)), as_tensors=True),
     ]
 
     def add(name: str, kind: str, build: Callable[[], Args], same: bool = False, tensors: bool = False) -> None:
-        out.append(Case(base.op, name, kind, build, same, tensors))
+        out.append(Case(base.op, prefix + name, kind, build, same, tensors))
 
     for i, (arg, x0) in enumerate(zip(op_def.inputs, inputs0)):
         p = arg.name
@@ -386,8 +410,14 @@ def _selftest_cases() -> list[Case]:
 def group_cases(group: str) -> list[Case]:
     if group == SELFTEST:
         return _selftest_cases()
-    table = bases()
-    return [c for op in op_names() if op in table and group_of(op) == group for c in cases_of(table[op])]
+    table, second = bases(), other_dtype_bases()
+    out: list[Case] = []
+    for op in op_names():
+        if op in table and group_of(op) == group:
+            out += cases_of(table[op])
+            if op in second:
+                out += cases_of(second[op])
+    return out
 
 
 # ---------------------------------------------------------------- running (in the child)

@@ -218,9 +218,14 @@ def _describe(r: dict[str, Any]) -> str:
     return f"{r['outcome']} {r.get('type', '')}: {r.get('message', '')}".strip()
 
 
+def _variant(record: dict[str, Any]) -> str:
+    """Which valid call of the op a case perturbs: "" (the first) or its dtype ("int32")."""
+    return str(record["case"]).rpartition("|")[0]
+
+
 def problems(records: list[dict[str, Any]]) -> list[str]:
     """What is wrong in one backend's records of one group (empty: nothing)."""
-    base = {r["op"]: r for r in records if r["case"] == "base"}
+    base = {(r["op"], _variant(r)): r for r in records if r["case"].rpartition("|")[2] == "base"}
     out = []
     for r in records:
         where = f"{r['op']}/{r['case']}"
@@ -243,11 +248,12 @@ def problems(records: list[dict[str, Any]]) -> list[str]:
                 out.append(f"{where}: {text} {r[flag]}")
         if r.get("aliases_input"):
             out.append(f"{where}: an output changed when the caller's input array was overwritten after the call")
-        if r["same_as_base"] and base.get(r["op"], {}).get("outcome") == "ok":
+        of = base.get((r["op"], _variant(r)), {})
+        if r["same_as_base"] and of.get("outcome") == "ok":
             if r["outcome"] != "ok":
                 out.append(f"{where}: same values as the base call in another layout, but {_describe(r)}")
             else:
-                diff = _outputs_differ(r, base[r["op"]], cross_backend=False)
+                diff = _outputs_differ(r, of, cross_backend=False)
                 if diff:
                     out.append(f"{where}: same values as the base call in another layout, different answer: {diff}")
     return out
@@ -376,7 +382,10 @@ def summary() -> list[str]:
             else:
                 outcomes["clean error" if r["outcome"] == "error" else r["outcome"]] += 1
         kinds = Counter(r["kind"] for r in records)
-        no_kernel = sorted(r["op"] for r in records if r["case"] == "base" and r.get("type") in COVERAGE_ERRORS)
+        no_kernel = sorted(
+            f"{r['op']}{'(' + _variant(r) + ')' if _variant(r) else ''}"
+            for r in records if r["case"].rpartition("|")[2] == "base" and r.get("type") in COVERAGE_ERRORS
+        )
         groups = sorted(g for b, g in _RESULTS if b == backend)
         lines.append(
             f"{backend}: {len(records)} cases, {len({r['op'] for r in records})} ops ({', '.join(groups)}), "
