@@ -10,7 +10,7 @@ import numpy as np
 
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
-from opkernel.ops.math_ops import arg_axis, cast_truncation_bits, select_condition_shape
+from opkernel.ops.math_ops import arg_axis, cast_truncation_bits, reduction_axes, select_condition_shape
 
 from . import sharding
 from .xp import xp_of
@@ -84,6 +84,18 @@ _floor_div_int = _binary("FloorDiv", np.floor_divide)
 # floor(x / y), as TensorFlow computes it: numpy's floor_divide rounds differently for floats.
 _floor_div_float = _binary("FloorDiv", lambda a, b: np.floor(np.true_divide(a, b)), quiet=True)
 _floor_mod = _binary("FloorMod", np.mod, quiet=True)
+_fmod = _binary("FloorMod", np.fmod, quiet=True)
+
+
+def floor_mod_float(x: Any, y: Any, fmod: Kernel) -> Any:
+    """TensorFlow's floor_fmod: fmod, moved by y where its sign differs from y's.  A zero
+    result keeps the sign of x (fmod's), where numpy's mod gives it the sign of y."""
+    xp = xp_of(x, y)
+    r = fmod(x, y)
+    with np.errstate(all="ignore"):
+        return xp.where((r != 0) & ((y < 0) != (r < 0)), r + y, r)
+
+
 _pow = _binary("Pow", np.power, quiet=True)
 
 
@@ -106,7 +118,8 @@ def floor_div(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.nda
 def floor_mod(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     if T.is_integer:
         _check_nonzero("FloorMod", y)
-    return _floor_mod(x, y)  # type: ignore[no-any-return]
+        return _floor_mod(x, y)  # type: ignore[no-any-return]
+    return floor_mod_float(x, y, _fmod)  # type: ignore[no-any-return]
 
 
 def pow_(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
@@ -251,16 +264,8 @@ def clip_by_value(t: np.ndarray, clip_value_min: np.ndarray, clip_value_max: np.
 
 
 def _axes(op: str, x: np.ndarray, indices: np.ndarray) -> tuple[int, ...]:
-    """The sorted distinct non-negative axes named by ``indices`` (scalar or vector)."""
-    if indices.ndim > 1:
-        raise _fail(op, f"reduction_indices must be a scalar or a vector, got shape {list(indices.shape)}")
-    rank = x.ndim
-    axes = set()
-    for a in indices.reshape(-1).tolist():
-        if not -rank <= a < rank:
-            raise _fail(op, f"Invalid reduction dimension {a} for input with {rank} dimensions; expected [{-rank}, {rank})")
-        axes.add(a % rank)
-    return tuple(sorted(axes))
+    """The sorted non-negative axes named by ``indices``, checked as TensorFlow does."""
+    return reduction_axes(op, x.ndim, indices)
 
 
 def _accumulator(T: ok.DType) -> Any:
@@ -458,7 +463,8 @@ def complex_part(op: str, take: Callable[[Any], Any]) -> Kernel:
 
     def kernel(input: np.ndarray, T: ok.DType, Tout: ok.DType, **attrs: Any) -> np.ndarray:
         _check_parts(op, T, Tout)
-        return xp_of(input).ascontiguousarray(take(input), dtype=Tout.np)  # type: ignore[no-any-return]
+        # Not ascontiguousarray: it turns a 0-d input into shape [1].
+        return xp_of(input).array(take(input), dtype=Tout.np, order="C", copy=True)  # type: ignore[no-any-return]
 
     kernel.__name__ = op
     return kernel

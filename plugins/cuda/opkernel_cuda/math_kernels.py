@@ -61,6 +61,7 @@ def _division(xp: LazyModule) -> dict[str, Any]:
     floor_div_int = binary("FloorDiv", xp.floor_divide)
     floor_div_float = binary("FloorDiv", lambda a, b: xp.floor(xp.true_divide(a, b)), quiet=True)
     floor_mod_ = binary("FloorMod", xp.mod, quiet=True)
+    fmod = binary("FloorMod", xp.fmod, quiet=True)
     power = binary("Pow", xp.power, quiet=True)
 
     def real_div(x: Any, y: Any, T: ok.DType) -> Any:
@@ -80,7 +81,8 @@ def _division(xp: LazyModule) -> dict[str, Any]:
     def floor_mod(x: Any, y: Any, T: ok.DType) -> Any:
         if T.is_integer:
             cpu._check_nonzero("FloorMod", y)
-        return floor_mod_(x, y)
+            return floor_mod_(x, y)
+        return cpu.floor_mod_float(x, y, fmod)
 
     def pow_(x: Any, y: Any, T: ok.DType) -> Any:
         if T.is_integer and xp_of(y).any(y < 0):

@@ -483,7 +483,9 @@ def _copy_source(_: str) -> str:
 
 _INT_HELPERS = """
 inline T ok_floordiv(T a, T b) { T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q; }
-inline T ok_floormod(T a, T b) { T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
+inline T ok_floormod(T a, T b) {
+  if ((T)-1 < 0 && b == (T)-1) return 0;  /* INT_MIN % -1 is undefined in C; the remainder is 0 */
+  T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r; }
 inline T ok_ipow(T a, T b) { T r = 1; while (b > 0) { if (b & 1) r *= a; a *= a; b >>= 1; } return r; }
 """
 FLOAT_HELPERS = """
