@@ -10,7 +10,7 @@ import numpy as np
 
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
-from opkernel.ops.math_ops import arg_axis, cast_truncation_bits, reduction_axes, select_condition_shape
+from opkernel.ops.math_ops import arg_axis, cast_truncation_bits, select_condition_shape
 
 from . import sharding
 from .xp import xp_of
@@ -264,8 +264,16 @@ def clip_by_value(t: np.ndarray, clip_value_min: np.ndarray, clip_value_max: np.
 
 
 def _axes(op: str, x: np.ndarray, indices: np.ndarray) -> tuple[int, ...]:
-    """The sorted non-negative axes named by ``indices``, checked as TensorFlow does."""
-    return reduction_axes(op, x.ndim, indices)
+    """The sorted distinct non-negative axes named by ``indices`` (scalar or vector)."""
+    if indices.ndim > 1:
+        raise _fail(op, f"reduction_indices must be a scalar or a vector, got shape {list(indices.shape)}")
+    rank = x.ndim
+    axes = set()
+    for a in indices.reshape(-1).tolist():
+        if not -rank <= a < rank:
+            raise _fail(op, f"Invalid reduction dimension {a} for input with {rank} dimensions; expected [{-rank}, {rank})")
+        axes.add(a % rank)
+    return tuple(sorted(axes))
 
 
 def _accumulator(T: ok.DType) -> Any:
