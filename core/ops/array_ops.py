@@ -762,8 +762,11 @@ def _identity_grad(op: Any, grad: Any) -> list[Any]:
 
 
 def _transpose_grad(op: Any, grad: Any) -> list[Any]:
-    ops = _ops()
-    return [ops.transpose(grad, ops.invert_permutation(op.inputs[1])), None]
+    """Transpose back by the inverse permutation, computed on the host: perm is a
+    host-memory input, and negative entries (counted from the end) are allowed."""
+    perm = np.asarray(op.inputs[1].numpy()).reshape(-1)
+    inverse = np.argsort(perm % len(perm)) if len(perm) else perm
+    return [_ops().transpose(grad, _shape_const(inverse.tolist(), op.inputs[1].dtype)), None]
 
 
 def _concat_grad(op: Any, grad: Any) -> list[Any]:
@@ -869,10 +872,11 @@ def _unsorted_segment_sum_grad(op: Any, grad: Any) -> list[Any]:
     data, ids = op.inputs[0], op.inputs[1]
     zero = np.zeros((), ids.dtype.np)
     gathered = ops.gather_v2(grad, ops.maximum(ids, zero), np.int32(0))
-    keep = ops.cast(ops.greater_equal(ids, zero), DstT=data.dtype)
     extra = len(data.shape) - len(ids.shape)
-    keep = ops.reshape(keep, _shape_const(tuple(ids.shape) + (1,) * extra))
-    return [ops.mul(gathered, keep), None, None]
+    keep = ops.reshape(ops.greater_equal(ids, zero), _shape_const(tuple(ids.shape) + (1,) * extra))
+    # A select, not a product with 0/1: a dropped row is +0.0 as in TensorFlow, never -0.0
+    # or NaN from the (inf or NaN) gradient of segment 0 that it gathered in its place.
+    return [ops.select_v2(keep, gathered, ops.zeros_like(gathered)), None, None]
 
 
 def _tile_grad(op: Any, grad: Any) -> list[Any]:

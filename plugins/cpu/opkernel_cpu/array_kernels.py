@@ -70,9 +70,11 @@ def rank(input: np.ndarray, **attrs: Any) -> np.ndarray:
 
 
 def transpose(x: np.ndarray, perm: np.ndarray, **attrs: Any) -> np.ndarray:
-    p = _ints(perm, "Transpose", "perm")
+    # TensorFlow counts a negative entry from the end, as an axis: perm [-1, 0, 1] is [2, 0, 1].
+    given = _ints(perm, "Transpose", "perm")
+    p = [d + x.ndim if -x.ndim <= d < 0 else d for d in given]
     if sorted(p) != list(range(x.ndim)):
-        raise _error("Transpose")(f"perm {p} is not a permutation of the {x.ndim} dimensions of the input {list(x.shape)}")
+        raise _error("Transpose")(f"perm {given} is not a permutation of the {x.ndim} dimensions of the input {list(x.shape)}")
     return xp_of(x).transpose(x, p)  # type: ignore[no-any-return]
 
 

@@ -136,10 +136,20 @@ def copy_into(be: OpenCLBackend, op: str, out: Any, region: Any, x: Any) -> None
     strided_copy(be, op, out, off, strides, x, 0, contiguous_strides(shape), shape)
 
 
+#: Zero is all-zero bytes in every dtype, so zeros are written as unsigned words of the
+#: element's size (or 8-byte halves of a complex128): one fill kernel per size, and the
+#: types with no OpenCL C name (complex, bfloat16, quantized) that Pad and
+#: StridedSliceGrad move get zeros too.
+_ZERO_WORDS: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+
+
 def zeros(be: OpenCLBackend, op: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     out = be.new_array(shape, dtype)
     if out.size:
-        be.launch1d(be.programs.kernel("fill", ok.as_dtype(dtype).name, "fill", op), out.size, out.base_data, scalar(dtype, 0))
+        size = np.dtype(dtype).itemsize
+        word = _ZERO_WORDS[8 if size % 8 == 0 else size]
+        count = out.size * size // word.itemsize
+        be.launch1d(be.programs.kernel("fill", word.name, "fill", op), count, out.base_data, scalar(word, 0))
     return out
 
 
@@ -220,9 +230,11 @@ def squeeze(input: Any, squeeze_dims: list[int], **attrs: Any) -> Any:
 
 
 def transpose(x: Any, perm: np.ndarray, **attrs: Any) -> Any:
-    p = _ints(perm, "Transpose", "perm")
+    # TensorFlow counts a negative entry from the end, as an axis: perm [-1, 0, 1] is [2, 0, 1].
+    given = _ints(perm, "Transpose", "perm")
+    p = [d + x.ndim if -x.ndim <= d < 0 else d for d in given]
     if sorted(p) != list(range(x.ndim)):
-        raise fail("Transpose", f"perm {p} is not a permutation of the {x.ndim} dimensions of the input {list(x.shape)}")
+        raise fail("Transpose", f"perm {given} is not a permutation of the {x.ndim} dimensions of the input {list(x.shape)}")
     if p == sorted(p):
         return x
     return gather_view(BE(), "Transpose", x, lambda g: np.transpose(g, p))

@@ -1,0 +1,120 @@
+"""Array ops where opkernel differed from TensorFlow, and the deliberate differences of
+tests/tf_conformance/cases_array.py checked against the mathematical definition.
+
+TensorFlow's CPU kernels are the reference; these tests need no TensorFlow (numpy gives
+the expected values).  Every test body runs on every installed backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+
+# ---------------------------------------------------------------- Transpose
+
+
+def test_transpose_counts_negative_perm_entries_from_the_end(backend: str) -> None:
+    # tensorflow/core/kernels/transpose_op.cc: `if (d < 0) d += dims;` before the range check.
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    y = ok.ops.transpose(x, np.array([-1, 0, 1], np.int32))
+    np.testing.assert_array_equal(y.numpy(), np.transpose(x, (2, 0, 1)))
+    with pytest.raises(ok.errors.InvalidArgumentError, match="Transpose"):
+        ok.ops.transpose(x, np.array([-4, 0, 1], np.int32))
+
+
+def test_transpose_gradient_with_negative_perm(backend: str) -> None:
+    # TensorFlow's own gradient fails here (InvertPermutation rejects -1); the definition
+    # of the gradient of a permutation is the inverse permutation of the upstream gradient.
+    x = ok.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    up = np.arange(24, dtype=np.float32).reshape(4, 2, 3) * 0.5
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = ok.ops.transpose(x, np.array([-1, -3, 1], np.int64))
+    (g,) = tape.gradient([y], [x], output_gradients=[ok.tensor(up)])
+    np.testing.assert_array_equal(g.numpy(), np.transpose(up, np.argsort((2, 0, 1))))
+
+
+# ---------------------------------------------------------------- UnsortedSegmentSum
+
+
+def test_unsorted_segment_sum_gradient_of_dropped_rows_is_positive_zero(backend: str) -> None:
+    # TensorFlow (math_grad.py, _GatherDropNegatives) selects zeros for negative ids: +0.0,
+    # whatever the upstream gradient of segment 0 (negative, inf or NaN) that is gathered.
+    data = ok.tensor(np.ones((4, 2), np.float32))
+    ids = np.array([0, -1, 1, -3], np.int32)
+    up = np.array([[-2.0, np.inf], [3.0, np.nan]], np.float32)
+    with ok.GradientTape() as tape:
+        tape.watch(data)
+        y = ok.ops.unsorted_segment_sum(data, ids, np.int32(2))
+    (g,) = tape.gradient([y], [data], output_gradients=[ok.tensor(up)])
+    got = g.numpy()
+    np.testing.assert_array_equal(got[[0, 2]], up)
+    np.testing.assert_array_equal(got[[1, 3]], np.zeros((2, 2), np.float32))
+    assert not np.signbit(got[[1, 3]]).any()
+
+
+# ---------------------------------------------------------------- zero padding of any dtype
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128", "float16", "int8", "bool"])
+def test_pad_and_strided_slice_grad_of_any_movable_dtype(backend: str, dtype: str) -> None:
+    # The OpenCL backend's zero fill had no kernel for complex types: a raw KeyError.
+    x = (np.arange(6).reshape(2, 3) + 1).astype(dtype)
+    if dtype.startswith("complex"):
+        x = x * (1 - 2j)
+    padded = ok.ops.pad(x, np.array([[1, 2], [0, 3]], np.int32)).numpy()
+    np.testing.assert_array_equal(padded, np.pad(x, [[1, 2], [0, 3]]))
+    assert padded.dtype == x.dtype
+    grad = ok.ops.strided_slice_grad(
+        np.array([4, 5], np.int32), np.array([1, 0], np.int32), np.array([3, 5], np.int32), np.array([1, 2], np.int32), x
+    ).numpy()
+    expected = np.zeros((4, 5), dtype)
+    expected[1:3, 0:5:2] = x
+    np.testing.assert_array_equal(grad, expected)
+
+
+# ---------------------------------------------------------------- deliberate differences
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "uint16", "uint32"])
+def test_range_of_types_tensorflow_has_no_cpu_kernel_for(backend: str, dtype: str) -> None:
+    # cases_array.DIFFERENCES: TensorFlow registers Range for these in the OpDef but has no
+    # CPU kernel; the definition is numpy's arange.
+    if ok.as_dtype(dtype).name not in _kernel_types(backend, "Range", "Tidx"):
+        pytest.skip(f"no Range kernel for {dtype} on {backend}")
+    t = np.dtype(dtype).type
+    for start, limit, delta in ((1, 9, 4), (0, 100, 7), (9, 1, -3) if np.dtype(dtype).kind == "i" else (3, 3, 1)):
+        y = ok.ops.range(t(start), t(limit), t(delta))
+        np.testing.assert_array_equal(y.numpy(), np.arange(start, limit, delta, dtype=dtype))
+        assert y.dtype == ok.as_dtype(dtype)
+
+
+def test_tile_of_uint16(backend: str) -> None:
+    # cases_array.DIFFERENCES: TensorFlow's CPU Tile has no uint16 instantiation.
+    x = np.array([[1, 65535], [7, 0]], np.uint16)
+    np.testing.assert_array_equal(ok.ops.tile(x, np.array([2, 3], np.int32)).numpy(), np.tile(x, (2, 3)))
+
+
+def test_where_of_float16_and_of_scalars(backend: str) -> None:
+    # cases_array.DIFFERENCES: TensorFlow's CPU Where refuses float16 and rank 0; the
+    # definition is numpy's argwhere (NaN is non-zero, -0.0 is zero).
+    x = np.array([[0.0, np.nan], [-0.0, 1.5]], np.float16)
+    if "float16" in _kernel_types(backend, "Where", "T"):
+        np.testing.assert_array_equal(ok.ops.where(x).numpy(), np.argwhere(x))
+    for v in (True, False):
+        y = ok.ops.where(np.bool_(v)).numpy()
+        assert y.dtype == np.int64 and y.shape == np.argwhere(np.bool_(v)).shape
+
+
+def _kernel_types(backend: str, op: str, attr: str) -> set[str]:
+    """The dtypes ``attr`` may take in ``op``'s kernels on ``backend`` (a backend may hold fewer types)."""
+    from opkernel import kernels
+    from opkernel.dtypes import ALL_DTYPES
+
+    names: set[str] = set()
+    for k in kernels.kernels_for(op, backend):
+        allowed = k.type_constraints.get(attr)
+        names |= {d.name for d in (ALL_DTYPES if allowed is None else allowed)}
+    return names

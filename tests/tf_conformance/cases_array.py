@@ -1,0 +1,535 @@
+"""Conformance cases of the array ops (shape, data movement, indexing, creation).
+
+Inputs are in each op's OpDef order; index inputs carry the dtype TensorFlow is
+given, so the index type attrs (``Tidx``, ``Tshape``, ``Index``...) are inferred.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from case import Case, noncontiguous, rng
+
+#: Cases (or ops) where opkernel deliberately differs from TensorFlow, with the reason.
+DIFFERENCES: dict[str, str] = {
+    **{
+        f"Range/{dt}": f"TensorFlow's OpDef allows Range of {dt} but registers no CPU kernel for it (NotFoundError); "
+        "opkernel computes it, checked against numpy.arange in test_array_ops_conformance.py"
+        for dt in ("int8", "int16", "uint16", "uint32")
+    },
+    "Tile/uint16": "TensorFlow's CPU Tile has no uint16 instantiation (UnimplementedError); opkernel tiles every "
+    "dtype it can move, checked against numpy.tile in test_array_ops_conformance.py",
+    "Where/float16": "TensorFlow's CPU Where refuses float16 on purpose (to avoid copies from a GPU); opkernel "
+    "answers, checked against numpy.argwhere in test_array_ops_conformance.py",
+    "Where/scalar_true": "TensorFlow's CPU Where only has cases for ranks 1 to 8 ('Unhandled input dimensions: 0'); "
+    "opkernel gives the defined [num_true, 0] int64 result, as numpy.argwhere",
+    "Where/scalar_false": "as Where/scalar_true: the defined [0, 0] result where TensorFlow's CPU kernel rejects rank 0",
+}
+
+#: Ops of this family without cases, with the reason.
+EXEMPT: dict[str, str] = {}
+
+_ANY = ("float32", "float64", "float16", "int32", "int64", "int8", "uint8", "int16", "uint16", "bool", "complex64")
+_FLOATS = ("float32", "float64")
+
+
+def _rand(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
+    g = rng(seed)
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return g.integers(0, 2, shape).astype(bool)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return g.integers(max(info.min, -100), min(info.max, 100), shape, endpoint=True).astype(dt)
+    if dt.kind == "c":
+        return (g.standard_normal(shape) + 1j * g.standard_normal(shape)).astype(dt)
+    return g.standard_normal(shape).astype(dt)
+
+
+def _i32(*v: int) -> np.ndarray:
+    return np.array(v, np.int32)
+
+
+def _i64(*v: int) -> np.ndarray:
+    return np.array(v, np.int64)
+
+
+_SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -2.0], np.float32)
+
+
+def _identity_like() -> list[Case]:
+    out = []
+    for op in ("Identity", "StopGradient", "ZerosLike", "OnesLike"):
+        for i, dt in enumerate(_ANY):
+            out.append(Case(f"{op}/{dt}", op, (_rand((3, 4), dt, i),), grad=op == "Identity" and dt in _FLOATS, seed=i))
+        out.append(Case(f"{op}/scalar", op, (np.float32(2.5),)))
+        out.append(Case(f"{op}/empty", op, (np.zeros((0, 3), np.float32),)))
+        out.append(Case(f"{op}/special", op, (_SPECIAL,)))
+        out.append(Case(f"{op}/noncontiguous", op, (noncontiguous(_rand((4, 5), "float32", 7)),)))
+    out.append(Case("Identity/complex128_2x3", "Identity", (_rand((2, 3), "complex128", 9),)))
+    out.append(Case("ZerosLike/complex128", "ZerosLike", (_rand((2, 3), "complex128", 9),)))
+    return out
+
+
+def _shape_ops() -> list[Case]:
+    out = []
+    for op in ("Shape", "Size", "Rank"):
+        for name, x in (
+            ("matrix", _rand((3, 4), "float32", 1)),
+            ("scalar", np.float32(1.0)),
+            ("empty", np.zeros((0, 5, 2), np.int32)),
+            ("rank5", np.zeros((1, 2, 1, 3, 1), np.bool_)),
+            ("noncontiguous", noncontiguous(_rand((2, 3), "float64", 2))),
+        ):
+            out.append(Case(f"{op}/{name}", op, (x,)))
+        if op != "Rank":
+            out.append(Case(f"{op}/int64", op, (np.zeros((2, 7), np.float32),), {"out_type": "int64"}))
+    return out
+
+
+def _reshape() -> list[Case]:
+    x = _rand((2, 3, 4), "float32", 3)
+    return [
+        Case("Reshape/basic", "Reshape", (x, _i32(4, 6)), grad=True, seed=1),
+        Case("Reshape/infer", "Reshape", (x, _i32(-1, 2)), grad=True, seed=2),
+        Case("Reshape/int64_shape", "Reshape", (_rand((6,), "int64", 1), _i64(3, 2))),
+        Case("Reshape/to_scalar", "Reshape", (np.array([7], np.int32), _i32())),
+        Case("Reshape/from_scalar", "Reshape", (np.float64(3.0), _i32(1, 1, 1))),
+        Case("Reshape/empty_infer", "Reshape", (np.zeros((0, 4), np.float32), _i32(-1, 2))),
+        Case("Reshape/empty_to_zero_dims", "Reshape", (np.zeros((0, 4), np.float32), _i32(2, 0, 5))),
+        Case("Reshape/noncontiguous", "Reshape", (noncontiguous(_rand((3, 4), "float32", 4)), _i32(2, 6))),
+        Case("Reshape/bool", "Reshape", (_rand((2, 2), "bool", 4), _i32(4))),
+        Case("Reshape/bad_size", "Reshape", (x, _i32(5, 5))),
+        Case("Reshape/two_minus_one", "Reshape", (x, _i32(-1, -1))),
+        Case("Reshape/negative_dim", "Reshape", (x, _i32(-2, 12))),
+        Case("Reshape/infer_not_divisible", "Reshape", (x, _i32(-1, 5))),
+        Case("Reshape/shape_not_vector", "Reshape", (x, np.array([[24]], np.int32))),
+    ]
+
+
+def _transpose() -> list[Case]:
+    x = _rand((2, 3, 4), "float32", 5)
+    out = [
+        Case(f"Transpose/{dt}", "Transpose", (_rand((3, 4, 2), dt, 6), _i32(2, 0, 1)), grad=dt in _FLOATS, seed=3)
+        for dt in _ANY
+    ]
+    out += [
+        Case("Transpose/int64_perm", "Transpose", (x, _i64(1, 2, 0))),
+        Case("Transpose/identity", "Transpose", (x, _i32(0, 1, 2))),
+        Case("Transpose/scalar", "Transpose", (np.float32(1.0), _i32())),
+        Case("Transpose/empty", "Transpose", (np.zeros((0, 3), np.float32), _i32(1, 0))),
+        Case("Transpose/rank5", "Transpose", (_rand((2, 1, 3, 2, 2), "int32", 7), _i32(4, 2, 0, 3, 1))),
+        Case("Transpose/noncontiguous", "Transpose", (noncontiguous(_rand((3, 4), "float32", 8)), _i32(1, 0))),
+        Case("Transpose/special", "Transpose", (_SPECIAL.reshape(7, 1), _i32(1, 0))),
+        Case("Transpose/large", "Transpose", (_rand((300, 300), "int8", 9), _i32(1, 0)),
+             why="large enough for a threaded copy"),
+        Case("Transpose/perm_wrong_length", "Transpose", (x, _i32(1, 0))),
+        Case("Transpose/perm_repeated", "Transpose", (x, _i32(0, 0, 1))),
+        Case("Transpose/perm_out_of_range", "Transpose", (x, _i32(0, 1, 3))),
+        Case("Transpose/perm_negative", "Transpose", (x, _i32(-1, 0, 1))),
+    ]
+    return out
+
+
+def _invert_permutation() -> list[Case]:
+    return [
+        Case("InvertPermutation/int32", "InvertPermutation", (_i32(3, 4, 0, 2, 1),)),
+        Case("InvertPermutation/int64", "InvertPermutation", (_i64(2, 0, 1),)),
+        Case("InvertPermutation/empty", "InvertPermutation", (_i32(),)),
+        Case("InvertPermutation/single", "InvertPermutation", (_i32(0),)),
+        Case("InvertPermutation/repeated", "InvertPermutation", (_i32(0, 0, 1),)),
+        Case("InvertPermutation/out_of_range", "InvertPermutation", (_i32(0, 3, 1),)),
+        Case("InvertPermutation/negative", "InvertPermutation", (_i32(0, -1, 1),)),
+        Case("InvertPermutation/not_vector", "InvertPermutation", (np.array([[0, 1]], np.int32),)),
+        Case("InvertPermutation/scalar", "InvertPermutation", (np.int32(0),)),
+    ]
+
+
+def _expand_squeeze() -> list[Case]:
+    x = _rand((2, 3), "float32", 10)
+    out = [
+        Case(f"ExpandDims/dim{d}", "ExpandDims", (x, np.int32(d)), grad=d == 1, seed=d + 10) for d in (0, 1, 2, -1, -3)
+    ]
+    out += [
+        Case("ExpandDims/int64_dim", "ExpandDims", (x, np.int64(1))),
+        Case("ExpandDims/scalar", "ExpandDims", (np.int32(5), np.int32(0))),
+        Case("ExpandDims/scalar_neg", "ExpandDims", (np.int32(5), np.int32(-1))),
+        Case("ExpandDims/empty", "ExpandDims", (np.zeros((0,), np.float32), np.int32(1))),
+        Case("ExpandDims/dim_vector1", "ExpandDims", (x, _i32(0)), why="TF takes a 1-element dim"),
+        Case("ExpandDims/out_of_range", "ExpandDims", (x, np.int32(3))),
+        Case("ExpandDims/out_of_range_neg", "ExpandDims", (x, np.int32(-4))),
+        Case("ExpandDims/dim_two_elements", "ExpandDims", (x, _i32(0, 1))),
+    ]
+    y = _rand((1, 3, 1, 2), "float32", 11)
+    out += [
+        Case("Squeeze/all", "Squeeze", (y,), grad=True, seed=12),
+        Case("Squeeze/dims", "Squeeze", (y,), {"axis": [2]}, grad=True, seed=13),
+        Case("Squeeze/neg_dims", "Squeeze", (y,), {"axis": [-4, -2]}),
+        Case("Squeeze/int32", "Squeeze", (_rand((1, 1), "int32", 1),)),
+        Case("Squeeze/none", "Squeeze", (_rand((2, 3), "int64", 1),)),
+        Case("Squeeze/scalar", "Squeeze", (np.float32(2.0),)),
+        Case("Squeeze/empty", "Squeeze", (np.zeros((0, 1), np.float32),)),
+        Case("Squeeze/noncontiguous", "Squeeze", (noncontiguous(_rand((1, 3, 4), "float32", 2)),)),
+        Case("Squeeze/repeated_dim", "Squeeze", (y,), {"axis": [0, 0]}),
+        Case("Squeeze/not_one", "Squeeze", (y,), {"axis": [1]}),
+        Case("Squeeze/out_of_range", "Squeeze", (y,), {"axis": [4]}),
+        Case("Squeeze/out_of_range_neg", "Squeeze", (y,), {"axis": [-5]}),
+    ]
+    return out
+
+
+def _pad() -> list[Case]:
+    p = _i32(1, 2, 0, 3).reshape(2, 2)
+    out = [Case(f"Pad/{dt}", "Pad", (_rand((2, 3), dt, 14), p), grad=dt in _FLOATS, seed=14) for dt in _ANY]
+    out += [
+        Case("Pad/int64_paddings", "Pad", (_rand((2, 3), "float32", 15), p.astype(np.int64))),
+        Case("Pad/scalar", "Pad", (np.float32(3.0), np.zeros((0, 2), np.int32))),
+        Case("Pad/empty_input", "Pad", (np.zeros((0, 2), np.float32), _i32(1, 1, 0, 1).reshape(2, 2))),
+        Case("Pad/zero", "Pad", (_rand((2, 3), "float32", 16), np.zeros((2, 2), np.int32)), grad=True, seed=16),
+        Case("Pad/special", "Pad", (_SPECIAL, _i32(1, 1).reshape(1, 2))),
+        Case("Pad/noncontiguous", "Pad", (noncontiguous(_rand((2, 3), "float32", 17)), p)),
+        Case("Pad/rank3", "Pad", (_rand((2, 1, 2), "float64", 18), _i32(0, 1, 2, 0, 1, 1).reshape(3, 2)),
+             grad=True, seed=18),
+        Case("Pad/negative", "Pad", (_rand((2, 3), "float32", 19), _i32(-1, 0, 0, 0).reshape(2, 2))),
+        Case("Pad/wrong_rank", "Pad", (_rand((2, 3), "float32", 19), _i32(1, 1).reshape(1, 2))),
+        Case("Pad/paddings_not_matrix", "Pad", (_rand((2, 3), "float32", 19), _i32(1, 1, 1, 1))),
+    ]
+    return out
+
+
+def _broadcast_tile_fill() -> list[Case]:
+    out = [
+        Case(f"BroadcastTo/{dt}", "BroadcastTo", (_rand((3, 1), dt, 20), _i32(2, 3, 4)), grad=dt in _FLOATS, seed=20)
+        for dt in _ANY
+    ]
+    out += [
+        Case("BroadcastTo/scalar", "BroadcastTo", (np.float32(2.0), _i32(2, 2)), grad=True, seed=21),
+        Case("BroadcastTo/same", "BroadcastTo", (_rand((2, 3), "float32", 21), _i32(2, 3)), grad=True, seed=21),
+        Case("BroadcastTo/int64_shape", "BroadcastTo", (_rand((1, 3), "int32", 21), _i64(2, 3))),
+        Case("BroadcastTo/to_empty", "BroadcastTo", (_rand((1, 3), "float32", 21), _i32(0, 3))),
+        Case("BroadcastTo/to_scalar", "BroadcastTo", (np.float32(5.0), _i32())),
+        Case("BroadcastTo/noncontiguous", "BroadcastTo", (noncontiguous(_rand((1, 3), "float32", 22)), _i32(4, 3))),
+        Case("BroadcastTo/special", "BroadcastTo", (_SPECIAL, _i32(2, 7))),
+        Case("BroadcastTo/incompatible", "BroadcastTo", (_rand((2, 3), "float32", 21), _i32(3, 3))),
+        Case("BroadcastTo/fewer_dims", "BroadcastTo", (_rand((2, 3), "float32", 21), _i32(3))),
+        Case("BroadcastTo/negative", "BroadcastTo", (_rand((1, 3), "float32", 21), _i32(-1, 3))),
+    ]
+    out += [Case(f"Tile/{dt}", "Tile", (_rand((2, 3), dt, 23), _i32(2, 1)), grad=dt in _FLOATS, seed=23) for dt in _ANY]
+    out += [
+        Case("Tile/int64_multiples", "Tile", (_rand((2, 3), "float32", 24), _i64(1, 3)), grad=True, seed=24),
+        Case("Tile/scalar", "Tile", (np.float32(2.0), _i32())),
+        Case("Tile/zero", "Tile", (_rand((2, 3), "float32", 24), _i32(0, 2)), grad=True, seed=25),
+        Case("Tile/empty", "Tile", (np.zeros((0, 3), np.float32), _i32(3, 2)), grad=True, seed=26),
+        Case("Tile/rank3", "Tile", (_rand((2, 1, 2), "float64", 27), _i32(2, 3, 2)), grad=True, seed=27),
+        Case("Tile/noncontiguous", "Tile", (noncontiguous(_rand((2, 3), "float32", 28)), _i32(2, 2))),
+        Case("Tile/special", "Tile", (_SPECIAL, _i32(2))),
+        Case("Tile/large", "Tile", (_rand((4, 64), "int8", 29), _i32(128, 8)), why="large enough for a threaded copy"),
+        Case("Tile/wrong_length", "Tile", (_rand((2, 3), "float32", 24), _i32(2))),
+        Case("Tile/negative", "Tile", (_rand((2, 3), "float32", 24), _i32(-1, 2))),
+    ]
+    out += [Case(f"Fill/{dt}", "Fill", (_i32(2, 3), _rand((), dt, 30)), grad=dt in _FLOATS, seed=30) for dt in _ANY]
+    out += [
+        Case("Fill/int64_dims", "Fill", (_i64(3), np.float32(1.5))),
+        Case("Fill/scalar", "Fill", (_i32(), np.int32(7))),
+        Case("Fill/empty", "Fill", (_i32(0, 3), np.float32(1.0))),
+        Case("Fill/nan", "Fill", (_i32(2), np.float32(np.nan))),
+        Case("Fill/neg_zero", "Fill", (_i32(2), np.float32(-0.0))),
+        Case("Fill/negative", "Fill", (_i32(-1, 3), np.float32(1.0))),
+        Case("Fill/value_not_scalar", "Fill", (_i32(2), np.array([1.0, 2.0], np.float32))),
+        Case("Fill/dims_not_vector", "Fill", (np.array([[2]], np.int32), np.float32(1.0))),
+    ]
+    return out
+
+
+def _concat_pack() -> list[Case]:
+    a, b, c = (_rand((2, 3), "float32", s) for s in (31, 32, 33))
+    out = [
+        Case(f"ConcatV2/{dt}", "ConcatV2", ([_rand((2, 3), dt, 34), _rand((2, 2), dt, 35)], np.int32(1)),
+             grad=dt in _FLOATS, seed=34)
+        for dt in _ANY
+    ]
+    out += [
+        Case("ConcatV2/axis0", "ConcatV2", ([a, b, c], np.int32(0)), grad=True, seed=36),
+        Case("ConcatV2/neg_axis", "ConcatV2", ([a, b], np.int32(-1)), grad=True, seed=37),
+        Case("ConcatV2/int64_axis", "ConcatV2", ([a, b], np.int64(0))),
+        Case("ConcatV2/empty_part", "ConcatV2", ([a, np.zeros((0, 3), np.float32), b], np.int32(0)), grad=True, seed=38),
+        Case("ConcatV2/all_empty", "ConcatV2", ([np.zeros((0, 3), np.float32)] * 2, np.int32(0))),
+        Case("ConcatV2/noncontiguous", "ConcatV2", ([noncontiguous(a), b], np.int32(1))),
+        Case("ConcatV2/special", "ConcatV2", ([_SPECIAL, _SPECIAL[::-1].copy()], np.int32(0))),
+        Case("ConcatV2/axis_out_of_range", "ConcatV2", ([a, b], np.int32(2))),
+        Case("ConcatV2/axis_out_of_range_neg", "ConcatV2", ([a, b], np.int32(-3))),
+        Case("ConcatV2/shape_mismatch", "ConcatV2", ([a, _rand((3, 2), "float32", 1)], np.int32(0))),
+        Case("ConcatV2/rank_mismatch", "ConcatV2", ([a, _rand((6,), "float32", 1)], np.int32(0))),
+        Case("ConcatV2/scalars", "ConcatV2", ([np.float32(1.0), np.float32(2.0)], np.int32(0))),
+    ]
+    out += [
+        Case("ConcatOffset/basic", "ConcatOffset", (np.int32(1), [_i32(2, 3, 5), _i32(2, 7, 5), _i32(2, 1, 5)])),
+        Case("ConcatOffset/int64", "ConcatOffset", (np.int32(0), [_i64(2, 3), _i64(4, 3)])),
+        Case("ConcatOffset/neg_dim", "ConcatOffset", (np.int32(-1), [_i32(2, 3), _i32(2, 4)])),
+        Case("ConcatOffset/zero_sizes", "ConcatOffset", (np.int32(0), [_i32(0, 3), _i32(2, 3), _i32(0, 3)])),
+        Case("ConcatOffset/mismatch", "ConcatOffset", (np.int32(0), [_i32(2, 3), _i32(2, 4)])),
+        Case("ConcatOffset/rank_mismatch", "ConcatOffset", (np.int32(0), [_i32(2, 3), _i32(2, 3, 1)])),
+        Case("ConcatOffset/dim_out_of_range", "ConcatOffset", (np.int32(2), [_i32(2, 3), _i32(2, 3)])),
+    ]
+    out += [
+        Case(f"Pack/{dt}", "Pack", ([_rand((2, 3), dt, 40), _rand((2, 3), dt, 41)],), grad=dt in _FLOATS, seed=40)
+        for dt in _ANY
+    ]
+    out += [
+        Case("Pack/axis1", "Pack", ([a, b, c],), {"axis": 1}, grad=True, seed=42),
+        Case("Pack/axis_last", "Pack", ([a, b],), {"axis": -1}, grad=True, seed=43),
+        Case("Pack/axis_neg_first", "Pack", ([a, b],), {"axis": -3}),
+        Case("Pack/one", "Pack", ([a],), grad=True, seed=44),
+        Case("Pack/scalars", "Pack", ([np.int32(1), np.int32(2), np.int32(3)],)),
+        Case("Pack/empty", "Pack", ([np.zeros((0, 2), np.float32)] * 3,), {"axis": 1}),
+        Case("Pack/noncontiguous", "Pack", ([noncontiguous(a), b],)),
+        Case("Pack/axis_out_of_range", "Pack", ([a, b],), {"axis": 3}),
+        Case("Pack/axis_out_of_range_neg", "Pack", ([a, b],), {"axis": -4}),
+        Case("Pack/shape_mismatch", "Pack", ([a, _rand((3, 2), "float32", 1)],)),
+    ]
+    x = _rand((3, 2, 4), "float32", 45)
+    out += [
+        Case(f"Unpack/{dt}", "Unpack", (_rand((3, 2), dt, 46),), {"num": 3}, grad=dt in _FLOATS, seed=46) for dt in _ANY
+    ]
+    out += [
+        Case("Unpack/axis1", "Unpack", (x,), {"num": 2, "axis": 1}, grad=True, seed=47),
+        Case("Unpack/axis_neg", "Unpack", (x,), {"num": 4, "axis": -1}, grad=True, seed=48),
+        Case("Unpack/zero", "Unpack", (np.zeros((0, 3), np.float32),), {"num": 0}),
+        Case("Unpack/empty_rest", "Unpack", (np.zeros((2, 0), np.float32),), {"num": 2}),
+        Case("Unpack/vector", "Unpack", (_i32(4, 5, 6),), {"num": 3}),
+        Case("Unpack/noncontiguous", "Unpack", (noncontiguous(x),), {"num": 2, "axis": 1}),
+        Case("Unpack/wrong_num", "Unpack", (x,), {"num": 2}),
+        Case("Unpack/axis_out_of_range", "Unpack", (x,), {"num": 3, "axis": 3}),
+        Case("Unpack/scalar", "Unpack", (np.float32(1.0),), {"num": 1}),
+    ]
+    return out
+
+
+def _split_slice() -> list[Case]:
+    x = _rand((4, 6), "float32", 50)
+    out = [
+        Case(f"Split/{dt}", "Split", (np.int32(1), _rand((2, 6), dt, 51)), {"num_split": 3}, grad=dt in _FLOATS, seed=51)
+        for dt in _ANY
+    ]
+    out += [
+        Case("Split/axis0", "Split", (np.int32(0), x), {"num_split": 2}, grad=True, seed=52),
+        Case("Split/neg_axis", "Split", (np.int32(-1), x), {"num_split": 6}, grad=True, seed=53),
+        Case("Split/one", "Split", (np.int32(0), x), {"num_split": 1}, grad=True, seed=54),
+        Case("Split/empty", "Split", (np.int32(1), np.zeros((0, 4), np.float32)), {"num_split": 2}),
+        Case("Split/noncontiguous", "Split", (np.int32(1), noncontiguous(x)), {"num_split": 2}),
+        Case("Split/not_divisible", "Split", (np.int32(1), x), {"num_split": 4}),
+        Case("Split/axis_out_of_range", "Split", (np.int32(2), x), {"num_split": 2}),
+        Case("Split/scalar", "Split", (np.int32(0), np.float32(1.0)), {"num_split": 1}),
+    ]
+    out += [
+        Case(f"Slice/{dt}", "Slice", (_rand((4, 5), dt, 55), _i32(1, 2), _i32(2, 3)), grad=dt in _FLOATS, seed=55)
+        for dt in _ANY
+    ]
+    out += [
+        Case("Slice/int64_index", "Slice", (x, _i64(0, 1), _i64(4, 2)), grad=True, seed=56),
+        Case("Slice/minus_one", "Slice", (x, _i32(1, 2), _i32(-1, -1)), grad=True, seed=57),
+        Case("Slice/empty_result", "Slice", (x, _i32(1, 2), _i32(0, 2)), grad=True, seed=58),
+        Case("Slice/full_empty_begin_end", "Slice", (x, _i32(4, 6), _i32(0, 0))),
+        Case("Slice/scalar", "Slice", (np.float32(1.0), _i32(), _i32())),
+        Case("Slice/noncontiguous", "Slice", (noncontiguous(x), _i32(1, 1), _i32(2, 2))),
+        Case("Slice/out_of_range", "Slice", (x, _i32(3, 0), _i32(2, 1))),
+        Case("Slice/negative_begin", "Slice", (x, _i32(-1, 0), _i32(1, 1))),
+        Case("Slice/size_below_minus_one", "Slice", (x, _i32(0, 0), _i32(-2, 1))),
+        Case("Slice/wrong_length", "Slice", (x, _i32(0), _i32(1))),
+    ]
+    return out
+
+
+def _strided_slice() -> list[Case]:
+    x = _rand((4, 5, 6), "float32", 60)
+    ss = "StridedSlice"
+    out = [
+        Case(f"{ss}/{dt}", ss, (_rand((4, 5), dt, 61), _i32(1, 0), _i32(3, 5), _i32(1, 2)), grad=dt in _FLOATS, seed=61)
+        for dt in _ANY
+    ]
+    out += [
+        Case(f"{ss}/negative_stride", ss, (x, _i32(3, 4), _i32(0, 0), _i32(-1, -2)), grad=True, seed=62),
+        Case(f"{ss}/negative_indices", ss, (x, _i32(-3, -1), _i32(-1, -6), _i32(1, -1)), grad=True, seed=63),
+        Case(f"{ss}/clamped", ss, (x, _i32(-100, 2), _i32(100, 200), _i32(1, 1))),
+        Case(f"{ss}/begin_end_mask", ss, (x, _i32(2, 3), _i32(3, 4), _i32(1, 1)), {"begin_mask": 1, "end_mask": 2},
+             grad=True, seed=64),
+        Case(f"{ss}/ellipsis", ss, (x, _i32(0, 1), _i32(0, 3), _i32(1, 1)), {"ellipsis_mask": 1}, grad=True, seed=65),
+        Case(f"{ss}/new_axis", ss, (x, _i32(0, 1), _i32(0, 3), _i32(1, 1)), {"new_axis_mask": 1}, grad=True, seed=66),
+        Case(f"{ss}/shrink", ss, (x, _i32(1, 2), _i32(2, 3), _i32(1, 1)), {"shrink_axis_mask": 3}, grad=True, seed=67),
+        Case(f"{ss}/shrink_negative", ss, (x, _i32(-1), _i32(0), _i32(1)), {"shrink_axis_mask": 1}),
+        Case(f"{ss}/all_masks", ss, (x, _i32(0, 1, 0, 2), _i32(0, 3, 0, 3), _i32(1, 1, 1, 1)),
+             {"ellipsis_mask": 1, "new_axis_mask": 4, "shrink_axis_mask": 8}, grad=True, seed=68),
+        Case(f"{ss}/int64_index", ss, (x, _i64(1), _i64(3), _i64(1))),
+        Case(f"{ss}/empty_result", ss, (x, _i32(3), _i32(1), _i32(1)), grad=True, seed=69),
+        Case(f"{ss}/scalar_input", ss, (np.float32(2.0), _i32(0), _i32(0), _i32(1)), {"new_axis_mask": 1}),
+        Case(f"{ss}/noncontiguous", ss, (noncontiguous(x), _i32(0, 1), _i32(4, 5), _i32(2, 2))),
+        Case(f"{ss}/empty_input", ss, (np.zeros((0, 3), np.float32), _i32(0, 1), _i32(0, 3), _i32(1, 1))),
+        Case(f"{ss}/zero_stride", ss, (x, _i32(0), _i32(2), _i32(0))),
+        Case(f"{ss}/shrink_out_of_range", ss, (x, _i32(4), _i32(5), _i32(1)), {"shrink_axis_mask": 1}),
+        Case(f"{ss}/two_ellipses", ss, (x, _i32(0, 0), _i32(0, 0), _i32(1, 1)), {"ellipsis_mask": 3}),
+        Case(f"{ss}/length_mismatch", ss, (x, _i32(0, 0), _i32(1), _i32(1, 1))),
+        Case(f"{ss}/too_many_dims", ss, (x, _i32(0, 0, 0, 0), _i32(1, 1, 1, 1), _i32(1, 1, 1, 1))),
+    ]
+    ssg = "StridedSliceGrad"
+    out += [
+        Case(f"{ssg}/basic", ssg, (_i32(4, 5), _i32(1, 0), _i32(3, 5), _i32(1, 2), _rand((2, 3), "float32", 70))),
+        Case(f"{ssg}/negative_stride", ssg, (_i32(6), _i32(5), _i32(0), _i32(-2), _rand((3,), "float64", 71))),
+        Case(f"{ssg}/shrink", ssg, (_i32(3, 4), _i32(1, 0), _i32(2, 4), _i32(1, 1), _rand((4,), "int32", 72)),
+             {"shrink_axis_mask": 1}),
+        Case(f"{ssg}/new_axis", ssg, (_i32(3), _i32(0, 0), _i32(0, 3), _i32(1, 1), _rand((1, 3), "float32", 73)),
+             {"new_axis_mask": 1}),
+        Case(f"{ssg}/int64_index", ssg, (_i64(4), _i64(0), _i64(4), _i64(3), _rand((2,), "float32", 74))),
+        Case(f"{ssg}/empty", ssg, (_i32(3, 0), _i32(0, 0), _i32(3, 0), _i32(1, 1), np.zeros((3, 0), np.float32))),
+        Case(f"{ssg}/dy_shape_mismatch", ssg, (_i32(4), _i32(0), _i32(4), _i32(1), _rand((3,), "float32", 75))),
+    ]
+    return out
+
+
+def _gather() -> list[Case]:
+    p = _rand((5, 4), "float32", 80)
+    out = [
+        Case(f"GatherV2/{dt}", "GatherV2", (_rand((5, 3), dt, 81), _i32(4, 0, 2, 2), np.int32(0)), grad=dt in _FLOATS,
+             seed=81)
+        for dt in _ANY
+    ]
+    out += [
+        Case("GatherV2/axis1", "GatherV2", (p, _i64(3, 0, 3), np.int32(1)), grad=True, seed=82),
+        Case("GatherV2/neg_axis", "GatherV2", (p, _i32(1), np.int64(-1)), grad=True, seed=83),
+        Case("GatherV2/indices_matrix", "GatherV2", (p, _i32(0, 1, 4, 4, 2, 0).reshape(2, 3), np.int32(0)), grad=True,
+             seed=84),
+        Case("GatherV2/scalar_index", "GatherV2", (p, np.int32(2), np.int32(0)), grad=True, seed=85),
+        Case("GatherV2/empty_indices", "GatherV2", (p, _i32(), np.int32(0)), grad=True, seed=86),
+        Case("GatherV2/batch_dims", "GatherV2",
+             (_rand((2, 3, 4), "float32", 87), _i32(0, 2, 1, 1).reshape(2, 2), np.int32(1)), {"batch_dims": 1},
+             grad=True, seed=87),
+        Case("GatherV2/batch_dims_axis2", "GatherV2",
+             (_rand((2, 3, 4), "float32", 88), _i32(3, 0, 1, 1).reshape(2, 2), np.int32(2)), {"batch_dims": 1},
+             grad=True, seed=88),
+        Case("GatherV2/batch_dims_negative", "GatherV2",
+             (_rand((2, 3), "float32", 89), _i32(0, 2, 1, 1).reshape(2, 2), np.int32(1)), {"batch_dims": -1}),
+        Case("GatherV2/noncontiguous", "GatherV2", (noncontiguous(p), _i32(1, 3), np.int32(1))),
+        Case("GatherV2/special", "GatherV2", (_SPECIAL, _i32(0, 3, 6, 3), np.int32(0))),
+        Case("GatherV2/index_out_of_range", "GatherV2", (p, _i32(0, 5), np.int32(0))),
+        Case("GatherV2/index_negative", "GatherV2", (p, _i32(-1), np.int32(0))),
+        Case("GatherV2/axis_out_of_range", "GatherV2", (p, _i32(0), np.int32(2))),
+        Case("GatherV2/scalar_params", "GatherV2", (np.float32(1.0), _i32(0), np.int32(0))),
+        Case("GatherV2/batch_dims_too_big", "GatherV2", (p, _i32(0, 1), np.int32(1)), {"batch_dims": 2}),
+        Case("GatherV2/axis_below_batch_dims", "GatherV2",
+             (_rand((2, 3, 4), "float32", 87), _i32(0, 2, 1, 1).reshape(2, 2), np.int32(0)), {"batch_dims": 1}),
+    ]
+    return out
+
+
+def _segment_sum() -> list[Case]:
+    uss = "UnsortedSegmentSum"
+    d = _rand((6, 3), "float32", 90)
+    ids = _i32(0, 2, 0, 1, 2, 2)
+    dts = ("float32", "float64", "float16", "int32", "int64", "int8", "uint8", "int16", "uint16", "complex64")
+    out = [Case(f"{uss}/{dt}", uss, (_rand((6, 3), dt, 91), ids, np.int32(4)), grad=dt in _FLOATS, seed=91)
+           for dt in dts]
+    out += [
+        Case(f"{uss}/int64_ids", uss, (d, ids.astype(np.int64), np.int64(3)), grad=True, seed=92),
+        Case(f"{uss}/negative_ids_dropped", uss, (d, _i32(0, -1, 1, -5, 1, 0), np.int32(2)), grad=True, seed=93),
+        Case(f"{uss}/ids_matrix", uss, (d.reshape(2, 3, 3), ids.reshape(2, 3), np.int32(3)), grad=True, seed=94),
+        Case(f"{uss}/ids_full_shape", uss, (d, np.tile(ids[:, None], (1, 3)), np.int32(3)), grad=True, seed=95),
+        Case(f"{uss}/zero_segments", uss, (np.zeros((0, 3), np.float32), _i32(), np.int32(0))),
+        Case(f"{uss}/empty_data", uss, (np.zeros((0, 3), np.float32), _i32(), np.int32(2))),
+        Case(f"{uss}/int_wraps", uss, (np.array([2**31 - 1, 1, 5], np.int32), _i32(0, 0, 1), np.int32(2))),
+        Case(f"{uss}/uint8_wraps", uss, (np.array([200, 100, 5], np.uint8), _i32(0, 0, 0), np.int32(1))),
+        Case(f"{uss}/special", uss, (_SPECIAL, _i32(0, 0, 1, 1, 2, 3, 3), np.int32(4))),
+        Case(f"{uss}/noncontiguous", uss, (noncontiguous(d), ids, np.int32(3))),
+        Case(f"{uss}/large", uss, (_rand((40000, 8), "float32", 96), rng(96).integers(0, 50, 40000).astype(np.int32),
+                                   np.int32(50)), tol=(1e-4, 1e-4), why="large enough for a threaded sum; order differs"),
+        Case(f"{uss}/id_out_of_range", uss, (d, _i32(0, 3, 0, 1, 2, 2), np.int32(3))),
+        Case(f"{uss}/ids_shape_mismatch", uss, (d, _i32(0, 1), np.int32(3))),
+        Case(f"{uss}/negative_num_segments", uss, (d, ids, np.int32(-1))),
+    ]
+    return out
+
+
+def _one_hot() -> list[Case]:
+    idx = _i32(0, 2, -1, 1, 5)
+    out = [
+        Case(f"OneHot/{dt}", "OneHot", (idx, np.int32(3), _rand((), dt, 100), _rand((), dt, 101))) for dt in _ANY
+    ]
+    out += [
+        Case("OneHot/int64_indices", "OneHot", (idx.astype(np.int64), np.int32(4), np.float32(1), np.float32(0))),
+        Case("OneHot/uint8_indices", "OneHot", (np.array([0, 3, 255], np.uint8), np.int32(4), np.float32(1),
+                                                np.float32(0))),
+        Case("OneHot/axis0", "OneHot", (idx.reshape(5, 1), np.int32(3), np.float32(5), np.float32(-1)), {"axis": 0}),
+        Case("OneHot/axis1_matrix", "OneHot", (_i32(0, 1, 2, 0).reshape(2, 2), np.int32(3), np.float64(1),
+                                               np.float64(0)), {"axis": 1}),
+        Case("OneHot/scalar_index", "OneHot", (np.int32(1), np.int32(3), np.float32(1), np.float32(0))),
+        Case("OneHot/depth0", "OneHot", (idx, np.int32(0), np.float32(1), np.float32(0))),
+        Case("OneHot/empty", "OneHot", (_i32(), np.int32(3), np.float32(1), np.float32(0))),
+        Case("OneHot/nan_values", "OneHot", (idx, np.int32(2), np.float32(np.nan), np.float32(-0.0))),
+        Case("OneHot/negative_depth", "OneHot", (idx, np.int32(-1), np.float32(1), np.float32(0))),
+        Case("OneHot/axis_out_of_range", "OneHot", (idx, np.int32(3), np.float32(1), np.float32(0)), {"axis": 2}),
+        Case("OneHot/on_not_scalar", "OneHot", (idx, np.int32(3), np.array([1.0], np.float32), np.float32(0))),
+    ]
+    return out
+
+
+def _range() -> list[Case]:
+    out = [
+        Case("Range/int32", "Range", (np.int32(0), np.int32(10), np.int32(3))),
+        Case("Range/int64", "Range", (np.int64(-5), np.int64(5), np.int64(2))),
+        Case("Range/float32", "Range", (np.float32(0.5), np.float32(2.0), np.float32(0.25))),
+        Case("Range/float64", "Range", (np.float64(1.0), np.float64(0.0), np.float64(-0.1))),
+        Case("Range/negative_delta", "Range", (np.int32(10), np.int32(0), np.int32(-3))),
+        Case("Range/empty", "Range", (np.int32(3), np.int32(3), np.int32(1))),
+        Case("Range/int8", "Range", (np.int8(-3), np.int8(4), np.int8(2))),
+        Case("Range/int16", "Range", (np.int16(0), np.int16(300), np.int16(100))),
+        Case("Range/uint16", "Range", (np.uint16(1), np.uint16(9), np.uint16(4))),
+        Case("Range/uint32", "Range", (np.uint32(1), np.uint32(9), np.uint32(4))),
+        Case("Range/float16", "Range", (np.float16(0), np.float16(1), np.float16(0.25))),
+        Case("Range/float_inexact", "Range", (np.float32(0), np.float32(1), np.float32(0.1))),
+        Case("Range/int32_near_max", "Range", (np.int32(2**31 - 5), np.int32(2**31 - 1), np.int32(2))),
+        Case("Range/zero_delta", "Range", (np.int32(0), np.int32(5), np.int32(0))),
+        Case("Range/wrong_direction", "Range", (np.int32(0), np.int32(5), np.int32(-1))),
+        Case("Range/not_scalar", "Range", (_i32(0, 1), np.int32(5), np.int32(1))),
+        Case("Range/nan", "Range", (np.float32(0), np.float32(np.nan), np.float32(1))),
+        Case("Range/inf", "Range", (np.float32(0), np.float32(np.inf), np.float32(1))),
+    ]
+    return out
+
+
+def _where() -> list[Case]:
+    out = [Case(f"Where/{dt}", "Where", (_rand((3, 4), dt, 110),)) for dt in _ANY]
+    out += [
+        Case("Where/vector", "Where", (np.array([0, 1, 0, 2], np.int32),)),
+        Case("Where/scalar_true", "Where", (np.bool_(True),)),
+        Case("Where/scalar_false", "Where", (np.bool_(False),)),
+        Case("Where/empty", "Where", (np.zeros((0, 3), np.bool_),)),
+        Case("Where/none_true", "Where", (np.zeros((2, 3), np.bool_),)),
+        Case("Where/special", "Where", (_SPECIAL,), why="NaN is non-zero, -0.0 is zero"),
+        Case("Where/rank4", "Where", (_rand((2, 1, 3, 2), "bool", 111),)),
+        Case("Where/noncontiguous", "Where", (noncontiguous(_rand((3, 4), "int32", 112)),)),
+        Case("Where/complex_zero_real", "Where", (np.array([0j, 1j, 1 + 0j, 0j], np.complex64),)),
+    ]
+    return out
+
+
+def _string_to_number() -> list[Case]:
+    stn = "StringToNumber"
+    return [
+        Case(f"{stn}/float", stn, (np.array([b"1.5", b"-2", b"3e2", b"  7 ", b"-0"], object),)),
+        Case(f"{stn}/special", stn, (np.array([b"nan", b"inf", b"-inf", b"1e40", b"1e-50"], object),)),
+        Case(f"{stn}/int32", stn, (np.array([[b"12", b"-7"], [b"0", b"2147483647"]], object),), {"out_type": "int32"}),
+        Case(f"{stn}/float64", stn, (np.array([b"0.1", b"-1e300"], object),), {"out_type": "float64"}),
+        Case(f"{stn}/int64", stn, (np.array([b"9223372036854775807", b"-3"], object),), {"out_type": "int64"}),
+        Case(f"{stn}/empty", stn, (np.array([], object),)),
+        Case(f"{stn}/scalar", stn, (np.array(b"4.25", object),)),
+        Case(f"{stn}/int32_overflow", stn, (np.array([b"2147483648"], object),), {"out_type": "int32"}),
+        Case(f"{stn}/int32_fraction", stn, (np.array([b"1.5"], object),), {"out_type": "int32"}),
+        Case(f"{stn}/garbage", stn, (np.array([b"abc"], object),)),
+        Case(f"{stn}/empty_string", stn, (np.array([b""], object),)),
+    ]
+
+
+def cases() -> list[Case]:
+    return (
+        _identity_like() + _shape_ops() + _reshape() + _transpose() + _invert_permutation() + _expand_squeeze()
+        + _pad() + _broadcast_tile_fill() + _concat_pack() + _split_slice() + _strided_slice() + _gather()
+        + _segment_sum() + _one_hot() + _range() + _where() + _string_to_number()
+    )
