@@ -118,3 +118,35 @@ def _kernel_types(backend: str, op: str, attr: str) -> set[str]:
         allowed = k.type_constraints.get(attr)
         names |= {d.name for d in (ALL_DTYPES if allowed is None else allowed)}
     return names
+
+
+# ---------------------------------------------------------------- StringToNumber
+
+
+@pytest.mark.parametrize(
+    "out_type,strings,expected",
+    [
+        ("float64", ["0.1", "-1e300", "0x1p3", " 2 "], [0.1, -1e300, 8.0, 2.0]),
+        ("int64", ["9223372036854775807", "-3", "+5"], [2**63 - 1, -3, 5]),
+        ("uint32", ["4294967295", "0"], [2**32 - 1, 0]),
+        ("uint64", ["18446744073709551615"], [2**64 - 1]),
+        ("float32", ["1e39", "-0x10", "infinity"], [np.inf, -16.0, np.inf]),
+    ],
+)
+def test_string_to_number_takes_tensorflows_out_types_and_syntax(
+    backend: str, out_type: str, strings: list[str], expected: list[float]
+) -> None:
+    # tensorflow/core/kernels/string_to_number_op.cc: float, double, int32, int64, uint32, uint64
+    # through strtod / safe_strto*; a float past float32's range is inf.
+    y = ok.ops.string_to_number(np.array([s.encode() for s in strings], object), out_type=out_type)
+    assert y.dtype == ok.as_dtype(out_type)
+    np.testing.assert_array_equal(y.numpy(), np.array(expected, out_type))
+
+
+@pytest.mark.parametrize(
+    "out_type,text", [("float32", "1_000"), ("int64", "1_000"), ("float64", "abc"), ("uint32", "-1"), ("int32", "0x10")]
+)
+def test_string_to_number_rejects_what_tensorflow_rejects(backend: str, out_type: str, text: str) -> None:
+    # Python's float/int read digit separators, and float.fromhex reads "abc"; strtod does not.
+    with pytest.raises(ok.errors.InvalidArgumentError, match="StringToNumber"):
+        ok.ops.string_to_number(np.array([text.encode()], object), out_type=out_type)

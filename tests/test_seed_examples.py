@@ -249,8 +249,11 @@ def test_string_to_number(backend: str) -> None:
         ok.ops.string_to_number(["1", "abc"])
     with pytest.raises(InvalidArgumentError, match="'StringToNumber'.*'1.5' to int32"):
         ok.ops.string_to_number(["1.5"], out_type=ok.int32)
-    with pytest.raises(InvalidArgumentError, match=r"attr 'out_type' must be one of \[float32, int32\], got float64"):
-        ok.ops.string_to_number(["1"], out_type=ok.float64)
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"attr 'out_type' must be one of \[float32, float64, int32, int64, uint32, uint64\], got float16",
+    ):
+        ok.ops.string_to_number(["1"], out_type=ok.float16)
     with pytest.raises(TypeError, match="expected dtype string"):
         ok.ops.string_to_number(np.array([1.0]))
 
@@ -259,7 +262,10 @@ def test_string_to_number_wrapper_signature_and_docstring() -> None:
     fn = ok.ops.string_to_number
     assert str(inspect.signature(fn)) == "(string_tensor, out_type=ok.float32, name=None, *, _kernel=None)"
     assert "string_tensor: A `Tensor` of type `string`." in fn.__doc__
-    assert "out_type: An optional `type` from: `float32`, `int32`. Defaults to `float32`." in fn.__doc__
+    assert (
+        "out_type: An optional `type` from: `float32`, `float64`, `int32`, `int64`, `uint32`, `uint64`. "
+        "Defaults to `float32`."
+    ) in fn.__doc__
     assert "A `Tensor` of type `out_type`." in fn.__doc__
 
 

@@ -647,7 +647,7 @@ def register_ops() -> None:
         "T: {bfloat16, half, float, double, int8, uint8, int16, uint16, int32, int64, complex64, complex128, bool}"
     ).set_shape_fn(shape_fns.unchanged_shape).doc("Returns a tensor of ones with the same shape and type as x.")
     register_op("StringToNumber").input("string_tensor: string").output("output: out_type").attr(
-        "out_type: {float, int32} = DT_FLOAT"
+        "out_type: {float, double, int32, int64, uint32, uint64} = DT_FLOAT"
     ).set_shape_fn(shape_fns.unchanged_shape).doc(
         "Converts each string in the input Tensor to the specified numeric type.\n\n"
         "out_type: The numeric type to interpret each string in string_tensor as."
@@ -934,17 +934,34 @@ def register_gradients() -> None:
         not_differentiable(name)
 
 
+def _parse_number(text: str, floating: bool) -> int | float:
+    """One string as TensorFlow's StringToNumber reads it (strtod / safe_strto*): ASCII
+    only, surrounding whitespace allowed; floats also in hex ("0x1p3") and as inf/nan
+    words; integers in decimal only.  Python's own syntax is wider (digit separators
+    "1_000", non-ASCII digits), so those are refused first.  ValueError if unreadable."""
+    body = text.strip()
+    if not body.isascii() or "_" in body:
+        raise ValueError(text)
+    if not floating:
+        return int(body)
+    try:
+        return float(body)
+    except ValueError:
+        if not body.lstrip("+-").lower().startswith("0x"):  # fromhex alone would read "abc" as 2748
+            raise
+        return float.fromhex(body)
+
+
 def parse_numbers(strings: np.ndarray, out_type: DType) -> np.ndarray:
     """StringToNumber's semantics on host strings (str or bytes), shared by every
-    backend's kernel: Python's float/int syntax, surrounding spaces allowed, an
-    integer out of ``out_type``'s range rejected."""
-    parse = float if out_type.is_floating else int
+    backend's kernel: TensorFlow's syntax (see ``_parse_number``), an integer out of
+    ``out_type``'s range rejected, a float out of range rounded to inf or 0 as strtof does."""
     out = np.empty(strings.shape, out_type.np)
     flat_in, flat_out = strings.reshape(-1), out.reshape(-1)
     for i, s in enumerate(flat_in):
-        text = s.decode() if isinstance(s, bytes) else str(s)
+        text = s.decode("utf-8", "replace") if isinstance(s, bytes) else str(s)
         try:
-            value = parse(text.strip())
+            value = _parse_number(text, out_type.is_floating)
         except ValueError:
             raise InvalidArgumentError(
                 f"op 'StringToNumber': could not convert string {text!r} to {out_type.name}", op="StringToNumber"
@@ -953,5 +970,6 @@ def parse_numbers(strings: np.ndarray, out_type: DType) -> np.ndarray:
             raise InvalidArgumentError(
                 f"op 'StringToNumber': {text!r} is out of range for {out_type.name}", op="StringToNumber"
             )
-        flat_out[i] = value
+        with np.errstate(over="ignore"):  # 1e39 as float32 is inf, as in TensorFlow
+            flat_out[i] = value
     return out
