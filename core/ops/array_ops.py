@@ -609,8 +609,8 @@ def _concat_offset_shape(c: InferenceContext) -> None:
 # ---------------------------------------------------------------- specs
 
 
-def _strided_slice_attrs(builder: Any) -> Any:
-    builder = builder.output("output: T").attr("T: type").attr("Index: {int32, int64}")
+def _strided_slice_attrs(builder: Any, index: str = "{int32, int64}") -> Any:
+    builder = builder.output("output: T").attr("T: type").attr(f"Index: {index}")
     for m in _SLICE_MASKS:
         builder = builder.attr(f"{m}: int = 0")
     return builder
@@ -644,7 +644,8 @@ def register_ops() -> None:
         shape_fns.unchanged_shape
     ).doc("Returns a tensor of zeros with the same shape and type as x.")
     register_op("OnesLike").input("x: T").output("y: T").attr(
-        "T: {bfloat16, half, float, double, int8, uint8, int16, uint16, int32, int64, complex64, complex128, bool}"
+        "T: {bfloat16, half, float, double, int8, uint8, int16, uint16, int32, uint32, int64, uint64, complex64, complex128, "
+        "bool}"
     ).set_shape_fn(shape_fns.unchanged_shape).doc("Returns a tensor of ones with the same shape and type as x.")
     register_op("StringToNumber").input("string_tensor: string").output("output: out_type").attr(
         "out_type: {float, double, int32, int64, uint32, uint64} = DT_FLOAT"
@@ -700,7 +701,8 @@ def register_ops() -> None:
         "Extracts the block input[begin[i] : begin[i] + size[i]] (size -1: to the end of the dimension)."
     )
     _strided_slice_attrs(
-        register_op("StridedSlice").input("input: T").input("begin: Index").input("end: Index").input("strides: Index")
+        register_op("StridedSlice").input("input: T").input("begin: Index").input("end: Index").input("strides: Index"),
+        "{int16, int32, int64}",  # as TensorFlow's StridedSlice (its StridedSliceGrad keeps int32 and int64)
     ).set_shape_fn(_strided_slice_shape).doc(
         "Extracts a strided slice of a tensor (numpy basic indexing: begin/end/strides per spec entry, with bit masks\n"
         "for begin/end left out, an ellipsis, new axes and shrunk (integer-indexed) axes); strides may be negative."
@@ -714,21 +716,21 @@ def register_ops() -> None:
     )
     register_op("GatherV2").input("params: Tparams").input("indices: Tindices").input("axis: Taxis").attr(
         "batch_dims: int = 0"
-    ).output("output: Tparams").attr("Tparams: type").attr("Tindices: {int32, int64}").attr(
+    ).output("output: Tparams").attr("Tparams: type").attr("Tindices: {int16, int32, int64}").attr(
         "Taxis: {int32, int64}"
     ).set_shape_fn(_gather_shape).doc(
         "Gathers slices of params along axis at the given indices (the first batch_dims dimensions are batch)."
     )
     register_op("UnsortedSegmentSum").input("data: T").input("segment_ids: Tindices").input(
         "num_segments: Tnumsegments"
-    ).output("output: T").attr("T: numbertype").attr("Tindices: {int32, int64}").attr(
+    ).output("output: T").attr("T: numbertype").attr("Tindices: {int16, int32, int64}").attr(
         f"Tnumsegments: {_INDEX}"
     ).set_shape_fn(_unsorted_segment_sum_shape).doc(
         "output[i, ...] = sum of data[j..., ...] over the j with segment_ids[j...] == i; negative ids are dropped."
     )
     register_op("OneHot").input("indices: TI").input("depth: int32").input("on_value: T").input(
         "off_value: T"
-    ).attr("axis: int = -1").output("output: T").attr("T: type").attr("TI: {uint8, int32, int64} = DT_INT64").set_shape_fn(
+    ).attr("axis: int = -1").output("output: T").attr("T: type").attr("TI: {uint8, int8, int32, int64} = DT_INT64").set_shape_fn(
         _one_hot_shape
     ).doc("A one-hot tensor: on_value where indices == i along the new dimension axis, off_value elsewhere.")
     register_op("Tile").input("input: T").input("multiples: Tmultiples").output("output: T").attr("T: type").attr(

@@ -36,11 +36,18 @@ _POW_TYPES = "{bfloat16, float, half, double, int8, int16, int32, int64, complex
 _FLOOR_MOD_TYPES = "{int8, int16, int32, int64, uint8, uint16, uint32, uint64, bfloat16, half, float, double}"
 _MIN_MAX_TYPES = "{bfloat16, half, float, double, int8, uint8, int16, uint16, int32, uint32, int64, uint64}"
 _BATCH_MATMUL_TYPES = "{bfloat16, half, float, double, int16, int32, int64, complex64, complex128}"
+# Sub, Mul and FloorDiv take the wide unsigned types too, as in TensorFlow (RealDiv has no CPU kernel for them there).
+_BINARY_UINT_TYPES = (
+    "{bfloat16, half, float, double, uint8, int8, uint16, int16, int32, int64, uint32, uint64, complex64, complex128}"
+)
+_SQUARE_TYPES = (
+    "{bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint16, uint32, uint64, complex64, complex128}"
+)
 
 _UNARY_DOCS = {
     "Abs": ("Computes the absolute value of a tensor element-wise: y = |x|.", _ABS_TYPES),
     "Sign": ("Returns -1 where x < 0, 0 where x == 0, 1 where x > 0 (x / |x| for complex x != 0).", _UNARY),
-    "Square": ("Computes the square of x element-wise: y = x * x.", _UNARY),
+    "Square": ("Computes the square of x element-wise: y = x * x.", _SQUARE_TYPES),
     "Exp": ("Computes the exponential of x element-wise: y = e^x.", _UNARY_COMPLEX),
     "Log": ("Computes the natural logarithm of x element-wise.", _UNARY_COMPLEX),
     "Log1p": ("Computes log(1 + x) element-wise, accurately for small x.", _UNARY_COMPLEX),
@@ -165,10 +172,10 @@ def _bool_reduction(name: str, doc: str) -> None:
     ).attr("Tidx: {int32, int64} = DT_INT32").set_shape_fn(shape_fns.reduction_shape).doc(doc + _REDUCTION_DOC)
 
 
-def _arg_op(name: str, doc: str) -> None:
+def _arg_op(name: str, doc: str, output_types: str) -> None:
     register_op(name).input("input: T").input("dimension: Tidx").output("output: output_type").attr(
-        "T: {numbertype, bool}"
-    ).attr("Tidx: {int32, int64} = DT_INT32").attr("output_type: {int32, int64} = DT_INT64").set_shape_fn(
+        "T: {realnumbertype, quantizedtype, bool}"
+    ).attr("Tidx: {int32, int64} = DT_INT32").attr(f"output_type: {output_types} = DT_INT64").set_shape_fn(
         _arg_op_shape
     ).doc(
         doc + "\n\nNote that in case of ties the smallest index is returned.\n\n"
@@ -183,8 +190,8 @@ def _register_elementwise() -> None:
         "{bfloat16, half, float, double, uint8, int8, int16, int32, int64, complex64, complex128, string}",
         "Returns x + y element-wise, with numpy broadcasting.",
     )
-    _binary("Sub", _BINARY_TYPES, "Returns x - y element-wise, with numpy broadcasting.")
-    _binary("Mul", _BINARY_TYPES, "Returns x * y element-wise, with numpy broadcasting.")
+    _binary("Sub", _BINARY_UINT_TYPES, "Returns x - y element-wise, with numpy broadcasting.")
+    _binary("Mul", _BINARY_UINT_TYPES, "Returns x * y element-wise, with numpy broadcasting.")
     _binary(
         "RealDiv",
         _BINARY_TYPES,
@@ -192,7 +199,7 @@ def _register_elementwise() -> None:
     )
     _binary(
         "FloorDiv",
-        _BINARY_TYPES,
+        _BINARY_UINT_TYPES,
         "Returns floor(x / y) element-wise, with numpy broadcasting (integers round toward -infinity).",
     )
     _binary(
@@ -274,8 +281,13 @@ def _register_reductions() -> None:
     _reduction("Min", "{realnumbertype, quantizedtype}", "Computes the minimum of elements across dimensions of a tensor.")
     _bool_reduction("All", "Computes the logical and of elements across dimensions of a tensor.")
     _bool_reduction("Any", "Computes the logical or of elements across dimensions of a tensor.")
-    _arg_op("ArgMax", "Returns the index with the largest value across a dimension of a tensor.")
-    _arg_op("ArgMin", "Returns the index with the smallest value across a dimension of a tensor.")
+    # TensorFlow 2.21 lets ArgMax, not ArgMin, return int16 and uint16 indices.
+    _arg_op(
+        "ArgMax",
+        "Returns the index with the largest value across a dimension of a tensor.",
+        "{int16, uint16, int32, int64}",
+    )
+    _arg_op("ArgMin", "Returns the index with the smallest value across a dimension of a tensor.", "{int32, int64}")
 
 
 _COMPLEX_TYPES = "{complex64, complex128}"

@@ -526,7 +526,7 @@ def _table() -> list[tuple[Ew, Any]]:
         (Ew("Neg", 1, {"*": "-a"}, FLOATS + SIGNED), E),
         (Ew("Abs", 1, {"f": "fabs(a)", "i": "a < 0 ? -a : a"}, FLOATS + SIGNED), E),
         (Ew("Sign", 1, {"f": "OK_ISNAN(a) ? a : (T)((a > 0) - (a < 0))", "i": "(a > 0) - (a < 0)"}, FLOATS + SIGNED), E),
-        (Ew("Square", 1, {"*": "a * a"}, FLOATS + SIGNED), E),
+        (Ew("Square", 1, {"*": "a * a"}, FLOATS + INTS), E),
         (Ew("Exp", 1, {"f": "exp(a)"}, FLOATS), E),
         (Ew("Log", 1, {"f": "log(a)"}, FLOATS), E),
         (Ew("Log1p", 1, {"f": "log1p(a)"}, FLOATS), E),
