@@ -132,8 +132,14 @@ def sign(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     xp = xp_of(x)
     if T.is_complex:  # x / |x|, 0 at 0 (numpy < 2 takes the sign of the real part)
         magnitude = xp.abs(x)
+        safe = xp.where(magnitude == 0, 1, magnitude)
+        out = xp.empty(x.shape, T.np)
+        # Part by part, as TensorFlow's x / |x|: a complex division would turn the sign
+        # of a zero part around (sign(-2-0j) is -1-0j) and an infinite |x| into NaN parts.
         with np.errstate(all="ignore"):
-            return xp.where(magnitude == 0, 0, x / xp.where(magnitude == 0, 1, magnitude)).astype(T.np)  # type: ignore[no-any-return]
+            out.real[...] = x.real / safe
+            out.imag[...] = x.imag / safe
+        return xp.where(magnitude == 0, xp.zeros((), T.np), out)  # type: ignore[no-any-return]
     return xp.sign(x)  # type: ignore[no-any-return]
 
 
@@ -141,6 +147,8 @@ def rsqrt(x: np.ndarray, **attrs: Any) -> np.ndarray:
     xp = xp_of(x)
     with np.errstate(all="ignore"):
         root = xp.sqrt(x)
+        if x.dtype.kind == "c":  # 1 / an infinite complex number is 0 (numpy's division gives NaN)
+            return xp.where(xp.isinf(root), xp.zeros((), x.dtype), 1 / root)  # type: ignore[no-any-return]
         # A 0-d input gives a numpy scalar, which cannot be written into.
         return xp.reciprocal(root, out=root) if isinstance(root, xp.ndarray) else xp.reciprocal(root)  # type: ignore[no-any-return]
 
@@ -148,8 +156,9 @@ def rsqrt(x: np.ndarray, **attrs: Any) -> np.ndarray:
 def sigmoid(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     xp = xp_of(x)
     with np.errstate(all="ignore"):
-        if T.is_complex:
-            return 1 / (1 + xp.exp(-x))  # type: ignore[no-any-return]
+        if T.is_complex:  # 1 / (1 + e) is 0 where e is infinite (numpy's division gives NaN)
+            e = xp.exp(-x)
+            return xp.where(xp.isinf(e), xp.zeros((), x.dtype), 1 / (1 + e))  # type: ignore[no-any-return]
         e = xp.exp(-xp.abs(x))  # never overflows
         return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(T.np)  # type: ignore[no-any-return]
 
