@@ -1,0 +1,174 @@
+"""The TensorFlow-oracle suite's fixtures: the cases, TensorFlow's answers, the summary.
+
+* ``tf_case``: parametrized over every case of every ``cases_<family>.py`` (ids are
+  case ids; with the ``backend`` fixture: ``test_values[cpu-Add/int32_wraps]``).
+* ``reference``: TensorFlow's answers.  When TensorFlow is importable they are
+  recorded afresh by ``record.py`` in a child process (TensorFlow never loads in
+  the test process, which also holds PoCL); otherwise the checked-in recording in
+  ``recorded/`` is used.  ``OPKERNEL_TF_REFERENCE=recorded`` forces the checked-in
+  one (quicker, when you know it is current), ``=fresh`` requires TensorFlow.
+* The terminal summary counts ops, cases, comparisons per backend and outcome.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+RECORDED = HERE / "recorded"
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import recording  # noqa: E402
+from case import Case  # noqa: E402
+
+
+@dataclass
+class Suite:
+    """Every family's cases, deliberate differences and exemptions, as the modules give them."""
+
+    cases: dict[str, tuple[str, Case]] = field(default_factory=dict)      # id -> (family, case)
+    duplicates: list[str] = field(default_factory=list)
+    differences: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (family, reason)
+    exempt: dict[str, tuple[str, str]] = field(default_factory=dict)       # op -> (family, reason)
+    module_errors: dict[str, str] = field(default_factory=dict)            # family -> traceback
+
+    def difference(self, case: Case) -> str | None:
+        """The reviewed reason this case deliberately differs from TensorFlow, if listed."""
+        hit = self.differences.get(case.id) or self.differences.get(case.op)
+        return hit[1] if hit else None
+
+
+def families() -> list[str]:
+    return sorted(p.stem[len("cases_"):] for p in HERE.glob("cases_*.py"))
+
+
+_SUITE: Suite | None = None
+
+
+def suite() -> Suite:
+    global _SUITE
+    if _SUITE is None:
+        s = Suite()
+        for family in families():
+            try:
+                module = importlib.import_module(f"cases_{family}")
+                cases = list(module.cases())
+                differences = dict(getattr(module, "DIFFERENCES"))
+                exempt = dict(getattr(module, "EXEMPT"))
+            except Exception:  # noqa: BLE001 - test_tf_coverage fails naming the module
+                s.module_errors[family] = traceback.format_exc(limit=6)
+                continue
+            for c in cases:
+                if c.id in s.cases:
+                    s.duplicates.append(c.id)
+                else:
+                    s.cases[c.id] = (family, c)
+            s.differences.update({k: (family, v) for k, v in differences.items()})
+            s.exempt.update({k: (family, v) for k, v in exempt.items()})
+        _SUITE = s
+    return _SUITE
+
+
+@dataclass
+class Reference:
+    source: str                                   # what the summary says about where it came from
+    families: dict[str, dict[str, Any]]
+
+    def entry(self, case_id: str) -> dict[str, Any] | None:
+        for doc in self.families.values():
+            if case_id in doc["cases"]:
+                return doc["cases"][case_id]  # type: ignore[no-any-return]
+        return None
+
+
+def record_fresh(out: Path) -> None:
+    """Run record.py in a child process; a crash, hang or failure fails the caller."""
+    from isolated import run_isolated
+
+    code = (
+        "import runpy, sys; "
+        f"sys.argv = ['record.py', '--out', {str(out)!r}]; "
+        f"runpy.run_path({str(HERE / 'record.py')!r}, run_name='__main__')"
+    )
+    run_isolated(code, timeout=600, what="record.py (TensorFlow reference)")
+
+
+_REFERENCE: Reference | None = None
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    global _REFERENCE
+    if _REFERENCE is None:
+        want = os.environ.get("OPKERNEL_TF_REFERENCE", "auto")
+        have_tf = find_spec("tensorflow") is not None
+        if want == "fresh" and not have_tf:
+            pytest.fail("OPKERNEL_TF_REFERENCE=fresh but tensorflow is not importable (pip install -e '.[tf-oracle]')")
+        if have_tf and want != "recorded":
+            out = tmp_path_factory.mktemp("tf_reference")
+            record_fresh(out)
+            fams = recording.read_dir(out)
+            version = next(iter(fams.values()))["tensorflow"] if fams else "?"
+            _REFERENCE = Reference(f"recorded now from TensorFlow {version}", fams)
+        else:
+            fams = recording.read_dir(RECORDED)
+            version = next(iter(fams.values()))["tensorflow"] if fams else "?"
+            why = "OPKERNEL_TF_REFERENCE=recorded" if have_tf else "tensorflow not installed"
+            _REFERENCE = Reference(f"checked-in recording from TensorFlow {version} ({why})", fams)
+    return _REFERENCE
+
+
+@pytest.fixture(scope="session")
+def checked_in() -> Reference:
+    return Reference("checked-in recording", recording.read_dir(RECORDED))
+
+
+@pytest.fixture
+def tf_case(request: pytest.FixtureRequest) -> tuple[str, Case]:
+    return suite().cases[request.param]
+
+
+@pytest.hookimpl(trylast=True)            # after the backend parametrization: ids read cpu-<case id>
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "tf_case" in metafunc.fixturenames:
+        ids = sorted(suite().cases)
+        metafunc.parametrize("tf_case", ids, ids=ids, indirect=True)
+
+
+#: (backend, case id) -> outcome: "agrees", "difference", "missing kernel", "failed".
+OUTCOMES: dict[tuple[str, str], str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # A failure anywhere in a values test counts as "failed", whatever the test noted.
+    key = dict(report.user_properties).get("tf_outcome_key")
+    if key is not None and report.failed:
+        OUTCOMES[key] = "failed"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not OUTCOMES:
+        return
+    s = suite()
+    ran = {cid for _, cid in OUTCOMES}
+    ops = {s.cases[cid][1].op for cid in ran if cid in s.cases}
+    tr = terminalreporter
+    tr.section("TensorFlow conformance")
+    tr.write_line(f"reference: {_REFERENCE.source if _REFERENCE else 'not loaded'}")
+    tr.write_line(f"ops compared: {len(ops)}; cases: {len(ran)} of {len(s.cases)}; "
+                  f"deliberate differences listed: {len(s.differences)}; exempt ops: {len(s.exempt)}")
+    for backend in sorted({b for b, _ in OUTCOMES}):
+        counts = Counter(v for (b, _), v in OUTCOMES.items() if b == backend)
+        parts = ", ".join(f"{counts[k]} {k}" for k in ("agrees", "difference", "missing kernel", "failed"))
+        tr.write_line(f"{backend}: {sum(counts.values())} comparisons: {parts}")

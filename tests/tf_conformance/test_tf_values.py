@@ -1,0 +1,214 @@
+"""Every conformance case on every backend, against TensorFlow's answer.
+
+Per case: the outputs' dtypes, shapes and values (ints, bools and strings exactly;
+floats with NaN in the same places, the same infinities and signed zeros, and
+within a per-dtype tolerance that a case may override), the gradients of
+``grad=True`` cases, and for a call TensorFlow rejects, an ``opkernel.errors``
+error that names the op.  A case listed in a family's DIFFERENCES still runs (it
+must not crash or raise anything but an opkernel error) and is reported as a
+deliberate difference; a listed case that now agrees with TensorFlow fails, so the
+list cannot go stale.  A backend without a kernel for the case's dtypes is a skip
+that says so and is counted in the summary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from opkernel import errors
+
+import recording
+from case import Case
+from conftest import OUTCOMES, Reference, suite
+
+#: (rtol, atol) by dtype, when the case gives none: a few ulps of the dtype for
+#: values near 1, and TensorFlow's Eigen vs numpy/OpenCL libm differences.
+TOLERANCE = {
+    "float16": (2e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2), "float32": (1e-5, 1e-6), "float64": (1e-12, 1e-12),
+    "complex64": (1e-5, 1e-6), "complex128": (1e-12, 1e-12),
+}
+
+
+def _flat(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _flat(v)]
+    return [value]
+
+
+def _mismatch(got: np.ndarray, want: np.ndarray, dtype: str, tol: tuple[float, float] | None) -> str | None:
+    """Why ``got`` is not ``want`` (first few positions), or None when they agree."""
+    if got.shape != want.shape:
+        return f"shape {got.shape}, TensorFlow {want.shape}"
+    if dtype == "string":
+        bad = np.array([g != w for g, w in zip(got.ravel().tolist(), want.ravel().tolist())], bool)
+    elif dtype not in TOLERANCE:
+        bad = got != want
+    elif dtype.startswith("complex"):
+        for part in (np.real, np.imag):
+            why = _mismatch(part(got), part(want), "float64", tol or TOLERANCE[dtype])
+            if why:
+                return f"{part.__name__} part: {why}"
+        return None
+    else:
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        rtol, atol = tol or TOLERANCE[dtype]
+        gn, wn = np.isnan(g), np.isnan(w)
+        with np.errstate(invalid="ignore"):
+            close = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+        inf = np.isinf(w) | np.isinf(g)
+        zero = (g == 0) & (w == 0)
+        bad = (gn != wn) | (~gn & ~close) | (inf & (g != w) & ~wn) | (zero & (np.signbit(g) != np.signbit(w)))
+    bad = np.asarray(bad)
+    if not bad.any():
+        return None
+    where = np.argwhere(bad)[:3]
+    shown = "; ".join(f"at {tuple(int(i) for i in ix)}: {got[tuple(ix)]!r} vs TensorFlow {want[tuple(ix)]!r}"
+                      for ix in where)
+    return f"{int(bad.sum())} of {bad.size} values differ ({shown})"
+
+
+def _is_ref_op(op: str) -> bool:
+    return any(a.is_ref for a in ok.op_def(op).inputs)
+
+
+def _run(case: Case) -> tuple[list[ok.Tensor], list[Any]]:
+    """Run the case's op; the outputs, and the inputs as passed (tensors, lists of tensors)."""
+    attrs = {k: ok.as_dtype(v) if isinstance(v, str) and v in recording.DTYPES else v for k, v in case.attrs.items()}
+    if _is_ref_op(case.op):
+        refs = [a.is_ref for a in ok.op_def(case.op).inputs]
+        args = [ok.Variable(v) if r else v for v, r in zip(case.inputs, refs)]
+        result = ok.execute(case.op, *args, **attrs)
+        variables = [a for a, r in zip(args, refs) if r]
+        returned = _flat(result)
+        if returned and not np.array_equal(returned[0].numpy(), variables[0].numpy(), equal_nan=True):
+            pytest.fail(f"{case.op} returned a value that is not its Ref input's new value")
+        return variables, args
+    args = [[ok.tensor(x) for x in v] if isinstance(v, list) else v for v in case.inputs]
+    return _flat(ok.execute(case.op, *args, **attrs)), args
+
+
+def _expect_rejection(case: Case, want: dict[str, str]) -> str:
+    try:
+        outs, _ = _run(case)
+    except errors.InternalError as e:
+        pytest.fail(f"TensorFlow rejects {case.op} ({want['class']}: {want['message'][:200]}); "
+                    f"opkernel raised an internal error instead of a specific one: {e}")
+    except errors.OpkernelError as e:
+        if case.op not in str(e):
+            pytest.fail(f"{type(e).__name__} for a call TensorFlow rejects does not name the op {case.op!r}: {e}")
+        return "agrees"
+    except Exception as e:  # noqa: BLE001 - anything else is the failure reported
+        pytest.fail(f"TensorFlow rejects {case.op} ({want['class']}: {want['message'][:200]}); opkernel raised "
+                    f"{type(e).__name__} (not an opkernel.errors error): {e}")
+    pytest.fail(f"TensorFlow rejects {case.op} ({want['class']}: {want['message'][:200]}); opkernel returned "
+                f"{[(o.dtype.name, tuple(o.shape)) for o in outs]}")
+
+
+def _gradients(case: Case, ref: dict[str, Any], tol: tuple[float, float] | None) -> list[str]:
+    specs = [(tuple(s["shape"]), s["dtype"]) for s in ref["outputs"]]
+    ups = recording.upstream(case.seed, specs)
+    floating = [
+        (x if isinstance(x, ok.Tensor) else ok.tensor(x))
+        for v in case.inputs for x in (v if isinstance(v, list) else [v])
+    ]
+    sources = [t for t in floating if t.dtype.name in recording.DIFFERENTIABLE]
+    attrs = {k: ok.as_dtype(v) if isinstance(v, str) and v in recording.DTYPES else v for k, v in case.attrs.items()}
+    it = iter(floating)
+    args = [[next(it) for _ in v] if isinstance(v, list) else next(it) for v in case.inputs]
+    if ref.get("grad_error", {}).get("class") == "RecorderError":
+        return [f"the recorder could not take this case's gradient: {ref['grad_error']['message']}"]
+    if "grad_error" in ref:
+        try:
+            with ok.GradientTape() as tape:
+                tape.watch(sources)
+                outs = _flat(ok.execute(case.op, *args, **attrs))
+            targets = [(o, u) for o, u in zip(outs, ups) if u is not None]
+            tape.gradient([o for o, _ in targets], sources, output_gradients=[u for _, u in targets],
+                          unconnected_gradients="zero")
+        except errors.OpkernelError:
+            return []
+        return [f"TensorFlow cannot take this gradient ({ref['grad_error']['class']}: "
+                f"{ref['grad_error']['message'][:200]}); opkernel can: list the case in DIFFERENCES if intended"]
+    with ok.GradientTape() as tape:
+        tape.watch(sources)
+        outs = _flat(ok.execute(case.op, *args, **attrs))
+    targets = [(o, u) for o, u in zip(outs, ups) if u is not None]
+    grads = tape.gradient([o for o, _ in targets], sources, output_gradients=[u for _, u in targets],
+                          unconnected_gradients="zero")
+    problems = []
+    for spec, g in zip(ref["grads"], grads):
+        got = g.numpy()
+        if g.dtype.name != spec["dtype"]:
+            problems.append(f"gradient of {spec['input']}: dtype {g.dtype.name}, TensorFlow {spec['dtype']}")
+            continue
+        why = _mismatch(got, spec["value"], spec["dtype"], tol)
+        if why:
+            problems.append(f"gradient of {spec['input']}: {why}")
+    return problems
+
+
+def _compare(case: Case, ref: dict[str, Any]) -> list[str]:
+    if "error" in ref:
+        _expect_rejection(case, ref["error"])
+        return []
+    try:
+        outs, _ = _run(case)
+    except errors.KernelNotFoundError as e:
+        raise _MissingKernel(str(e)) from e
+    except errors.InternalError:
+        raise
+    except errors.OpkernelError as e:
+        return [f"TensorFlow runs this call; opkernel rejects it: {type(e).__name__}: {e}"]
+    problems = []
+    if len(outs) != len(ref["outputs"]):
+        return [f"{len(outs)} outputs, TensorFlow {len(ref['outputs'])}"]
+    for j, (o, spec) in enumerate(zip(outs, ref["outputs"])):
+        if o.dtype.name != spec["dtype"]:
+            problems.append(f"output {j}: dtype {o.dtype.name}, TensorFlow {spec['dtype']}")
+            continue
+        why = _mismatch(o.numpy(), spec["value"], spec["dtype"], case.tol)
+        if why:
+            problems.append(f"output {j}: {why}")
+    if case.grad and not problems:
+        problems += _gradients(case, ref, case.tol)
+    return problems
+
+
+class _MissingKernel(Exception):
+    pass
+
+
+def test_values(backend: str, tf_case: tuple[str, Case], reference: Reference,
+                record_property: Any) -> None:
+    family, case = tf_case
+    key = (backend, case.id)
+    record_property("tf_outcome_key", key)
+    ref = reference.entry(case.id)
+    if ref is None:
+        pytest.fail(f"case {case.id!r} is not in the reference ({reference.source}): re-record with "
+                    f"`.venv/bin/python tests/tf_conformance/record.py --out tests/tf_conformance/recorded`")
+    if ref.get("error", {}).get("class") == "RecorderError":
+        pytest.fail(f"the recorder could not run case {case.id!r}: {ref['error']['message']}")
+    reason = suite().difference(case)
+    try:
+        problems = _compare(case, ref)
+    except _MissingKernel as e:
+        OUTCOMES[key] = "missing kernel"
+        pytest.skip(f"missing kernel on {backend} for a call TensorFlow runs: {e}")
+    except pytest.fail.Exception:
+        if reason is None:
+            raise
+        problems = ["rejection differs"]
+    if reason is not None:
+        if not problems and case.id in suite().differences:
+            pytest.fail(f"case {case.id!r} is listed as a deliberate difference ({reason}) but now agrees with "
+                        f"TensorFlow on {backend}: remove it from DIFFERENCES in cases_{family}.py")
+        OUTCOMES[key] = "difference"
+        return
+    if problems:
+        pytest.fail(f"{case.id} on {backend} disagrees with TensorFlow:\n  " + "\n  ".join(problems))
+    OUTCOMES[key] = "agrees"
