@@ -150,3 +150,25 @@ def test_string_to_number_rejects_what_tensorflow_rejects(backend: str, out_type
     # Python's float/int read digit separators, and float.fromhex reads "abc"; strtod does not.
     with pytest.raises(ok.errors.InvalidArgumentError, match="StringToNumber"):
         ok.ops.string_to_number(np.array([text.encode()], object), out_type=out_type)
+
+
+# ---------------------------------------------------------------- Reshape
+
+
+@pytest.mark.parametrize(
+    "shape,sizes,expected",
+    [((0, 4), [-1, 0], (4, 0)), ((0, 6), [-1, 0, 3], (2, 0, 3)), ((0,), [0, -1, 0], (0, 1, 0)),
+     ((3, 0, 5), [-1, 0], (15, 0)), ((0, 4), [-1, 0, 3], (1, 0, 3)), ((0, 4), [-1, 3], (0, 3))],
+)
+def test_reshape_of_an_empty_tensor_infers_minus_one_as_tensorflow(
+    backend: str, shape: tuple[int, ...], sizes: list[int], expected: tuple[int, ...]
+) -> None:
+    # tensorflow/core/kernels/reshape_op.h: with a 0 among the sizes, the -1 is the product of
+    # the input's non-zero dimensions over the other non-zero sizes (integer division).
+    y = ok.ops.reshape(np.zeros(shape, np.float32), np.array(sizes, np.int32))
+    assert tuple(y.shape) == expected and y.numpy().shape == expected
+
+
+def test_reshape_of_a_non_empty_tensor_to_zero_elements_is_rejected(backend: str) -> None:
+    with pytest.raises(ok.errors.InvalidArgumentError, match="Reshape"):
+        ok.ops.reshape(np.zeros((2, 3), np.float32), np.array([-1, 0], np.int32))

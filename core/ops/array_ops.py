@@ -25,7 +25,7 @@ from ..shapes import Dimension, InferenceContext
 from ..tensor import ops_module as _ops
 from ._grad_util import unbroadcast
 
-__all__ = ["StridedSlicePlan", "range_size", "register_gradients", "register_ops", "stop_gradient", "strided_slice_plan"]
+__all__ = ["StridedSlicePlan", "range_size", "register_gradients", "reshape_sizes", "register_ops", "stop_gradient", "strided_slice_plan"]
 
 _INDEX = "{int32, int64} = DT_INT32"
 _SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
@@ -250,6 +250,27 @@ def _reshape_shape(c: InferenceContext) -> None:
     elif in_known == out_known:
         out = c.replace_dim(out, out_unknown[0], c.dim(src, in_unknown[0]))
     c.set_output(0, out)
+
+
+def reshape_sizes(n_in: Sequence[int], sizes: Sequence[int], error: Callable[[str], Exception]) -> list[int]:
+    """Reshape's output shape for an input of shape ``n_in``: ``sizes`` with its -1 resolved
+    as TensorFlow's kernel does (reshape_op.h).  When ``sizes`` has a 0, the -1 is the
+    product of the input's non-zero dimensions over that of the other non-zero sizes, so an
+    empty [0, 4] reshaped to [-1, 0] is [4, 0], not an error."""
+    dims = list(sizes)
+    if dims.count(-1) > 1 or min(dims, default=0) < -1:
+        raise error(f"shape must be a vector of sizes >= 0 with at most one -1, got {dims}")
+    n = int(np.prod(n_in, dtype=np.int64))
+    if -1 in dims:
+        has_zero = 0 in dims
+        known = int(np.prod([v for v in dims if v > 0], dtype=np.int64))
+        counted = int(np.prod([v for v in n_in if v > 0 or not has_zero], dtype=np.int64))
+        if not (has_zero and 0 in n_in) and counted % known:
+            raise error(f"cannot reshape a tensor with {n} elements to shape {dims}")
+        dims[dims.index(-1)] = counted // known
+    if int(np.prod(dims, dtype=np.int64)) != n:
+        raise error(f"cannot reshape a tensor with {n} elements to shape {list(sizes)}")
+    return dims
 
 
 def _shape_shape(c: InferenceContext) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
-from opkernel.ops.array_ops import parse_numbers, range_size, strided_slice_plan
+from opkernel.ops.array_ops import parse_numbers, range_size, reshape_sizes, strided_slice_plan
 
 from .xp import xp_of
 
@@ -49,12 +49,9 @@ def _axis(axis: int, rank: int, op: str, name: str = "axis") -> int:
 
 def reshape(tensor: np.ndarray, shape: np.ndarray, **attrs: Any) -> np.ndarray:
     dims = _ints(shape, "Reshape", "shape", vector=False)
-    if shape.ndim > 1 or dims.count(-1) > 1 or min(dims, default=0) < -1:
+    if shape.ndim > 1:
         raise _error("Reshape")(f"shape must be a vector of sizes >= 0 with at most one -1, got {dims}")
-    try:
-        return tensor.reshape(dims)
-    except ValueError as e:
-        raise _error("Reshape")(f"cannot reshape a tensor with {tensor.size} elements to shape {dims}") from e
+    return tensor.reshape(reshape_sizes(tensor.shape, dims, _error("Reshape")))
 
 
 def shape(input: np.ndarray, out_type: ok.DType, **attrs: Any) -> np.ndarray:

@@ -26,7 +26,7 @@ from numpy.lib.stride_tricks import as_strided
 
 import opkernel as ok
 from opkernel.errors import InternalError
-from opkernel.ops.array_ops import parse_numbers, range_size, strided_slice_plan
+from opkernel.ops.array_ops import parse_numbers, range_size, reshape_sizes, strided_slice_plan
 
 from .backend import OpenCLBackend, ctype
 from .common import ALL, REALS, collapse, contiguous_strides, dims, fail, scalar
@@ -185,17 +185,9 @@ def identity(input: Any, **attrs: Any) -> Any:
 
 def reshape(tensor: Any, shape: np.ndarray, **attrs: Any) -> Any:
     d = _ints(shape, "Reshape", "shape", vector=False)
-    if np.ndim(shape) > 1 or d.count(-1) > 1 or any(v < -1 for v in d):
+    if np.ndim(shape) > 1:
         raise fail("Reshape", f"shape must be a vector of sizes >= 0 with at most one -1, got {d}")
-    known = int(math.prod([v for v in d if v != -1]))
-    size = tensor.size
-    if -1 in d:
-        if known == 0 or size % known:
-            raise fail("Reshape", f"cannot reshape a tensor with {size} elements to shape {d}")
-        d = [size // known if v == -1 else v for v in d]
-    elif known != size:
-        raise fail("Reshape", f"cannot reshape a tensor with {size} elements to shape {d}")
-    return BE().view(tensor, tuple(d))
+    return BE().view(tensor, tuple(reshape_sizes(tensor.shape, d, lambda m: fail("Reshape", m))))
 
 
 def shape(input: Any, out_type: ok.DType, **attrs: Any) -> np.ndarray:
