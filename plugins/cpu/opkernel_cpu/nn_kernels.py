@@ -102,14 +102,16 @@ def relu6(features: np.ndarray, **attrs: Any) -> np.ndarray:
     return xp.minimum(xp.maximum(features, features.dtype.type(0)), features.dtype.type(6))  # type: ignore[no-any-return]
 
 
+# ``x < 0`` selects the exponential branch, so -0.0 passes through as in TensorFlow
+# (minimum(-0.0, 0) is +0.0 here: the minimum only keeps expm1 finite on the other branch).
 def _elu(x: np.ndarray) -> np.ndarray:
     xp = xp_of(x)
-    return xp.where(x > 0, x, xp.expm1(xp.minimum(x, 0)))  # type: ignore[no-any-return]
+    return xp.where(x < 0, xp.expm1(xp.minimum(x, 0)), x)  # type: ignore[no-any-return]
 
 
 def _selu(x: np.ndarray) -> np.ndarray:
     xp = xp_of(x)
-    return xp.where(x > 0, SELU_SCALE * x, (SELU_SCALE * SELU_ALPHA) * xp.expm1(xp.minimum(x, 0))).astype(x.dtype)  # type: ignore[no-any-return]
+    return xp.where(x < 0, (SELU_SCALE * SELU_ALPHA) * xp.expm1(xp.minimum(x, 0)), SELU_SCALE * x).astype(x.dtype)  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------ softmax and losses
@@ -126,18 +128,23 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)  # type: ignore[no-any-return]
 
 
-def _last_axis(op: str, logits: np.ndarray) -> None:
-    if logits.ndim < 1 or logits.shape[-1] == 0:
-        raise _error(op, f"logits must have rank >= 1 and a non-empty last dimension, got shape {list(logits.shape)}")
+def _last_axis(op: str, logits: np.ndarray) -> bool:
+    """Whether there is anything to compute: an empty tensor (any axis of size 0, the
+    last included, as TensorFlow allows) gives an empty result."""
+    if logits.ndim < 1:
+        raise _error(op, f"logits must have rank >= 1, got shape {list(logits.shape)}")
+    return logits.size > 0
 
 
 def softmax(logits: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
-    _last_axis("Softmax", logits)
+    if not _last_axis("Softmax", logits):
+        return xp_of(logits).empty(logits.shape, T.np)  # type: ignore[no-any-return]
     return _softmax(logits.astype(_work_type(T), copy=False)).astype(T.np, copy=False)
 
 
 def log_softmax(logits: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
-    _last_axis("LogSoftmax", logits)
+    if not _last_axis("LogSoftmax", logits):
+        return xp_of(logits).empty(logits.shape, T.np)  # type: ignore[no-any-return]
     return _log_softmax(logits.astype(_work_type(T), copy=False)).astype(T.np, copy=False)
 
 

@@ -499,9 +499,10 @@ _SELU_SCALE, _SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772
 #: The floating-point expressions of the activations FusedMatMul applies (shared with their own ops).
 ACTIVATIONS = {
     "Identity": "a",
-    # "a < 0 ? 0 : a", not "a > 0 ? a : 0": a nan passes through, as numpy's maximum keeps it
-    "Relu": "a < 0 ? (T)0 : a",
-    "Relu6": "a < 0 ? (T)0 : (a > 6 ? (T)6 : a)",
+    # "a <= 0 ? 0 : a", not "a > 0 ? a : 0": a nan passes through, as numpy's maximum keeps it;
+    # <=, not <: TensorFlow's Relu and Relu6 of -0.0 are +0.0.
+    "Relu": "a <= 0 ? (T)0 : a",
+    "Relu6": "a <= 0 ? (T)0 : (a > 6 ? (T)6 : a)",
     "Elu": "a > 0 ? a : expm1(a)",
     "Sigmoid": "ok_sigmoid(a)",
     "Tanh": "tanh(a)",

@@ -30,7 +30,9 @@ from .elementwise import KernelRow, float32_compute, register_table, run_half, s
 from .programs import family
 from .reduction_kernels import reduce
 
-POOL_TYPES = FLOATS + ("int32", "int64")
+POOL_TYPES = FLOATS + ("int32", "int64", "int8", "int16", "uint8", "uint16")
+#: The lowest value of each pool type: where a window's maximum starts (floats: see _window_source).
+_LOWEST = {"int8": "CHAR_MIN", "int16": "SHRT_MIN", "int32": "INT_MIN", "int64": "LONG_MIN", "uint8": "0", "uint16": "0"}
 
 
 def _sparse_xent_source(label: str) -> str:
@@ -73,8 +75,8 @@ __kernel void xent(__global T* loss, __global T* back, __global const T* x, __gl
 
 
 def _rows(op: str, logits: Any) -> tuple[int, int]:
-    if logits.ndim < 1 or logits.shape[-1] == 0:
-        raise fail(op, f"logits must have rank >= 1 and a non-empty last dimension, got shape {list(logits.shape)}")
+    if logits.ndim < 1:  # an empty last axis is allowed (as in TensorFlow): an empty result
+        raise fail(op, f"logits must have rank >= 1, got shape {list(logits.shape)}")
     C = logits.shape[-1]
     return int(math.prod(logits.shape[:-1])), C
 
@@ -84,7 +86,7 @@ def _softmax(op: str, logs: int) -> Any:
         rows, C = _rows(op, logits)
         be = BE()
         out = be.new_array(logits.shape, logits.dtype)
-        if rows:
+        if rows and C:
             be.launch1d(be.programs.kernel("softmax", T.name, "softmax", op), rows, out.base_data, logits.base_data, np.int32(C), np.int32(logs))
         return out
 
@@ -391,7 +393,7 @@ __kernel void im2col_panels(__global T* restrict P, __global const T* restrict x
 def _window_source(key: str) -> str:
     dtype, _, width = key.partition(":")  # "float32", or "float32:long" (Window.key)
     T = ctype(ok.as_dtype(dtype))
-    lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
+    lowest = "-INFINITY" if dtype in FLOATS else _LOWEST[dtype]
     # MaxPool starts from the lowest finite value, as TensorFlow's CPU kernel does.
     floor_ = {"float32": "-FLT_MAX", "float64": "-DBL_MAX"}.get(dtype, lowest)
     panels = _im2col_panels_source(TILES[dtype][1]) if dtype in TILES else ""
@@ -869,7 +871,7 @@ def max_pool_grad_grad(orig_input: Any, orig_output: Any, grad: Any, T: ok.DType
 def _argmax_pool_source(key: str) -> str:
     dtype, index, *width = key.split(":")  # "float32:int64", or "float32:int64:long" (Window.key)
     T, I = ctype(ok.as_dtype(dtype)), ctype(ok.as_dtype(index))
-    lowest = "-INFINITY" if dtype in FLOATS else ("INT_MIN" if dtype == "int32" else "LONG_MIN")
+    lowest = "-INFINITY" if dtype in FLOATS else _LOWEST[dtype]
     panels = _im2col_panels_source(TILES[dtype][1]) if dtype in TILES else ""
     return f"""
 #define T {T}
