@@ -69,7 +69,7 @@ _COMPARISONS = {
 
 _REDUCTION_DOC = (
     "\n\nReduces input along the dimensions given in reduction_indices (a scalar or vector; "
-    "negative entries count from the end, duplicates are merged). Unless keep_dims is true, "
+    "negative entries count from the end; naming an axis twice is an error). Unless keep_dims is true, "
     "the rank of the tensor is reduced by 1 for each distinct entry in reduction_indices; "
     "with keep_dims the reduced dimensions are kept with length 1.\n\n"
     "input: The tensor to reduce.\n"
@@ -799,4 +799,26 @@ def arg_axis(op: str, shape: tuple[int, ...], dimension: Any) -> int:
     if shape[axis] == 0:
         raise InvalidArgumentError(f"op '{op}': Reduction axis {axis} is empty in shape {list(shape)}", op=op)
     return axis
+
+
+def kernel_reduction_axes(op: str, rank: int, indices: Any) -> tuple[int, ...]:
+    """The sorted non-negative axes a reduction's ``reduction_indices`` (a host array)
+    names for an input of rank ``rank``, checked as TensorFlow's kernels do
+    (ReductionHelper::Simplify): the indices are read flat, whatever their shape, each
+    must lie in [-rank, rank), and naming one axis twice is an error.  Shared by every
+    backend's reduction kernels."""
+    axes: list[int] = []
+    for a in np.asarray(indices).reshape(-1).tolist():
+        if not -rank <= a < rank:
+            raise InvalidArgumentError(
+                f"op '{op}': Invalid reduction dimension {a} for input with {rank} dimension(s); "
+                f"expected [{-rank}, {rank})",
+                op=op,
+            )
+        if a % rank in axes:
+            raise InvalidArgumentError(
+                f"op '{op}': Invalid reduction arguments: Axes contains duplicate dimension: {a % rank}", op=op
+            )
+        axes.append(a % rank)
+    return tuple(sorted(axes))
 

@@ -10,7 +10,7 @@ import numpy as np
 
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
-from opkernel.ops.math_ops import arg_axis, cast_truncation_bits, select_condition_shape
+from opkernel.ops.math_ops import arg_axis, cast_truncation_bits, kernel_reduction_axes, select_condition_shape
 
 from . import sharding
 from .xp import xp_of
@@ -262,6 +262,13 @@ def clip_by_value(t: np.ndarray, clip_value_min: np.ndarray, clip_value_max: np.
                 f"{name} must be a scalar or have the shape of t {list(t.shape)}, got shape {list(bound.shape)}",
             )
     xp = xp_of(t, clip_value_min, clip_value_max)
+    if t.dtype.kind == "c":
+        # TensorFlow's CPU kernel clips a complex t's real and imaginary parts each
+        # between the same parts of the bounds (Eigen's min and max act part by part).
+        out = xp.empty(t.shape, t.dtype)
+        out.real[...] = clip_by_value(t.real, xp.real(clip_value_min), xp.real(clip_value_max))
+        out.imag[...] = clip_by_value(t.imag, xp.imag(clip_value_min), xp.imag(clip_value_max))
+        return out  # type: ignore[no-any-return]
     # TensorFlow's std::max(std::min(t, max), min) (cwise_op_clip.cc), comparisons and all:
     # a NaN in t stays NaN, a NaN bound is ignored, and min > max gives min.
     with np.errstate(invalid="ignore"):
@@ -273,16 +280,8 @@ def clip_by_value(t: np.ndarray, clip_value_min: np.ndarray, clip_value_max: np.
 
 
 def _axes(op: str, x: np.ndarray, indices: np.ndarray) -> tuple[int, ...]:
-    """The sorted distinct non-negative axes named by ``indices`` (scalar or vector)."""
-    if indices.ndim > 1:
-        raise _fail(op, f"reduction_indices must be a scalar or a vector, got shape {list(indices.shape)}")
-    rank = x.ndim
-    axes = set()
-    for a in indices.reshape(-1).tolist():
-        if not -rank <= a < rank:
-            raise _fail(op, f"Invalid reduction dimension {a} for input with {rank} dimensions; expected [{-rank}, {rank})")
-        axes.add(a % rank)
-    return tuple(sorted(axes))
+    """The sorted non-negative axes named by ``indices``, checked as TensorFlow does."""
+    return kernel_reduction_axes(op, x.ndim, indices)
 
 
 def _accumulator(T: ok.DType) -> Any:

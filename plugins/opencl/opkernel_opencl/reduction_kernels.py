@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 import opkernel as ok
-from opkernel.ops.math_ops import arg_axis
+from opkernel.ops.math_ops import arg_axis, kernel_reduction_axes
 
 from .array_kernels import BE, gather_view, zeros
 from .backend import OpenCLBackend, ctype
-from .common import ALL, FLOATS, INTS, REALS, fail, scalar
+from .common import ALL, FLOATS, INTS, REALS, scalar
 from .elementwise import KernelRow, float32_compute, register_table
 from .programs import family
 
@@ -34,10 +34,13 @@ LS = 64
 #: Outputs per work-item of ``cols_block``.
 CB = 16
 
+#: (float, integer) combine of the running ``a`` with the next ``b``.  A NaN wins;
+#: between equal floats the later one (so Max of [-0.0, 0.0] is 0.0 and of [0.0, -0.0]
+#: is -0.0), as TensorFlow's Eigen reducers keep the element just read on a tie.
 _COMBINE = {
     "Sum": ("a + b", "a + b"), "Mean": ("a + b", "a + b"), "Prod": ("a * b", "a * b"),
-    "Max": ("(a >= b || OK_ISNAN(a)) ? a : b", "a >= b ? a : b"),
-    "Min": ("(a <= b || OK_ISNAN(a)) ? a : b", "a <= b ? a : b"),
+    "Max": ("(a > b || OK_ISNAN(a)) ? a : b", "a >= b ? a : b"),
+    "Min": ("(a < b || OK_ISNAN(a)) ? a : b", "a <= b ? a : b"),
     "All": ("a && b", "a && b"), "Any": ("a || b", "a || b"),
 }
 
@@ -144,15 +147,6 @@ for _op, _dts in _OPS.items():
     family(f"reduce:{_op}", _dts)(functools.partial(_source, _op))
 
 
-def _axes(op: str, rank: int, indices: Any) -> tuple[int, ...]:
-    idx = np.asarray(indices)
-    if idx.ndim > 1:
-        raise fail(op, f"reduction_indices must be a scalar or a vector, got shape {list(idx.shape)}")
-    flat = idx.reshape(-1).astype(np.int64)
-    bad = flat[(flat < -rank) | (flat >= rank)]
-    if bad.size:
-        raise fail(op, f"Invalid reduction dimension {int(bad[0])} for input with {rank} dimensions; expected [{-rank}, {rank})")
-    return tuple(sorted(set((flat % rank).tolist()))) if rank else ()
 
 
 def _group(be: OpenCLBackend, op: str, x: Any, axes: tuple[int, ...]) -> tuple[Any, int, int, int]:
@@ -224,7 +218,7 @@ def reduce(be: OpenCLBackend, op: str, x: Any, axes: tuple[int, ...], keep: bool
 
 def _reduction(op: str) -> Any:
     def kernel(input: Any, reduction_indices: np.ndarray, keep_dims: bool, **attrs: Any) -> Any:
-        axes = _axes(op, input.ndim, reduction_indices)
+        axes = kernel_reduction_axes(op, input.ndim, reduction_indices)
         dtype = "bool" if op in ("All", "Any") else attrs["T"].name
         return reduce(BE(), op, input, axes, keep_dims, dtype)
 

@@ -1,0 +1,94 @@
+"""Where the reductions and ClipByValue gave a different answer than TensorFlow (issue 24),
+found by the TensorFlow-oracle suite (tests/tf_conformance/cases_reduce.py).
+
+TensorFlow's answers are written here as literals, each with the TensorFlow source that
+gives it, so these tests need no TensorFlow.  Every body runs on every installed backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from opkernel import errors
+
+REDUCTIONS = ["sum", "prod", "mean", "max", "min"]
+X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+# ---------------------------------------------------------------- reduction axes
+
+# tensorflow/core/kernels/reduction_ops_common.cc, ReductionHelper::Simplify: the axes
+# are read flat; an axis named twice (2 and -1 of a rank-3 input) is InvalidArgumentError
+# "Axes contains duplicate dimension" (opkernel used to merge them).
+
+
+@pytest.mark.parametrize("fn", REDUCTIONS)
+@pytest.mark.parametrize("axes", [[2, -1], [0, 0], [-3, 1, 0]])
+def test_reduction_rejects_an_axis_named_twice(backend: str, fn: str, axes: list[int]) -> None:
+    op = {"sum": "Sum", "prod": "Prod", "mean": "Mean", "max": "Max", "min": "Min"}[fn]
+    with pytest.raises(errors.InvalidArgumentError, match=f"'{op}'.*duplicate dimension"):
+        getattr(ok.ops, fn)(X, np.array(axes, np.int32))
+
+
+@pytest.mark.parametrize("fn", ["all", "any"])
+def test_bool_reduction_rejects_an_axis_named_twice(backend: str, fn: str) -> None:
+    with pytest.raises(errors.InvalidArgumentError, match="duplicate dimension"):
+        getattr(ok.ops, fn)(np.ones((2, 3), bool), np.array([1, -1], np.int64))
+
+
+@pytest.mark.parametrize("fn", REDUCTIONS + ["all", "any"])
+def test_reduction_reads_a_matrix_of_axes_flat(backend: str, fn: str) -> None:
+    x = X > 5 if fn in ("all", "any") else X
+    got = getattr(ok.ops, fn)(x, np.array([[0], [2]], np.int32)).numpy()
+    want = getattr(ok.ops, fn)(x, np.array([0, 2], np.int32)).numpy()
+    assert got.shape == (3,)
+    np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------- signed zeros in Max/Min
+
+# Eigen's MaxReducer/MinReducer (reduction_ops.h) keep the element just read when it
+# equals the running value: Max of [-0.0, 0.0] is 0.0, of [0.0, -0.0] is -0.0.
+ZEROS = np.array([[-0.0, 0.0], [0.0, -0.0], [-0.0, -0.0]], np.float32)
+
+
+@pytest.mark.parametrize("fn", ["max", "min"])
+def test_max_min_of_equal_zeros_keep_the_later_one(backend: str, fn: str) -> None:
+    got = getattr(ok.ops, fn)(ZEROS, np.int32(1)).numpy()
+    np.testing.assert_array_equal(np.signbit(got), [False, True, True])
+    column = getattr(ok.ops, fn)(np.ascontiguousarray(ZEROS.T), np.int32(0)).numpy()  # the column kernels
+    np.testing.assert_array_equal(np.signbit(column), [False, True, True])
+
+
+# ---------------------------------------------------------------- ClipByValue
+
+
+def _clip(t: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    try:
+        return ok.ops.clip_by_value(t, lo, hi).numpy()
+    except errors.KernelNotFoundError as e:
+        pytest.skip(f"no kernel for {t.dtype} on {ok.get_backend()}: {e}")
+
+
+# cwise_op_clip.cc on std::complex: Eigen's min and max work on the real and imaginary
+# parts separately, so each part is clipped between the same parts of the bounds.
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_clip_by_value_of_complex_clips_each_part(backend: str, dtype: str) -> None:
+    t = np.array([0.5 - 0.4j, 0.5 + 2j, 2 + 0.1j, -1 + 3j], dtype)
+    got = _clip(t, np.array(0.1 + 0.1j, dtype), np.array(1 + 1j, dtype))
+    np.testing.assert_array_equal(got, np.array([0.5 + 0.1j, 0.5 + 1j, 1 + 0.1j, 0.1 + 1j], dtype))
+    bounds = _clip(t, np.full(4, -1 - 1j, dtype), np.full(4, 1 + 0j, dtype))  # tensor bounds
+    np.testing.assert_array_equal(bounds, np.array([0.5 - 0.4j, 0.5 + 0j, 1 + 0j, -1 + 0j], dtype))
+
+
+# TensorFlow has no CPU kernel of ClipByValue for uint32/uint64 (a deliberate difference
+# in cases_reduce.py): the mathematical definition min(max(t, lo), hi) is the reference.
+@pytest.mark.parametrize("dtype", ["uint32", "uint64"])
+def test_clip_by_value_of_wide_unsigned_ints_is_the_definition(backend: str, dtype: str) -> None:
+    top = np.iinfo(dtype).max
+    t = np.array([0, 3, 7, top, top - 1, 5], dtype)
+    got = _clip(t, np.array(3, dtype), np.array(top - 1, dtype))
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, np.minimum(np.maximum(t, 3), top - 1).astype(dtype))
