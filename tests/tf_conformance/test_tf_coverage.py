@@ -8,7 +8,7 @@ import pytest
 
 from opkernel import op_registry, plugins
 
-from conftest import Reference, families, suite
+from tf_suite import Reference, families, suite
 from test_tf_values import _mismatch
 
 RERECORD = "re-record with `.venv/bin/python tests/tf_conformance/record.py --out tests/tf_conformance/recorded`"

@@ -1,0 +1,93 @@
+"""The suite's state shared by its conftest and test modules: the cases, the reference,
+the outcomes counted for the summary.  (A module of its own: test modules cannot import
+``conftest`` by name, which tests/conftest.py also is.)"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RECORDED = HERE / "recorded"
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from case import Case  # noqa: E402
+
+@dataclass
+class Suite:
+    """Every family's cases, deliberate differences and exemptions, as the modules give them."""
+
+    cases: dict[str, tuple[str, Case]] = field(default_factory=dict)      # id -> (family, case)
+    duplicates: list[str] = field(default_factory=list)
+    differences: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (family, reason)
+    exempt: dict[str, tuple[str, str]] = field(default_factory=dict)       # op -> (family, reason)
+    module_errors: dict[str, str] = field(default_factory=dict)            # family -> traceback
+
+    def difference(self, case: Case) -> str | None:
+        """The reviewed reason this case deliberately differs from TensorFlow, if listed."""
+        hit = self.differences.get(case.id) or self.differences.get(case.op)
+        return hit[1] if hit else None
+
+
+def families() -> list[str]:
+    return sorted(p.stem[len("cases_"):] for p in HERE.glob("cases_*.py"))
+
+
+_SUITE: Suite | None = None
+
+
+def suite() -> Suite:
+    global _SUITE
+    if _SUITE is None:
+        s = Suite()
+        for family in families():
+            try:
+                module = importlib.import_module(f"cases_{family}")
+                cases = list(module.cases())
+                differences = dict(getattr(module, "DIFFERENCES"))
+                exempt = dict(getattr(module, "EXEMPT"))
+            except Exception:  # noqa: BLE001 - test_tf_coverage fails naming the module
+                s.module_errors[family] = traceback.format_exc(limit=6)
+                continue
+            for c in cases:
+                if c.id in s.cases:
+                    s.duplicates.append(c.id)
+                else:
+                    s.cases[c.id] = (family, c)
+            s.differences.update({k: (family, v) for k, v in differences.items()})
+            s.exempt.update({k: (family, v) for k, v in exempt.items()})
+        _SUITE = s
+    return _SUITE
+
+
+@dataclass
+class Reference:
+    source: str                                   # what the summary says about where it came from
+    families: dict[str, dict[str, Any]]
+
+    def entry(self, case_id: str) -> dict[str, Any] | None:
+        for doc in self.families.values():
+            if case_id in doc["cases"]:
+                return doc["cases"][case_id]  # type: ignore[no-any-return]
+        return None
+
+
+def record_fresh(out: Path) -> None:
+    """Run record.py in a child process; a crash, hang or failure fails the caller."""
+    from isolated import run_isolated
+
+    code = (
+        "import runpy, sys; "
+        f"sys.argv = ['record.py', '--out', {str(out)!r}]; "
+        f"runpy.run_path({str(HERE / 'record.py')!r}, run_name='__main__')"
+    )
+    run_isolated(code, timeout=600, what="record.py (TensorFlow reference)")
+
+
+#: (backend, case id) -> outcome: "agrees", "difference", "missing kernel", "failed".
+OUTCOMES: dict[tuple[str, str], str] = {}
