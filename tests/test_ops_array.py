@@ -401,7 +401,7 @@ def test_wrong_dtype(backend: str) -> None:
     [
         (lambda: ok.ops.transpose(np.zeros((2, 3)), i32(0, 0)), "'Transpose'.*permutation"),
         (lambda: ok.ops.expand_dims(np.zeros((2, 3)), np.int32(3)), "'ExpandDims'"),
-        (lambda: ok.ops.squeeze(np.zeros((2, 3)), squeeze_dims=[0]), "'Squeeze'.*size"),
+        (lambda: ok.ops.squeeze(np.zeros((2, 3)), axis=[0]), "'Squeeze'.*size"),
         (lambda: ok.ops.concat_v2([np.zeros(2), np.zeros(2)], np.int32(1)), "'ConcatV2'.*out of range"),
         (lambda: ok.ops.pack([np.zeros(2), np.zeros(3)]), "'Pack'.*same shape"),
         (lambda: ok.ops.pack([np.zeros(2), np.zeros(2)], axis=2), "'Pack'.*out of range"),

@@ -40,9 +40,25 @@ def split_namespace(op_name: str) -> tuple[str | None, str]:
 
 _RESERVED = {"name", "_kernel"}
 
+#: TensorFlow's Python names for some built-in ops' inputs and attrs (the renames of its
+#: ApiDefs, which python_op_gen applies): tf.raw_ops.Sum takes ``axis``, not the OpDef's
+#: ``reduction_indices``.  The wrappers use them so that code written for tf.raw_ops runs
+#: with the same keywords; the OpDef, and calls by name (``ok.execute``), keep TensorFlow's
+#: OpDef names.  tests/tf_conformance/test_interfaces.py checks this table against TensorFlow.
+API_NAMES: dict[str, dict[str, str]] = {
+    **{op: {"reduction_indices": "axis"} for op in ("All", "Any", "Max", "Mean", "Min", "Prod", "Sum")},
+    "ExpandDims": {"dim": "axis"},
+    "Split": {"split_dim": "axis"},
+    "Squeeze": {"squeeze_dims": "axis"},
+    "Select": {"t": "x", "e": "y"},
+    "Where": {"input": "condition"},
+}
 
-def param_name(name: str) -> str:
-    """A Python-safe parameter name (TensorFlow appends ``_`` to keywords)."""
+
+def param_name(name: str, op: str | None = None) -> str:
+    """The wrapper's parameter for input or attr ``name`` of ``op``: its Python name
+    (API_NAMES), made safe (TensorFlow appends ``_`` to keywords)."""
+    name = API_NAMES.get(op, {}).get(name, name) if op is not None else name
     if keyword.iskeyword(name) or name in _RESERVED:
         return name + "_"
     return name
@@ -87,7 +103,7 @@ def _returns_text(op_def: OpDef) -> str:
         if out.dtype is not None:
             kind = f"A `Tensor` of type `{out.dtype.name}`."
         elif out.type_attr and out.type_attr in op_def.inferred_attrs:
-            src = next(param_name(a.name) for a in op_def.inputs if a.type_attr == out.type_attr)
+            src = next(param_name(a.name, op_def.name) for a in op_def.inputs if a.type_attr == out.type_attr)
             kind = f"A `Tensor`. Has the same type as `{src}`."
         else:
             kind = f"A `Tensor` of type `{out.type_attr or out.type_list_attr}`."
@@ -102,10 +118,10 @@ def _returns_text(op_def: OpDef) -> str:
 def docstring(op_def: OpDef) -> str:
     lines = [op_def.doc.strip() or f"Runs the op {op_def.name}.", "", "Args:"]
     for arg in op_def.inputs:
-        lines.append(f"  {param_name(arg.name)}: {_types_text(op_def, arg)}")
+        lines.append(f"  {param_name(arg.name, op_def.name)}: {_types_text(op_def, arg)}")
     for attr in op_def.attrs:
         if attr.name not in op_def.inferred_attrs:
-            lines.append(f"  {param_name(attr.name)}: {_attr_text(attr)}")
+            lines.append(f"  {param_name(attr.name, op_def.name)}: {_attr_text(attr)}")
     lines += ["  name: A name for the operation (optional).", "", "Returns:", "  " + _returns_text(op_def)]
     return "\n".join(lines)
 
@@ -132,23 +148,27 @@ def make_wrapper(op_def: OpDef, handle: Any, engine: Any) -> Callable[..., Any]:
     built here only, so calls by name (``ok.execute``) never add to the table.
     """
     fname = split_namespace(op_def.name)[1]
-    inputs = [param_name(a.name) for a in op_def.inputs]
+
+    def pname(name: str) -> str:
+        return param_name(name, op_def.name)
+
+    inputs = [pname(a.name) for a in op_def.inputs]
     attrs = [a for a in op_def.attrs if a.name not in op_def.inferred_attrs]
     required_attrs = [a for a in attrs if not a.has_default]
     optional_attrs = [a for a in attrs if a.has_default]
     ordered = required_attrs + optional_attrs
-    params = inputs + [f"{param_name(a.name)}=_REQUIRED" for a in required_attrs]
-    params += [f"{param_name(a.name)}=_D_{i}" for i, a in enumerate(optional_attrs)]
+    params = inputs + [f"{pname(a.name)}=_REQUIRED" for a in required_attrs]
+    params += [f"{pname(a.name)}=_D_{i}" for i, a in enumerate(optional_attrs)]
     params += ["name=None", "*", "_kernel=None"]
-    attr_dict = ", ".join(f"{a.name!r}: {param_name(a.name)}" for a in ordered)
+    attr_dict = ", ".join(f"{a.name!r}: {pname(a.name)}" for a in ordered)
     tuple_expr = "(" + "".join(f"{p}, " for p in inputs) + ")"
     lines = [f"def {fname}({', '.join(params)}):"]
     key_arg = ""
     if not any(a.is_list for a in op_def.inputs):
         # Generated locals start with "_": spec names cannot, so they never shadow a parameter.
-        refs = [param_name(a.name) for a in op_def.inputs if a.is_ref]
+        refs = [pname(a.name) for a in op_def.inputs if a.is_ref]
         attr_keys = [
-            f"_lk({param_name(a.name)})" if a.type.startswith("list(") else f"{param_name(a.name)}, {param_name(a.name)}.__class__"
+            f"_lk({pname(a.name)})" if a.type.startswith("list(") else f"{pname(a.name)}, {pname(a.name)}.__class__"
             for a in ordered
         ]
         key = ", ".join(["_be"] + [f"{p}._dtype" for p in inputs] + [f"{p}.__class__" for p in refs] + attr_keys)

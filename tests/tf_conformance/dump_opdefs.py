@@ -14,7 +14,8 @@ Format: ``{"tensorflow": version, "ops": [op, ...]}``, each op::
      "inputs"/"outputs": [{"name", "type" (DataType enum name or null), "type_attr",
                            "number_attr", "type_list_attr", "is_ref"}],
      "attrs": [{"name", "type", "allowed" (null or list), "minimum" (null or int),
-                "default" (absent when there is none)}]}
+                "default" (absent when there is none)}],
+     "raw_ops": the keyword names tf.raw_ops.<Op> takes (without ``name``), or null}
 
 A default is JSON by attr type: ints, bools and strings as such; floats as
 numbers or "nan"/"inf"/"-inf"; a type as its enum name; a shape as
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import inspect
 import json
 import math
 import os
@@ -132,6 +134,11 @@ def dump() -> dict[str, Any]:
         }
         for op in sorted(op_list.op, key=lambda o: o.name)
     ]
+    for op in ops:
+        # The keywords tf.raw_ops.<Op> takes (its inputs and non-inferred attrs, as TensorFlow
+        # names them for Python), or null when the op has no raw_ops wrapper.
+        raw = getattr(tf.raw_ops, op["name"], None)
+        op["raw_ops"] = None if raw is None else [p for p in inspect.signature(raw).parameters if p != "name"]
     return {"tensorflow": tf.__version__, "ops": ops}
 
 

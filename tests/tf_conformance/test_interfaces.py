@@ -14,6 +14,7 @@ difference fails ``test_interface_differences_are_current``.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 import numpy as np
@@ -137,6 +138,42 @@ def test_interface_differences_are_current() -> None:
     assert not stale, f"INTERFACE_DIFFERENCES entries that match no difference any more (remove them): {stale}"
 
 
+def _wrapper_keywords(op_name: str) -> set[str]:
+    """The parameter names of opkernel's generated wrapper of ``op_name``."""
+    from opkernel.ops import _gen
+
+    return set(inspect.signature(getattr(ok.ops, _gen.snake_case(op_name))).parameters)
+
+
+def test_raw_ops_keywords_are_accepted() -> None:
+    # What matters to a user: ok.ops.<op> takes the keywords tf.raw_ops.<Op> takes (TensorFlow's
+    # Python names, see opkernel.ops._gen.API_NAMES), and no others but the reviewed extra attrs.
+    tf_ops = reference().ops
+    missing, extra = {}, {}
+    for name in _builtin_ops():
+        raw = tf_ops[name]["raw_ops"] if name in tf_ops else None
+        if raw is None:
+            continue
+        keywords = _wrapper_keywords(name) - {"name", "_kernel"}
+        lacking = [k for k in raw if k not in keywords]
+        added = sorted(k for k in keywords - set(raw) if f"{name}.{k}" not in INTERFACE_DIFFERENCES)
+        if lacking:
+            missing[name] = lacking
+        if added:
+            extra[name] = added
+    assert not missing, f"ok.ops wrappers lack keywords that tf.raw_ops takes: {missing}"
+    assert not extra, f"ok.ops wrappers take keywords tf.raw_ops does not: {extra}"
+
+
+def test_the_checked_in_dump_is_the_reference_without_tensorflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
+    ref = reference.__wrapped__()
+    assert not ref.fresh and ref.data == ref.checked_in and "Conv2D" in ref.ops
+
+
 def test_a_changed_default_is_found() -> None:
     # The comparison is not vacuous: an op whose attr default moved away from TensorFlow's is caught.
     tf_op = reference().ops["Conv2D"]
@@ -202,3 +239,17 @@ def test_arg_max_of_complex_is_rejected_as_in_tensorflow(backend: str, op: str) 
     fn = ok.ops.arg_max if op == "ArgMax" else ok.ops.arg_min
     with pytest.raises(ok.errors.OpTypeError, match=f"op '{op}'.*complex64"):
         fn(input=np.array([1 + 2j, 3 - 1j], np.complex64), dimension=np.int32(0))
+
+
+def test_raw_ops_style_keywords_run(backend: str) -> None:
+    # TensorFlow's Python names (its ApiDef renames): each call failed with TypeError
+    # ("unexpected keyword argument 'axis'") while the wrappers used the OpDef's names.
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(ok.ops.sum(input=x, axis=np.int32(1), keep_dims=True).numpy(), x.sum(1, keepdims=True))
+    np.testing.assert_array_equal(ok.ops.mean(input=x, axis=[0]).numpy(), x.mean(0))
+    assert ok.ops.squeeze(input=x[None], axis=[0]).shape == (2, 3)
+    assert ok.ops.expand_dims(input=x, axis=np.int32(-1)).shape == (2, 3, 1)
+    assert [t.shape for t in ok.ops.split(axis=np.int32(1), value=x, num_split=3)] == [(2, 1)] * 3
+    picked = ok.ops.select(condition=np.array([True, False]), x=np.array([1, 2]), y=np.array([3, 4]))
+    np.testing.assert_array_equal(picked.numpy(), [1, 4])
+    np.testing.assert_array_equal(ok.ops.where(condition=np.array([[True, False], [False, True]])).numpy(), [[0, 0], [1, 1]])
