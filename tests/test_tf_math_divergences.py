@@ -105,3 +105,18 @@ def test_complex_rsqrt_and_sigmoid_tend_to_zero_at_infinity(backend: str, op: st
          "sigmoid": [complex(-np.inf, 1.5), complex(-np.inf, -np.inf), complex(-np.inf, np.nan), complex(-800, 1)]}[op]
     out = _run(op.capitalize(), np.array(z, np.complex128))
     np.testing.assert_array_equal(out, np.zeros(len(z), np.complex128))
+
+
+# ---------------------------------------------------------------- Tanh saturates to exactly +-1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_tanh_saturates_to_one(backend: str, dtype: str) -> None:
+    """tanh rounds to +-1 past 9.01 in float32 (19.06 in float64), as TensorFlow's does;
+    PoCL's float tanh stopped one ulp short, even at inf."""
+    x = np.array([-np.inf, -30.0, -20.0, 20.0, 30.0, np.inf, np.nan], dtype)
+    out = ok.ops.tanh(x).numpy()
+    assert out[:6].tolist() == [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]
+    assert np.isnan(out[6])
+    np.testing.assert_allclose(ok.ops.tanh(np.array([9.0, -15.0, 0.5], dtype)).numpy(),
+                               np.tanh(np.array([9.0, -15.0, 0.5], np.float64)), rtol=1e-3 if dtype == "float16" else 1e-6)

@@ -505,7 +505,9 @@ ACTIVATIONS = {
     "Relu6": "a <= 0 ? (T)0 : (a > 6 ? (T)6 : a)",
     "Elu": "a > 0 ? a : expm1(a)",
     "Sigmoid": "ok_sigmoid(a)",
-    "Tanh": "tanh(a)",
+    # PoCL's float tanh stops at 1 - 2**-24, even at inf; past 9.1 (19.1 for double) the
+    # correctly rounded tanh is +-1.
+    "Tanh": "fabs(a) > (T)(sizeof(T) == 8 ? 19.1 : 9.1) ? copysign((T)1, a) : tanh(a)",
 }
 
 
