@@ -62,6 +62,15 @@ def test_max_min_of_equal_zeros_keep_the_later_one(backend: str, fn: str) -> Non
     np.testing.assert_array_equal(np.signbit(column), [False, True, True])
 
 
+@pytest.mark.parametrize("n", [1000, 10000])  # OpenCL's tree reduction, in one pass and in two
+@pytest.mark.parametrize("fn", ["max", "min"])
+def test_max_min_of_long_rows_of_zeros_keep_the_last_one(backend: str, fn: str, n: int) -> None:
+    rows = np.where(np.random.default_rng(n).integers(0, 2, (4, n)) == 1, -0.0, 0.0).astype(np.float32)
+    rows[:, -1] = [-0.0, 0.0, -0.0, 0.0]
+    got = getattr(ok.ops, fn)(rows, np.int32(1)).numpy()
+    np.testing.assert_array_equal(np.signbit(got), [True, False, True, False])
+
+
 # ---------------------------------------------------------------- ClipByValue
 
 

@@ -103,6 +103,10 @@ def _reduction_cases(op: str, dtypes: tuple[str, ...]) -> list[Case]:
     return out
 
 
+def _signed_zeros(n: int, seed: int) -> np.ndarray:
+    return np.where(rng(seed).integers(0, 2, (2, n)) == 1, -0.0, 0.0).astype(np.float32)
+
+
 def _reduce_specials() -> list[Case]:
     i8 = np.full((4,), 100, np.int8)
     return [
@@ -132,6 +136,9 @@ def _reduce_specials() -> list[Case]:
         Case("Max/int_extremes", "Max", (_a([[-128, -128], [127, -1]], "int8"), _idx(1))),
         Case("Min/uint64_extremes", "Min", (_a([[2**64 - 1, 2**64 - 1], [0, 5]], "uint64"), _idx(1))),
         Case("Max/float16_inf", "Max", (_a([[-INF, -INF], [65504, INF]], "float16"), _idx(1))),
+        # long rows of +-0.0: TensorFlow keeps the later of equal values, through OpenCL's tree too
+        Case("Max/big_signed_zeros", "Max", (_signed_zeros(6000, 36), _idx(1))),
+        Case("Min/big_signed_zeros", "Min", (_signed_zeros(6000, 37), _idx(1))),
     ]
 
 

@@ -66,9 +66,23 @@ def _accumulator(op: str, dtype: str) -> str:
     return ctype(ok.as_dtype(dtype))
 
 
-def _tree(name: str, In: str, Out: str, last: bool) -> str:
-    """A work-group per (output, chunk of the row); ``last`` finishes (the Mean's division)."""
+def _tree(name: str, In: str, Out: str, last: bool, ordered: bool = False) -> str:
+    """A work-group per (output, chunk of the row); ``last`` finishes (the Mean's division).
+
+    ``ordered`` combines the elements in row order (each work-item a contiguous run,
+    then neighbouring runs pairwise), for a combine that is not symmetric: float
+    Max/Min keep the later of two equal values (signed zeros).  Otherwise work-items
+    stride through the row, which GPUs read faster."""
     store = "finish(scratch[0], count)" if last else "scratch[0]"
+    if ordered:
+        scan = ("int per = (hi - lo + LS - 1) / LS; int r0 = min(hi, lo + lid * per); int r1 = min(hi, r0 + per);\n"
+                "  for (int r = r0; r < r1; ++r) acc = combine(acc, p[r]);")
+        step = ("for (int s = 1; s < LS; s <<= 1) {\n"
+                "    if (lid % (2 * s) == 0) scratch[lid] = combine(scratch[lid], scratch[lid + s]);")
+    else:
+        scan = "for (int r = lo + lid; r < hi; r += LS) acc = combine(acc, p[r]);"
+        step = ("for (int s = LS / 2; s > 0; s >>= 1) {\n"
+                "    if (lid < s) scratch[lid] = combine(scratch[lid], scratch[lid + s]);")
     return f"""
 __kernel void {name}(__global {Out}* out, __global const {In}* x, int R, int G, int chunk, int count) {{
   __local A scratch[LS];
@@ -76,11 +90,10 @@ __kernel void {name}(__global {Out}* out, __global const {In}* x, int R, int G, 
   int lo = g * chunk; int hi = min(R, lo + chunk);
   __global const {In}* p = x + (long)o * R;
   A acc = IDENTITY;
-  for (int r = lo + lid; r < hi; r += LS) acc = combine(acc, p[r]);
+  {scan}
   scratch[lid] = acc;
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = LS / 2; s > 0; s >>= 1) {{
-    if (lid < s) scratch[lid] = combine(scratch[lid], scratch[lid + s]);
+  {step}
     barrier(CLK_LOCAL_MEM_FENCE);
   }}
   if (lid == 0) out[grp] = {store};
@@ -92,6 +105,7 @@ def _source(op: str, dtype: str) -> str:
     A = _accumulator(op, dtype)
     combine = _COMBINE[op][0 if dtype in FLOATS else 1]
     final = "(T)(a / (A)count)" if op == "Mean" else "a"
+    ordered = op in ("Max", "Min") and dtype in FLOATS
     return f"""
 #define T {T}
 #define A {A}
@@ -130,9 +144,9 @@ __kernel void cols_block(__global T* out, __global const T* x, int R, int I, int
 }}
 // One pass (tree), or two: partial results in the accumulator type (tree_part), then
 // their reduction (tree_final).
-{_tree("tree", "T", "T", True)}
-{_tree("tree_part", "T", "A", False)}
-{_tree("tree_final", "A", "T", True)}
+{_tree("tree", "T", "T", True, ordered)}
+{_tree("tree_part", "T", "A", False, ordered)}
+{_tree("tree_final", "A", "T", True, ordered)}
 #undef T
 #undef A
 #undef IDENTITY
