@@ -9,7 +9,9 @@ exception TensorFlow raised, plus the gradients of ``grad=True`` cases (with
 respect to every floating or complex input), with
 ``recording.write_family``.  Ops with Ref inputs (Assign*, Apply*) run as their
 resource-variable equivalents; their outputs are the values of every Ref input
-after the update, in input order.
+after the update, in input order.  A family's ``composed_cases()`` are ops TensorFlow
+does not expose (opkernel's own, or internal fused ones): its ``COMPOSED[op]``
+function computes TensorFlow's answer from TensorFlow ops.
 
 One case that TensorFlow rejects, or that breaks the recorder, never stops the
 others: it is recorded as an error (a recorder bug shows up as class
@@ -29,7 +31,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -54,9 +56,19 @@ def families() -> list[str]:
     return sorted(p.stem[len("cases_"):] for p in HERE.glob("cases_*.py"))
 
 
-def load_family(family: str) -> list[Case]:
+def load_family(family: str) -> list[tuple[Case, Callable[..., list[Any]] | None]]:
+    """The family's cases, each with its COMPOSED function when it is one of ``composed_cases()``."""
     module = importlib.import_module(f"cases_{family}")
-    return list(module.cases())
+    plain: list[tuple[Case, Callable[..., list[Any]] | None]] = [(c, None) for c in module.cases()]
+    if not hasattr(module, "composed_cases"):
+        return plain
+    table = module.COMPOSED
+    extra = []
+    for c in module.composed_cases():
+        if c.op not in table:
+            raise RecorderError(f"cases_{family}.py: composed case {c.id!r} has no COMPOSED entry for {c.op!r}")
+        extra.append((c, table[c.op]))
+    return plain + extra
 
 
 def _tf() -> Any:
@@ -142,15 +154,22 @@ def _error(e: BaseException) -> dict[str, str]:
     return {"class": type(e).__name__, "message": message.strip()[:2000]}
 
 
-def record_case(tf: Any, case: Case, arrays: dict[str, tuple[np.ndarray, str]]) -> dict[str, Any]:
+def record_case(tf: Any, case: Case, arrays: dict[str, tuple[np.ndarray, str]],
+                composed: Callable[..., list[Any]] | None = None) -> dict[str, Any]:
+    """TensorFlow's answer to ``case``; ``composed`` (a family's COMPOSED entry) computes it
+    for an op TensorFlow lacks as ``composed(tf, inputs, attrs)``, a composition of its ops."""
     entry: dict[str, Any] = {"op": case.op}
     try:
-        od = _op_def(tf, case.op)
-        if any(a.is_ref for a in od.input_arg):
+        od = None if composed else _op_def(tf, case.op)
+        if od is not None and any(a.is_ref for a in od.input_arg):
             outs = _run_ref_op(tf, case, od)
             sources: list[tuple[str, Any]] = []
         else:
-            named = _inputs(tf, case, od)
+            if od is None:
+                named = {f"input{i}": [tf.constant(x) for x in v] if isinstance(v, list) else tf.constant(v)
+                         for i, v in enumerate(case.inputs)}
+            else:
+                named = _inputs(tf, case, od)
             attrs = {k: _attr(tf, v) for k, v in case.attrs.items()}
             sources = [
                 (f"{n}[{i}]" if isinstance(v, list) else n, t)
@@ -161,7 +180,10 @@ def record_case(tf: Any, case: Case, arrays: dict[str, tuple[np.ndarray, str]]) 
             with tf.GradientTape(persistent=True) as tape:
                 for _, t in sources:
                     tape.watch(t)
-                result = getattr(tf.raw_ops, case.op)(**named, **attrs)
+                if composed is not None:
+                    result = composed(tf, tuple(named.values()), attrs)
+                else:
+                    result = getattr(tf.raw_ops, case.op)(**named, **attrs)
             flat = _flat(result)
             outs = [_numpy(t) for t in flat]
     except Exception as e:  # noqa: BLE001 - TensorFlow's rejection is the answer recorded
@@ -203,11 +225,11 @@ def record_family(tf: Any, family: str, out: Path) -> tuple[int, float]:
     except Exception:  # noqa: BLE001 - reported to the tests, which fail naming the module
         doc["module_error"] = traceback.format_exc(limit=6)
         cases = []
-    for case in cases:
+    for case, composed in cases:
         if case.id in doc["cases"]:
             continue                     # a duplicate id is reported by test_tf_coverage
         try:
-            doc["cases"][case.id] = record_case(tf, case, arrays)
+            doc["cases"][case.id] = record_case(tf, case, arrays, composed)
         except Exception as e:  # noqa: BLE001 - one broken case must not stop the others
             doc["cases"][case.id] = {"op": case.op, "error": {"class": "RecorderError", "message": repr(e)}}
     recording.write_family(out, family, doc, arrays)

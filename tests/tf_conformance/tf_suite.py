@@ -27,6 +27,9 @@ class Suite:
     differences: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (family, reason)
     exempt: dict[str, tuple[str, str]] = field(default_factory=dict)       # op -> (family, reason)
     module_errors: dict[str, str] = field(default_factory=dict)            # family -> traceback
+    #: Ids of cases from a family's composed_cases(): ops TensorFlow does not expose by
+    #: name (EXEMPT from the per-op comparison), compared with a TensorFlow composition.
+    composed: set[str] = field(default_factory=set)
 
     def difference(self, case: Case) -> str | None:
         """The reviewed reason this case deliberately differs from TensorFlow, if listed."""
@@ -49,16 +52,18 @@ def suite() -> Suite:
             try:
                 module = importlib.import_module(f"cases_{family}")
                 cases = list(module.cases())
+                composed = list(module.composed_cases()) if hasattr(module, "composed_cases") else []
                 differences = dict(getattr(module, "DIFFERENCES"))
                 exempt = dict(getattr(module, "EXEMPT"))
             except Exception:  # noqa: BLE001 - test_tf_coverage fails naming the module
                 s.module_errors[family] = traceback.format_exc(limit=6)
                 continue
-            for c in cases:
+            for c in cases + composed:
                 if c.id in s.cases:
-                    s.duplicates.append(c.id)
+                    s.duplicates.append(f"{c.id} (cases_{s.cases[c.id][0]}.py and cases_{family}.py)")
                 else:
                     s.cases[c.id] = (family, c)
+            s.composed.update(c.id for c in composed)
             s.differences.update({k: (family, v) for k, v in differences.items()})
             s.exempt.update({k: (family, v) for k, v in exempt.items()})
         _SUITE = s
