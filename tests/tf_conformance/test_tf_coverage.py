@@ -3,12 +3,14 @@ case tables, the lists of differences and the checked-in recording agree with ea
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from opkernel import op_registry, plugins
 
-from tf_suite import Reference, families, suite
+from tf_suite import DIFFERENCES_END, DIFFERENCES_START, DOC, Reference, documented_section, families, suite
 from test_tf_values import _mismatch
 
 RERECORD = "re-record with `.venv/bin/python tests/tf_conformance/record.py --out tests/tf_conformance/recorded`"
@@ -99,3 +101,16 @@ def test_checked_in_recording_is_current(checked_in: Reference, reference: Refer
                         stale.append(f"{cid} {kind}[{j}]: {why}")
     if stale:
         pytest.fail(f"{len(stale)} cases' checked-in recording is stale ({RERECORD}):\n" + "\n".join(stale[:30]))
+
+
+def test_docs_list_every_difference_and_exemption() -> None:
+    """docs/conformance.md lists exactly the families' DIFFERENCES and EXEMPT keys."""
+    section = documented_section()
+    if not section:
+        pytest.fail(f"{DOC} has no section between {DIFFERENCES_START} and {DIFFERENCES_END}")
+    s = suite()
+    listed = set(re.findall(r"^\| `([^`]+)` \|", section, re.M))
+    keys = set(s.differences) | set(s.exempt)
+    if listed != keys:
+        pytest.fail(f"docs/conformance.md is out of date: not listed {sorted(keys - listed)}, listed but gone "
+                    f"{sorted(listed - keys)}; run `.venv/bin/python tests/tf_conformance/tf_suite.py --write-docs`")

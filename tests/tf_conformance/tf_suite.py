@@ -96,3 +96,41 @@ def record_fresh(out: Path) -> None:
 
 #: (backend, case id) -> outcome: "agrees", "difference", "missing kernel", "failed".
 OUTCOMES: dict[tuple[str, str], str] = {}
+
+
+DOC = HERE.parents[1] / "docs" / "conformance.md"
+DIFFERENCES_START, DIFFERENCES_END = "<!-- differences:start -->", "<!-- differences:end -->"
+
+
+def differences_markdown() -> str:
+    """The deliberate differences and exemptions, as docs/conformance.md lists them."""
+    s = suite()
+    lines = ["| case or op | family | why opkernel differs from TensorFlow |", "|---|---|---|"]
+    for key, (family, why) in sorted(s.differences.items(), key=lambda kv: (kv[1][0], kv[0])):
+        lines.append(f"| `{key}` | {family} | {' '.join(why.split()).replace('|', '/')} |")
+    lines += ["", "Ops without a per-op comparison (EXEMPT):", "",
+              "| op | family | why |", "|---|---|---|"]
+    for key, (family, why) in sorted(s.exempt.items(), key=lambda kv: (kv[1][0], kv[0])):
+        lines.append(f"| `{key}` | {family} | {' '.join(why.split()).replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+def documented_section() -> str:
+    text = DOC.read_text()
+    start, end = text.find(DIFFERENCES_START), text.find(DIFFERENCES_END)
+    return text[start + len(DIFFERENCES_START):end] if 0 <= start < end else ""
+
+
+def write_documented_section() -> None:
+    """Replace the list in docs/conformance.md with the families' current one."""
+    text = DOC.read_text()
+    start, end = text.index(DIFFERENCES_START), text.index(DIFFERENCES_END)
+    DOC.write_text(text[:start + len(DIFFERENCES_START)] + "\n" + differences_markdown() + "\n" + text[end:])
+
+
+if __name__ == "__main__":
+    # .venv/bin/python tests/tf_conformance/tf_suite.py --write-docs
+    if sys.argv[1:] == ["--write-docs"]:
+        write_documented_section()
+    else:
+        print(differences_markdown())
