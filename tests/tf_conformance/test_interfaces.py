@@ -44,14 +44,15 @@ INTERFACE_DIFFERENCES: dict[str, str] = {
         "; complex variables are not implemented by opkernel's optimizers",
     "BatchMatMul.T.allowed": "opkernel's BatchMatMul is TensorFlow's BatchMatMulV2 (broadcast batch dimensions) "
                              "under the first name, and takes V2's int16 too",
-    "AssignAdd.T.allowed": "opkernel has no quantized arithmetic (qint*/quint* tensors are storage only)",
-    "AssignSub.T.allowed": "opkernel has no quantized arithmetic (qint*/quint* tensors are storage only)",
-    "ArgMax.Tidx.allowed": "TensorFlow's OpDef allows an int16 dimension but its CPU kernel rejects it "
-                           "('Expected dimension in the range'); opkernel takes int32 and int64",
-    "MaxPoolGradGrad.explicit_paddings": "an extra attr with a default (so TensorFlow's keyword calls run "
-                                         "unchanged): MaxPoolGradGrad is the gradient of MaxPoolGrad, which "
-                                         "takes EXPLICIT padding in TensorFlow too",
-    "MaxPoolGradGrad.padding.allowed": "EXPLICIT padding, as in MaxPoolGrad (see MaxPoolGradGrad.explicit_paddings)",
+    "AssignAdd.T.allowed": _NO_CPU_KERNEL.format(types="the quantized types"),
+    "AssignSub.T.allowed": _NO_CPU_KERNEL.format(types="the quantized types"),
+    "ArgMax.Tidx.allowed": "TensorFlow's OpDef allows an int16 dimension, but its CPU kernel reads it as a 32-bit "
+                           "integer (two bytes past the value): the same call fails ('Expected dimension in the "
+                           "range') or succeeds from run to run. opkernel takes int32 and int64 only",
+    "MaxPoolGradGrad.explicit_paddings": "an extra attr with a default, so TensorFlow's keyword calls run unchanged: "
+                                         "opkernel's MaxPoolGradGrad is the gradient of MaxPoolGrad, which takes "
+                                         "EXPLICIT padding in TensorFlow too (TensorFlow's MaxPoolGradGrad does not)",
+    "MaxPoolGradGrad.padding.allowed": "EXPLICIT padding, as MaxPoolGrad (see MaxPoolGradGrad.explicit_paddings)",
 }
 
 #: Built-in ops TensorFlow has no public op for, with the reason (ops with a namespace,
