@@ -663,7 +663,9 @@ def composed_cases() -> list[Case]:
         out.append(Case(f"FusedConv2D/{act}", "FusedConv2D",
                         (_rand(1200 + j, (1, 5, 5, 2), "float32"), _rand(1210 + j, (3, 3, 2, 3), "float32"),
                          _rand(1220 + j, (3,), "float32")),
-                        {"strides": [1, 1, 1, 1], "padding": "SAME", "activation": act}, grad=True, seed=1200 + j))
+                        {"strides": [1, 1, 1, 1], "padding": "SAME", "activation": act}, grad=True, seed=1200 + j,
+                        tol=(1e-4, 1e-5), why="the filter gradient sums 25 float32 products per value, with "
+                        "cancellation: summation order moves it by a few 1e-6"))
         out.append(Case(f"FusedMatMul/{act}", "FusedMatMul",
                         (_rand(1230 + j, (3, 4), "float32"), _rand(1240 + j, (4, 5), "float32"),
                          _rand(1250 + j, (5,), "float32")),
@@ -681,7 +683,7 @@ def composed_cases() -> list[Case]:
     for j, red in enumerate(["mean", "sum"]):
         out.append(Case(f"SparseSoftmaxCrossEntropyLoss/{red}", "SparseSoftmaxCrossEntropyLoss",
                         (_rand(1270 + j, (4, 5), "float32"), rng(1280 + j).integers(0, 5, 4).astype(np.int64)),
-                        {"reduction": red}, seed=1270 + j))
+                        {"reduction": red}, grad=True, seed=1270 + j))
     out.append(Case("SparseSoftmaxCrossEntropyLoss/label_out_of_range", "SparseSoftmaxCrossEntropyLoss",
                     (_rand(1290, (2, 3), "float32"), _a([0, 3], "int64"))))
     return out
