@@ -20,6 +20,7 @@ import pytest
 
 import opkernel as ok
 from opkernel import errors
+from opkernel.ops._gen import API_NAMES
 
 import recording
 from case import Case
@@ -75,9 +76,19 @@ def _is_ref_op(op: str) -> bool:
     return any(a.is_ref for a in ok.op_def(op).inputs)
 
 
+def _attrs(case: Case) -> dict[str, Any]:
+    """The case's attrs for ``ok.execute``: dtypes by name made DTypes, and tf.raw_ops'
+    Python names (Squeeze's ``axis``) turned back into the OpDef's (``squeeze_dims``)."""
+    opdef_name = {py: name for name, py in API_NAMES.get(case.op, {}).items()}
+    return {
+        opdef_name.get(k, k): ok.as_dtype(v) if isinstance(v, str) and v in recording.DTYPES else v
+        for k, v in case.attrs.items()
+    }
+
+
 def _run(case: Case) -> tuple[list[ok.Tensor], list[Any]]:
     """Run the case's op; the outputs, and the inputs as passed (tensors, lists of tensors)."""
-    attrs = {k: ok.as_dtype(v) if isinstance(v, str) and v in recording.DTYPES else v for k, v in case.attrs.items()}
+    attrs = _attrs(case)
     if _is_ref_op(case.op):
         refs = [a.is_ref for a in ok.op_def(case.op).inputs]
         args = [ok.Variable(v) if r else v for v, r in zip(case.inputs, refs)]
@@ -118,7 +129,7 @@ def _gradients(case: Case, ref: dict[str, Any], tol: tuple[float, float] | None)
         for v in case.inputs for x in (v if isinstance(v, list) else [v])
     ]
     sources = [t for t in floating if t.dtype.name in recording.DIFFERENTIABLE]
-    attrs = {k: ok.as_dtype(v) if isinstance(v, str) and v in recording.DTYPES else v for k, v in case.attrs.items()}
+    attrs = _attrs(case)
     it = iter(floating)
     args = [[next(it) for _ in v] if isinstance(v, list) else next(it) for v in case.inputs]
     if ref.get("grad_error", {}).get("class") == "RecorderError":
