@@ -52,8 +52,8 @@ class RecorderError(Exception):
     """The recorder could not run a case (a bug in the case or the recorder, not TensorFlow's answer)."""
 
 
-def families() -> list[str]:
-    return sorted(p.stem[len("cases_"):] for p in HERE.glob("cases_*.py"))
+def families(directory: Path = HERE) -> list[str]:
+    return sorted(p.stem[len("cases_"):] for p in directory.glob("cases_*.py"))
 
 
 def load_family(family: str) -> list[tuple[Case, Callable[..., list[Any]] | None]]:
@@ -240,12 +240,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="directory for values_<family>.json/.npz")
     p.add_argument("--only", action="append", help="record only this family (repeatable)")
+    p.add_argument("--cases-dir", type=Path, default=HERE, help="where the cases_<family>.py modules are")
     args = p.parse_args(argv)
     tf = _tf()
-    chosen = args.only or families()
-    unknown = sorted(set(chosen) - set(families()))
+    sys.path.insert(0, str(args.cases_dir.resolve()))
+    found = families(args.cases_dir)
+    chosen = args.only or found
+    unknown = sorted(set(chosen) - set(found))
     if unknown:
-        p.error(f"no case module for {unknown}; families: {families()}")
+        p.error(f"no case module for {unknown}; families: {found}")
     for family in chosen:
         n, seconds = record_family(tf, family, args.out)
         print(f"{family}: {n} cases in {seconds:.2f} s", flush=True)
