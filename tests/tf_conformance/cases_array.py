@@ -544,7 +544,7 @@ def _where() -> list[Case]:
     out = [Case(f"Where/{dt}", "Where", (_rand((3, 4), dt, 110),)) for dt in _ANY]
     out += [
         Case("Where/large", "Where", (rng(113).random((64, 64)) < 0.3,), why="more than one work-group on OpenCL"),
-        Case("Where/uint64", "Where", (np.array([0, 2**64 - 1, 0, 1], np.uint64),)),
+        Case("Where/uint64_max", "Where", (np.array([0, 2**64 - 1, 0, 1], np.uint64),)),
         Case("Where/vector", "Where", (np.array([0, 1, 0, 2], np.int32),)),
         Case("Where/scalar_true", "Where", (np.bool_(True),)),
         Case("Where/scalar_false", "Where", (np.bool_(False),)),
