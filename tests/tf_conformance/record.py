@@ -150,7 +150,9 @@ def _input_names(tf: Any, od: Any) -> list[str]:
 
 def _error(e: BaseException) -> dict[str, str]:
     message = getattr(e, "message", None) or str(e)
+    # Eager execution wraps the kernel's message in node and device names that say nothing about the call.
     message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
+    message = re.sub(r"\s*name:\s*$", "", message)
     return {"class": type(e).__name__, "message": message.strip()[:2000]}
 
 
