@@ -120,3 +120,18 @@ def test_tanh_saturates_to_one(backend: str, dtype: str) -> None:
     assert np.isnan(out[6])
     np.testing.assert_allclose(ok.ops.tanh(np.array([9.0, -15.0, 0.5], dtype)).numpy(),
                                np.tanh(np.array([9.0, -15.0, 0.5], np.float64)), rtol=1e-3 if dtype == "float16" else 1e-6)
+
+
+# ---------------------------------------------------------------- Sign of -0.0
+
+
+# tensorflow/core/kernels/cwise_ops.h, scalar_sign_op: (0 < x) - (x < 0), so sign(-0.0) is +0.0.
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32", "float64"])
+def test_sign_of_negative_zero_is_positive_zero(backend: str, dtype: str) -> None:
+    try:
+        x = ok.ops.cast(np.array([-0.0, 0.0, -2.0, 3.0], np.float32), DstT=ok.as_dtype(dtype))
+        values = ok.ops.cast(ok.ops.sign(x), DstT=ok.float32).numpy()
+    except KernelNotFoundError as e:
+        pytest.skip(str(e))
+    assert values.tolist() == [0.0, 0.0, -1.0, 1.0]
+    assert not np.signbit(values[:2]).any()

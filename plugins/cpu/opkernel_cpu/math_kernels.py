@@ -140,6 +140,8 @@ def sign(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
             out.real[...] = x.real / safe
             out.imag[...] = x.imag / safe
         return xp.where(magnitude == 0, xp.zeros((), T.np), out)  # type: ignore[no-any-return]
+    if T.name == "bfloat16":  # ml_dtypes' sign returns -0.0 for -0.0; TensorFlow's (and float's) +0.0
+        return xp.sign(x.astype(np.float32)).astype(T.np)  # type: ignore[no-any-return]
     return xp.sign(x)  # type: ignore[no-any-return]
 
 
