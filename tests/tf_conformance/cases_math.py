@@ -16,7 +16,15 @@ import numpy as np
 
 from case import Case, noncontiguous, rng
 
-FLOATS = ("float16", "float32", "float64")
+try:  # bfloat16 arrays are ml_dtypes' (a dependency of TensorFlow and of opkernel's bfloat16)
+    import ml_dtypes  # noqa: F401
+
+    _BF16: tuple[str, ...] = ("bfloat16",)
+except ImportError:  # pragma: no cover - the recording then has bfloat16 cases the tests skip
+    _BF16 = ()
+
+#: The float dtypes of the random and special-value cases (bfloat16 has no gradient case).
+FLOATS = ("float16", "float32", "float64") + _BF16
 COMPLEX = ("complex64", "complex128")
 SIGNED = ("int8", "int16", "int32", "int64")
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
@@ -68,6 +76,8 @@ _SPECIAL = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -3.0,
 
 def _random(dtype: str, shape: tuple[int, ...], seed: int, lo: float = -4.0, hi: float = 4.0) -> np.ndarray:
     r = rng(seed)
+    if dtype == "bfloat16":
+        return r.uniform(lo, hi, shape).astype(np.float32).astype(np.dtype("bfloat16"))
     dt = np.dtype(dtype)
     if dt.kind == "c":
         part = np.float32 if dt == np.complex64 else np.float64
@@ -96,7 +106,7 @@ def _full_range(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
 
 def _special(dtype: str) -> np.ndarray:
     with np.errstate(over="ignore"):
-        return np.array(_SPECIAL, dtype)
+        return np.array(_SPECIAL, np.float64).astype(np.dtype(dtype))
 
 
 def _complex_special(dtype: str) -> np.ndarray:
@@ -142,7 +152,7 @@ def _unary_cases() -> list[Case]:
     out: list[Case] = []
     for op, (has_complex, (lo, hi)) in _UNARY_FLOAT.items():
         for i, dt in enumerate(FLOATS):
-            out.append(Case(f"{op}/{dt}", op, (_random(dt, (4, 8), 10 + i, lo, hi),), grad=dt != "float16", seed=10 + i))
+            out.append(Case(f"{op}/{dt}", op, (_random(dt, (4, 8), 10 + i, lo, hi),), grad=dt in ("float32", "float64"), seed=10 + i))
             special = _special(dt)
             if op == "Erf":  # the infinities apart: TensorFlow's double erf gives NaN there
                 special = special[np.isfinite(special) | np.isnan(special)]
@@ -171,7 +181,7 @@ def _unary_cases() -> list[Case]:
 
     for op in _UNARY_ALL:
         for i, dt in enumerate(FLOATS):
-            out.append(Case(f"{op}/{dt}", op, (_random(dt, (4, 8), 50 + i),), grad=dt != "float16", seed=50 + i))
+            out.append(Case(f"{op}/{dt}", op, (_random(dt, (4, 8), 50 + i),), grad=dt in ("float32", "float64"), seed=50 + i))
             out.append(Case(f"{op}/{dt}_special", op, (_special(dt),)))
         if op == "Square":
             for dt in UNSIGNED:
@@ -469,6 +479,13 @@ def _cast_cases() -> list[Case]:
         for dst in ("int8", "uint8", "int32", "int64", "float32", "float64", "bool", "float16"):
             if dst != src:
                 out.append(Case(f"Cast/{src}_to_{dst}", "Cast", (e,), {"DstT": dst}, why="integers wrap modulo 2**bits"))
+    for bf in _BF16:
+        out.append(Case("Cast/float32_to_bfloat16", "Cast", (np.array([1.0, 1.00390625, 1.01171875, -3.3e38, 3.4e38, np.nan, -0.0, 1e-40], np.float32),),
+                        {"DstT": bf}, why="rounds to nearest even; overflow and subnormals"))
+        out.append(Case("Cast/float32_to_bfloat16_truncate", "Cast", (np.array([1.01171875, -1.01171875, 1.00390625], np.float32),),
+                        {"DstT": bf, "Truncate": True}))
+        out.append(Case("Cast/bfloat16_to_float64", "Cast", (_random(bf, (6,), 707),), {"DstT": "float64"}))
+        out.append(Case("Cast/bfloat16_to_int32", "Cast", (_random(bf, (6,), 708, -100.0, 100.0),), {"DstT": "int32"}))
     out.append(Case("Cast/bool_to_float32", "Cast", (np.array([True, False]),), {"DstT": "float32"}))
     out.append(Case("Cast/bool_to_int64", "Cast", (np.array([True, False]),), {"DstT": "int64"}))
     out.append(Case("Cast/complex64_to_float32", "Cast", (np.array([1 + 2j, -3.5 - 1j], np.complex64),), {"DstT": "float32"}, why="drops the imaginary part"))
