@@ -172,3 +172,20 @@ def test_reshape_of_an_empty_tensor_infers_minus_one_as_tensorflow(
 def test_reshape_of_a_non_empty_tensor_to_zero_elements_is_rejected(backend: str) -> None:
     with pytest.raises(ok.errors.InvalidArgumentError, match="Reshape"):
         ok.ops.reshape(np.zeros((2, 3), np.float32), np.array([-1, 0], np.int32))
+
+
+# ---------------------------------------------------------------- Fill, ZerosLike, OnesLike
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_fill_zeros_like_and_ones_like_of_complex(backend: str, dtype: str) -> None:
+    # TensorFlow has CPU kernels for complex Fill/ZerosLike/OnesLike; OpenCL had none.
+    x = (np.arange(210).reshape(70, 3) * (1 - 2j)).astype(dtype)  # past one work-group of 64
+    zeros = ok.ops.zeros_like(x).numpy()
+    np.testing.assert_array_equal(zeros, np.zeros_like(x))
+    assert zeros.dtype == x.dtype and not np.signbit(zeros.real).any() and not np.signbit(zeros.imag).any()
+    np.testing.assert_array_equal(ok.ops.ones_like(x).numpy(), np.ones_like(x))
+    filled = ok.ops.fill(np.array([67, 2], np.int32), np.array(-0.0 - 2.5j, dtype)).numpy()
+    np.testing.assert_array_equal(filled, np.full((67, 2), -0.0 - 2.5j, dtype))
+    assert filled.dtype == x.dtype and np.signbit(filled.real).all()
+    assert ok.ops.fill(np.array([0, 2], np.int32), np.array(1j, dtype)).shape == (0, 2)

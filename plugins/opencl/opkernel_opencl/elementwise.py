@@ -323,7 +323,13 @@ class FillKernel(ok.OpKernel):
 
     def fill(self, shape: tuple[int, ...], value: Any) -> Any:
         out = self.be.new_array(shape, self.np)
-        if out.size:
+        if out.size and self.dtype.is_complex:
+            # No OpenCL C type holds a complex number: its bytes are the fill pattern
+            # (8 or 16 bytes, both pattern sizes clEnqueueFillBuffer takes).
+            pattern = np.full(1, value, self.np)
+            with self.be.launch_lock:
+                self.be.cl.enqueue_fill_buffer(self.be.queue, out.base_data, pattern, 0, out.nbytes)
+        elif out.size:
             k = self.be.programs.kernel("fill", self.dtype.name, "fill", self.op)
             v = scalar(self.np, value)
             self.be.launch1d(k, out.size, out.base_data, np.float16(v).view(np.uint16) if self.np == _F16 else v)
@@ -594,9 +600,9 @@ def register_all() -> None:
         table.append((spec.op, fn, constraints, ()))
     table += [
         ("Cast", CastKernel, {"SrcT": list(CASTABLE), "DstT": list(CASTABLE)}, ()),
-        ("Fill", FillKernel, {"T": list(CASTABLE)}, ("dims", "value")),
-        ("ZerosLike", FillKernel, {"T": list(CASTABLE)}, ()),
-        ("OnesLike", FillKernel, {"T": list(CASTABLE)}, ()),
+        ("Fill", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128"]}, ("dims", "value")),
+        ("ZerosLike", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128"]}, ()),
+        ("OnesLike", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128"]}, ()),
     ]
     register_table(table)
 
