@@ -24,6 +24,13 @@ import numpy as np
 
 from case import Case, noncontiguous, rng
 
+try:  # bfloat16 arrays are ml_dtypes' (a dependency of TensorFlow and of opkernel's bfloat16)
+    import ml_dtypes  # noqa: F401
+
+    _BF16: tuple[str, ...] = ("bfloat16",)
+except ImportError:  # pragma: no cover - the recording then has bfloat16 cases the tests skip
+    _BF16 = ()
+
 NAN, INF = float("nan"), float("inf")
 
 DIFFERENCES: dict[str, str] = {
@@ -101,6 +108,8 @@ def _rand(seed: int, shape: tuple[int, ...], dtype: str, lo: float = -3.0, hi: f
     if np.issubdtype(np.dtype(dtype), np.integer):
         info = np.iinfo(dtype)
         return r.integers(max(int(lo), info.min), min(int(hi), info.max) + 1, shape).astype(dtype)
+    if dtype == "bfloat16":
+        return r.uniform(lo, hi, shape).astype(np.float32).astype(np.dtype("bfloat16"))
     if np.issubdtype(np.dtype(dtype), np.complexfloating):
         return (r.uniform(lo, hi, shape) + 1j * r.uniform(lo, hi, shape)).astype(dtype)
     return r.uniform(lo, hi, shape).astype(dtype)
@@ -612,8 +621,40 @@ def _pool_cases() -> list[Case]:
     return out
 
 
+def _more_cases() -> list[Case]:
+    """bfloat16, the widest unsigned types and integer wraparound."""
+    out: list[Case] = []
+    for dt in _BF16:
+        for j, op in enumerate(["Relu", "Relu6", "Elu", "Selu", "Softplus", "Softmax", "LogSoftmax"]):
+            out.append(Case(f"{op}/{dt}", op, (_rand(1300 + j, (3, 5), dt, -8.0, 8.0),)))
+        out.append(Case(f"BiasAdd/{dt}", "BiasAdd", (_rand(1310, (2, 3), dt), _rand(1311, (3,), dt))))
+        out.append(Case(f"BiasAddGrad/{dt}", "BiasAddGrad", (_rand(1312, (4, 3), dt),)))
+        out.append(Case(f"MaxPool/{dt}", "MaxPool", (_rand(1313, (1, 3, 4, 2), dt),), _pool(2, 1, "VALID")))
+        out.append(Case(f"AvgPool/{dt}", "AvgPool", (_rand(1314, (1, 3, 4, 2), dt),), _pool(2, 1, "SAME")))
+        out.append(Case(f"Conv2D/{dt}", "Conv2D", (_rand(1315, (1, 4, 4, 2), dt), _rand(1316, (2, 2, 2, 2), dt)),
+                        _conv([1, 1, 1, 1], "VALID"), tol=(3e-2, 3e-2),
+                        why="bfloat16 products summed over 8 taps (TensorFlow rounds each step to bfloat16)"))
+    for dt in ("uint32", "uint64"):
+        out.append(Case(f"Relu/{dt}", "Relu", (_a([0, 1, 7, np.iinfo(dt).max], dt),)))
+        out.append(Case(f"Relu6/{dt}", "Relu6", (_a([0, 1, 7, np.iinfo(dt).max], dt),)))
+        out.append(Case(f"ReluGrad/{dt}", "ReluGrad", (_a([5, 6, 7, 8], dt), _a([0, 1, 0, 9], dt))))
+    out.append(Case("BiasAdd/int8_wraps", "BiasAdd", (_a([[127, -128]], "int8"), _a([1, -1], "int8"))))
+    out.append(Case("BiasAddGrad/int8_wraps", "BiasAddGrad", (_a([[100, 1], [100, 2]], "int8"),)))
+    out.append(Case("Conv2D/int32_wraps", "Conv2D",
+                    (np.full((1, 2, 2, 1), 2**20, np.int32), np.full((2, 2, 1, 1), 2**11, np.int32)),
+                    _conv([1, 1, 1, 1], "VALID"), why="4 products of 2**31: the sum wraps modulo 2**32"))
+    # AvgPool with SAME padding divides by the taps inside the input only.
+    out.append(Case("AvgPool/same_edges", "AvgPool", (_a(np.arange(1.0, 13.0).reshape(1, 3, 4, 1), "float32"),),
+                    _pool(3, 2, "SAME")))
+    nan_x = _a([[[[1.0], [NAN]], [[2.0], [0.0]]]], "float32")
+    out.append(Case("MaxPoolGrad/nan_in_window", "MaxPoolGrad",
+                    (nan_x, _a([[[[2.0]]]], "float32"), _a([[[[5.0]]]], "float32")), _pool(2, 2, "VALID"),
+                    why="orig_output from MaxPool, which never picks nan"))
+    return out
+
+
 def cases() -> list[Case]:
-    return [*_activation_cases(), *_softmax_cases(), *_bias_cases(), *_conv_cases(), *_pool_cases()]
+    return [*_activation_cases(), *_softmax_cases(), *_bias_cases(), *_conv_cases(), *_pool_cases(), *_more_cases()]
 
 
 # ------------------------------------------------------------------ compositions
