@@ -189,3 +189,23 @@ def test_fill_zeros_like_and_ones_like_of_complex(backend: str, dtype: str) -> N
     np.testing.assert_array_equal(filled, np.full((67, 2), -0.0 - 2.5j, dtype))
     assert filled.dtype == x.dtype and np.signbit(filled.real).all()
     assert ok.ops.fill(np.array([0, 2], np.int32), np.array(1j, dtype)).shape == (0, 2)
+
+
+# ---------------------------------------------------------------- Range of half, Where of complex
+
+
+def test_range_of_float16_in_half_arithmetic(backend: str) -> None:
+    # tensorflow/core/kernels/sequence_ops.cc: start + T(i) * delta in Eigen::half, each step
+    # rounded to half (numpy's float16 does the same); OpenCL had no float16 kernel.
+    y = ok.ops.range(np.float16(0), np.float16(10), np.float16(0.3))
+    i = np.arange(34).astype(np.float16)
+    assert y.dtype == ok.float16
+    np.testing.assert_array_equal(y.numpy(), np.float16(0) + i * np.float16(0.3))
+    assert ok.ops.range(np.float16(1), np.float16(1), np.float16(1)).shape == (0,)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_where_of_complex(backend: str, dtype: str) -> None:
+    # A complex element is true when either part is non-zero (NaN is non-zero, -0.0 is zero).
+    x = np.array([[0j, 1j], [complex(-0.0, 0.0), complex(np.nan, 0)], [2, 0]], dtype)
+    np.testing.assert_array_equal(ok.ops.where(x).numpy(), np.argwhere(x))

@@ -521,6 +521,10 @@ def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, Tidx: ok.DTy
     s, lim, d = (np.asarray(v, dtype=Tidx.np).reshape(())[()] for v in (start, limit, delta))
     n = range_size(s, lim, d, lambda m: fail("Range", m))
     be = BE()
+    if Tidx.name == "float16":
+        # Half arithmetic, each product and sum rounded to half as in TensorFlow's CPU kernel
+        # (start + T(i) * delta in Eigen::half): numpy's float16 on the host, then uploaded.
+        return be.from_numpy((s + np.arange(n).astype(np.float16) * d).astype(np.float16))
     out = be.new_array((n,), Tidx.np)
     if n:
         wide = np.float64 if Tidx.name == "float64" else (np.float32 if Tidx.is_floating else np.int64)
@@ -592,8 +596,9 @@ def register_all() -> None:
         ("GatherV2", gather_v2, {"Tparams": MOVABLE}, ("axis",)),
         ("UnsortedSegmentSum", float32_compute(unsorted_segment_sum), {"T": list(REALS) + ["float16"]}, ("num_segments",)),
         ("OneHot", float32_compute(one_hot), {"T": list(ALL) + ["float16"]}, ("depth", "on_value", "off_value")),
-        ("Range", range_, {"Tidx": list(REALS)}, ("start", "limit", "delta")),
-        ("Where", where, {"T": list(ALL) + ["float16"]}, ("input",)),
+        ("Range", range_, {"Tidx": list(REALS) + ["float16"]}, ("start", "limit", "delta")),
+        # The input is read on the host, so any dtype the device holds as bytes can be tested.
+        ("Where", where, {"T": list(ALL) + ["float16", "complex64", "complex128"]}, ("input",)),
         ("StringToNumber", string_to_number, None, ()),
     ]
     register_table(table)
