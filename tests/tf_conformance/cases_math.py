@@ -285,6 +285,9 @@ def _binary_cases() -> list[Case]:
     out.append(Case("Add/string_empty", "Add", (np.array([], object).reshape(0, 2), np.array([b"a", b"b"], object))))
     out.append(Case("Add/string_incompatible", "Add", (strings, np.array([b"a", b"b"], object))))
     out.append(Case("Mul/string_rejected", "Mul", (strings, strings)))
+    out.append(Case("Add/broadcast_rank5", "Add", (_random("float32", (2, 1, 3, 1, 2), 45), _random("float32", (4, 1, 1), 46)),
+                    grad=True, seed=47))
+    out.append(Case("Mul/broadcast_rank5_int64", "Mul", (_random("int64", (1, 2, 1, 3, 1), 48), _random("int64", (2, 1, 2, 1, 4), 49))))
     out.append(Case("Mul/complex64_inf", "Mul", (np.array([complex(np.inf, 0), 1 + 1j], np.complex64), np.array([1j, complex(np.nan, 0)], np.complex64))))
     out.append(Case("RealDiv/complex128_by_zero", "RealDiv", (np.array([1 + 1j, 0j, 1j], np.complex128), np.array([0j, 0j, 1e-300 + 0j], np.complex128))))
     return out
@@ -389,6 +392,10 @@ def _compare_cases() -> list[Case]:
         out.append(Case(f"{op}/string_broadcast", op, (np.array([[b"x"], [b""]], object), np.array([b"x", b"", b"y"], object))))
         out.append(Case(f"{op}/incompatible_no_error", op, (np.ones((2, 3), np.float32), np.ones((4,), np.float32)),
                         {"incompatible_shape_error": False}))
+        out.append(Case(f"{op}/incompatible_no_error_empty", op, (np.ones((0, 3), np.int64), np.ones((2,), np.int64)),
+                        {"incompatible_shape_error": False}))
+        out.append(Case(f"{op}/mixed_dtypes_no_error", op, (np.ones(2, np.float32), np.ones(2, np.float64)),
+                        {"incompatible_shape_error": False}))
         out.append(Case(f"{op}/compatible_no_error", op, (np.ones((2, 3), np.int32), np.array([1, 0, 1], np.int32)),
                         {"incompatible_shape_error": False}))
     for op in ("LogicalAnd", "LogicalOr"):
@@ -441,6 +448,12 @@ def _complex_cases() -> list[Case]:
     out.append(Case("Real/float32_rejected", "Real", (np.ones(2, np.float32),), {"Tout": "float32"}))
     out.append(Case("Conj/float32_rejected", "Conj", (np.ones(2, np.float32),)))
     out.append(Case("Complex/int32_rejected", "Complex", (np.ones(2, np.int32), np.ones(2, np.int32)), {"Tout": "complex64"}))
+    for op in ("Real", "Imag", "ComplexAbs", "Angle"):
+        out.append(Case(f"{op}/complex64_to_float64_rejected", op, (np.ones(2, np.complex64),), {"Tout": "float64"},
+                        why="TensorFlow registers only the matching pairs"))
+        out.append(Case(f"{op}/complex128_to_float32_rejected", op, (np.ones(2, np.complex128),), {"Tout": "float32"}))
+    out.append(Case("Complex/float32_to_complex128_rejected", "Complex", (np.ones(2, np.float32), np.ones(2, np.float32)), {"Tout": "complex128"}))
+    out.append(Case("Complex/float64_to_complex64_rejected", "Complex", (np.ones(2, np.float64), np.ones(2, np.float64)), {"Tout": "complex64"}))
     out.append(Case("Complex/mixed_parts", "Complex", (np.ones(2, np.float32), np.ones(2, np.float64)), {"Tout": "complex64"}))
     out.append(Case("Complex/incompatible", "Complex", (np.ones((2, 3), np.float32), np.ones((3,), np.float32)[:2]), {"Tout": "complex64"}))
     return out
