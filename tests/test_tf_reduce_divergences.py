@@ -71,6 +71,33 @@ def test_max_min_of_long_rows_of_zeros_keep_the_last_one(backend: str, fn: str, 
     np.testing.assert_array_equal(np.signbit(got), [True, False, True, False])
 
 
+# ---------------------------------------------------------------- float16 reductions
+
+# A deliberate difference (cases_reduce.py): TensorFlow's float16 partial sums are halves
+# in a layout-dependent order; opkernel accumulates in float32, so the result is the exact
+# one rounded to float16 (here, where TensorFlow's intermediate overflows to inf).
+@pytest.mark.parametrize("fn,values", [
+    ("sum", [60000, 60000, -60000]), ("mean", [60000, 60000]), ("prod", [1000, 1000, 0.001]),
+    ("sum", [2048] + [1] * 100),
+])
+def test_float16_reductions_round_the_exact_result_once(backend: str, fn: str, values: list[float]) -> None:
+    x = np.array(values, np.float16)
+    exact = {"sum": np.sum, "mean": np.mean, "prod": np.prod}[fn](x.astype(np.float64))
+    for data, axis in ((x, 0), (np.stack([x, x], 1), 0)):  # a row, and the column kernels
+        got = getattr(ok.ops, fn)(data, np.int32(axis)).numpy()
+        assert got.dtype == np.float16
+        np.testing.assert_allclose(got.astype(np.float64), np.float16(exact), rtol=1e-3)
+
+
+# TensorFlow's AddN on float16 rounds each partial sum to a half (in0 + in1 + ... in
+# Eigen::half): [60000] + [60000] + [-60000] is inf (OpenCL used to sum in float32).
+def test_add_n_of_float16_rounds_each_partial_sum(backend: str) -> None:
+    inputs = [np.array([60000, -60000], np.float16), np.array([60000, 60000], np.float16),
+              np.array([-60000, 0], np.float16)]
+    got = ok.ops.add_n(inputs).numpy()
+    np.testing.assert_array_equal(got, np.array([np.inf, 0], np.float16))
+
+
 # ---------------------------------------------------------------- ClipByValue
 
 

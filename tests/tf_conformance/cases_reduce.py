@@ -136,6 +136,15 @@ def _reduce_specials() -> list[Case]:
         Case("Max/int_extremes", "Max", (_a([[-128, -128], [127, -1]], "int8"), _idx(1))),
         Case("Min/uint64_extremes", "Min", (_a([[2**64 - 1, 2**64 - 1], [0, 5]], "uint64"), _idx(1))),
         Case("Max/float16_inf", "Max", (_a([[-INF, -INF], [65504, INF]], "float16"), _idx(1))),
+        Case("Sum/float16_partial_overflow", "Sum", (_a([60000, 60000, -60000], "float16"), _idx(0))),
+        Case("Mean/float16_partial_overflow", "Mean", (_a([60000, 60000], "float16"), _idx(0))),
+        Case("Prod/float16_partial_overflow", "Prod", (_a([1000, 1000, 0.001], "float16"), _idx(0))),
+        Case("Sum/uint64_wraps", "Sum", (_a([2**64 - 1, 2], "uint64"), _idx(0))),
+        Case("Mean/uint64_wraps", "Mean", (_a([2**64 - 1, 3], "uint64"), _idx(0))),
+        Case("Mean/int8_big_columns", "Mean", (np.full((300, 40), -128, np.int8), _idx(0))),
+        Case("Sum/bfloat16_many", "Sum", (np.ones((300,), np.float32).astype(np.dtype("bfloat16")) if _BF16
+                                          else np.ones((300,), np.float32), _idx(0)),
+             why="a bfloat16 sum of 300 ones: 300 if accumulated in float32, 256 if in bfloat16"),
         # long rows of +-0.0: TensorFlow keeps the later of equal values, through OpenCL's tree too
         Case("Max/big_signed_zeros", "Max", (_signed_zeros(6000, 36), _idx(1))),
         Case("Min/big_signed_zeros", "Min", (_signed_zeros(6000, 37), _idx(1))),
@@ -177,6 +186,13 @@ def _arg_cases(op: str) -> list[Case]:
         Case(f"{op}/inf", op, (_a([[-INF, -INF], [INF, INF], [-INF, INF], [INF, -INF]], "float64"), _idx(1))),
         Case(f"{op}/signed_zero", op, (_a([[-0.0, 0.0], [0.0, -0.0]], "float32"), _idx(1))),
         Case(f"{op}/int_extremes", op, (_a([[-128, -128, 127], [127, 127, -128]], "int8"), _idx(1))),
+        Case(f"{op}/int64_extremes", op, (_a([[-2**63, 2**63 - 1, -2**63], [2**63 - 1, -2**63, 2**63 - 1]], "int64"),
+                                          _idx(1))),
+        Case(f"{op}/uint64_extremes", op, (_a([[0, 2**64 - 1, 2**64 - 1], [2**64 - 1, 0, 0]], "uint64"), _idx(1))),
+        Case(f"{op}/float16_nan", op, (_a([[NAN, 1, 2], [-65504, NAN, -65504], [NAN, NAN, NAN]], "float16"), _idx(1))),
+        Case(f"{op}/bool_ties", op, (np.array([[True, True], [False, False], [False, True]]), _idx(1))),
+        Case(f"{op}/complex_rejected", op, (rand("complex64", (2, 3), 63), _idx(1))),
+        Case(f"{op}/dimension_float_rejected", op, (f, np.array(1.0, np.float32))),
         Case(f"{op}/scalar_rejected", op, (_a(1.0, "float32"), _idx(0))),
         Case(f"{op}/empty_reduced_rejected", op, (np.zeros((3, 0), np.float32), _idx(1))),
         Case(f"{op}/empty_kept", op, (np.zeros((0, 3), np.float32), _idx(1))),
@@ -218,6 +234,11 @@ def _matmul_cases() -> list[Case]:
         Case("MatMul/big_packed_float32", "MatMul", (rand("float32", (40, 50), 99), rand("float32", (50, 36), 100)),
              tol=(1e-4, 1e-4), why="50-term float32 dot products summed in a different order"),
         Case("MatMul/big_packed_int64", "MatMul", (rand("int64", (33, 40), 101), rand("int64", (40, 30), 102))),
+        Case("MatMul/float16_long_inner", "MatMul", (rand("float16", (2, 300), 103), rand("float16", (300, 2), 104)),
+             tol=(2e-2, 1e-1), why="300 float16 products: accumulated in float32 on both sides, rounded once"),
+        Case("MatMul/float16_overflow", "MatMul", (_a([[300, 300]], "float16"), _a([[300], [-300]], "float16"))),
+        Case("MatMul/uint8_rejected", "MatMul", (rand("uint8", (2, 2), 105), rand("uint8", (2, 2), 106))),
+        Case("MatMul/dtype_mismatch", "MatMul", (a, b.astype(np.float64))),
     ]
     return out
 
@@ -267,6 +288,10 @@ def _add_n_cases() -> list[Case]:
         Case("AddN/shape_mismatch", "AddN", ([rand("float32", (2, 3), 186), rand("float32", (3, 2), 187)],)),
         Case("AddN/no_broadcast", "AddN", ([rand("float32", (2, 3), 188), rand("float32", (3,), 189)],)),
         Case("AddN/bool_rejected", "AddN", ([np.array([True]), np.array([False])],)),
+        Case("AddN/float16_overflow", "AddN", ([_a([60000, -60000], "float16"), _a([60000, 60000], "float16"),
+                                                _a([-60000, 0], "float16")],)),
+        Case("AddN/many", "AddN", ([rand("int64", (3,), 190 + i) for i in range(12)],)),
+        Case("AddN/dtype_mismatch", "AddN", ([_a([1], "float32"), _a([1], "float64")],)),
     ]
     return out
 
@@ -294,6 +319,10 @@ def _select_cases() -> list[Case]:
         Case("Select/condition_shape_rejected", "Select", (c[:, :2], t, e)),
         Case("Select/vector_length_rejected", "Select", (np.array([True, False, True]), t, e)),
         Case("Select/condition_not_bool", "Select", (c.astype(np.int32), t, e)),
+        Case("Select/scalar_condition_shapes_differ", "Select", (np.array(True), t, e[:1])),
+        Case("Select/vector_condition_scalar_t", "Select", (np.array([True]), _a(1.0, "float32"), _a(2.0, "float32"))),
+        Case("Select/big", "Select", (rand("bool", (100, 50), 206), rand("float64", (100, 50), 207),
+                                      rand("float64", (100, 50), 208))),
     ]
     return out
 
@@ -413,6 +442,12 @@ def _state_cases() -> list[Case]:
         Case("ApplyAdam/grad_shape", "ApplyAdam",
              (var, np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32), f(0.9), f(0.999), f(0.01), f(0.9), f(0.999),
               f(1e-7), g[:, :2])),
+        Case("ApplyAdam/beta1_power_one", "ApplyAdam",
+             (var, np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32), f(1.0), f(0.999), f(0.01), f(0.9), f(0.999),
+              f(1e-7), g)),
+        Case("ApplyGradientDescent/int32_rejected", "ApplyGradientDescent", (_a([1, 2], "int32"), _a(1, "int32"),
+                                                                             _a([1, 1], "int32"))),
+        Case("ApplyMomentum/nan_momentum", "ApplyMomentum", (var, np.ones((2, 3), np.float32), f(0.1), g, f(NAN))),
         Case("ApplyAdam/zero_state", "ApplyAdam",
              (var, np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32), f(0.9), f(0.999), f(0.01), f(0.9), f(0.999),
               f(1e-7), g)),
@@ -446,6 +481,12 @@ DIFFERENCES: dict[str, str] = {
         "TensorFlow registers no CPU kernel of ClipByValue for uint32 (NotFoundError) although its OpDef "
         "allows it; opkernel clips (tested against min(max(t, lo), hi) in test_tf_reduce_divergences.py)"),
     "ClipByValue/uint64": "as ClipByValue/uint32, for uint64",
+    **{f"{op}/float16_partial_overflow": (
+        "TensorFlow's float16 Sum/Mean/Prod keep each partial result as a half, in an order set by the memory "
+        "layout (the sum of 5000 float16 ones is 5000 along a row, 2048 down a column), so an intermediate "
+        "overflows to inf or a long sum stalls; opkernel accumulates float16 in float32 and rounds once "
+        "(tested against the exact result rounded to float16 in test_tf_reduce_divergences.py)")
+       for op in ("Sum", "Mean", "Prod")},
     "Assign/validate_shape_false_reshapes": (
         "an opkernel Variable has a fixed shape, as a TF2 tf.Variable made without shape=None: Assign with "
         "validate_shape=false still needs the variable's shape (InvalidArgumentError), where TensorFlow's "

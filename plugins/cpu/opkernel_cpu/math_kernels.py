@@ -287,7 +287,9 @@ def _axes(op: str, x: np.ndarray, indices: np.ndarray) -> tuple[int, ...]:
 
 
 def _accumulator(T: ok.DType) -> Any:
-    """The dtype to accumulate in: float32 for the 16-bit floats (as TensorFlow does), else T."""
+    """The dtype to accumulate in: float32 for the 16-bit floats, else T.  TensorFlow does so
+    for bfloat16; its float16 partial sums are halves, in an order that depends on the
+    layout (a deliberate difference, see tests/tf_conformance/cases_reduce.py)."""
     return np.float32 if T.name in ("float16", "bfloat16") else T.np
 
 
@@ -438,8 +440,9 @@ def add_n(inputs: list[np.ndarray], **attrs: Any) -> np.ndarray:
             raise _fail("AddN", f"all inputs must have shape {list(shape)}, got {list(x.shape)}")
     out = inputs[0].copy()
     xp = xp_of(out)
-    for x in inputs[1:]:
-        xp.add(out, x, out=out)
+    with np.errstate(all="ignore"):  # overflow gives inf (or wraps), silently, as in TensorFlow
+        for x in inputs[1:]:
+            xp.add(out, x, out=out)
     return out
 
 

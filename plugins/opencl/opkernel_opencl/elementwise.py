@@ -286,6 +286,8 @@ def add_n_kernel(spec: Ew) -> Callable[..., Any]:
         else:
             acc = run(be, spec, dtype, xs[:2])
             for x in xs[2:]:
+                if half:  # each partial sum is a half, as TensorFlow's in0 + in1 + ... in Eigen::half
+                    acc = cast(be, cast(be, acc, _F16, "AddN"), _F32, "AddN")
                 acc = run(be, spec, dtype, [acc, x])
         return cast(be, acc, _F16, "AddN") if half else acc
 
