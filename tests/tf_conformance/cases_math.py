@@ -315,6 +315,8 @@ def _integer_arith_cases() -> list[Case]:
         e = np.array([0, 1, 7, np.iinfo(dt).max], dt)
         xs, ys = np.repeat(e, len(e)), np.tile(e, len(e))
         out.append(Case(f"FloorMod/{dt}_edges", "FloorMod", (xs[ys != 0], ys[ys != 0])))
+        for op in ("FloorDiv", "FloorMod"):
+            out.append(Case(f"{op}/{dt}_by_zero", op, (np.array([3, 4], dt), np.array([1, 0], dt))))
     for dt in ("int32", "int64"):
         x = _full_range(dt, (32,), 80)
         y = _full_range(dt, (32,), 81)
