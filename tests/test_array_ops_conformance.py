@@ -209,3 +209,11 @@ def test_where_of_complex(backend: str, dtype: str) -> None:
     # A complex element is true when either part is non-zero (NaN is non-zero, -0.0 is zero).
     x = np.array([[0j, 1j], [complex(-0.0, 0.0), complex(np.nan, 0)], [2, 0]], dtype)
     np.testing.assert_array_equal(ok.ops.where(x).numpy(), np.argwhere(x))
+
+
+def test_transpose_rejects_int64_perm_entries_past_int32(backend: str) -> None:
+    # cases_array.DIFFERENCES: TensorFlow truncates int64 perm entries to int32 (2**32 + 1 acts
+    # as 1); a permutation of 3 dimensions has no entry 2**32 + 1, so opkernel rejects it.
+    x = np.zeros((2, 3, 4), np.float32)
+    with pytest.raises(ok.errors.InvalidArgumentError, match="Transpose"):
+        ok.ops.transpose(x, np.array([2**32 + 1, 0, 2], np.int64))

@@ -23,6 +23,9 @@ DIFFERENCES: dict[str, str] = {
     "answers, checked against numpy.argwhere in test_array_ops_conformance.py",
     "Where/scalar_true": "TensorFlow's CPU Where only has cases for ranks 1 to 8 ('Unhandled input dimensions: 0'); "
     "opkernel gives the defined [num_true, 0] int64 result, as numpy.argwhere",
+    "Transpose/perm_int64_wraps_32": "TensorFlow copies an int64 perm into int32 (transpose_op.cc, PermutationHelper), "
+    "so 2**32 + 1 silently acts as 1; opkernel rejects the entry as out of range "
+    "(test_transpose_rejects_int64_perm_entries_past_int32)",
     "Where/scalar_false": "as Where/scalar_true: the defined [0, 0] result where TensorFlow's CPU kernel rejects rank 0",
 }
 
@@ -134,6 +137,7 @@ def _transpose() -> list[Case]:
         Case("Transpose/perm_wrong_length", "Transpose", (x, _i32(1, 0))),
         Case("Transpose/perm_repeated", "Transpose", (x, _i32(0, 0, 1))),
         Case("Transpose/perm_out_of_range", "Transpose", (x, _i32(0, 1, 3))),
+        Case("Transpose/perm_int64_wraps_32", "Transpose", (x, _i64(2**32 + 1, 0, 2))),
         Case("Transpose/perm_negative", "Transpose", (x, _i32(-1, 0, 1))),
     ]
     return out
@@ -143,6 +147,7 @@ def _invert_permutation() -> list[Case]:
     return [
         Case("InvertPermutation/int32", "InvertPermutation", (_i32(3, 4, 0, 2, 1),)),
         Case("InvertPermutation/int64", "InvertPermutation", (_i64(2, 0, 1),)),
+        Case("InvertPermutation/int64_wraps_32", "InvertPermutation", (_i64(1, 2**32),)),
         Case("InvertPermutation/empty", "InvertPermutation", (_i32(),)),
         Case("InvertPermutation/single", "InvertPermutation", (_i32(0),)),
         Case("InvertPermutation/repeated", "InvertPermutation", (_i32(0, 0, 1),)),
@@ -164,6 +169,7 @@ def _expand_squeeze() -> list[Case]:
         Case("ExpandDims/scalar_neg", "ExpandDims", (np.int32(5), np.int32(-1))),
         Case("ExpandDims/empty", "ExpandDims", (np.zeros((0,), np.float32), np.int32(1))),
         Case("ExpandDims/dim_vector1", "ExpandDims", (x, _i32(0)), why="TF takes a 1-element dim"),
+        Case("ExpandDims/int64_wraps_32", "ExpandDims", (x, np.int64(2**32))),
         Case("ExpandDims/out_of_range", "ExpandDims", (x, np.int32(3))),
         Case("ExpandDims/out_of_range_neg", "ExpandDims", (x, np.int32(-4))),
         Case("ExpandDims/dim_two_elements", "ExpandDims", (x, _i32(0, 1))),
@@ -232,6 +238,7 @@ def _broadcast_tile_fill() -> list[Case]:
         Case("Tile/noncontiguous", "Tile", (noncontiguous(_rand((2, 3), "float32", 28)), _i32(2, 2))),
         Case("Tile/special", "Tile", (_SPECIAL, _i32(2))),
         Case("Tile/large", "Tile", (_rand((4, 64), "int8", 29), _i32(128, 8)), why="large enough for a threaded copy"),
+        Case("Tile/int64_multiples_wrap_32", "Tile", (np.zeros((0, 3), np.float32), _i64(2**32, 1))),
         Case("Tile/wrong_length", "Tile", (_rand((2, 3), "float32", 24), _i32(2))),
         Case("Tile/negative", "Tile", (_rand((2, 3), "float32", 24), _i32(-1, 2))),
     ]
@@ -242,6 +249,8 @@ def _broadcast_tile_fill() -> list[Case]:
         Case("Fill/empty", "Fill", (_i32(0, 3), np.float32(1.0))),
         Case("Fill/nan", "Fill", (_i32(2), np.float32(np.nan))),
         Case("Fill/neg_zero", "Fill", (_i32(2), np.float32(-0.0))),
+        Case("Fill/int64_dims_wrap_32", "Fill", (_i64(2**32, 0), np.float32(1.0)),
+             why="[2**32, 0] is empty, not a [0, 0] from 32-bit truncation"),
         Case("Fill/negative", "Fill", (_i32(-1, 3), np.float32(1.0))),
         Case("Fill/value_not_scalar", "Fill", (_i32(2), np.array([1.0, 2.0], np.float32))),
         Case("Fill/dims_not_vector", "Fill", (np.array([[2]], np.int32), np.float32(1.0))),
@@ -347,6 +356,8 @@ def _split_slice() -> list[Case]:
         Case("Slice/out_of_range", "Slice", (x, _i32(3, 0), _i32(2, 1))),
         Case("Slice/negative_begin", "Slice", (x, _i32(-1, 0), _i32(1, 1))),
         Case("Slice/size_below_minus_one", "Slice", (x, _i32(0, 0), _i32(-2, 1))),
+        Case("Slice/int64_begin_wraps_32", "Slice", (x, _i64(2**32 + 1, 0), _i64(1, 1))),
+        Case("Slice/int64_size_wraps_32", "Slice", (x, _i64(0, 0), _i64(2**32 + 1, 1))),
         Case("Slice/wrong_length", "Slice", (x, _i32(0), _i32(1))),
     ]
     return out
@@ -389,6 +400,7 @@ def _strided_slice() -> list[Case]:
              {"ellipsis_mask": 1, "new_axis_mask": 2}),
         Case(f"{ss}/stride_larger_than_dim", ss, (x, _i32(0, 4), _i32(4, 0), _i32(10, -10)), grad=True, seed=78),
         Case(f"{ss}/masks_beyond_spec", ss, (x, _i32(1), _i32(2), _i32(1)), {"begin_mask": 6, "end_mask": 4}),
+        Case(f"{ss}/int64_huge_bounds", ss, (x, _i64(-2**40, 2**40), _i64(2**40, -2**40), _i64(2**33, -1))),
         Case(f"{ss}/zero_stride", ss, (x, _i32(0), _i32(2), _i32(0))),
         Case(f"{ss}/shrink_out_of_range", ss, (x, _i32(4), _i32(5), _i32(1)), {"shrink_axis_mask": 1}),
         Case(f"{ss}/two_ellipses", ss, (x, _i32(0, 0), _i32(0, 0), _i32(1, 1)), {"ellipsis_mask": 3}),
@@ -443,6 +455,8 @@ def _gather() -> list[Case]:
         Case("GatherV2/noncontiguous", "GatherV2", (noncontiguous(p), _i32(1, 3), np.int32(1))),
         Case("GatherV2/special", "GatherV2", (_SPECIAL, _i32(0, 3, 6, 3), np.int32(0))),
         Case("GatherV2/index_out_of_range", "GatherV2", (p, _i32(0, 5), np.int32(0))),
+        Case("GatherV2/int64_index_wraps_32", "GatherV2", (p, _i64(2**32 + 1), np.int32(0)),
+             why="2**32 + 1 must be out of range, not row 1"),
         Case("GatherV2/index_negative", "GatherV2", (p, _i32(-1), np.int32(0))),
         Case("GatherV2/axis_out_of_range", "GatherV2", (p, _i32(0), np.int32(2))),
         Case("GatherV2/scalar_params", "GatherV2", (np.float32(1.0), _i32(0), np.int32(0))),
@@ -476,6 +490,10 @@ def _segment_sum() -> list[Case]:
         Case(f"{uss}/large", uss, (_rand((40000, 8), "float32", 96), rng(96).integers(0, 50, 40000).astype(np.int32),
                                    np.int32(50)), tol=(1e-4, 1e-4), why="large enough for a threaded sum; order differs"),
         Case(f"{uss}/id_out_of_range", uss, (d, _i32(0, 3, 0, 1, 2, 2), np.int32(3))),
+        Case(f"{uss}/int64_id_wraps_32", uss, (d, _i64(0, 2**32 + 1, 0, 1, 2, 2), np.int64(3)),
+             why="2**32 + 1 must be out of range, not segment 1"),
+        Case(f"{uss}/int64_id_negative_wraps", uss, (d, _i64(0, -2**32 + 1, 0, 1, 2, 2), np.int64(3)),
+             why="-2**32 + 1 is negative (dropped), not segment 1"),
         Case(f"{uss}/ids_shape_mismatch", uss, (d, _i32(0, 1), np.int32(3))),
         Case(f"{uss}/negative_num_segments", uss, (d, ids, np.int32(-1))),
     ]
@@ -500,6 +518,8 @@ def _one_hot() -> list[Case]:
         Case("OneHot/depth1", "OneHot", (idx, np.int32(1), np.float32(1), np.float32(0))),
         Case("OneHot/axis0_matrix", "OneHot", (_i32(0, 1, 2, 0).reshape(2, 2), np.int32(3), np.int32(1), np.int32(0)),
              {"axis": 0}),
+        Case("OneHot/int64_huge_indices", "OneHot", (_i64(2**40, 1, -2**40, 2**32 + 1), np.int32(3), np.float32(1),
+                                                     np.float32(0)), why="no wrap to 32 bits: 2**32 + 1 is not 1"),
         Case("OneHot/depth0", "OneHot", (idx, np.int32(0), np.float32(1), np.float32(0))),
         Case("OneHot/empty", "OneHot", (_i32(), np.int32(3), np.float32(1), np.float32(0))),
         Case("OneHot/nan_values", "OneHot", (idx, np.int32(2), np.float32(np.nan), np.float32(-0.0))),
