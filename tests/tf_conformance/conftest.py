@@ -40,11 +40,12 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
         if want == "fresh" and not have_tf:
             pytest.fail("OPKERNEL_TF_REFERENCE=fresh but tensorflow is not importable (pip install -e '.[tf-oracle]')")
         if have_tf and want != "recorded":
-            out = tmp_path_factory.mktemp("tf_reference")
-            record_fresh(out)
+            out, selftest = tmp_path_factory.mktemp("tf_reference"), tmp_path_factory.mktemp("tf_selftest")
+            record_fresh(out, selftest)
             fams = recording.read_dir(out)
             version = next(iter(fams.values()))["tensorflow"] if fams else "?"
-            _REFERENCE = Reference(f"recorded now from TensorFlow {version}", fams)
+            _REFERENCE = Reference(f"recorded now from TensorFlow {version}", fams,
+                                   recording.read_dir(selftest / "out"))
         else:
             fams = recording.read_dir(RECORDED)
             version = next(iter(fams.values()))["tensorflow"] if fams else "?"

@@ -74,6 +74,7 @@ def suite() -> Suite:
 class Reference:
     source: str                                   # what the summary says about where it came from
     families: dict[str, dict[str, Any]]
+    selftest: dict[str, dict[str, Any]] | None = None   # SELFTEST_TABLES' recording, when recorded now
 
     def entry(self, case_id: str) -> dict[str, Any] | None:
         for doc in self.families.values():
@@ -82,14 +83,40 @@ class Reference:
         return None
 
 
-def record_fresh(out: Path) -> None:
-    """Run record.py in a child process; a crash, hang or failure fails the caller."""
+#: Case tables the recorder must survive, recorded next to the real ones whenever the
+#: reference is recorded afresh (one TensorFlow start for both); test_tf_compare checks
+#: that each broken table or case is recorded as such and the others still are.
+SELFTEST_TABLES = {
+    "broken": "raise RuntimeError('this table is broken')\n",
+    "odd": """
+import numpy as np
+from case import Case
+DIFFERENCES = {}
+EXEMPT = {}
+def cases():
+    x = np.ones(3, np.float32)
+    return [
+        Case("Add/fine", "Add", (x, x), grad=True),
+        Case("Add/one_input", "Add", (x,)),
+        Case("NoSuchOp/x", "NoSuchOp", (x,)),
+        Case("Add/int_grad", "Add", (np.ones(2, np.int32), np.ones(2, np.int32)), grad=True),
+        Case("MatMul/rejected", "MatMul", (x, x)),
+    ]
+""",
+}
+
+
+def record_fresh(out: Path, selftest: Path) -> None:
+    """Run record.py in a child process on the suite's tables (into ``out``) and on
+    SELFTEST_TABLES (into ``selftest/out``); a crash, hang or failure fails the caller."""
     from isolated import run_isolated
 
+    for family, text in SELFTEST_TABLES.items():
+        (selftest / f"cases_{family}.py").write_text(text)
     code = (
-        "import runpy, sys; "
-        f"sys.argv = ['record.py', '--out', {str(out)!r}]; "
-        f"runpy.run_path({str(HERE / 'record.py')!r}, run_name='__main__')"
+        f"import runpy; main = runpy.run_path({str(HERE / 'record.py')!r}, run_name='record')['main']; "
+        f"main(['--out', {str(out)!r}]); "
+        f"main(['--out', {str(selftest / 'out')!r}, '--cases-dir', {str(selftest)!r}])"
     )
     run_isolated(code, timeout=600, what="record.py (TensorFlow reference)")
 
