@@ -14,6 +14,7 @@ import gzip
 import importlib.util
 import json
 import math
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -45,8 +46,17 @@ def _read(path: Path) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=None)
 def reference() -> Reference:
+    """TensorFlow's OpDefs; ``OPKERNEL_TF_REFERENCE`` chooses as for the value cases (conftest.py):
+    ``recorded`` forces the checked-in dump, ``fresh`` requires TensorFlow, ``auto`` (default) dumps
+    afresh when TensorFlow is importable."""
     checked_in = _read(CHECKED_IN)
-    if importlib.util.find_spec("tensorflow") is None:
+    want = os.environ.get("OPKERNEL_TF_REFERENCE", "auto")
+    have_tf = importlib.util.find_spec("tensorflow") is not None
+    if want == "fresh" and not have_tf:
+        import pytest
+
+        pytest.fail("OPKERNEL_TF_REFERENCE=fresh but tensorflow is not importable (pip install -e '.[tf-oracle]')")
+    if not have_tf or want == "recorded":
         return Reference(checked_in, False, checked_in)
     sys.path.insert(0, str(HERE.parent))
     try:

@@ -173,6 +173,7 @@ def test_the_checked_in_dump_is_the_reference_without_tensorflow(monkeypatch: py
     import importlib.util
 
     real = importlib.util.find_spec
+    monkeypatch.delenv("OPKERNEL_TF_REFERENCE", raising=False)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
     ref = reference.__wrapped__()
     assert not ref.fresh and ref.data == ref.checked_in and "Conv2D" in ref.ops
