@@ -54,6 +54,14 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
     return _REFERENCE
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    want = os.environ.get("OPKERNEL_TF_REFERENCE", "auto")
+    if find_spec("tensorflow") is not None and want != "recorded":
+        return "TensorFlow reference: recorded afresh by tests/tf_conformance/record.py (tensorflow is importable)"
+    why = "OPKERNEL_TF_REFERENCE=recorded" if want == "recorded" else "tensorflow is not installed"
+    return f"TensorFlow reference: checked-in recording in {RECORDED} ({why})"
+
+
 @pytest.fixture(scope="session")
 def checked_in() -> Reference:
     return Reference("checked-in recording", recording.read_dir(RECORDED))

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"           # the reference kernels, whatever the caller's environment
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
 sys.path.insert(0, str(HERE))
