@@ -135,3 +135,34 @@ def test_sign_of_negative_zero_is_positive_zero(backend: str, dtype: str) -> Non
         pytest.skip(str(e))
     assert values.tolist() == [0.0, 0.0, -1.0, 1.0]
     assert not np.signbit(values[:2]).any()
+
+
+# ---------------------------------------------------------------- Cast of floats out of an integer's range
+
+
+SATURATING = {
+    "int8": [0, 127, -128, 127, -128, 127, -128, -1, 2],
+    "uint8": [0, 255, 0, 255, 0, 255, 0, 0, 2],
+    "int16": [0, 32767, -32768, 32767, -32768, 300, -129, -1, 2],
+    "uint16": [0, 65535, 0, 65535, 0, 300, 0, 0, 2],
+    "int32": [0, 2**31 - 1, -(2**31), 2**31 - 1, -(2**31), 300, -129, -1, 2],
+    "uint32": [0, 2**32 - 1, 0, 2**32 - 1, 0, 300, 0, 0, 2],
+    "int64": [0, 2**63 - 1, -(2**63), 10**10, -(10**10), 300, -129, -1, 2],
+    "uint64": [0, 2**64 - 1, 0, 10**10, 0, 300, 0, 0, 2],
+}
+
+
+@pytest.mark.parametrize("src", ["float32", "float64"])
+@pytest.mark.parametrize("dst", sorted(SATURATING))
+def test_float_to_integer_cast_saturates(backend: str, src: str, dst: str) -> None:
+    """C++ leaves these undefined, and TensorFlow's CPU answer depends on the element's
+    position (uint8(65535.0) is 255 or 0 by the array's length): opkernel saturates and
+    maps NaN to 0 at every position, as TensorFlow's GPU kernels do."""
+    x = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 300.7, -129.9, -1.5, 2.5], src)
+    for n in (1, 3, 16, 17, 35):  # every position: SIMD lanes and scalar tails
+        wide = np.tile(x, n)
+        try:
+            out = ok.ops.cast(wide, DstT=ok.as_dtype(dst)).numpy()
+        except KernelNotFoundError as e:
+            pytest.skip(str(e))
+        assert out.reshape(n, len(x)).tolist() == [SATURATING[dst]] * n

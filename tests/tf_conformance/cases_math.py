@@ -481,7 +481,8 @@ def _cast_cases() -> list[Case]:
     # No case casts NaN, an infinity or a float out of the integer type's range: C++ leaves
     # that undefined and TensorFlow's answer depends on the element's position (SIMD lanes
     # saturate through int32, the scalar tail wraps: uint8(65535.0) is 255 or 0 by the
-    # array's length), as numpy's does, so neither side is a reference (docs/conformance.md).
+    # array's length), so it is no reference.  opkernel saturates and sends NaN to 0, as
+    # TensorFlow's GPU kernels do: tests/test_tf_math_divergences.py checks it.
     out.append(Case("Cast/float32_to_bool_special", "Cast", (_special("float32"),), {"DstT": "bool"}))
     out.append(Case("Cast/float64_to_float32_special", "Cast", (f64,), {"DstT": "float32"}))
     out.append(Case("Cast/float64_to_float16_overflow", "Cast", (np.array([65504.0, 65520.0, 1e6, -1e6, 1e-8, 6e-8], np.float64),), {"DstT": "float16"}))

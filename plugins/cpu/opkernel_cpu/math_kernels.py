@@ -453,7 +453,24 @@ def cast(x: np.ndarray, DstT: ok.DType, SrcT: ok.DType, Truncate: bool = False, 
             x = _zero_low_bits(x, bits)
         if x.dtype.kind == "c" and not DstT.is_complex:
             x = x.real  # C++ static_cast semantics: the imaginary part is dropped
+        if DstT.is_integer and (SrcT.is_floating or SrcT.is_complex):
+            return saturating_cast(x, DstT.np)  # type: ignore[no-any-return]
         return x.astype(DstT.np)
+
+
+def saturating_cast(x: Any, dst: np.dtype[Any]) -> Any:
+    """Floats to an integer type, rounding toward zero, out-of-range values to the nearest
+    end of the range and NaN to 0, as CUDA's conversions (and TensorFlow's GPU kernels)
+    do.  C++ leaves these conversions undefined: TensorFlow's CPU answer and numpy's
+    ``astype`` depend on the element's position in the array (SIMD lanes or not)."""
+    xp = xp_of(x)
+    info = np.iinfo(dst)
+    wide = x.astype(np.float64)  # compares exactly with the range's ends, 2**k
+    top, bottom = float(info.max) + 1.0, float(info.min)
+    inside = (wide >= bottom) & (wide < top)  # False for NaN
+    out = xp.where(inside, wide, 0.0).astype(dst)
+    out = xp.where(wide >= top, dst.type(info.max), out)
+    return xp.where(wide < bottom, dst.type(info.min), out)
 
 
 def _zero_low_bits(x: np.ndarray, bits: int) -> np.ndarray:

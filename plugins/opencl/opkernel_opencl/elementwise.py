@@ -399,6 +399,10 @@ def _cast_source(src: str) -> str:
             body = f"vstore_half_rte((float){load}, i, out);"
         elif dst == "bool":
             body = f"out[i] = {load} != 0;"
+        elif src in FLOATS + ("float16",) and dst in INTS:
+            # Saturating, NaN to 0 (a plain C cast of an out-of-range float is undefined;
+            # PoCL's _sat conversions send NaN to the type's lowest value).
+            body = f"out[i] = isnan({load}) ? ({D})0 : convert_{D}_sat_rtz({load});"
         else:
             body = f"out[i] = ({D}){load};"
         k = f"__kernel void to_{dst}(__global {D}* out, __global const {S}* x) {{ int i = get_global_id(0); {body} }}"
