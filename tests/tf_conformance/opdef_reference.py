@@ -199,12 +199,24 @@ def _text_value(kind: str, value: Any) -> str:
     raise ValueError(kind)
 
 
-def to_specs(op: dict[str, Any], spec_names: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
+def to_specs(
+    op: dict[str, Any], spec_names: dict[str, str], classes: dict[str, frozenset[str]] | None = None
+) -> tuple[list[str], list[str], list[str]]:
     """(inputs, outputs, attrs) of a dump's op, as REGISTER_OP specs.
 
     ``spec_names`` maps a DataType enum name to the name a spec writes (DT_FLOAT -> float);
-    a KeyError means the op uses a type opkernel does not model.
+    a KeyError means the op uses a type opkernel does not model.  With ``classes`` (type
+    class name -> its DataType enum names, largest first), an allowed set that holds a
+    whole class names the class instead of its dtypes (``{numbertype, bool}``).
     """
+
+    def type_items(allowed: list[str]) -> list[str]:
+        rest, items = list(dict.fromkeys(allowed)), []
+        for name, members in (classes or {}).items():
+            if members <= set(rest):
+                items.append(name)
+                rest = [t for t in rest if t not in members]
+        return items + [spec_names[t] for t in rest]
 
     def arg(a: dict[str, Any]) -> str:
         t = spec_names[a["type"]] if a["type"] else a["type_attr"] or a["type_list_attr"]
@@ -219,7 +231,7 @@ def to_specs(op: dict[str, Any], spec_names: dict[str, str]) -> tuple[list[str],
         kind = a["type"][5:-1] if is_list else a["type"]
         base = kind
         if a["allowed"] is not None:
-            items = [spec_names[t] for t in a["allowed"]] if kind == "type" else [_quote(s) for s in a["allowed"]]
+            items = type_items(a["allowed"]) if kind == "type" else [_quote(s) for s in a["allowed"]]
             base = "{" + ", ".join(items) + "}"
         text = f"{a['name']}: {f'list({base})' if is_list else base}"
         if a["minimum"] is not None:

@@ -60,9 +60,20 @@ def comparable(normal: dict[str, Any], attr_order: list[str], is_stateful: bool)
     return {**normal, "attr_order": attr_order, "is_stateful": is_stateful}
 
 
-def round_trip(op: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | str:
-    """(opkernel's normal form, TensorFlow's) of ``op`` registered from printed specs, or the error."""
-    inputs, outputs, attrs = to_specs(op, SPEC_NAMES)
+# The type classes, largest first, as DataType enum names (the same sets as TensorFlow's:
+# test_type_classes_are_tensorflows).
+CLASSES = {
+    name: frozenset(dt.enum for dt in dtypes.TYPE_CLASSES[name])
+    for name in sorted((n for n in dtypes.TYPE_CLASSES if n != "type"), key=lambda n: -len(dtypes.TYPE_CLASSES[n]))
+}
+
+
+def round_trip(op: dict[str, Any], *, with_classes: bool = False) -> tuple[dict[str, Any], dict[str, Any]] | str:
+    """(opkernel's normal form, TensorFlow's) of ``op`` registered from printed specs, or the error.
+
+    ``with_classes`` prints allowed sets with type classes ({numbertype, bool}); the order of
+    the allowed dtypes then follows the class, so the sets are compared sorted."""
+    inputs, outputs, attrs = to_specs(op, SPEC_NAMES, CLASSES if with_classes else None)
     name = INTERNAL_PREFIX + op["name"] if op["name"].startswith("_") else op["name"]
     try:
         registration = op_registry.register_op(name)
@@ -79,6 +90,10 @@ def round_trip(op: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | st
         return f"{type(error).__name__}: {error}"
     got = comparable(normalize_ok(op_def), [a.name for a in op_def.attrs], op_def.is_stateful)
     want = comparable(normalize_tf(op), [a["name"] for a in op["attrs"]], op["is_stateful"] or ref_makes_stateful(op))
+    if with_classes:
+        for form in (got, want):
+            for attr in form["attrs"].values():
+                attr["allowed"] = None if attr["allowed"] is None else sorted(attr["allowed"])
     return got, want
 
 
@@ -118,6 +133,32 @@ def test_every_tensorflow_opdef_round_trips(capsys: pytest.CaptureFixture[str]) 
               + ", ".join(f"{t} {n}" for t, n in sorted(by_type.items())))
     assert not failures, f"{len(failures)} TensorFlow ops do not round-trip:\n" + "\n".join(failures)
     assert round_tripped + skipped == len(ops)
+
+
+def test_round_trip_through_type_classes() -> None:
+    # The same registry printed with type classes where an allowed set holds one whole
+    # ("T: {numbertype, bool}"), the form most of TensorFlow's own REGISTER_OP calls use.
+    failures, with_class = [], 0
+    with isolated_registries():
+        op_registry.restore(op_registry.RegistrySnapshot({}, {}))
+        for op in reference().data["ops"]:
+            if unmodeled_types(op):
+                continue
+            specs = to_specs(op, SPEC_NAMES, CLASSES)[2]
+            with_class += any(name in spec for spec in specs for name in CLASSES)
+            result = round_trip(op, with_classes=True)
+            if isinstance(result, str) or result[0] != result[1]:
+                failures.append(f"{op['name']}: {result if isinstance(result, str) else (result[0], result[1])}")
+    assert not failures, f"{len(failures)} ops do not round-trip through type classes:\n" + "\n".join(failures[:20])
+    assert with_class > 100  # the shorthand was exercised (TensorFlow 2.21: several hundred ops)
+
+
+def test_type_classes_are_tensorflows() -> None:
+    # Each class's dtypes as TensorFlow expands it, read from an op that declares its T with it.
+    tf_ops = reference().ops
+    for op, cls in (("Sum", "numbertype"), ("Less", "realnumbertype"), ("Dequantize", "quantizedtype")):
+        allowed = next(a["allowed"] for a in tf_ops[op]["attrs"] if a["name"] == "T")
+        assert set(allowed) == CLASSES[cls], (op, cls)
 
 
 def test_unmodeled_types_are_only_the_known_ones() -> None:
