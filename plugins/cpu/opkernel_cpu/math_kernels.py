@@ -311,7 +311,8 @@ def sum_(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: o
 def prod(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
     axes = _axes("Prod", input, reduction_indices)
     xp = xp_of(input)
-    return xp.asarray(xp.prod(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)  # type: ignore[no-any-return]
+    with np.errstate(all="ignore"):  # 0 * inf is nan and overflow inf (or a wrap), silently, as in TensorFlow
+        return xp.asarray(xp.prod(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)  # type: ignore[no-any-return]
 
 
 def mean(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
@@ -548,9 +549,9 @@ def register_all() -> None:
         ("Log1p", _unary(np.log1p, quiet=True), None, ()),
         ("Sqrt", _unary(np.sqrt, quiet=True), None, ()),
         ("Rsqrt", rsqrt, None, ()),
-        ("Sin", _unary(np.sin), None, ()),
-        ("Cos", _unary(np.cos), None, ()),
-        ("Tanh", _unary(np.tanh), None, ()),
+        ("Sin", _unary(np.sin, quiet=True), None, ()),
+        ("Cos", _unary(np.cos, quiet=True), None, ()),
+        ("Tanh", _unary(np.tanh, quiet=True), None, ()),
         ("Sigmoid", sigmoid, None, ()),
         ("Erf", erf, None, ()),
         ("Equal", _equality("Equal", np.equal, False), None, ()),
