@@ -153,6 +153,10 @@ def _error(e: BaseException) -> dict[str, str]:
     # Eager execution wraps the kernel's message in node and device names that say nothing about the call.
     message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
     message = re.sub(r"\s*name:\s*$", "", message)
+    # "No OpKernel was registered ... with these attrs: [...]" lists attrs in hash order: sort them,
+    # so re-recording gives the same text.
+    message = re.sub(r"(with these attrs: \[)([^\]]*)\]",
+                     lambda m: m.group(1) + ", ".join(sorted(m.group(2).split(", "))) + "]", message)
     return {"class": type(e).__name__, "message": message.strip()[:2000]}
 
 
