@@ -150,8 +150,13 @@ def _gradients(case: Case, ref: dict[str, Any], tol: tuple[float, float] | None)
         tape.watch(sources)
         outs = _flat(ok.execute(case.op, *args, **attrs))
     targets = [(o, u) for o, u in zip(outs, ups) if u is not None]
-    grads = tape.gradient([o for o, _ in targets], sources, output_gradients=[u for _, u in targets],
-                          unconnected_gradients="zero")
+    try:
+        grads = tape.gradient([o for o, _ in targets], sources, output_gradients=[u for _, u in targets],
+                              unconnected_gradients="zero")
+    except errors.InternalError:
+        raise
+    except errors.OpkernelError as e:
+        return [f"TensorFlow takes this gradient; opkernel cannot: {type(e).__name__}: {e}"]
     if len(grads) != len(ref["grads"]):
         return [f"{len(grads)} gradients, TensorFlow {len(ref['grads'])} ({[s['input'] for s in ref['grads']]})"]
     problems = []
