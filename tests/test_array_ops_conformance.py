@@ -217,3 +217,17 @@ def test_transpose_rejects_int64_perm_entries_past_int32(backend: str) -> None:
     x = np.zeros((2, 3, 4), np.float32)
     with pytest.raises(ok.errors.InvalidArgumentError, match="Transpose"):
         ok.ops.transpose(x, np.array([2**32 + 1, 0, 2], np.int64))
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_unsorted_segment_sum_of_complex(backend: str, dtype: str) -> None:
+    # TensorFlow sums complex segments on CPU; OpenCL had no complex kernel.
+    x = (np.arange(18).reshape(6, 3) * (1 - 2j) + 0.5j).astype(dtype)
+    ids = np.array([0, 2, 0, -1, 2, 2], np.int32)
+    y = ok.ops.unsorted_segment_sum(x, ids, np.int32(4))
+    expected = np.zeros((4, 3), dtype)
+    for row, i in zip(x, ids):
+        if i >= 0:
+            expected[i] += row
+    assert y.dtype == ok.as_dtype(dtype)
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)

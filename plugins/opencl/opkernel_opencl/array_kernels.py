@@ -469,6 +469,17 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: np.ndarray, 
     return out
 
 
+def complex_segment_sum(data: Any, segment_ids: Any, num_segments: np.ndarray, T: ok.DType, **attrs: Any) -> Any:
+    """UnsortedSegmentSum of complex64/complex128: a sum adds real and imaginary parts
+    alone, so the data is read as float32/float64 with a trailing dimension of 2 (the
+    same bytes), summed by the real kernel, and the result read back as complex."""
+    be = BE()
+    part = ok.float32 if T.name == "complex64" else ok.float64
+    pairs = be.new_array(tuple(data.shape) + (2,), part.np, data=data.base_data)
+    out = unsorted_segment_sum(pairs, segment_ids, num_segments, T=part, **attrs)
+    return be.new_array(tuple(out.shape[:-1]), T.np, data=out.base_data)
+
+
 @family("one_hot", tuple(f"{t}:{i}" for t in ALL for i in ("uint8", "int32", "int64")))
 def _one_hot_source(key: str) -> str:
     dtype, index = key.split(":")
@@ -595,6 +606,7 @@ def register_all() -> None:
         ("StridedSliceGrad", strided_slice_grad, every, ("shape", "begin", "end", "strides")),
         ("GatherV2", gather_v2, {"Tparams": MOVABLE}, ("axis",)),
         ("UnsortedSegmentSum", float32_compute(unsorted_segment_sum), {"T": list(REALS) + ["float16"]}, ("num_segments",)),
+        ("UnsortedSegmentSum", complex_segment_sum, {"T": ["complex64", "complex128"]}, ("num_segments",)),
         ("OneHot", float32_compute(one_hot), {"T": list(ALL) + ["float16"]}, ("depth", "on_value", "off_value")),
         ("Range", range_, {"Tidx": list(REALS) + ["float16"]}, ("start", "limit", "delta")),
         # The input is read on the host, so any dtype the device holds as bytes can be tested.
