@@ -1,8 +1,9 @@
 """Op interfaces against TensorFlow's OpDefs: code written for ``tf.raw_ops`` runs unchanged.
 
 For every op in opkernel's registry that TensorFlow also has: input and output names,
-order and types (fixed dtype, type attr, number attr, type-list attr, Ref), and attrs
-(names, types, allowed values, minimums, defaults).  TensorFlow's OpDefs come from
+order and types (fixed dtype, type attr, number attr, type-list attr, Ref), attrs
+(names, types, allowed values, minimums, defaults) and statefulness; and the keywords
+of each ``ok.ops`` wrapper against those of ``tf.raw_ops``.  TensorFlow's OpDefs come from
 dump_opdefs.py run in a child process when TensorFlow is installed, else from the
 checked-in dump; a stale checked-in dump fails ``test_checked_in_opdefs_are_current``.
 
@@ -102,8 +103,13 @@ def _all_differences() -> dict[str, str]:
     found: dict[str, str] = {}
     for name in _builtin_ops():
         if name in tf_ops:
-            diffs = _differences(normalize_ok(op_registry.get_op_def(name)), normalize_tf(tf_ops[name]))
+            op_def, tf_op = op_registry.get_op_def(name), tf_ops[name]
+            diffs = _differences(normalize_ok(op_def), normalize_tf(tf_op))
             found.update({f"{name}.{key}": text for key, text in diffs.items()})
+            # An op with a Ref input is stateful in opkernel (see test_grammar_roundtrip.ref_makes_stateful).
+            tf_stateful = tf_op["is_stateful"] or any(arg["is_ref"] for arg in tf_op["inputs"])
+            if op_def.is_stateful != tf_stateful:
+                found[f"{name}.is_stateful"] = f"opkernel {op_def.is_stateful}, TensorFlow {tf_op['is_stateful']}"
     return found
 
 
