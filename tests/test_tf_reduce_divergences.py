@@ -98,6 +98,31 @@ def test_add_n_of_float16_rounds_each_partial_sum(backend: str) -> None:
     np.testing.assert_array_equal(got, np.array([np.inf, 0], np.float16))
 
 
+# ---------------------------------------------------------------- Prod's gradient
+
+# tensorflow/python/ops/math_grad.py, _ProdGrad: the product of the elements before x_i
+# times the product of those after it (exclusive cumprods).  opkernel used prod / x_i,
+# which gave NaN for an infinite x_i (inf / inf), +0.0 for -0.0 and dropped an inf
+# beside a zero (inf * 0 is NaN).
+def test_prod_gradient_is_the_product_of_the_others(backend: str) -> None:
+    inf = np.inf
+    x = ok.tensor(np.array([[-0.0, 2.0, -3.0], [inf, 0.0, 1.0], [inf, 2.0, 3.0], [0.0, 0.0, 5.0]], np.float64))
+    with ok.GradientTape() as tape:
+        tape.watch(x)
+        y = ok.ops.prod(x, np.int32(1))
+    got = tape.gradient(y, x).numpy()
+    want = np.array([[-6.0, 0.0, -0.0], [0.0, inf, np.nan], [6.0, inf, inf], [0.0, 0.0, 0.0]])
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got)[~np.isnan(want)], np.signbit(want)[~np.isnan(want)])
+    with ok.GradientTape() as tape:  # over the first axis of a rank-3 input, and keep_dims
+        tape.watch(x)
+        y3 = ok.ops.prod(ok.ops.reshape(x, [4, 3, 1]), np.int32(0), keep_dims=True)
+    col = tape.gradient(y3, x).numpy()
+    with np.errstate(invalid="ignore"):  # inf * 0
+        others = np.array([np.prod(np.delete(x.numpy()[:, j], i)) for i in range(4) for j in range(3)]).reshape(4, 3)
+    np.testing.assert_array_equal(col, others)
+
+
 # ---------------------------------------------------------------- ClipByValue
 
 

@@ -597,22 +597,51 @@ def _min_max_reduction_grad(op: Any, grad: Any) -> list[Any]:
     return [ops.mul(ops.real_div(picked, count), g), None]
 
 
+def _shifted_rows(m: Any, k: int, down: bool) -> Any:
+    """Matrix ``m`` moved ``k`` rows down (or up), the rows left empty filled with ones."""
+    ops = _ops()
+    rows, cols = (int(d) for d in m.shape)
+    if k >= rows:
+        return ops.ones_like(m)
+    kept = ops.slice(m, constant((0 if down else k, 0), m), constant((rows - k, cols), m))
+    ones = ops.ones_like(ops.slice(m, constant((0, 0), m), constant((k, cols), m)))
+    return ops.concat_v2([ones, kept] if down else [kept, ones], constant(0, m))
+
+
+def _exclusive_cumprods(m: Any) -> tuple[Any, Any]:
+    """For each row of matrix ``m``, the product of the rows before it and of the rows
+    after it (TensorFlow's cumprod with exclusive=True, and with reverse=True): a
+    doubling scan, log2(rows) multiplications of shifted copies."""
+    ops = _ops()
+    left, right = _shifted_rows(m, 1, True), _shifted_rows(m, 1, False)
+    k = 1
+    while k < int(m.shape[0]):
+        left = ops.mul(left, _shifted_rows(left, k, True))
+        right = ops.mul(right, _shifted_rows(right, k, False))
+        k *= 2
+    return left, right
+
+
 def _prod_grad(op: Any, grad: Any) -> list[Any]:
-    """d prod / d x_i = product of the other elements, exact with zeros: with no zero
-    in a slice it is prod / x_i; with exactly one zero, only the zero's position gets
-    the product of the others; with two or more zeros it is 0 everywhere."""
+    """TensorFlow's _ProdGrad: d prod / d x_i is the product of the elements before x_i
+    times the product of those after it (exclusive cumulative products over the reduced
+    axes), so zeros, infinities, NaN and signed zeros give what the products give."""
     ops = _ops()
     x = _conj(op.inputs[0])  # the product of the others has real coefficients: conj commutes
-    axes = _int32(reduction_axes(op))
+    shape = tuple(int(d) for d in x.shape)
     g = _with_kept_dims(op, grad)
-    is_zero = ops.equal(x, 0)
-    zeros_in_slice = ops.sum(ops.cast(is_zero, DstT=x.dtype), axes, keep_dims=True)
-    safe_x = ops.select_v2(is_zero, ops.ones_like(x), x)
-    others = ops.prod(safe_x, axes, keep_dims=True)  # product of the non-zero entries
-    zero = ops.zeros_like(x)
-    at_nonzero = ops.select_v2(ops.equal(zeros_in_slice, 0), ops.real_div(others, safe_x), zero)
-    at_zero = ops.select_v2(ops.equal(zeros_in_slice, 1), others, zero)  # Select broadcasts
-    return [ops.mul(ops.select_v2(is_zero, at_zero, at_nonzero), g), None]
+    if tuple(g.shape) != shape:
+        g = ops.broadcast_to(g, constant(shape, g))
+    if math.prod(shape) == 0:
+        return [ops.zeros_like(x), None]
+    axes = reduction_axes(op)
+    rest = tuple(i for i in range(len(shape)) if i not in axes)
+    perm = axes + rest
+    reduced = math.prod(shape[i] for i in axes)
+    m = ops.reshape(ops.transpose(x, constant(perm, x)), constant((reduced, math.prod(shape) // reduced), x))
+    left, right = _exclusive_cumprods(m)
+    y = ops.reshape(ops.mul(left, right), constant(tuple(shape[i] for i in perm), x))
+    return [ops.mul(g, ops.transpose(y, constant(tuple(int(i) for i in np.argsort(perm)), x))), None]
 
 
 # -- linear algebra
