@@ -206,7 +206,8 @@ def record_case(tf: Any, case: Case, arrays: dict[str, tuple[np.ndarray, str]],
         targets = [(t, u) for t, u in zip(flat, ups) if u is not None]
         try:
             if not sources or not targets:
-                raise RecorderError(f"case {case.id!r} asks for gradients but has no floating or complex input or output")
+                raise RecorderError(
+                    f"case {case.id!r} asks for gradients but has no floating or complex input or output")
             grads = tape.gradient(
                 [t for t, _ in targets], [t for _, t in sources],
                 output_gradients=[tf.constant(u) for _, u in targets],
