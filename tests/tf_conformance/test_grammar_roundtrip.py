@@ -10,6 +10,7 @@ listed, not skipped silently.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -181,3 +182,18 @@ def test_round_trip_compares_what_it_claims() -> None:
     _, want = result
     changed = {**want, "attrs": {**want["attrs"], "data_format": {**want["attrs"]["data_format"], "default": "NCHW"}}}
     assert changed != result[0]
+
+
+def test_docs_give_the_current_counts() -> None:
+    # docs/conformance.md's round-trip section states the counts by unmodeled type; a new
+    # TensorFlow (a fresh dump) that changes them makes the page stale, and this fails.
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "conformance.md").read_text(encoding="utf-8")
+    section = page[page.index("## Grammar round trip"):]
+    by_type: Counter[str] = Counter()
+    for op in reference().data["ops"]:
+        by_type.update(unmodeled_types(op))
+    stated = dict(re.findall(r"^- (\w+): (\d+) ops$", section, re.M))
+    assert stated == {t: str(n) for t, n in by_type.items()}, (stated, dict(by_type))
+    assert f"({len(reference().data['ops'])} ops," in section
