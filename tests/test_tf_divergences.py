@@ -259,13 +259,21 @@ def test_complex_abs_takes_x(backend: str) -> None:
     assert ok.ops.complex_abs(x=z, Tout=ok.float32).numpy().tolist() == [5.0, 1.0]
 
 
-def test_max_pool_window_of_padding_only_is_lowest(backend: str) -> None:
-    # Explicit padding can leave a window no input element: TensorFlow's output keeps
-    # the lowest() it started from (pooling_ops_common.h).
+@pytest.mark.parametrize("pads", [[0, 0, 3, 0, 0, 0, 0, 0], [0, 0, 0, 2, 0, 0, 0, 0], [0, 0, 0, 0, 2, 0, 0, 0],
+                                  [0, 0, 0, 0, 1, 5, 0, 0]])
+def test_max_pool_rejects_padding_as_wide_as_the_window(backend: str, pads: list[int]) -> None:
+    # TensorFlow's pools (pooling_ops_common.cc) reject explicit padding as wide as the
+    # window ("Top padding 3 needs to be smaller than the window size 2"), so no window
+    # ever pools padding alone (TensorFlow 2.21's answer to tests/tf_conformance's
+    # MaxPool/explicit_padding_larger_than_window).
     x = np.ones((1, 2, 2, 1), np.float32)
-    out = ok.ops.max_pool(x, ksize=[1, 2, 2, 1], strides=[1, 3, 3, 1], padding="EXPLICIT",
-                          explicit_paddings=[0, 0, 3, 0, 3, 0, 0, 0]).numpy().ravel()
-    np.testing.assert_array_equal(out, np.array([LOWEST32, LOWEST32, LOWEST32, 1.0], np.float32))
+    attrs = {"ksize": [1, 2, 2, 1], "strides": [1, 3, 3, 1], "padding": "EXPLICIT", "explicit_paddings": pads}
+    with pytest.raises(ok.errors.InvalidArgumentError, match="MaxPool.*padding .* must be smaller than the window"):
+        ok.ops.max_pool(x, **attrs)
+    with pytest.raises(ok.errors.InvalidArgumentError, match="MaxPoolGrad.*padding .* must be smaller than the window"):
+        ok.ops.max_pool_grad(x, np.ones((1, 1, 1, 1), np.float32), np.ones((1, 1, 1, 1), np.float32), **attrs)
+    below = [min(p, 1) for p in pads]  # padding narrower than the window stays valid
+    assert ok.ops.max_pool(x, **{**attrs, "explicit_paddings": below}).numpy().max() == 1.0
 
 
 def test_arg_max_of_float16_starts_from_its_own_lowest(backend: str) -> None:

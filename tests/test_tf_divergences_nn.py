@@ -79,3 +79,25 @@ def test_max_pool_of_small_integers(backend: str, dtype: str) -> None:
     out, argmax = ok.ops.max_pool_with_argmax(x, **attrs)
     assert out.numpy().ravel().tolist() == y.numpy().ravel().tolist()
     assert argmax.numpy().ravel().tolist() == [1, 1, 5, 4, 4, 5, 6, 8, 8]
+
+
+# ---------------------------------------------------------------- cross entropy without classes
+
+# tensorflow/core/kernels/xent_op.cc: features [batch, 0] give each example the empty sum,
+# a loss of 0, and an empty backprop.  sparse_xent_op.cc: "Must have at least one class",
+# even for an empty batch.
+def test_softmax_cross_entropy_without_classes_is_a_zero_loss(backend: str) -> None:
+    for batch in (3, 0):
+        loss, backprop = ok.ops.softmax_cross_entropy_with_logits(np.zeros((batch, 0), np.float32),
+                                                                  np.zeros((batch, 0), np.float32))
+        assert loss.numpy().tolist() == [0.0] * batch and backprop.shape == (batch, 0)
+    # Broadcast against a real batch: the loss is written, not left as whatever memory held.
+    loss, _ = ok.ops.softmax_cross_entropy_with_logits(np.zeros((1, 0), np.float32), np.zeros((4096, 0), np.float32))
+    assert not loss.numpy().any()
+
+
+@pytest.mark.parametrize("op", ["sparse_softmax_cross_entropy_with_logits", "sparse_softmax_cross_entropy_loss"])
+@pytest.mark.parametrize("batch", [2, 0])
+def test_sparse_cross_entropy_needs_a_class(backend: str, op: str, batch: int) -> None:
+    with pytest.raises(ok.errors.InvalidArgumentError, match="at least one class"):
+        getattr(ok.ops, op)(np.zeros((batch, 0), np.float32), np.zeros(batch, np.int64))

@@ -111,11 +111,13 @@ def spatial_attr(values: Sequence[int], data_format: str, name: str) -> tuple[in
 
 
 def explicit_padding(
-    padding: str, explicit_paddings: Sequence[int], data_format: str
+    padding: str, explicit_paddings: Sequence[int], data_format: str, pool_window: tuple[int, int] | None = None
 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """((top, bottom), (left, right)) from ``explicit_paddings`` (pairs per
     dimension of ``data_format``) when ``padding`` is ``EXPLICIT``; zeros
-    otherwise.  Raises ValueError as TensorFlow's ``CheckValidPadding`` does."""
+    otherwise.  Raises ValueError as TensorFlow's ``CheckValidPadding`` does and,
+    for a pool (``pool_window``: its (height, width)), as its pools do for padding
+    as wide as the window (pooling_ops_common.cc): so no window pools padding alone."""
     if padding != "EXPLICIT":
         if len(explicit_paddings):
             raise ValueError(
@@ -133,7 +135,13 @@ def explicit_padding(
     h, w, c = (1, 2, 3) if data_format == "NHWC" else (2, 3, 1)
     if pairs[0] != (0, 0) or pairs[c] != (0, 0):
         raise ValueError(f"attr 'explicit_paddings' must not pad the batch or depth dimension, got {list(explicit_paddings)}")
-    return (int(pairs[h][0]), int(pairs[h][1])), (int(pairs[w][0]), int(pairs[w][1]))
+    ph, pw = (int(pairs[h][0]), int(pairs[h][1])), (int(pairs[w][0]), int(pairs[w][1]))
+    if pool_window is not None:
+        kh, kw = pool_window
+        for side, pad, k in (("top", ph[0], kh), ("bottom", ph[1], kh), ("left", pw[0], kw), ("right", pw[1], kw)):
+            if pad >= k:
+                raise ValueError(f"{side} padding {pad} must be smaller than the window size {k}")
+    return ph, pw
 
 
 # ------------------------------------------------------------ shape functions
@@ -221,7 +229,7 @@ def _pool_output(c: InferenceContext, x: TensorShape) -> TensorShape:
     kh, kw = _checked(c, spatial_attr, c.get_attr("ksize"), fmt, "ksize")
     sh, sw = _checked(c, spatial_attr, c.get_attr("strides"), fmt, "strides")
     padding = c.get_attr("padding")
-    ph, pw = _checked(c, explicit_padding, padding, c.get_attr("explicit_paddings", ()), fmt)
+    ph, pw = _checked(c, explicit_padding, padding, c.get_attr("explicit_paddings", ()), fmt, (kh, kw))
     bn, bh, bw, bd = _layout(fmt)
     oh = _windowed_dim(c, c.dim(x, bh), kh, 1, sh, padding, ph)
     ow = _windowed_dim(c, c.dim(x, bw), kw, 1, sw, padding, pw)

@@ -80,6 +80,10 @@ DIFFERENCES.update({
     "MaxPoolGradWithArgmax/argmax_negative":
         "a negative argmax: TensorFlow's CPU kernel adds the value into the previous image of the batch; "
         "opkernel raises InvalidArgumentError naming the index (tests/test_ops_nn.py)",
+    "MaxPoolWithArgmax/empty_batch":
+        "TensorFlow's CPU MaxPoolWithArgmax alone rejects an empty input ('tensor_in must not be empty', a guard "
+        "in that kernel only: MaxPool, MaxPoolGrad and MaxPoolGradWithArgmax accept an empty batch); opkernel "
+        "returns the empty outputs, as for MaxPool",
     "AvgPoolGrad/grad_shape_mismatch":
         "TensorFlow's CPU AvgPoolGrad does not check grad's shape against the pooled shape of "
         "orig_input_shape and reads grad as if it had that shape; opkernel raises InvalidArgumentError "
@@ -653,8 +657,59 @@ def _more_cases() -> list[Case]:
     return out
 
 
+def _rejected_cases() -> list[Case]:
+    """More calls TensorFlow rejects (or answers oddly): sizes, shapes and ranks."""
+    f32 = np.float32
+    valid = _conv([1, 1, 1, 1], "VALID")
+    pool = _pool(2, 2, "VALID")
+    out = [
+        Case("Conv2DBackpropInput/rejects_negative_sizes", "Conv2DBackpropInput",
+             (_a([1, -5, 5, 2], "int32"), np.ones((3, 3, 2, 2), f32), np.ones((1, 3, 3, 2), f32)), valid),
+        Case("Conv2DBackpropInput/rejects_filter_rank3", "Conv2DBackpropInput",
+             (_a([1, 5, 5, 2], "int32"), np.ones((3, 3, 2), f32), np.ones((1, 3, 3, 2), f32)), valid),
+        Case("Conv2DBackpropFilter/rejects_negative_sizes", "Conv2DBackpropFilter",
+             (np.ones((1, 5, 5, 2), f32), _a([3, -3, 2, 2], "int32"), np.ones((1, 3, 3, 2), f32)), valid),
+        Case("Conv2DBackpropFilter/rejects_sizes_length", "Conv2DBackpropFilter",
+             (np.ones((1, 5, 5, 2), f32), _a([3, 3, 2], "int32"), np.ones((1, 3, 3, 2), f32)), valid),
+        Case("Conv2D/rejects_filter_rank5", "Conv2D", (np.ones((1, 3, 3, 1), f32), np.ones((2, 2, 1, 1, 1), f32)),
+             valid),
+        Case("Conv2D/rejects_zero_filter_depth", "Conv2D", (np.ones((1, 3, 3, 2), f32), np.ones((2, 2, 0, 1), f32)),
+             valid),
+        Case("AvgPoolGrad/rejects_negative_shape", "AvgPoolGrad",
+             (_a([1, -4, 4, 1], "int32"), np.ones((1, 2, 2, 1), f32)), pool),
+        Case("AvgPoolGrad/empty_batch", "AvgPoolGrad", (_a([0, 4, 4, 1], "int32"), np.ones((0, 2, 2, 1), f32)), pool),
+        Case("MaxPoolGrad/rejects_orig_output_shape", "MaxPoolGrad",
+             (np.ones((1, 4, 4, 1), f32), np.ones((1, 3, 3, 1), f32), np.ones((1, 2, 2, 1), f32)), pool),
+        Case("MaxPoolGrad/rejects_rank3", "MaxPoolGrad",
+             (np.ones((4, 4, 1), f32), np.ones((2, 2, 1), f32), np.ones((2, 2, 1), f32)), pool),
+        Case("MaxPoolGradGrad/rejects_grad_shape", "MaxPoolGradGrad",
+             (np.ones((1, 4, 4, 1), f32), np.ones((1, 2, 2, 1), f32), np.ones((1, 2, 2, 1), f32)), pool),
+        Case("MaxPoolGradWithArgmax/rejects_argmax_shape", "MaxPoolGradWithArgmax",
+             (np.ones((1, 4, 4, 1), f32), np.ones((1, 2, 2, 1), f32), np.zeros((1, 3, 3, 1), np.int64)), pool),
+        Case("MaxPoolWithArgmax/empty_batch", "MaxPoolWithArgmax", (np.zeros((0, 4, 4, 1), f32),), pool),
+        Case("MaxPool/rejects_explicit_paddings_length", "MaxPool", (np.ones((1, 4, 4, 1), f32),),
+             {**_pool(2, 2, "EXPLICIT"), "explicit_paddings": [0, 0, 1, 1]}),
+        Case("MaxPool/explicit_padding_larger_than_window", "MaxPool", (np.ones((1, 2, 2, 1), f32),),
+             {**_pool(2, 1, "EXPLICIT"), "explicit_paddings": [0, 0, 2, 0, 0, 0, 0, 0]}),
+        Case("BiasAddGrad/nchw_rank2", "BiasAddGrad", (_rand(1402, (2, 3), "float32"),), {"data_format": "NCHW"}),
+        Case("BiasAdd/rejects_nchw_bias_size", "BiasAdd", (np.ones((2, 3, 4), f32), np.ones(4, f32)),
+             {"data_format": "NCHW"}),
+        Case("SparseSoftmaxCrossEntropyWithLogits/no_classes", "SparseSoftmaxCrossEntropyWithLogits",
+             (np.zeros((2, 0), f32), _a([0, 0], "int64"))),
+        Case("SparseSoftmaxCrossEntropyWithLogits/empty_no_classes", "SparseSoftmaxCrossEntropyWithLogits",
+             (np.zeros((0, 0), f32), np.zeros(0, np.int64))),
+        Case("SoftmaxCrossEntropyWithLogits/no_classes", "SoftmaxCrossEntropyWithLogits",
+             (np.zeros((2, 0), f32), np.zeros((2, 0), f32))),
+        Case("SoftmaxCrossEntropyWithLogits/float16_broadcast", "SoftmaxCrossEntropyWithLogits",
+             (_rand(1403, (3, 4), "float16"), _a([[0.25, 0.25, 0.5, 0.0]], "float16")), tol=(1e-2, 1e-2),
+             why="float16's 11-bit significand"),
+        Case("ReluGrad/rejects_dtype_mismatch", "ReluGrad", (np.ones(3, f32), np.ones(3, np.float64))),
+    ]
+    return out
+
+
 def cases() -> list[Case]:
-    return [*_activation_cases(), *_softmax_cases(), *_bias_cases(), *_conv_cases(), *_pool_cases(), *_more_cases()]
+    return [*_activation_cases(), *_softmax_cases(), *_bias_cases(), *_conv_cases(), *_pool_cases(), *_more_cases(), *_rejected_cases()]
 
 
 # ------------------------------------------------------------------ compositions

@@ -162,6 +162,8 @@ def softmax_cross_entropy_with_logits(
         ) from None
     wt = _work_type(T)
     xp = xp_of(features, labels)
+    if shape[1] == 0:  # no classes: each loss is an empty sum, 0, as TensorFlow gives it
+        return xp.zeros(shape[:1], T.np), xp.empty(shape, T.np)
     logp = _log_softmax(xp.broadcast_to(features.astype(wt, copy=False), shape))
     y = xp.broadcast_to(labels.astype(wt, copy=False), shape)
     loss = -(y * logp).sum(axis=-1)
@@ -202,6 +204,8 @@ def _sparse_xent(op: str, features: Any, labels: Any, T: ok.DType) -> tuple[Any,
             f"got shapes {list(features.shape)} and {list(labels.shape)}",
         )
     batch, classes = features.shape
+    if classes == 0:  # TensorFlow's check: no label can be valid, even in an empty batch
+        raise _error(op, f"must have at least one class, got features shape {list(features.shape)}")
     host = type(features) is np.ndarray
     work = np.dtype(_work_type(T))
     native = sharding.native_module()
@@ -420,7 +424,7 @@ def _window_cached(
     try:
         sh, sw = spatial_attr(strides, data_format, "strides")
         dh, dw = spatial_attr(dilations, data_format, "dilations") if dilations is not None else (1, 1)
-        ph, pw = explicit_padding(padding, explicit_paddings, data_format)
+        ph, pw = explicit_padding(padding, explicit_paddings, data_format, khw if dilations is None else None)
         oh, pt, pb = window_output_size(hw[0], khw[0], dh, sh, padding, ph)
         ow, pl, pr = window_output_size(hw[1], khw[1], dw, sw, padding, pw)
     except ValueError as e:
@@ -773,8 +777,8 @@ def _without_nan(x: np.ndarray) -> np.ndarray:
 def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
     out = _max_pool(input, **attrs)
     if out.dtype.kind in "fV" and out.size:
-        # A window of padding only (explicit padding can make one) pools to lowest(), as
-        # TensorFlow's does, not to the -inf its padding holds here.
+        # A window of nan and -inf only pools to lowest(), as TensorFlow's does, not to the
+        # -inf the padding holds here.
         xp = xp_of(out)
         lowest = out.dtype.type(ok.as_dtype(out.dtype).min)
         if xp.min(out) < lowest:

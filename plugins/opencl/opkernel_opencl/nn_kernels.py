@@ -107,7 +107,8 @@ def softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, *
         features = gather_view(be, op, features, lambda g: np.broadcast_to(g, shape))
     if labels.shape != shape:
         labels = gather_view(be, op, labels, lambda g: np.broadcast_to(g, shape))
-    loss = be.new_array(shape[:1], features.dtype)
+    # No classes: each loss is an empty sum, 0 (as TensorFlow gives it), not unwritten memory.
+    loss = be.new_array(shape[:1], features.dtype) if shape[1] else zeros(be, op, shape[:1], features.dtype)
     back = be.new_array(shape, features.dtype)
     if shape[0] and shape[1]:
         be.launch1d(be.programs.kernel("softmax", T.name, "xent", op), shape[0], loss.base_data, back.base_data,
@@ -122,6 +123,8 @@ def _sparse_xent(op: str, features: Any, labels: Any, T: ok.DType, Tlabels: ok.D
                    f"got shapes {list(features.shape)} and {list(labels.shape)}")
     be = BE()
     classes = features.shape[1]
+    if classes == 0:  # TensorFlow's check: no label can be valid, even in an empty batch
+        raise fail(op, f"must have at least one class, got features shape {list(features.shape)}")
     host = be.host(labels)
     if host is not None:
         bad = (host < 0) | (host >= classes)
@@ -230,7 +233,8 @@ def _window(op: str, x_shape: tuple[int, ...], khw: tuple[int, int], attrs: dict
     try:
         sh, sw = spatial_attr(attrs["strides"], fmt, "strides")
         dh, dw = spatial_attr(dilations, fmt, "dilations") if dilations is not None else (1, 1)
-        ph, pw = explicit_padding(attrs["padding"], attrs.get("explicit_paddings", ()), fmt)
+        ph, pw = explicit_padding(attrs["padding"], attrs.get("explicit_paddings", ()), fmt,
+                                  khw if dilations is None else None)  # None: a convolution
         oh, pt, _ = window_output_size(x_shape[1], khw[0], dh, sh, attrs["padding"], ph)
         ow, pl, _ = window_output_size(x_shape[2], khw[1], dw, sw, attrs["padding"], pw)
     except ValueError as e:
