@@ -231,3 +231,15 @@ def test_unsorted_segment_sum_of_complex(backend: str, dtype: str) -> None:
             expected[i] += row
     assert y.dtype == ok.as_dtype(dtype)
     np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_one_hot_of_complex(backend: str, dtype: str) -> None:
+    # TensorFlow's CPU OneHot takes any T; OpenCL had no complex kernel.
+    on, off = np.array(1.5 - 2j, dtype), np.array(complex(-0.0, 0.25), dtype)
+    idx = np.arange(100, dtype=np.int32).reshape(50, 2) % 7 - 1
+    y = ok.ops.one_hot(idx, np.int32(7), on, off, axis=1).numpy()
+    expected = np.where((idx[:, None, :] == np.arange(7)[None, :, None]), on, off).astype(dtype)
+    assert y.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(y, expected)
+    np.testing.assert_array_equal(np.signbit(y.real), np.signbit(expected.real))

@@ -513,6 +513,21 @@ def one_hot(indices: Any, depth: np.ndarray, on_value: Any, off_value: Any, axis
     return out
 
 
+def complex_one_hot(indices: Any, depth: np.ndarray, on_value: Any, off_value: Any, axis: int, T: ok.DType, **attrs: Any) -> Any:
+    """OneHot of complex64/complex128: the real and the imaginary parts are one-hot
+    tensors of float32/float64 of their own, interleaved into the complex result's bytes."""
+    be = BE()
+    part = ok.float32 if T.name == "complex64" else ok.float64
+    on, off = np.asarray(on_value), np.asarray(off_value)
+    re = one_hot(indices, depth, on.real, off.real, axis, T=part, **attrs)
+    im = one_hot(indices, depth, on.imag, off.imag, axis, T=part, **attrs)
+    pairs = be.new_array(tuple(re.shape) + (2,), part.np)
+    if pairs.size:
+        copy_into(be, "OneHot", pairs, lambda g: g[..., 0], re)
+        copy_into(be, "OneHot", pairs, lambda g: g[..., 1], im)
+    return be.new_array(tuple(re.shape), T.np, data=pairs.base_data)
+
+
 @family("range", REALS)
 def _range_source(dtype: str) -> str:
     T = ctype(ok.as_dtype(dtype))
@@ -608,6 +623,7 @@ def register_all() -> None:
         ("UnsortedSegmentSum", float32_compute(unsorted_segment_sum), {"T": list(REALS) + ["float16"]}, ("num_segments",)),
         ("UnsortedSegmentSum", complex_segment_sum, {"T": ["complex64", "complex128"]}, ("num_segments",)),
         ("OneHot", float32_compute(one_hot), {"T": list(ALL) + ["float16"]}, ("depth", "on_value", "off_value")),
+        ("OneHot", complex_one_hot, {"T": ["complex64", "complex128"]}, ("depth", "on_value", "off_value")),
         ("Range", range_, {"Tidx": list(REALS) + ["float16"]}, ("start", "limit", "delta")),
         # The input is read on the host, so any dtype the device holds as bytes can be tested.
         ("Where", where, {"T": list(ALL) + ["float16", "complex64", "complex128"]}, ("input",)),
