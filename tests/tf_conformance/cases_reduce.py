@@ -92,8 +92,8 @@ def _reduction_cases(op: str, dtypes: tuple[str, ...]) -> list[Case]:
         Case(f"{op}/noncontiguous_int32_axis0", op, (noncontiguous(rand("int32", (4, 5), 6)), _idx(0))),
     ]
     if op in ("Sum", "Mean", "Prod"):
-        # no grad=True: the recorder takes gradients of real floating inputs only
         out.append(Case(f"{op}/complex64_axis0_keep", op, (rand("complex64", (3, 4), 7), _idx(0)), {"keep_dims": True}))
+        out.append(Case(f"{op}/complex128_grad", op, (rand("complex128", (3, 4), 9), _idx(1)), grad=True, seed=8))
     if op in ("Sum", "Mean", "Prod", "Max", "Min"):
         # a long row: OpenCL's two-pass tree reduction; a tall one: its column kernel
         long_row = rand("float32", (1, 5000), 20) * (0.01 if op == "Prod" else 1) + (1 if op == "Prod" else 0)
@@ -227,6 +227,8 @@ def _matmul_cases() -> list[Case]:
         Case("MatMul/transpose_both_grad", "MatMul", (a.T.copy(), b.T.copy()), {"transpose_a": True, "transpose_b": True},
              grad=True, seed=92),
         Case("MatMul/float64_grad", "MatMul", (a.astype(np.float64), b.astype(np.float64)), grad=True, seed=93),
+        Case("MatMul/complex128_grad", "MatMul", (rand("complex128", (2, 3), 109), rand("complex128", (3, 2), 110)),
+             grad=True, seed=111),
         Case("MatMul/complex128_transpose_a", "MatMul", (rand("complex128", (3, 2), 94), rand("complex128", (3, 2), 95)),
              {"transpose_a": True}),
         Case("MatMul/grad_a_hint", "MatMul", (a, b), {"grad_a": True}),
@@ -267,6 +269,8 @@ def _batch_matmul_cases() -> list[Case]:
         Case("BatchMatMul/adj_x", "BatchMatMul", (np.swapaxes(x, 1, 2).copy(), y), {"adj_x": True}),
         Case("BatchMatMul/adj_y", "BatchMatMul", (x, np.swapaxes(y, 1, 2).copy()), {"adj_y": True}),
         Case("BatchMatMul/complex_adjoints", "BatchMatMul", (cx, cy), {"adj_x": True, "adj_y": True}),
+        Case("BatchMatMul/complex_adjoints_grad", "BatchMatMul", (cx.astype(np.complex128), cy.astype(np.complex128)),
+             {"adj_x": True, "adj_y": True}, grad=True, seed=142),
         Case("BatchMatMul/float32_grad", "BatchMatMul", (x, y), grad=True, seed=135),
         Case("BatchMatMul/rank2", "BatchMatMul", (x[0], y[0])),
         Case("BatchMatMul/rank4", "BatchMatMul", (rand("float64", (2, 2, 3, 4), 136), rand("float64", (2, 2, 4, 1), 137))),
