@@ -86,11 +86,15 @@ def test_checked_in_recording_covers_every_case(checked_in: Reference) -> None:
 
 
 def test_checked_in_recording_is_current(checked_in: Reference, reference: Reference) -> None:
-    """The checked-in recording is what TensorFlow answers today (so the fallback never goes stale)."""
+    """The checked-in recording is what TensorFlow answers today (so the fallback never goes stale).
+
+    Values within the case's tolerance: a machine with other vector units may round
+    TensorFlow's kernels differently in the last bits, which is not staleness."""
     if reference.source.startswith("checked-in"):
         pytest.skip(f"no fresh TensorFlow recording to compare with: {reference.source}")
     stale = []
-    for cid in sorted(suite().cases):
+    for cid, (_, case) in sorted(suite().cases.items()):
+        tol = case.tol
         old, new = checked_in.entry(cid), reference.entry(cid)
         if old is None or new is None:
             continue                      # test_checked_in_recording_covers_every_case names these
@@ -107,7 +111,7 @@ def test_checked_in_recording_is_current(checked_in: Reference, reference: Refer
                     continue
                 for j, (x, y) in enumerate(zip(a, b)):
                     why = (f"dtype {x['dtype']} recorded, {y['dtype']} now" if x["dtype"] != y["dtype"] else
-                           _mismatch(np.asarray(x["value"]), np.asarray(y["value"]), y["dtype"], (0.0, 0.0)))
+                           _mismatch(np.asarray(x["value"]), np.asarray(y["value"]), y["dtype"], tol))
                     if why:
                         stale.append(f"{cid} {kind}[{j}]: {why}")
     if stale:
