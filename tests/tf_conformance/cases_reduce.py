@@ -103,6 +103,12 @@ def _reduction_cases(op: str, dtypes: tuple[str, ...]) -> list[Case]:
     return out
 
 
+def _with_nan(a: np.ndarray, at: int) -> np.ndarray:
+    a = a.copy()
+    a[0, at] = NAN
+    return a
+
+
 def _signed_zeros(n: int, seed: int) -> np.ndarray:
     return np.where(rng(seed).integers(0, 2, (2, n)) == 1, -0.0, 0.0).astype(np.float32)
 
@@ -154,6 +160,11 @@ def _reduce_specials() -> list[Case]:
              why="a bfloat16 sum of 300 ones: 300 if accumulated in float32, 256 if in bfloat16"),
         # long rows of +-0.0: TensorFlow keeps the later of equal values, through OpenCL's tree too
         Case("Max/big_signed_zeros", "Max", (_signed_zeros(6000, 36), _idx(1))),
+        Case("Max/big_nan_in_long_row", "Max", (_with_nan(rand("float32", (2, 6000), 43), 3001), _idx(1))),
+        Case("Min/big_nan_in_long_row", "Min", (_with_nan(rand("float64", (2, 6000), 44), 17), _idx(1))),
+        Case("Mean/big_int32_long_row", "Mean", (np.full((1, 9000), 2**31 - 1, np.int32), _idx(1))),
+        Case("Sum/big_int8_wraps_columns", "Sum", (np.full((300, 20), 101, np.int8), _idx(0))),
+        Case("Prod/big_uint8_columns", "Prod", (rand("uint8", (300, 20), 45, 0, 3), _idx(0))),
         Case("Min/big_signed_zeros", "Min", (_signed_zeros(6000, 37), _idx(1))),
     ]
 
