@@ -275,8 +275,9 @@ def _binary_cases() -> list[Case]:
         x = np.array([1.0, 2.0, 0.0, np.nan, 3.0, -1.0], np.float32)
         y = np.array([1.0, 1.0, 0.0, 1.0, np.nan, -1.0], np.float32)
         out.append(Case(f"{op}/ties_nan", op, (x, y), grad=True, seed=13))
-        out.append(Case(f"{op}/float64_large", op, (_periodic("float64", LARGE_CHEAP, 103, 0.5, 0.25), np.array(0.0)),
-                        why="reaches the cpu backend's threaded path (a scalar operand broadcasts)"))
+        out.append(Case(f"{op}/float64_large", op, (_periodic("float64", LARGE_CHEAP, 103, 0.5, 0.25),
+                                                     _periodic("float64", LARGE_CHEAP, 89, 0.75, 0.125)),
+                        why="reaches the cpu backend's threaded path (operands of one shape)"))
     out.append(Case("Add/int8_large", "Add", (_periodic("int8", LARGE_CHEAP, 251), _periodic("int8", LARGE_CHEAP, 107, 1.0, 60)),
                     why="reaches the cpu backend's threaded path; int8 wraps"))
     strings = np.array([[b"ab", b"", b"x\x00y"], [b"\xff", b"cd", b""]], object)
