@@ -67,7 +67,8 @@ def _identity_like() -> list[Case]:
     out = []
     for op in ("Identity", "StopGradient", "ZerosLike", "OnesLike"):
         for i, dt in enumerate(_ANY):
-            out.append(Case(f"{op}/{dt}", op, (_rand((3, 4), dt, i),), grad=op == "Identity" and dt in _FLOATS, seed=i))
+            # StopGradient, ZerosLike, OnesLike: a zero gradient (TensorFlow's is None, taken as zeros)
+            out.append(Case(f"{op}/{dt}", op, (_rand((3, 4), dt, i),), grad=dt in _FLOATS, seed=i))
         out.append(Case(f"{op}/scalar", op, (np.float32(2.5),)))
         out.append(Case(f"{op}/empty", op, (np.zeros((0, 3), np.float32),)))
         out.append(Case(f"{op}/special", op, (_SPECIAL,)))
@@ -409,8 +410,10 @@ def _strided_slice() -> list[Case]:
     ]
     ssg = "StridedSliceGrad"
     out += [
-        Case(f"{ssg}/basic", ssg, (_i32(4, 5), _i32(1, 0), _i32(3, 5), _i32(1, 2), _rand((2, 3), "float32", 70))),
-        Case(f"{ssg}/negative_stride", ssg, (_i32(6), _i32(5), _i32(0), _i32(-2), _rand((3,), "float64", 71))),
+        Case(f"{ssg}/basic", ssg, (_i32(4, 5), _i32(1, 0), _i32(3, 5), _i32(1, 2), _rand((2, 3), "float32", 70)),
+             grad=True, seed=79),
+        Case(f"{ssg}/negative_stride", ssg, (_i32(6), _i32(5), _i32(0), _i32(-2), _rand((3,), "float64", 71)),
+             grad=True, seed=79),
         Case(f"{ssg}/shrink", ssg, (_i32(3, 4), _i32(1, 0), _i32(2, 4), _i32(1, 1), _rand((4,), "int32", 72)),
              {"shrink_axis_mask": 1}),
         Case(f"{ssg}/new_axis", ssg, (_i32(3), _i32(0, 0), _i32(0, 3), _i32(1, 1), _rand((1, 3), "float32", 73)),
