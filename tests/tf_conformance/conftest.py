@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import recording  # noqa: E402
 from case import Case  # noqa: E402
-from tf_suite import OUTCOMES, RECORDED, Reference, record_fresh, suite  # noqa: E402
+from tf_suite import OUTCOMES, RECORDED, Reference, record_fresh, suite, write_summary  # noqa: E402
 
 
 _REFERENCE: Reference | None = None
@@ -86,18 +86,25 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         OUTCOMES[key] = "failed"
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if not OUTCOMES:
         return
     s = suite()
     ran = {cid for _, cid in OUTCOMES}
     ops = {s.cases[cid][1].op for cid in ran if cid in s.cases}
-    tr = terminalreporter
-    tr.section("TensorFlow conformance")
-    tr.write_line(f"reference: {_REFERENCE.source if _REFERENCE else 'not loaded'}")
-    tr.write_line(f"ops compared: {len(ops)}; cases: {len(ran)} of {len(s.cases)}; "
-                  f"deliberate differences listed: {len(s.differences)}; exempt ops: {len(s.exempt)}")
+    lines = [
+        f"reference: {_REFERENCE.source if _REFERENCE else 'not loaded'}",
+        f"ops compared: {len(ops)}; cases: {len(ran)} of {len(s.cases)}; "
+        f"deliberate differences listed: {len(s.differences)}; exempt ops: {len(s.exempt)}",
+    ]
     for backend in sorted({b for b, _ in OUTCOMES}):
         counts = Counter(v for (b, _), v in OUTCOMES.items() if b == backend)
         parts = ", ".join(f"{counts[k]} {k}" for k in ("agrees", "difference", "missing kernel", "failed"))
-        tr.write_line(f"{backend}: {sum(counts.values())} comparisons: {parts}")
+        lines.append(f"{backend}: {sum(counts.values())} comparisons: {parts}")
+    tr = terminalreporter
+    tr.section("TensorFlow conformance")
+    for line in lines:
+        tr.write_line(line)
+    if os.environ.get("OPKERNEL_TF_WRITE_SUMMARY") == "1":
+        # Keeps docs/conformance.md's "Last run" figures the ones a run printed, not retyped.
+        write_summary(lines, "pytest " + " ".join(config.invocation_params.args))

@@ -155,6 +155,20 @@ def write_documented_section() -> None:
     DOC.write_text(text[:start + len(DIFFERENCES_START)] + "\n" + differences_markdown() + "\n" + text[end:])
 
 
+SUMMARY_START, SUMMARY_END = "<!-- summary:start -->", "<!-- summary:end -->"
+
+
+def write_summary(lines: list[str], command: str) -> None:
+    """Put a run's summary in docs/conformance.md's "Last run" section, with its date and command."""
+    import datetime
+
+    text = DOC.read_text()
+    start, end = text.index(SUMMARY_START), text.index(SUMMARY_END)
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    block = [f"{when}, `{command}` (OPKERNEL_TF_WRITE_SUMMARY=1 writes this section):", "", "```text", *lines, "```"]
+    DOC.write_text(text[:start + len(SUMMARY_START)] + "\n" + "\n".join(block) + "\n" + text[end:])
+
+
 if __name__ == "__main__":
     # .venv/bin/python tests/tf_conformance/tf_suite.py --write-docs
     if sys.argv[1:] == ["--write-docs"]:
