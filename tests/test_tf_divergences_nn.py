@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import opkernel as ok
+from opkernel.testing.gradient_checker import compute_gradient_error
 
 # ---------------------------------------------------------------- signed zeros of activations
 
@@ -101,3 +102,35 @@ def test_softmax_cross_entropy_without_classes_is_a_zero_loss(backend: str) -> N
 def test_sparse_cross_entropy_needs_a_class(backend: str, op: str, batch: int) -> None:
     with pytest.raises(ok.errors.InvalidArgumentError, match="at least one class"):
         getattr(ok.ops, op)(np.zeros((batch, 0), np.float32), np.zeros(batch, np.int64))
+
+
+# ---------------------------------------------------------------- grouped Conv2D
+
+# tensorflow/core/kernels/conv_ops.cc: an input depth that is a multiple of the filter's
+# in_channels is a grouped convolution (each group of in_channels input channels with its
+# slice of out_channels).  TensorFlow's CPU has no gradient for it; opkernel's gradient is
+# each group's ordinary one, checked numerically.
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_grouped_conv2d_convolves_each_group_with_its_filters(backend: str, data_format: str) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 4, 6)).astype(np.float32)
+    f = rng.standard_normal((3, 2, 2, 9)).astype(np.float32)
+    nchw = data_format == "NCHW"
+    attrs = {"strides": [1, 1, 2, 1] if nchw else [1, 2, 1, 1], "padding": "SAME", "data_format": data_format}
+    to = (lambda a: a.transpose(0, 3, 1, 2)) if nchw else (lambda a: a)
+    y = ok.ops.conv2d(to(x), f, **attrs).numpy()
+    parts = [ok.ops.conv2d(to(np.ascontiguousarray(x[..., 2 * g:2 * g + 2])), np.ascontiguousarray(f[..., 3 * g:3 * g + 3]),
+                           **attrs).numpy() for g in range(3)]
+    np.testing.assert_array_equal(y, np.concatenate(parts, axis=1 if nchw else 3))
+    with pytest.raises(ok.errors.InvalidArgumentError, match="Conv2D.*output depth 8 must be evenly divisible"):
+        ok.ops.conv2d(to(x), f[..., :8], **attrs)
+
+
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_grouped_conv2d_gradient(backend: str, data_format: str) -> None:
+    rng = np.random.default_rng(4)
+    shape = (1, 4, 3, 4) if data_format == "NHWC" else (1, 4, 4, 3)
+    x, f = rng.standard_normal(shape), rng.standard_normal((2, 2, 2, 4))
+    attrs = {"strides": [1, 1, 1, 1], "padding": "VALID", "data_format": data_format}
+    err = compute_gradient_error(lambda a, b: ok.ops.conv2d(a, b, **attrs), [x, f])
+    assert err < 1e-6

@@ -29,6 +29,7 @@ __all__ = [
     "FUSED_ACTIVATIONS",
     "SELU_ALPHA",
     "SELU_SCALE",
+    "conv_groups",
     "explicit_padding",
     "register_gradients",
     "register_ops",
@@ -142,6 +143,22 @@ def explicit_padding(
             if pad >= k:
                 raise ValueError(f"{side} padding {pad} must be smaller than the window size {k}")
     return ph, pw
+
+
+def conv_groups(x_shape: Sequence[int], f_shape: Sequence[int]) -> int:
+    """How many groups a Conv2D's channels form (NHWC ``x_shape``, HWIO ``f_shape``): as in
+    TensorFlow, an input depth that is a multiple of the filter's in_channels makes a
+    grouped convolution, each slice of in_channels input channels convolved with its own
+    slice of the output channels.  1 otherwise (the geometry check then reports any
+    mismatch).  Raises ValueError when the output channels do not split into the groups."""
+    c, fc, oc = int(x_shape[3]), int(f_shape[2]), int(f_shape[3])
+    if fc == c or fc <= 0 or c % fc:
+        return 1
+    groups = c // fc
+    if oc % groups:
+        raise ValueError(f"output depth {oc} must be evenly divisible by the number of groups {groups} "
+                         f"(input depth {c}, filter in_channels {fc})")
+    return groups
 
 
 # ------------------------------------------------------------ shape functions
@@ -783,6 +800,23 @@ def _conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
     ops, attrs = _ops(), _conv_attrs(op)
     x, w = op.inputs
     need_x, need_w = op.needs_input_grad  # a first layer's input gradient is usually not wanted
+    fmt = attrs["data_format"]
+    axis = 3 if fmt == "NHWC" else 1
+    groups = conv_groups([x.shape[i] for i in ((0, 1, 2, 3) if fmt == "NHWC" else (0, 2, 3, 1))], w.shape)
+    if groups > 1:
+        # A grouped convolution: each group's gradients are an ordinary convolution's, on its
+        # slices of the input, filter and output channels (TensorFlow's CPU has none).
+        xs, ws, gs = (ops.split(constant(a, t), t, num_split=groups) for a, t in ((axis, x), (3, w), (axis, grad)))
+        parts = [_conv2d_grad_parts(ops, attrs, xi, wi, gi, need_x, need_w) for xi, wi, gi in zip(xs, ws, gs)]
+        return [
+            ops.concat_v2([p[0] for p in parts], constant(axis, x)) if need_x else None,
+            ops.concat_v2([p[1] for p in parts], constant(3, w)) if need_w else None,
+        ]
+    return _conv2d_grad_parts(ops, attrs, x, w, grad, need_x, need_w)
+
+
+def _conv2d_grad_parts(ops: Any, attrs: dict[str, Any], x: Tensor, w: Tensor, grad: Tensor, need_x: bool,
+                       need_w: bool) -> list[Any]:
     return [
         ops.conv2d_backprop_input(constant(tuple(x.shape), x), w, grad, **attrs) if need_x else None,
         ops.conv2d_backprop_filter(x, constant(tuple(w.shape), w), grad, **attrs) if need_w else None,

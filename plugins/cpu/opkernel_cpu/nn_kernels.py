@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, Callable, NamedTuple, NoReturn
 
 import numpy as np
 import opkernel as ok
@@ -23,6 +23,7 @@ from opkernel.ops.nn_ops import (
     check_sizes,
     SELU_ALPHA,
     SELU_SCALE,
+    conv_groups,
     explicit_padding,
     spatial_attr,
     window_output_size,
@@ -506,7 +507,24 @@ def _im2col(x: np.ndarray, win: _Window) -> np.ndarray:
 
 
 def conv2d(input: np.ndarray, filter: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
-    return _conv2d("Conv2D", input, filter, T, attrs)
+    _check_rank4("Conv2D", input=input, filter=filter)
+    return conv2d_by_groups(lambda x, f: _conv2d("Conv2D", x, f, T, attrs), input, filter, attrs["data_format"])  # type: ignore[no-any-return]
+
+
+def conv2d_by_groups(conv: Callable[[Any, Any], Any], input: Any, filter: Any, data_format: str) -> Any:
+    """``conv(input, filter)``; for a grouped convolution (opkernel.ops.nn_ops.conv_groups),
+    ``conv`` of each group's channel slices, concatenated along the channel axis.  numpy or cupy."""
+    try:
+        groups = conv_groups(_nhwc_dims(input.shape, data_format), filter.shape)
+    except ValueError as e:
+        raise _error("Conv2D", str(e)) from None
+    if groups == 1:
+        return conv(input, filter)
+    axis = 3 if data_format == "NHWC" else 1
+    fc, ocg = filter.shape[2], filter.shape[3] // groups
+    lead = (slice(None),) * axis
+    parts = [conv(input[(*lead, slice(i * fc, (i + 1) * fc))], filter[..., i * ocg:(i + 1) * ocg]) for i in range(groups)]
+    return xp_of(input).concatenate(parts, axis=axis)
 
 
 def _conv2d(op: str, input: np.ndarray, filter: np.ndarray, T: ok.DType, attrs: dict[str, Any]) -> np.ndarray:

@@ -161,6 +161,10 @@ def _im2col(x: Any, win: Any) -> Any:
 
 def conv2d(input: Any, filter: Any, T: ok.DType, **attrs: Any) -> Any:
     cpu._check_rank4("Conv2D", input=input, filter=filter)
+    return cpu.conv2d_by_groups(lambda x, f: _conv2d(x, f, T, attrs), input, filter, attrs["data_format"])
+
+
+def _conv2d(input: Any, filter: Any, T: ok.DType, attrs: dict[str, Any]) -> Any:
     x = cpu._to_nhwc(input, attrs["data_format"])
     g = cpu._conv_geometry("Conv2D", x.shape, filter.shape, attrs)
     wt = cpu._work_type(T)

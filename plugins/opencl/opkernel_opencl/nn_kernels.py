@@ -19,10 +19,11 @@ import numpy as np
 
 import opkernel as ok
 from opkernel.ops.nn_ops import (
-    check_argmax_type, check_out_shape, check_rank4, check_sizes, explicit_padding, spatial_attr, window_output_size,
+    check_argmax_type, check_out_shape, check_rank4, check_sizes, conv_groups, explicit_padding, spatial_attr,
+    window_output_size,
 )
 
-from .array_kernels import BE, gather_view, zeros
+from .array_kernels import BE, copy_into, gather_view, zeros
 from .backend import OpenCLBackend, ctype
 from .common import FLOATS, dims, fail, fast_divisor, scalar
 from .linalg_kernels import TILES, bias_activation_in_place, gemm, gemm_filled_a
@@ -697,7 +698,27 @@ def _conv2d_nhwc(op: str, input: Any, filter: Any, T: ok.DType, attrs: Any) -> A
 
 def conv2d(input: Any, filter: Any, T: ok.DType, **attrs: Any) -> Any:
     op = "Conv2D"
-    return _from_nhwc(BE(), op, _conv2d_nhwc(op, input, filter, T, attrs), attrs["data_format"])
+    _rank4(op, input=input, filter=filter)
+    fmt = attrs["data_format"]
+    try:
+        groups = conv_groups(_nhwc_dims(input.shape, fmt), filter.shape) if fmt in ("NHWC", "NCHW") else 1
+    except ValueError as e:
+        raise fail(op, str(e)) from None
+    if groups == 1:
+        return _from_nhwc(BE(), op, _conv2d_nhwc(op, input, filter, T, attrs), fmt)
+    # A grouped convolution (see conv_groups): each group's channels and
+    # filter slice gathered contiguous, convolved, and written into its output channels.
+    be, axis = BE(), 3 if fmt == "NHWC" else 1
+    fc, ocg = filter.shape[2], filter.shape[3] // groups
+    out = None
+    for i in range(groups):
+        xs = gather_view(be, op, input, lambda g: g[(*(slice(None),) * axis, slice(i * fc, (i + 1) * fc))])
+        fs = gather_view(be, op, filter, lambda g: g[..., i * ocg:(i + 1) * ocg])
+        part = _conv2d_nhwc(op, xs, fs, T, attrs)
+        if out is None:
+            out = be.new_array((*part.shape[:3], filter.shape[3]), part.dtype)
+        copy_into(be, op, out, lambda g: g[..., i * ocg:(i + 1) * ocg], part)
+    return _from_nhwc(be, op, out, fmt)
 
 
 def fused_conv2d(input: Any, filter: Any, bias: Any, activation: str, T: ok.DType, **attrs: Any) -> Any:
