@@ -111,10 +111,16 @@ def _numpy(t: Any) -> np.ndarray:
     return a
 
 
-def _run_ref_op(tf: Any, case: Case, od: Any) -> list[np.ndarray]:
-    """A Ref-input op on tf.Variables; its outputs are the Ref inputs' values afterwards."""
+def _run_ref_op(tf: Any, case: Case, od: Any, entry: dict[str, Any]) -> list[np.ndarray]:
+    """A Ref-input op on tf.Variables; its outputs are the Ref inputs' values afterwards.
+
+    ``entry`` notes the resource op that ran and any attr of the case it has no use for
+    (AssignVariableOp has no ``use_locking``), so the recording says what was compared."""
     target = RESOURCE_OPS.get(case.op, "Resource" + case.op)
     tod = _op_def(tf, target)
+    if len(case.inputs) != len(od.input_arg):
+        raise RecorderError(f"case {case.id!r} gives {len(case.inputs)} inputs; {case.op} takes {len(od.input_arg)}")
+    entry["tf_op"] = target
     args: dict[str, Any] = {}
     variables = []
     for arg, value, tname in zip(od.input_arg, case.inputs, _input_names(tf, tod)):
@@ -126,6 +132,9 @@ def _run_ref_op(tf: Any, case: Case, od: Any) -> list[np.ndarray]:
             args[tname] = tf.constant(value)
     known = {a.name for a in tod.attr}
     args.update({k: _attr(tf, v) for k, v in case.attrs.items() if k in known})
+    dropped = sorted(set(case.attrs) - known)
+    if dropped:
+        entry["dropped_attrs"] = dropped
     getattr(tf.raw_ops, target)(**args)
     return [_numpy(v.read_value()) for v in variables]
 
@@ -168,7 +177,7 @@ def record_case(tf: Any, case: Case, arrays: dict[str, tuple[np.ndarray, str]],
     try:
         od = None if composed else _op_def(tf, case.op)
         if od is not None and any(a.is_ref for a in od.input_arg):
-            outs = _run_ref_op(tf, case, od)
+            outs = _run_ref_op(tf, case, od, entry)
             sources: list[tuple[str, Any]] = []
         else:
             if od is None:
