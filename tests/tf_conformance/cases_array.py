@@ -36,7 +36,7 @@ _ANY = (
     "float32", "float64", "float16", "int32", "int64", "int8", "uint8", "int16", "uint16", "uint32", "uint64", "bool",
     "complex64",
 )
-_FLOATS = ("float32", "float64")
+_FLOATS = ("float32", "float64", "float16")
 
 
 def _rand(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
