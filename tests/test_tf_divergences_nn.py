@@ -134,3 +134,13 @@ def test_grouped_conv2d_gradient(backend: str, data_format: str) -> None:
     attrs = {"strides": [1, 1, 1, 1], "padding": "VALID", "data_format": data_format}
     err = compute_gradient_error(lambda a, b: ok.ops.conv2d(a, b, **attrs), [x, f])
     assert err < 1e-6
+
+
+def test_grouped_conv2d_shape_function() -> None:
+    attrs = {"strides": [1, 1, 1, 1], "padding": "VALID"}
+    (s,) = ok.infer_shapes("Conv2D", [(1, 3, 3, 4), (2, 2, 2, 6)], attrs)
+    assert s.as_list() == [1, 2, 2, 6]
+    (s,) = ok.infer_shapes("Conv2D", [(1, 3, 3, 4), (2, 2, 2, None)], attrs)
+    assert s.as_list() == [1, 2, 2, None]
+    with pytest.raises(ok.errors.ShapeError, match="Conv2D.*output depth 3 must be evenly divisible by the number of groups 2"):
+        ok.infer_shapes("Conv2D", [(1, 3, 3, 4), (2, 2, 2, 3)], attrs)

@@ -190,7 +190,9 @@ def _windowed_dim(
     return c.make_dim(_checked(c, window_output_size, in_size, k_size, dilation, stride, padding, pads)[0])
 
 
-def _conv2d_shape(c: InferenceContext) -> None:
+def _conv2d_shape(c: InferenceContext, grouped: bool = True) -> None:
+    """Conv2D's output shape; ``grouped``: an input depth that is a multiple of the filter's
+    in_channels is a grouped convolution (see conv_groups), as in TensorFlow's shape function."""
     fmt = c.get_attr("data_format")
     x = c.with_rank(c.input(0), 4)
     f = c.with_rank(c.input(1), 4)
@@ -199,7 +201,10 @@ def _conv2d_shape(c: InferenceContext) -> None:
     padding = c.get_attr("padding")
     ph, pw = _checked(c, explicit_padding, padding, c.get_attr("explicit_paddings"), fmt)
     bn, bh, bw, bd = _layout(fmt)
-    c.merge(c.dim(x, bd), c.dim(f, 2))
+    depth, f_depth, f_out = c.value(c.dim(x, bd)), c.value(c.dim(f, 2)), c.value(c.dim(f, 3))
+    if not (grouped and depth is not None and f_depth is not None
+            and _checked(c, conv_groups, (0, 0, 0, depth), (0, 0, f_depth, f_out or depth)) > 1):
+        c.merge(c.dim(x, bd), c.dim(f, 2))
     oh = _windowed_dim(c, c.dim(x, bh), c.dim(f, 0), dh, sh, padding, ph)
     ow = _windowed_dim(c, c.dim(x, bw), c.dim(f, 1), dw, sw, padding, pw)
     c.set_output(0, _make_4d(c, fmt, c.dim(x, bn), oh, ow, c.dim(f, 3)))
@@ -305,7 +310,7 @@ def _bias_add_shape(c: InferenceContext) -> None:
 
 
 def _fused_conv2d_shape(c: InferenceContext) -> None:
-    _conv2d_shape(c)
+    _conv2d_shape(c, grouped=False)
     out = c.output(0)
     bias = c.with_rank(c.input(2), 1)
     axis = 1 if c.get_attr("data_format") == "NCHW" else 3
