@@ -243,3 +243,17 @@ def test_one_hot_of_complex(backend: str, dtype: str) -> None:
     assert y.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(y, expected)
     np.testing.assert_array_equal(np.signbit(y.real), np.signbit(expected.real))
+
+
+def test_fill_one_hot_and_where_of_bfloat16(backend: str) -> None:
+    # TensorFlow's CPU kernels take bfloat16 here; OpenCL had none (these ops only move values).
+    bf16 = ok.bfloat16.np
+    x = np.array([[0.0, 1.5], [-0.0, np.nan]], np.float32).astype(bf16)
+    np.testing.assert_array_equal(ok.ops.where(x).numpy(), np.argwhere(x))
+    assert ok.ops.zeros_like(x).numpy().tobytes() == np.zeros((2, 2), bf16).tobytes()
+    assert ok.ops.ones_like(x).numpy().tobytes() == np.ones((2, 2), bf16).tobytes()
+    filled = ok.ops.fill(np.array([70], np.int32), np.array(-2.5, bf16))
+    assert filled.dtype == ok.bfloat16 and filled.numpy().tobytes() == np.full(70, -2.5, bf16).tobytes()
+    hot = ok.ops.one_hot(np.array([0, 2, -1], np.int32), np.int32(3), np.array(1.5, bf16), np.array(-0.0, bf16))
+    expected = np.where(np.array([0, 2, -1])[:, None] == np.arange(3), 1.5, -0.0).astype(bf16)
+    assert hot.dtype == ok.bfloat16 and hot.numpy().tobytes() == expected.tobytes()

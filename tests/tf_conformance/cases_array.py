@@ -32,15 +32,24 @@ DIFFERENCES: dict[str, str] = {
 #: Ops of this family without cases, with the reason.
 EXEMPT: dict[str, str] = {}
 
+try:  # bfloat16 arrays are ml_dtypes' (a dependency of TensorFlow and of opkernel's bfloat16)
+    import ml_dtypes  # noqa: F401
+
+    _BF16: tuple[str, ...] = ("bfloat16",)
+except ImportError:  # pragma: no cover - the recording then has bfloat16 cases the tests skip
+    _BF16 = ()
+
 _ANY = (
     "float32", "float64", "float16", "int32", "int64", "int8", "uint8", "int16", "uint16", "uint32", "uint64", "bool",
     "complex64",
-)
+) + _BF16
 _FLOATS = ("float32", "float64", "float16")
 
 
 def _rand(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
     g = rng(seed)
+    if dtype == "bfloat16":
+        return g.standard_normal(shape).astype(np.float32).astype(np.dtype("bfloat16"))
     dt = np.dtype(dtype)
     if dt == np.bool_:
         return g.integers(0, 2, shape).astype(bool)
@@ -475,7 +484,7 @@ def _segment_sum() -> list[Case]:
     d = _rand((6, 3), "float32", 90)
     ids = _i32(0, 2, 0, 1, 2, 2)
     dts = ("float32", "float64", "float16", "int32", "int64", "int8", "uint8", "int16", "uint16", "uint32", "uint64",
-           "complex64")
+           "complex64") + _BF16
     out = [Case(f"{uss}/{dt}", uss, (_rand((6, 3), dt, 91), ids, np.int32(4)), grad=dt in _FLOATS, seed=91)
            for dt in dts]
     out += [

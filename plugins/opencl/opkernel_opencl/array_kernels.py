@@ -515,8 +515,13 @@ def one_hot(indices: Any, depth: np.ndarray, on_value: Any, off_value: Any, axis
 
 def complex_one_hot(indices: Any, depth: np.ndarray, on_value: Any, off_value: Any, axis: int, T: ok.DType, **attrs: Any) -> Any:
     """OneHot of complex64/complex128: the real and the imaginary parts are one-hot
-    tensors of float32/float64 of their own, interleaved into the complex result's bytes."""
+    tensors of float32/float64 of their own, interleaved into the complex result's bytes.
+    OneHot of bfloat16: a uint16 one-hot of the values' bits (OneHot only moves values)."""
     be = BE()
+    if T.name == "bfloat16":
+        bits = [np.asarray(v, T.np).view(np.uint16) for v in (on_value, off_value)]
+        out = one_hot(indices, depth, bits[0], bits[1], axis, T=ok.uint16, **attrs)
+        return be.new_array(tuple(out.shape), T.np, data=out.base_data)
     part = ok.float32 if T.name == "complex64" else ok.float64
     on, off = np.asarray(on_value), np.asarray(off_value)
     re = one_hot(indices, depth, on.real, off.real, axis, T=part, **attrs)
@@ -623,10 +628,10 @@ def register_all() -> None:
         ("UnsortedSegmentSum", float32_compute(unsorted_segment_sum), {"T": list(REALS) + ["float16"]}, ("num_segments",)),
         ("UnsortedSegmentSum", complex_segment_sum, {"T": ["complex64", "complex128"]}, ("num_segments",)),
         ("OneHot", float32_compute(one_hot), {"T": list(ALL) + ["float16"]}, ("depth", "on_value", "off_value")),
-        ("OneHot", complex_one_hot, {"T": ["complex64", "complex128"]}, ("depth", "on_value", "off_value")),
+        ("OneHot", complex_one_hot, {"T": ["complex64", "complex128", "bfloat16"]}, ("depth", "on_value", "off_value")),
         ("Range", range_, {"Tidx": list(REALS) + ["float16"]}, ("start", "limit", "delta")),
         # The input is read on the host, so any dtype the device holds as bytes can be tested.
-        ("Where", where, {"T": list(ALL) + ["float16", "complex64", "complex128"]}, ("input",)),
+        ("Where", where, {"T": list(ALL) + ["float16", "bfloat16", "complex64", "complex128"]}, ("input",)),
         ("StringToNumber", string_to_number, None, ()),
     ]
     register_table(table)

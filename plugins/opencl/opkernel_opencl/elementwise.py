@@ -325,9 +325,9 @@ class FillKernel(ok.OpKernel):
 
     def fill(self, shape: tuple[int, ...], value: Any) -> Any:
         out = self.be.new_array(shape, self.np)
-        if out.size and self.dtype.is_complex:
-            # No OpenCL C type holds a complex number: its bytes are the fill pattern
-            # (8 or 16 bytes, both pattern sizes clEnqueueFillBuffer takes).
+        if out.size and (self.dtype.is_complex or self.dtype.name == "bfloat16"):
+            # No OpenCL C type holds a complex number or a bfloat16: the value's bytes are
+            # the fill pattern (2, 8 or 16 bytes, pattern sizes clEnqueueFillBuffer takes).
             pattern = np.full(1, value, self.np)
             with self.be.launch_lock:
                 self.be.cl.enqueue_fill_buffer(self.be.queue, out.base_data, pattern, 0, out.nbytes)
@@ -606,9 +606,9 @@ def register_all() -> None:
         table.append((spec.op, fn, constraints, ()))
     table += [
         ("Cast", CastKernel, {"SrcT": list(CASTABLE), "DstT": list(CASTABLE)}, ()),
-        ("Fill", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128"]}, ("dims", "value")),
-        ("ZerosLike", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128"]}, ()),
-        ("OnesLike", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128"]}, ()),
+        ("Fill", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128", "bfloat16"]}, ("dims", "value")),
+        ("ZerosLike", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128", "bfloat16"]}, ()),
+        ("OnesLike", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128", "bfloat16"]}, ()),
     ]
     register_table(table)
 
