@@ -153,3 +153,29 @@ def test_clip_by_value_of_wide_unsigned_ints_is_the_definition(backend: str, dty
     got = _clip(t, np.array(3, dtype), np.array(top - 1, dtype))
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got, np.minimum(np.maximum(t, 3), top - 1).astype(dtype))
+
+
+# ---------------------------------------------------------------- float16 variables
+
+# TensorFlow updates float16 variables (AssignAdd, ApplyGradientDescent/Momentum/Adam);
+# OpenCL had no float16 kernel for them (KernelNotFoundError).  The update is in place:
+# the Variable itself holds the new value.
+def test_float16_variable_updates_run_in_place(backend: str) -> None:
+    rng = np.random.default_rng(7)
+    var0, grad = rng.standard_normal((3, 5)).astype(np.float16), rng.standard_normal((3, 5)).astype(np.float16)
+    var, m, v = ok.Variable(var0), ok.Variable(np.zeros((3, 5), np.float16)), ok.Variable(np.ones((3, 5), np.float16))
+    h = np.float16
+    ok.ops.apply_adam(var, m, v, h(0.9), h(0.999), h(0.01), h(0.9), h(0.999), h(1e-3), grad)
+    m_want = 0.1 * grad.astype(np.float32)
+    v_want = 1 + (grad.astype(np.float32) ** 2 - 1) * np.float32(1 - h(0.999))
+    lr_t = 0.01 * np.sqrt(1 - np.float32(h(0.999))) / (1 - np.float32(h(0.9)))
+    np.testing.assert_allclose(m.numpy(), m_want, rtol=2e-3, atol=1e-3)
+    np.testing.assert_allclose(v.numpy(), v_want, rtol=2e-3, atol=1e-3)
+    np.testing.assert_allclose(var.numpy(), var0 - lr_t * m_want / (np.sqrt(v_want) + np.float32(h(1e-3))),
+                               rtol=2e-3, atol=2e-3)
+    ok.ops.assign_add(var, np.ones((3, 5), np.float16))
+    ok.ops.apply_gradient_descent(var, h(0.5), np.full((3, 5), 2, np.float16))
+    accum = ok.Variable(np.zeros((3, 5), np.float16))
+    ok.ops.apply_momentum(var, accum, h(1), np.ones((3, 5), np.float16), h(0.9))
+    np.testing.assert_array_equal(accum.numpy(), np.ones((3, 5), np.float16))
+    assert var.dtype == ok.float16 and var.numpy().dtype == np.float16

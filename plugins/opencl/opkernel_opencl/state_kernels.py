@@ -24,36 +24,49 @@ from .programs import family
 ARITH = FLOATS + INTS
 
 
-@family("state", ARITH)
+@family("state", ARITH + ("float16",))
 def _state_source(dtype: str) -> str:
+    """The updates, reading and writing through LD/ST: a float16 element is loaded as a
+    float and stored rounded to half (vload_half/vstore_half, core OpenCL), so the
+    update stays in place.  A slot written is read back before it is used again, so
+    var's update sees the slot's stored (for half, rounded) value, as TensorFlow's does."""
     T = ctype(ok.as_dtype(dtype))
-    float_part = "" if dtype not in FLOATS else """
+    half = dtype == "float16"
+    C = "float" if half else T
+    ld, st = ("vload_half(i, p)", "vstore_half(v, i, p)") if half else ("p[i]", "p[i] = (v)")
+    float_part = "" if dtype not in FLOATS + ("float16",) else """
 __kernel void sgd(__global T* var, __global const T* alpha, __global const T* delta) {
-  int i = get_global_id(0); var[i] -= alpha[0] * delta[i];
+  int i = get_global_id(0); ST(var, i, LD(var, i) - LD(alpha, 0) * LD(delta, i));
 }
 __kernel void momentum(__global T* var, __global T* accum, __global const T* lr, __global const T* grad,
                        __global const T* momentum, int nesterov) {
-  int i = get_global_id(0); T m = momentum[0]; T g = grad[i];
-  T a = accum[i] * m + g; accum[i] = a;
-  var[i] -= nesterov ? lr[0] * (g + m * a) : lr[0] * a;
+  int i = get_global_id(0); C m = LD(momentum, 0); C g = LD(grad, i);
+  ST(accum, i, LD(accum, i) * m + g); C a = LD(accum, i);
+  ST(var, i, LD(var, i) - (nesterov ? LD(lr, 0) * (g + m * a) : LD(lr, 0) * a));
 }
 __kernel void adam(__global T* var, __global T* m, __global T* v, __global const T* b1p, __global const T* b2p,
                    __global const T* lr, __global const T* b1, __global const T* b2, __global const T* eps,
                    __global const T* grad, int nesterov) {
-  int i = get_global_id(0); T g = grad[i]; T beta1 = b1[0]; T beta2 = b2[0];
-  T lr_t = lr[0] * sqrt(1 - b2p[0]) / (1 - b1p[0]);
-  T mi = m[i] + (g - m[i]) * (1 - beta1); T vi = v[i] + (g * g - v[i]) * (1 - beta2);
-  m[i] = mi; v[i] = vi;
-  T dir = nesterov ? mi * beta1 + g * (1 - beta1) : mi;
-  var[i] -= lr_t * dir / (sqrt(vi) + eps[0]);
+  int i = get_global_id(0); C g = LD(grad, i); C beta1 = LD(b1, 0); C beta2 = LD(b2, 0);
+  C lr_t = LD(lr, 0) * sqrt(1 - LD(b2p, 0)) / (1 - LD(b1p, 0));
+  ST(m, i, LD(m, i) + (g - LD(m, i)) * (1 - beta1)); ST(v, i, LD(v, i) + (g * g - LD(v, i)) * (1 - beta2));
+  C mi = LD(m, i); C vi = LD(v, i);
+  C dir = nesterov ? mi * beta1 + g * (1 - beta1) : mi;
+  ST(var, i, LD(var, i) - lr_t * dir / (sqrt(vi) + LD(eps, 0)));
 }
 """
     return f"""
 #define T {T}
-__kernel void assign_add(__global T* ref, __global const T* value) {{ int i = get_global_id(0); ref[i] += value[i]; }}
-__kernel void assign_sub(__global T* ref, __global const T* value) {{ int i = get_global_id(0); ref[i] -= value[i]; }}
+#define C {C}
+#define LD(p, i) {ld}
+#define ST(p, i, v) {st}
+__kernel void assign_add(__global T* ref, __global const T* value) {{ int i = get_global_id(0); ST(ref, i, LD(ref, i) + LD(value, i)); }}
+__kernel void assign_sub(__global T* ref, __global const T* value) {{ int i = get_global_id(0); ST(ref, i, LD(ref, i) - LD(value, i)); }}
 {float_part}
 #undef T
+#undef C
+#undef LD
+#undef ST
 """
 
 
@@ -124,11 +137,11 @@ def apply_adam(var: Any, m: Any, v: Any, beta1_power: Any, beta2_power: Any, lr:
 
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
-    floats = {"T": list(FLOATS)}
+    floats = {"T": list(FLOATS) + ["float16"]}
     table: list[KernelRow] = [
         ("Assign", assign, None, ()),
-        ("AssignAdd", _update("AssignAdd", "assign_add"), {"T": list(ARITH)}, ()),
-        ("AssignSub", _update("AssignSub", "assign_sub"), {"T": list(ARITH)}, ()),
+        ("AssignAdd", _update("AssignAdd", "assign_add"), {"T": list(ARITH) + ["float16"]}, ()),
+        ("AssignSub", _update("AssignSub", "assign_sub"), {"T": list(ARITH) + ["float16"]}, ()),
         ("ApplyGradientDescent", apply_gradient_descent, floats, ()),
         ("ApplyMomentum", apply_momentum, floats, ()),
         ("ApplyAdam", apply_adam, floats, ()),
