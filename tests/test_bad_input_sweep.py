@@ -489,3 +489,10 @@ def test_an_error_from_inside_a_kernel_names_the_op(backend: str) -> None:
     with pytest.raises(OpkernelError) as caught:
         ok.ops.fill(np.array([10**6, 10**6], np.int32), np.float32(1))
     assert caught.value.op == "Fill" and str(caught.value).startswith("op 'Fill': ")
+
+
+def test_conv2d_of_an_input_with_no_channels(backend: str) -> None:
+    """An input depth of 0 made 0 groups of the filter's in_channels, and the check of the
+    output depth divided by them (a raw ZeroDivisionError)."""
+    with pytest.raises(InvalidArgumentError, match=r"^op 'Conv2D': input depth 0 must equal the filter's in_channels 2"):
+        ok.ops.conv2d(np.ones((1, 4, 4, 0), np.float32), np.ones((1, 1, 2, 3), np.float32), **CONV)

@@ -152,7 +152,7 @@ def conv_groups(x_shape: Sequence[int], f_shape: Sequence[int]) -> int:
     slice of the output channels.  1 otherwise (the geometry check then reports any
     mismatch).  Raises ValueError when the output channels do not split into the groups."""
     c, fc, oc = int(x_shape[3]), int(f_shape[2]), int(f_shape[3])
-    if fc == c or fc <= 0 or c % fc:
+    if fc == c or fc <= 0 or c < fc or c % fc:  # c < fc: no groups (0 of them for an empty depth)
         return 1
     groups = c // fc
     if oc % groups:
