@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Boxed
+from twin import Boxed
 
 import opkernel as ok
 from opkernel import engine
@@ -348,7 +348,7 @@ def test_a_failed_backend_is_forgotten_with_its_plugin(fresh_registry: None) -> 
 
 
 def test_a_removed_backend_is_no_longer_usable(fresh_registry: None) -> None:
-    from conftest import TwinPlugin
+    from twin import TwinPlugin
 
     with isolated_registries():
         ok.register_plugin(TwinPlugin(), name="twin-plugin")
@@ -374,7 +374,7 @@ def test_opkernel_backend_environment_variable_picks_the_default() -> None:
         "import os\n"
         "import opkernel as ok\n"
         "add = ok.ops.add  # the first thing a fresh process touches\n"
-        "from conftest import TwinPlugin\n"
+        "from twin import TwinPlugin\n"
         "ok.register_plugin(TwinPlugin(), name='twin-plugin')\n"
         "print(ok.get_backend(), add([1.0], 1.0).backend, ok.available_backends()[0])\n"
         "os.environ['OPKERNEL_BACKEND'] = 'nosuch'\n"
