@@ -217,6 +217,34 @@ def test_a_pooling_window_far_larger_than_the_input_costs_no_more_than_the_input
     assert out.stdout.strip() == "ok"
 
 
+_OVER_HOST_MEMORY = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, resource.RLIM_INFINITY))
+import numpy as np, opkernel as ok
+from opkernel.errors import ResourceExhaustedError
+with ok.use_backend("opencl"):
+    for name, call in (("Range", lambda: ok.ops.range(np.int32(2), np.int32(2**31 - 1), np.int32(3))),
+                       ("Fill", lambda: ok.ops.fill(np.array([700_000_000], np.int64), np.float32(1)))):
+        try:
+            call().numpy()
+        except ResourceExhaustedError as e:
+            assert f"op {name!r}" in str(e), e
+            print(name, "refused")
+        else:
+            print(name, "ran")
+"""
+
+
+def test_an_allocation_past_the_hosts_memory_is_refused_on_a_cpu_device(be: Any) -> None:
+    # PoCL's buffers are host memory and it does not check every malloc: under a 3 GiB
+    # address-space limit a 2.7 GiB Range crashed the process (SIGSEGV) after its buffer
+    # was made.
+    if not be.is_cpu:
+        pytest.skip("the device does not allocate from host memory")
+    out = run_isolated(_OVER_HOST_MEMORY, timeout=120, what="allocations past an address-space limit")
+    assert out.stdout.split() == ["Range", "refused", "Fill", "refused"]
+
+
 # ---------------------------------------------------------------- strings
 
 

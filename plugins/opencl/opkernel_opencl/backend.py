@@ -23,6 +23,7 @@ import numpy as np
 
 import opkernel as ok
 from opkernel.errors import BackendUnavailableError, InternalError, InvalidArgumentError, ResourceExhaustedError
+from opkernel.hostmem import host_available_bytes
 
 from .programs import ProgramCache, configure_environment
 
@@ -32,6 +33,10 @@ ENV_DEVICE = "OPKERNEL_OPENCL_DEVICE"
 HOST_COPY_BYTES = 1 << 16
 
 _MAX_ELEMENTS = 2**31 - 1
+#: Allocations on a CPU device above this size are checked against the host's free memory.
+_HOST_CHECKED_BYTES = 64 << 20
+#: Host memory such an allocation must leave for the driver's own (compiling, launching).
+_DRIVER_HEADROOM = 256 << 20
 _OOM_CODES = {-4, -5, -6}  # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY
 #: How OpenCLBackend._bound treats a kernel argument, by class: a memory object (set at each
 #: launch); a numpy integer (bound once per value, keyed by the value: a kernel argument has
@@ -231,6 +236,16 @@ class OpenCLBackend(ok.Backend):
         self._tls.requested = nbytes
         if nbytes > self.max_alloc:
             raise DeviceOutOfMemory(nbytes, self.device_name, f"larger than the device's largest allocation ({self.max_alloc} bytes)")
+        if self.is_cpu and nbytes > _HOST_CHECKED_BYTES:
+            # A CPU device's buffers are host memory, and PoCL does not check every
+            # malloc (a launch after a buffer that took the last of the memory crashed
+            # the process): refuse what the host cannot give with room to spare.
+            room = host_available_bytes()
+            if room is not None and nbytes + _DRIVER_HEADROOM > room:
+                self._pool.free_held()
+                room = host_available_bytes()
+                if room is not None and nbytes + _DRIVER_HEADROOM > room:
+                    raise DeviceOutOfMemory(nbytes, self.device_name, f"the host, whose memory this CPU device allocates, has {room} bytes available")
         try:
             return self._pool.allocate(nbytes)
         except self.cl.Error as e:
