@@ -365,11 +365,20 @@ def _arg(op: str, fn: Kernel) -> Kernel:
         if not T.is_floating:
             return fn(input, axis=axis).astype(output_type.np, copy=False)  # type: ignore[no-any-return]
         xp = xp_of(input)
-        x = xp.where(xp.isnan(input), -xp.inf if is_max else xp.inf, input)
-        index = xp.expand_dims(fn(x, axis=axis), axis)
-        best = xp.take_along_axis(x, index, axis)
-        moved = best > T.min if is_max else best < T.max
-        return xp.where(moved, index, 0).squeeze(axis).astype(output_type.np, copy=False)  # type: ignore[no-any-return]
+        index = xp.expand_dims(fn(input, axis=axis), axis)
+        if input.size:
+            # numpy's answer is TensorFlow's wherever the picked value is a number beyond
+            # the lowest (highest) finite one: numpy picks the first NaN, so none is in
+            # the slice, and the first of equal values, as the scan does.
+            best = xp.take_along_axis(input, index, axis)
+            with np.errstate(invalid="ignore"):
+                plain = bool(xp.all(best > T.min if is_max else best < T.max))
+            if not plain:
+                x = xp.where(xp.isnan(input), -xp.inf if is_max else xp.inf, input)
+                index = xp.expand_dims(fn(x, axis=axis), axis)
+                best = xp.take_along_axis(x, index, axis)
+                index = xp.where(best > T.min if is_max else best < T.max, index, 0)
+        return index.squeeze(axis).astype(output_type.np, copy=False)  # type: ignore[no-any-return]
 
     return kernel
 
@@ -466,8 +475,13 @@ def saturating_cast(x: Any, dst: np.dtype[Any]) -> Any:
     ``astype`` depend on the element's position in the array (SIMD lanes or not)."""
     xp = xp_of(x)
     info = np.iinfo(dst)
+    top, bottom = float(info.max) + 1.0, float(info.min)  # powers of two: exact in every float type
+    if x.size and x.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            inside = bool(xp.min(x) >= bottom) and bool(xp.max(x) < top)  # False with any NaN
+        if inside:  # the usual case: one conversion, rounding toward zero
+            return x.astype(dst)
     wide = x.astype(np.float64)  # compares exactly with the range's ends, 2**k
-    top, bottom = float(info.max) + 1.0, float(info.min)
     inside = (wide >= bottom) & (wide < top)  # False for NaN
     out = xp.where(inside, wide, 0.0).astype(dst)
     out = xp.where(wide >= top, dst.type(info.max), out)
