@@ -109,7 +109,7 @@ def size_guard(
             for i, h in zip(indices, hosts):
                 values[i] = h
             shapes = run_shape_fn(op_def, [tuple(x._value.shape) for x in xs], attrs, values)
-            known = _total_bytes(op_def, shapes, out_dtypes, _given(positions, hosts))
+            known = _total_bytes(op_def, shapes, out_dtypes, lambda: _given(positions, hosts))
             if key is not None:
                 if len(sizes) >= _REMEMBERED:
                     sizes.clear()
@@ -130,15 +130,15 @@ def size_guard(
             n = prod(x._value.shape)
             if n > bound:
                 bound = n
-        for i in indices:
-            host = to_numpy(xs[i]._value)
+        hosts = [to_numpy(xs[i]._value) for i in indices]  # once: on a device each read waits for it
+        for host in hosts:
             if host.dtype.kind not in "iu" or host.size > _CHEAP_VALUES:
                 bound = -1  # no cheap bound: floats (Range's) or many values
                 break
             for v in host.ravel().tolist():
                 bound *= abs(v) + 1
         if bound < 0 or bound * itemsize > CHEAP_BYTES:
-            check(xs, [to_numpy(xs[i]._value) for i in indices])
+            check(xs, hosts)
         return call(*xs)
 
     return guarded
@@ -148,9 +148,12 @@ def _given(positions: Sequence[tuple[int, str]], hosts: Sequence[Any]) -> str:
     return "; ".join(f"input {label!r} is {_shown(h)}" for (_, label), h in zip(positions, hosts))
 
 
-def _total_bytes(op_def: OpDefLike, shapes: Sequence[Any], out_dtypes: Sequence[DType], given: str) -> tuple[int, str]:
+def _total_bytes(
+    op_def: OpDefLike, shapes: Sequence[Any], out_dtypes: Sequence[DType], given: Callable[[], str]
+) -> tuple[int, str]:
     """The bytes the outputs of known shape take, and a description of the largest;
-    InvalidArgumentError for a size no tensor can have (its bytes past int64)."""
+    InvalidArgumentError for a size no tensor can have (its bytes past int64).
+    ``given`` describes the sizing inputs, for the error only."""
     outputs = list(op_def.outputs)
     total, largest, described = 0, -1, ""
     for k, (shape, dt) in enumerate(zip(shapes, out_dtypes)):
@@ -161,7 +164,7 @@ def _total_bytes(op_def: OpDefLike, shapes: Sequence[Any], out_dtypes: Sequence[
         what = f"{name} would have shape {shape.as_list()} ({n} elements of {dt.name})"
         if n * dt.size > _INT64_MAX:
             raise InvalidArgumentError(
-                f"op {op_def.name!r}: {what}, more than a tensor can hold (its size in bytes must fit int64); {given}",
+                f"op {op_def.name!r}: {what}, more than a tensor can hold (its size in bytes must fit int64); {given()}",
                 op=op_def.name,
             )
         total += n * dt.size
@@ -169,7 +172,7 @@ def _total_bytes(op_def: OpDefLike, shapes: Sequence[Any], out_dtypes: Sequence[
             largest, described = n * dt.size, what
     if total > _INT64_MAX:
         raise InvalidArgumentError(
-            f"op {op_def.name!r}: its outputs would take {total} bytes, more than int64 can count; {given}",
+            f"op {op_def.name!r}: its outputs would take {total} bytes, more than int64 can count; {given()}",
             op=op_def.name,
         )
     return total, described

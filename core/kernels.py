@@ -365,8 +365,13 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
             # owns the op or backend and that kernel was registered before it knew so (a plugin
             # loaded earlier): the plugin layer then refuses that plugin.
             bucket.append(kernel)
-        bucket.sort(key=lambda k: (-k.priority, not k.override))  # at equal priority an override wins
+        bucket.sort(key=_lookup_order)
         _changed()
+
+
+def _lookup_order(k: KernelDef) -> tuple[int, bool]:
+    """A bucket's order: highest priority first; at equal priority an override wins."""
+    return (-k.priority, not k.override)
 
 
 def register_kernel(
@@ -434,7 +439,7 @@ def remove_provider(provider: Provider) -> None:
                 _replaced.remove((new, old))
                 if new.provider == provider and old.provider != provider and id(new) in present:
                     _kernels.setdefault((old.op, old.backend), []).append(old)  # the overridden kernel returns
-                    _kernels[(old.op, old.backend)].sort(key=lambda k: (-k.priority, not k.override))
+                    _kernels[(old.op, old.backend)].sort(key=_lookup_order)
         _changed()
 
 

@@ -806,8 +806,9 @@ def _conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
     x, w = op.inputs
     need_x, need_w = op.needs_input_grad  # a first layer's input gradient is usually not wanted
     fmt = attrs["data_format"]
-    axis = 3 if fmt == "NHWC" else 1
-    groups = conv_groups([x.shape[i] for i in ((0, 1, 2, 3) if fmt == "NHWC" else (0, 2, 3, 1))], w.shape)
+    layout = _layout(fmt)
+    axis = layout[3]
+    groups = conv_groups([x.shape[i] for i in layout], w.shape)
     if groups > 1:
         # A grouped convolution: each group's gradients are an ordinary convolution's, on its
         # slices of the input, filter and output channels (TensorFlow's CPU has none).

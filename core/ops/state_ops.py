@@ -19,7 +19,6 @@ from ..tensor import ops_module as _ops
 
 _NUMBER = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint16, complex64, complex128}"
 _FLOAT = "{bfloat16, half, float, double}"
-TRAINING_OPS = ("ApplyGradientDescent", "ApplyMomentum", "ApplyAdam")
 #: Each training op's inputs by role: the variable and its slots (Refs updated
 #: together), the scalar hyper-parameters, the gradient.
 TRAINING_INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
@@ -27,6 +26,7 @@ TRAINING_INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "ApplyMomentum": (("var", "accum"), ("lr", "momentum"), "grad"),
     "ApplyAdam": (("var", "m", "v"), ("beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"), "grad"),
 }
+TRAINING_OPS = tuple(TRAINING_INPUTS)
 
 
 def check_update(op: str, **inputs: Any) -> None:
