@@ -36,6 +36,7 @@
 #include <numpy/ufuncobject.h>
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <fenv.h>
 #include <pthread.h>
@@ -316,8 +317,9 @@ static PyObject *run(PyObject *self, PyObject *args) {
  * without branches; other channel counts take a scalar loop.  Tap numbers are as wide
  * as T so that they vectorize with the values.
  *
- * MaxPool: the maximum of each window's real (non-padding) taps, nan if one is nan
- * (numpy's maximum).  MaxPoolGrad: each window's gradient goes to its maximum, the
+ * MaxPool: TensorFlow's CPU rule, a running maximum of each window's real (non-padding)
+ * taps from the lowest finite value, which only a greater number replaces (NaN and -inf
+ * never win; a window of NaN or of padding only gives the lowest value).  MaxPoolGrad: each window's gradient goes to its maximum, the
  * first real tap in row-major order unless a later tap is strictly greater (a nan
  * first tap keeps it; a later nan never wins): TensorFlow's CPU rule, and the rule of
  * nn_kernels._argmax_tap.  When the windows tile the input exactly (``assign``), every
@@ -384,7 +386,7 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
                               out = ((b * (g)->oh + oy) * (g)->ow + ox) * (g)->c, once = 1; \
                      once; once = 0) /* the body sees taps == 0 for a window of padding only */
 
-#define POOL_KERNELS(S, T, IT)                                                                          \
+#define POOL_KERNELS(S, T, IT, LOWEST)                                                                  \
     typedef T S##_vt __attribute__((vector_size(16)));                                                  \
     typedef IT S##_vi __attribute__((vector_size(16)));                                                 \
     enum { S##_VL = 16 / sizeof(T) };                                                                   \
@@ -394,15 +396,16 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
         return (S##_vt)(((S##_vi)a & m) | ((S##_vi)b & ~m));                                            \
     }                                                                                                   \
                                                                                                          \
-    /* MaxPool, CN channels at a time */                                                                \
+    /* MaxPool, CN channels at a time: TensorFlow's CPU rule, a running max from the lowest    */     \
+    /* finite value that only a greater number replaces, so NaN and -inf never win             */     \
     static inline void S##_pool_cn(const T *x, T *y, const Geometry *g, const npy_intp *offs,           \
                                    npy_intp taps, npy_intp c0, int nv) {                                \
         S##_vt best[32 / S##_VL * 2], v;                                                                 \
-        for (int u = 0; u < nv; u++) S##_load(&best[u], x + offs[0] + c0 + u * S##_VL);                 \
-        for (npy_intp t = 1; t < taps; t++)                                                             \
+        for (int u = 0; u < nv; u++) best[u] = (S##_vt){0} + (T)(LOWEST);                               \
+        for (npy_intp t = 0; t < taps; t++)                                                             \
             for (int u = 0; u < nv; u++) {                                                              \
                 S##_load(&v, x + offs[t] + c0 + u * S##_VL);                                            \
-                best[u] = S##_select((S##_vi)(v > best[u]) | (S##_vi)(v != v), v, best[u]);             \
+                best[u] = S##_select((S##_vi)(v > best[u]), v, best[u]);                                \
             }                                                                                           \
         memcpy(y + c0, best, (size_t)nv * sizeof best[0]);                                              \
     }                                                                                                   \
@@ -437,10 +440,10 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
                                                                                                          \
     /* The channels a vector loop leaves (c not a multiple of the vector), one at a time */             \
     static inline void S##_pool_1(const T *x, T *y, const npy_intp *offs, npy_intp taps, npy_intp k) {  \
-        T best = x[offs[0] + k];                                                                        \
-        for (npy_intp t = 1; t < taps; t++) {                                                           \
+        T best = (T)(LOWEST);                                                                           \
+        for (npy_intp t = 0; t < taps; t++) {                                                           \
             T v = x[offs[t] + k];                                                                       \
-            best = (v > best || v != v) ? v : best;                                                     \
+            best = v > best ? v : best;                                                                 \
         }                                                                                               \
         y[k] = best;                                                                                    \
     }                                                                                                   \
@@ -529,8 +532,8 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
         int nv = c % 32 == 0 ? 32 / S##_VL : c % 16 == 0 ? 16 / S##_VL : c % 8 == 0 ? 8 / S##_VL         \
                                                                          : 4 / S##_VL;                   \
         FOR_EACH_WINDOW(g, offs) {                                                                      \
-            if (taps == 0) { /* the numpy path's padding value, the lowest there is */                  \
-                for (npy_intp k = 0; k < c; k++) y[out + k] = -(T)INFINITY;                             \
+            if (taps == 0) { /* a window of padding only: the running max's start */                    \
+                for (npy_intp k = 0; k < c; k++) y[out + k] = (T)(LOWEST);                              \
                 continue;                                                                               \
             }                                                                                           \
             for (npy_intp c0 = 0; c0 < cv; c0 += nv * S##_VL) switch (nv) {                             \
@@ -562,8 +565,8 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
         }                                                                                               \
     }
 
-POOL_KERNELS(f32, float, int32_t)
-POOL_KERNELS(f64, double, int64_t)
+POOL_KERNELS(f32, float, int32_t, -FLT_MAX)
+POOL_KERNELS(f64, double, int64_t, -DBL_MAX)
 
 /* Whether every one of ``count`` window parameters lies in [0, 2**31): with them, no
  * index arithmetic below (a stride times an output position, a dilation times a tap)
@@ -605,7 +608,7 @@ static int pool_arguments(const char *fn, PyArrayObject **arrays, int count, con
 PyDoc_STRVAR(max_pool_doc,
 "max_pool(x, y, geometry) -> None\n\n"
 "Write into ``y`` (n, oh, ow, c) the maximum of each window of ``x`` (n, h, w, c),\n"
-"nan where a window holds one, -inf for a window of padding only.  ``geometry`` is\n"
+"from the lowest finite value, which NaN and -inf never replace (TensorFlow's CPU rule).\n``geometry`` is "
 "(kh, kw, sh, sw, dh, dw, pad_top, pad_left); taps outside x are padding.  The arrays\n"
 "are C-contiguous and aligned, all float32 or all float64.");
 

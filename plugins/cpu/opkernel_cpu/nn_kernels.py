@@ -793,8 +793,8 @@ def _without_nan(x: np.ndarray) -> np.ndarray:
 
 
 def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
-    out = _max_pool(input, **attrs)
-    if out.dtype.kind in "fV" and out.size:
+    out, native = _max_pool(input, **attrs)
+    if not native and out.dtype.kind in "fV" and out.size:
         # A window of nan and -inf only pools to lowest(), as TensorFlow's does, not to the
         # -inf the padding holds here.
         xp = xp_of(out)
@@ -804,16 +804,19 @@ def max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
     return out
 
 
-def _max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
+def _max_pool(input: np.ndarray, **attrs: Any) -> tuple[np.ndarray, bool]:
+    """MaxPool, and whether the native kernel computed it (it follows TensorFlow's rule
+    for NaN, -inf and windows of padding only by itself)."""
     data_format = attrs["data_format"]
     _check_rank4("MaxPool", input=input)
-    x = _without_nan(_to_nhwc(input, data_format))
+    x = _to_nhwc(input, data_format)
     win = _pool_geometry("MaxPool", x.shape, attrs)
     native, window = sharding.native_module(), _native_window(win)
     if native is not None and window is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:
         y = np.empty((x.shape[0], win.oh, win.ow, x.shape[3]), x.dtype)  # one pass over the windows
         native.max_pool(_aligned(x), y, window)
-        return _from_nhwc(y, data_format)
+        return _from_nhwc(y, data_format), True
+    x = _without_nan(x)
     tiled = _tiling(x.shape, win) if type(x) is np.ndarray and win.kh * win.kw > 1 else None
     if tiled is not None:  # windows tile the input: reduce whole rows, then the taps of a row
         x5 = _blocks(x, win, *tiled)
@@ -824,7 +827,7 @@ def _max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
             out = rows[:, :, 0] if win.kw == 1 else np.maximum(rows[:, :, 0], rows[:, :, 1])
             for j in range(2, win.kw):
                 np.maximum(out, rows[:, :, j], out=out)
-        return _from_nhwc(out.reshape(x.shape[0], win.oh, win.ow, x.shape[3]), data_format)
+        return _from_nhwc(out.reshape(x.shape[0], win.oh, win.ow, x.shape[3]), data_format), False
     xp = win.padded(x, _lowest(x.dtype))
     out = np.empty((x.shape[0], win.oh, win.ow, x.shape[3]), x.dtype)
     with np.errstate(invalid="ignore"):  # bfloat16's maximum warns on nan; the result is nan, as in TensorFlow
@@ -834,7 +837,7 @@ def _max_pool(input: np.ndarray, **attrs: Any) -> np.ndarray:
                     out[...] = xp[win.tap(0, 0)]
                 else:
                     np.maximum(out, xp[win.tap(i, j)], out=out)
-    return _from_nhwc(out, data_format)
+    return _from_nhwc(out, data_format), False
 
 
 def max_pool_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
