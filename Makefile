@@ -22,7 +22,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml plugins/cpu/pyproject.toml plug
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) install -q -e '.[test,tf-oracle]' $(CUDA_COMPILE_DEPS)
+	$(PIP) install -q -e '.[test,tf-oracle,dask-example]' $(CUDA_COMPILE_DEPS)
 	touch $@
 
 install: $(VENV)/.installed

@@ -1,0 +1,173 @@
+"""Partitioning rules: how an op splits over chunks.
+
+A rule is a small frozen value that says what an op needs of its inputs' chunks;
+``ok.dask.apply`` turns it into a Dask graph.  Built-in ops take their rules from
+the table at the end of this module; an op package declares its own with
+:func:`declare` from its ``opkernel_register_ops`` hook (this module does not
+import dask, so declaring costs nothing where Dask is not installed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from ..errors import InvalidArgumentError
+
+__all__ = [
+    "Elementwise", "Reduction", "Window", "Contraction", "Batch", "Rule", "RULES",
+    "declare", "rule_for", "NoPartitioningRuleError",
+]
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """Each output element depends on the inputs' elements at the same (broadcast) index.
+
+    All inputs broadcast against each other (numpy rules); a list input (``AddN``)
+    counts as its items.  Dask's ``blockwise`` runs the op on matching chunks.
+    """
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A reduction over the axes given by input ``axes_input`` (``Sum(input, axis)``).
+
+    ``kind``: ``"associative"`` -- the op itself combines partial results
+    (Sum, Max, Min, Prod, All, Any); ``"mean"`` -- partial sums with counts
+    (Mean); ``"arg"`` -- one axis, an index output: each chunk's winners with their
+    global indices, and the op run once more over the winners (ArgMax, ArgMin).
+    The op needs a ``keep_dims`` attr for ``associative`` and ``mean``.
+    """
+
+    kind: str = "associative"
+    axes_input: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("associative", "mean", "arg"):
+            raise InvalidArgumentError(
+                f"Reduction kind must be 'associative', 'mean' or 'arg', got {self.kind!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Window:
+    """A sliding window over the two spatial axes of a 4-D input (input 0).
+
+    The window's size comes from attr ``ksize`` (a pool) or from the spatial
+    dimensions of input ``filter`` (an HWIO filter: a convolution, whose input
+    depth is contracted; the output depth is the filter's last dimension).
+    ``strides``, ``padding`` (``SAME``/``VALID``/``EXPLICIT``), ``dilations``,
+    ``explicit_paddings`` and ``data_format`` name the op's attrs (None: the op has
+    no such attr: dilation 1, no explicit padding, NHWC).  Chunks overlap by the
+    window's halo, start on the stride grid, and each result is trimmed, so it
+    equals the single-array result, SAME padding at the array's edges included.
+    """
+
+    ksize: str | None = "ksize"
+    filter: int | None = None
+    strides: str = "strides"
+    padding: str = "padding"
+    dilations: str | None = None
+    explicit_paddings: str | None = None
+    data_format: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.ksize is None) == (self.filter is None):
+            raise InvalidArgumentError("Window needs exactly one of ksize= (an attr name) and filter= (an input index)")
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """Matrix product over the last two axes: ``MatMul`` (2-D) or ``BatchMatMul``
+    (leading batch axes, broadcast).  ``transpose_a``/``transpose_b`` name the
+    attrs that transpose (or adjoint) an operand.  Each pair of chunks runs the op,
+    and partial products are summed over the inner dimension's chunks."""
+
+    transpose_a: str = "transpose_a"
+    transpose_b: str = "transpose_b"
+    batched: bool = False
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Independent along the leading ``axes`` axes of every input: the other axes
+    are put in one chunk, and the op runs on each batch chunk.  Inputs after the
+    first that have fewer dimensions (a bias, a filter) are passed whole.  The
+    op's outputs keep the leading axes."""
+
+    axes: int = 1
+
+    def __post_init__(self) -> None:
+        if self.axes < 1:
+            raise InvalidArgumentError(f"Batch axes must be >= 1, got {self.axes}")
+
+
+Rule = Union[Elementwise, Reduction, Window, Contraction, Batch]
+_RULE_TYPES = (Elementwise, Reduction, Window, Contraction, Batch)
+
+_ELEMENTWISE = (
+    "Abs Add AddN Angle Cast ClipByValue Complex ComplexAbs Conj Cos Elu Equal Erf Exp FloorDiv FloorMod "
+    "Greater GreaterEqual Identity Imag Less LessEqual Log Log1p LogicalAnd LogicalNot LogicalOr Maximum "
+    "Minimum Mul Neg NotEqual OnesLike Pow Real RealDiv Relu Relu6 ReluGrad Rsqrt SelectV2 Selu Sigmoid Sign "
+    "Sin Softplus Sqrt Square StopGradient Sub Tanh ZerosLike"
+).split()
+
+#: The rules of the built-in ops (op name -> rule).
+RULES: dict[str, Rule] = {
+    **{name: Elementwise() for name in _ELEMENTWISE},
+    **{name: Reduction("associative") for name in ("Sum", "Max", "Min", "Prod", "All", "Any")},
+    "Mean": Reduction("mean"),
+    "ArgMax": Reduction("arg"),
+    "ArgMin": Reduction("arg"),
+    "MaxPool": Window(ksize="ksize", explicit_paddings="explicit_paddings", data_format="data_format"),
+    "AvgPool": Window(ksize="ksize", data_format="data_format"),
+    "Conv2D": Window(
+        ksize=None, filter=1, dilations="dilations", explicit_paddings="explicit_paddings", data_format="data_format"
+    ),
+    "MatMul": Contraction(),
+    "BatchMatMul": Contraction("adj_x", "adj_y", batched=True),
+    "Softmax": Batch(),
+    "LogSoftmax": Batch(),
+    "BiasAdd": Batch(),
+}
+
+_DECLARED: dict[str, Rule] = {}
+
+
+class NoPartitioningRuleError(InvalidArgumentError):
+    """The op has no partitioning rule, so ``ok.dask.apply`` cannot split it."""
+
+
+def declare(op: str, rule: Rule) -> Rule:
+    """Declare how op ``op`` partitions over chunks (for ``ok.dask.apply``).
+
+    An op package calls it from its ``opkernel_register_ops`` hook, next to the
+    op's spec::
+
+        ok.dask.declare("Addons>MedianPool2D", ok.dask.Window(ksize="ksize"))
+
+    A declaration replaces an earlier one for the same op (and overrides the
+    built-in table).  Returns ``rule``.
+    """
+    if not isinstance(op, str) or not op:
+        raise InvalidArgumentError(f"declare() takes an op name, got {op!r}")
+    if not isinstance(rule, _RULE_TYPES):
+        names = ", ".join(t.__name__ for t in _RULE_TYPES)
+        raise InvalidArgumentError(f"op {op!r}: a partitioning rule must be one of {names}, got {rule!r}", op=op)
+    _DECLARED[op] = rule
+    return rule
+
+
+def rule_for(op: str) -> Rule:
+    """The partitioning rule of op ``op``; NoPartitioningRuleError if it has none."""
+    rule = _DECLARED.get(op) or RULES.get(op)
+    if rule is None:
+        raise NoPartitioningRuleError(
+            f"op '{op}' has no partitioning rule, so ok.dask.apply cannot split it over chunks; "
+            "its author can declare one of Elementwise(), Reduction(kind), Window(...), Contraction(...) "
+            f"or Batch(axes) with ok.dask.declare({op!r}, rule) (see docs/scaling.md); "
+            "or compute it on a single chunk with dask.array.map_blocks",
+            op=op,
+        )
+    return rule
