@@ -87,6 +87,10 @@ def register_ops() -> None:
         "grad: 4-D gradients with respect to the output of MedianPool2D.\n" + _WINDOW_DOC + "\n"
         "output: Gradients with respect to orig_input."
     )
+    # How ok.dask.apply splits MedianPool2D over chunks: a window op (declaring imports no Dask).
+    from opkernel.dask import Window, declare
+
+    declare(MEDIAN_POOL, Window(ksize="ksize", strides="strides", padding="padding"))
 
 
 def pool_attrs(op: Any) -> dict[str, Any]:
