@@ -97,6 +97,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "nn": ("nn", None),
     "ops": ("ops", None),
     "compat": ("compat", None),
+    "dask": ("dask", None),
     "shape_fns": ("shape_fns", None),
     "profile": ("profiler", "profile"),
     "explain": ("profiler", "explain"),
