@@ -74,6 +74,8 @@ from .tensor import Tensor, Variable
 
 if TYPE_CHECKING:  # imported at first use: see __getattr__
     from . import compat, nn, ops, shape_fns
+    from .function import function
+    from .graph import TensorSpec
     from .hookspecs import PLUGIN_API_VERSION, hookimpl
     from .library import load_op_library
     from .profiler import explain, profile
@@ -87,7 +89,7 @@ __all__ = [
     "available_backends", "config", "execute", "get_backend", "kernel_label_map", "set_backend", "tensor",
     "use_backend", "not_differentiable", "register_gradient", "PLUGIN_API_VERSION", "hookimpl",
     "OpKernel", "OpKernelConstruction", "OpKernelContext", "register_kernel", "OpDef", "OpDefBuilder",
-    "register_op", "op_def", "infer_shapes", "plugin_errors", "register_plugin", "Dimension",
+    "register_op", "op_def", "infer_shapes", "function", "TensorSpec", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
     "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "profile", "explain", "load_op_library", "compat",
 ]
@@ -104,6 +106,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "load_op_library": ("library", "load_op_library"),
     "hookimpl": ("hookspecs", "hookimpl"),
     "PLUGIN_API_VERSION": ("hookspecs", "PLUGIN_API_VERSION"),
+    "function": ("function", None),  # the module is callable: ok.function is the decorator
+    "TensorSpec": ("graph", "TensorSpec"),
 }
 
 #: Submodules that ``ok.<name>`` reaches even before anything imported them.
@@ -129,9 +133,13 @@ def op_def(name: str) -> OpDef:
 
 
 def infer_shapes(
-    op_name: str, input_shapes: list, attrs: dict | None = None, input_values: list | None = None  # type: ignore[type-arg]
-) -> list[TensorShape]:
+    op_name: Any, input_shapes: list | None = None, attrs: dict | None = None, input_values: list | None = None  # type: ignore[type-arg]
+) -> Any:
     """Run ``op_name``'s shape function without running anything.
+
+    Given a graph, a ConcreteFunction or an ``ok.function`` instead of an op
+    name, gives every node's output specs (partial shapes) for the input specs
+    ``input_shapes`` (default: the graph's own): see ``opkernel.function.infer_shapes``.
 
     ``input_shapes`` has one entry per declared input (a list of shapes for a
     list input); ``attrs`` gives attrs that are not inferred from inputs;
@@ -139,9 +147,13 @@ def infer_shapes(
     per declared input, None where unknown), such as Reshape's ``shape`` or
     Pad's ``paddings``, which shape functions read with ``input_tensor``.
     """
+    if not isinstance(op_name, str):
+        from .function import infer_shapes as _graph_shapes
+
+        return _graph_shapes(op_name, input_shapes)
     from ._infer import infer_shapes as _infer
 
-    return _infer(op_def(op_name), input_shapes, attrs or {}, input_values)
+    return _infer(op_def(op_name), input_shapes or [], attrs or {}, input_values)
 
 
 def __getattr__(name: str) -> Any:
