@@ -1,58 +1,47 @@
 """CUDA kernels of median pooling (registered when opkernel-cuda is installed).
 
-The source is ``device.source("cuda", ...)``, compiled with cupy's NVRTC
-(``cupy.RawModule``) the first time a kernel needs it; cupy is imported there,
-inside the kernel, never when this package is imported.  Native arrays are
-``cupy.ndarray``.
+The source is ``device.source("cuda", ...)``, built through the backend's public
+device-kernel API (``opkernel_cuda.DeviceProgram``, a ``cupy.RawModule``): compiled
+by NVRTC at first use, kept in the backend's verified kernel cache, and compiled
+ahead of time by ``ok.warmup("cuda")`` for 3x3 windows of stride 1 in every dtype.
+cupy is imported only by the backend and inside the kernels, never when this
+package is imported.  Native arrays are ``cupy.ndarray``.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
 import opkernel as ok
+from opkernel_cuda import DeviceProgram, Kernel
 
 from .device import CTYPES, ROW_OUTPUTS, source
 from .geometry import Window, window
 from .ops import MEDIAN_POOL, MEDIAN_POOL_GRAD
 
-__all__ = ["TYPES", "MedianPool2D", "MedianPool2DGrad", "module", "BLOCK"]
+__all__ = ["TYPES", "PROGRAM", "MedianPool2D", "MedianPool2DGrad", "module"]
 
 TYPES = tuple(CTYPES["cuda"])
-BLOCK = 256
 KERNELS = ("median_pool", "median3x3", "median_pos", "median_pool_grad")
 
-_lock = threading.Lock()
-_modules: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+def _render(dtype: str, kh: int, kw: int, sw: int, wide: bool) -> str:
+    return source("cuda", dtype, kh, kw, sw, 1, wide)
 
 
-def module(op: str, dtype: str, g: Window, wide: bool) -> dict[str, Any]:
-    """The kernels for ``dtype`` and ``g``'s window on the current CUDA device (compiled once)."""
-    import cupy
-
-    key = (cupy.cuda.Device().id, dtype, g.kh, g.kw, g.sw, wide)
-    with _lock:
-        found = _modules.get(key)
-        if found is None:
-            names = KERNELS if g.taps == 9 else tuple(k for k in KERNELS if k != "median3x3")
-            try:
-                mod = cupy.RawModule(code=source("cuda", dtype, g.kh, g.kw, g.sw, 1, wide), options=("--std=c++11",))
-                found = {name: mod.get_function(name) for name in names}
-            except cupy.cuda.compiler.CompileException as e:
-                raise ok.errors.InternalError(
-                    f"op '{op}': the median pooling CUDA program for {dtype}, window {g.kh}x{g.kw}, failed to "
-                    f"compile: {e}",
-                    op=op,
-                ) from e
-            _modules[key] = found
-    return found
+#: One module per (dtype, window, column stride, index width).
+PROGRAM = DeviceProgram(
+    "Addons>MedianPool2D", _render, warmup=[{"dtype": d, "kh": 3, "kw": 3, "sw": 1, "wide": False} for d in TYPES]
+)
 
 
-def _launch(fn: Any, n: int, *args: Any) -> None:
-    fn(((n + BLOCK - 1) // BLOCK,), (BLOCK,), args)
+def module(be: ok.Backend, op: str, dtype: str, g: Window, wide: bool) -> dict[str, Kernel]:
+    """The kernels for ``dtype`` and ``g``'s window on backend ``be`` (compiled once)."""
+    program = PROGRAM.build(be, op=op, dtype=dtype, kh=g.kh, kw=g.kw, sw=g.sw, wide=wide)
+    names = KERNELS if g.taps == 9 else tuple(k for k in KERNELS if k != "median3x3")
+    return {name: program.kernel(name) for name in names}
 
 
 def _args(g: Window, n: int, wide: bool) -> tuple[Any, ...]:
@@ -73,10 +62,10 @@ class _Kernel(ok.OpKernel):
         self.padding = ctx.get_attr("padding")
         self.dtype = ctx.get_attr("T").name
 
-    def prepare(self, x: Any) -> tuple[Window, bool, dict[str, Any]]:
+    def prepare(self, ctx: ok.OpKernelContext, x: Any) -> tuple[Window, bool, dict[str, Kernel]]:
         g = window(self.op, x.shape, self.ksize, self.strides, self.padding)
         wide = max(g.n * g.h * g.w * g.c, g.n * g.oh * g.ow * g.c) >= 2**31
-        return g, wide, module(self.op, self.dtype, g, wide)
+        return g, wide, module(ctx.backend, self.op, self.dtype, g, wide)
 
 
 class MedianPool2D(_Kernel):
@@ -86,7 +75,7 @@ class MedianPool2D(_Kernel):
         import cupy
 
         x = cupy.ascontiguousarray(ctx.input(0))
-        g, wide, ks = self.prepare(x)
+        g, wide, ks = self.prepare(ctx, x)
         out = cupy.empty(g.out_shape, x.dtype)
         ctx.set_output(0, out)
         if not out.size:
@@ -95,12 +84,12 @@ class MedianPool2D(_Kernel):
         strips = [((0, g.oh), (0, g.ow))]
         if g.taps == 9 and r0 < r1 and c0 < c1:
             n = g.n * (r1 - r0) * -(-(c1 - c0) // ROW_OUTPUTS) * g.c
-            _launch(ks["median3x3"], n, out, x, *_args(g, n, wide), *_region((r0, r1), (c0, c1)))
+            ks["median3x3"].launch1d(n, out, x, *_args(g, n, wide), *_region((r0, r1), (c0, c1)))
             strips = [((0, r0), (0, g.ow)), ((r1, g.oh), (0, g.ow)), ((r0, r1), (0, c0)), ((r0, r1), (c1, g.ow))]
         for rows, cols in strips:
             n = g.n * (rows[1] - rows[0]) * (cols[1] - cols[0]) * g.c
             if n:
-                _launch(ks["median_pool"], n, out, x, *_args(g, n, wide), *_region(rows, cols))
+                ks["median_pool"].launch1d(n, out, x, *_args(g, n, wide), *_region(rows, cols))
 
 
 class MedianPool2DGrad(_Kernel):
@@ -110,7 +99,7 @@ class MedianPool2DGrad(_Kernel):
         import cupy
 
         x, dy = cupy.ascontiguousarray(ctx.input(0)), cupy.ascontiguousarray(ctx.input(1))
-        g, wide, ks = self.prepare(x)
+        g, wide, ks = self.prepare(ctx, x)
         if tuple(dy.shape) != g.out_shape:
             raise ok.errors.InvalidArgumentError(
                 f"op '{self.op}': grad must have the shape of the pooled output {list(g.out_shape)}, "
@@ -122,5 +111,5 @@ class MedianPool2DGrad(_Kernel):
         if not dx.size or not dy.size:
             return
         pos = cupy.empty(g.out_shape, np.int64 if wide else np.int32)
-        _launch(ks["median_pos"], dy.size, pos, x, *_args(g, dy.size, wide))
-        _launch(ks["median_pool_grad"], dx.size, dx, dy, pos, *_args(g, dx.size, wide))
+        ks["median_pos"].launch1d(dy.size, pos, x, *_args(g, dy.size, wide))
+        ks["median_pool_grad"].launch1d(dx.size, dx, dy, pos, *_args(g, dx.size, wide))

@@ -1,57 +1,48 @@
 """OpenCL kernels of median pooling (registered when opkernel-opencl is installed).
 
-Nothing here imports pyopencl: the backend instance a kernel receives
-(``ctx.backend``, an ``opkernel_opencl`` OpenCLBackend) carries the pyopencl
-module, the context and queue, and allocates and launches.  Programs are built
-on first use, once per (backend, dtype, window size), from ``device.source``.
+The programs are built through the backend's public device-kernel API
+(``opkernel_opencl.DeviceProgram``): once per (backend, dtype, window), kept in the
+backend's verified disk cache across processes, and built ahead of time by
+``ok.warmup("opencl")`` for 3x3 windows of stride 1 in every dtype.  Nothing here
+imports pyopencl: the backend carries it.
 """
 
 from __future__ import annotations
 
-import threading
-import weakref
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import numpy as np
 
 import opkernel as ok
+from opkernel_opencl import DeviceProgram, Kernel, backend_of
 
 from .device import CTYPES, ROW_OUTPUTS, source
 from .geometry import Window, window
 from .ops import MEDIAN_POOL, MEDIAN_POOL_GRAD
 
-if TYPE_CHECKING:
-    from opkernel_opencl.backend import OpenCLBackend
-
-__all__ = ["TYPES", "MedianPool2D", "MedianPool2DGrad", "kernels"]
+__all__ = ["TYPES", "PROGRAM", "MedianPool2D", "MedianPool2DGrad", "kernels"]
 
 TYPES = tuple(CTYPES["opencl"])
 
-KERNELS = ("median_pool", "median3x3", "median_pos", "median_pool_grad")
 
-_lock = threading.Lock()
-_built: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], dict[str, Any]]] = weakref.WeakKeyDictionary()
+def _render(dtype: str, kh: int, kw: int, sw: int, vector: int, wide: bool) -> str:
+    return source("opencl", dtype, kh, kw, sw, vector, wide)
 
 
-def kernels(be: Any, op: str, dtype: str, g: Window, vector: int, wide: bool) -> dict[str, Any]:
+#: One program per (dtype, window, column stride, channels per work-item, index width).
+PROGRAM = DeviceProgram(
+    "Addons>MedianPool2D", _render,
+    warmup=[
+        {"dtype": d, "kh": 3, "kw": 3, "sw": 1, "vector": min(8, 32 // np.dtype(d).itemsize), "wide": False}
+        for d in TYPES
+    ],
+)
+
+
+def kernels(be: ok.Backend, op: str, dtype: str, g: Window, vector: int, wide: bool) -> dict[str, Kernel]:
     """The kernels for ``dtype`` and ``g``'s window on backend ``be`` (built once, then cached)."""
-    key = (dtype, g.kh, g.kw, g.sw, vector, wide)
-    with _lock:
-        programs = _built.setdefault(be, {})
-        found = programs.get(key)
-        if found is None:
-            src = source("opencl", dtype, g.kh, g.kw, g.sw, vector, wide)
-            try:
-                program = be.cl.Program(be.context, src).build()
-            except be.cl.Error as e:
-                raise ok.errors.InternalError(
-                    f"op '{op}': the median pooling program for {dtype}, window {g.kh}x{g.kw}, failed to build "
-                    f"on OpenCL device {be.device.name.strip()!r}: {e}",
-                    op=op,
-                ) from e
-            names = KERNELS if g.taps == 9 else tuple(k for k in KERNELS if k != "median3x3")
-            found = programs[key] = {name: be.cl.Kernel(program, name) for name in names}
-    return found
+    program = PROGRAM.build(be, op=op, dtype=dtype, kh=g.kh, kw=g.kw, sw=g.sw, vector=vector, wide=wide)
+    return {name: program.kernel(name) for name in program.kernel_names}
 
 
 def _vector(channels: int, dtype: str) -> int:
@@ -71,8 +62,8 @@ def _region(rows: tuple[int, int], cols: tuple[int, int]) -> list[Any]:
     return [np.int32(rows[0]), np.int32(rows[1] - rows[0]), np.int32(cols[0]), np.int32(cols[1] - cols[0])]
 
 
-def _buffer(x: Any) -> Any:
-    return x.base_data if x.offset == 0 else x.copy().base_data
+def _dense(x: Any) -> Any:
+    return x if x.offset == 0 and x.flags.c_contiguous else x.copy()
 
 
 class _Kernel(ok.OpKernel):
@@ -88,7 +79,7 @@ class _Kernel(ok.OpKernel):
         g = window(self.op, x.shape, self.ksize, self.strides, self.padding)
         return g, max(g.n * g.h * g.w * g.c, g.n * g.oh * g.ow * g.c) >= 2**31
 
-    def kernels(self, be: Any, g: Window, wide: bool) -> dict[str, Any]:
+    def kernels(self, be: ok.Backend, g: Window, wide: bool) -> dict[str, Kernel]:
         return kernels(be, self.op, self.dtype, g, _vector(g.c, self.dtype), wide)
 
 
@@ -96,30 +87,30 @@ class MedianPool2D(_Kernel):
     op = MEDIAN_POOL
 
     def compute(self, ctx: ok.OpKernelContext) -> None:
-        be, x = cast("OpenCLBackend", ctx.backend), ctx.input(0)
+        be, x = backend_of(ctx, f"op {self.op!r}"), ctx.input(0)
         g, wide = self.window(x)
         out = ctx.allocate_output(0, g.out_shape)
         if not out.size:
             return
-        ks, data = self.kernels(be, g, wide), _buffer(x)
+        ks, data = self.kernels(be, g, wide), _dense(x)
         r0, r1, c0, c1 = g.interior()
         strips = [((0, g.oh), (0, g.ow))]
         if g.taps == 9 and r0 < r1 and c0 < c1:
             blocks = -(-(c1 - c0) // ROW_OUTPUTS)
             n = g.n * (r1 - r0) * blocks * (g.c // _vector(g.c, self.dtype))
-            be.launch1d(ks["median3x3"], n, out.base_data, data, *_args(g, n, wide), *_region((r0, r1), (c0, c1)))
+            ks["median3x3"].launch1d(n, out, data, *_args(g, n, wide), *_region((r0, r1), (c0, c1)))
             strips = [((0, r0), (0, g.ow)), ((r1, g.oh), (0, g.ow)), ((r0, r1), (0, c0)), ((r0, r1), (c1, g.ow))]
         for rows, cols in strips:
             n = g.n * (rows[1] - rows[0]) * (cols[1] - cols[0]) * g.c
             if n:
-                be.launch1d(ks["median_pool"], n, out.base_data, data, *_args(g, n, wide), *_region(rows, cols))
+                ks["median_pool"].launch1d(n, out, data, *_args(g, n, wide), *_region(rows, cols))
 
 
 class MedianPool2DGrad(_Kernel):
     op = MEDIAN_POOL_GRAD
 
     def compute(self, ctx: ok.OpKernelContext) -> None:
-        be, x, dy = cast("OpenCLBackend", ctx.backend), ctx.input(0), ctx.input(1)
+        be, x, dy = backend_of(ctx, f"op {self.op!r}"), ctx.input(0), ctx.input(1)
         g, wide = self.window(x)
         if tuple(dy.shape) != g.out_shape:
             raise ok.errors.InvalidArgumentError(
@@ -135,5 +126,5 @@ class MedianPool2DGrad(_Kernel):
             return
         ks = self.kernels(be, g, wide)
         pos = be.new_array(g.out_shape, np.dtype(np.int64 if wide else np.int32))
-        be.launch1d(ks["median_pos"], dy.size, pos.base_data, _buffer(x), *_args(g, dy.size, wide))
-        be.launch1d(ks["median_pool_grad"], dx.size, dx.base_data, _buffer(dy), pos.base_data, *_args(g, dx.size, wide))
+        ks["median_pos"].launch1d(dy.size, pos, _dense(x), *_args(g, dy.size, wide))
+        ks["median_pool_grad"].launch1d(dx.size, dx, _dense(dy), pos, *_args(g, dx.size, wide))

@@ -8,9 +8,27 @@ kernels reach it through ``LazyModule`` and the arrays they are given.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import opkernel as ok
 
+if TYPE_CHECKING:
+    from .backend import CudaBackend
+    from .device_kernels import DeviceProgram, ElementwiseKernel, Kernel, Program, backend_of
+
 __version__ = "0.1.0"
+
+#: The device-kernel API for op packages (``device_kernels``), imported at first use.
+__all__ = ["CudaBackend", "DeviceProgram", "ElementwiseKernel", "Kernel", "Program", "backend_of"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        import importlib
+
+        module = "backend" if name == "CudaBackend" else "device_kernels"
+        return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @ok.hookimpl

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -19,6 +19,9 @@ import opkernel as ok
 from opkernel.errors import InternalError, InvalidArgumentError, OpTypeError, ResourceExhaustedError
 
 from . import driver, runtime
+
+if TYPE_CHECKING:
+    from .device_kernels import Program
 
 #: dtypes a cupy array can hold (no bfloat16, strings or quantized types).
 SUPPORTED = frozenset(
@@ -125,8 +128,16 @@ class CudaBackend(ok.Backend):
     def warmup(self) -> int:
         if self.index:
             with self.device:
-                return runtime.compile_all()
-        return runtime.compile_all()
+                return runtime.compile_all_for(self)
+        return runtime.compile_all_for(self)
+
+    def build_program(self, source: str, *, name: str, options: Sequence[str] = (), op: str | None = None) -> Program:
+        """A ``cupy.RawModule`` of CUDA C++ ``source`` with NVRTC ``options``, compiled at its
+        first kernel and kept in the verified kernel cache; ``name`` and ``op`` appear in
+        its errors.  A program declared with ``DeviceProgram`` is also compiled by ``ok.warmup``."""
+        from .device_kernels import build
+
+        return build(self, source, options, name, op)
 
     def translate_error(self, error: Exception, op: str) -> Exception | None:
         module = type(error).__module__ or ""

@@ -9,9 +9,27 @@ first initialised.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import opkernel as ok
 
+if TYPE_CHECKING:
+    from .backend import OpenCLBackend
+    from .device_kernels import DeviceProgram, ElementwiseKernel, Kernel, Program, backend_of
+
 __version__ = "0.1.0"
+
+#: The device-kernel API for op packages (``device_kernels``), imported at first use.
+__all__ = ["DeviceProgram", "ElementwiseKernel", "Kernel", "OpenCLBackend", "Program", "backend_of"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        import importlib
+
+        module = "backend" if name == "OpenCLBackend" else "device_kernels"
+        return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: The kernel modules, one registration table each.
 FAMILIES = ("elementwise", "array_kernels", "reduction_kernels", "linalg_kernels", "nn_kernels", "state_kernels")

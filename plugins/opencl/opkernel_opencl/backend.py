@@ -17,7 +17,7 @@ import os
 import threading
 import weakref
 from collections import deque
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from opkernel.errors import BackendUnavailableError, InternalError, InvalidArgum
 from opkernel.hostmem import host_available_bytes
 
 from .programs import ProgramCache, configure_environment
+
+if TYPE_CHECKING:
+    from .device_kernels import Program
 
 ENV_DEVICE = "OPKERNEL_OPENCL_DEVICE"
 
@@ -394,6 +397,15 @@ class OpenCLBackend(ok.Backend):
 
     def warmup(self) -> int:
         return self.programs.build_all()
+
+    def build_program(self, source: str, *, name: str, options: Sequence[str] = (), op: str | None = None) -> Program:
+        """Build OpenCL C ``source`` with compiler ``options`` on this device, once per
+        (source, options), through the verified disk cache; ``name`` and ``op`` appear in
+        its errors.  A program an op package declares with ``DeviceProgram`` is also
+        built by ``ok.warmup``; one built here only when first asked for."""
+        from .device_kernels import build
+
+        return build(self, source, options, name, op)
 
     #: Kernel objects with their by-value arguments already set (see ``_bound``).
     BOUND_KERNELS = 1024

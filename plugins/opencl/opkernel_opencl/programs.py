@@ -507,6 +507,18 @@ class ProgramCache:
                     k = self._kernels[key] = self._be.cl.Kernel(prg, name)
         return k
 
+    def build_source(self, src: str, opts: str, what: str, op: str) -> Any:
+        """The program of ``src`` built with ``opts`` (an op package's device program,
+        ``device_kernels``): once per (source, options), through the disk cache."""
+        key = (src, opts)
+        prg = self._programs.get(key)
+        if prg is None:
+            with self._lock:
+                prg = self._programs.get(key)
+                if prg is None:
+                    prg = self._programs[key] = self._build(src, opts, what, op)
+        return prg
+
     def _build(self, src: str, opts: str, what: str, op: str) -> Any:
         cl = self._be.cl
         prg = None if self.store is None else self.store.load(src, opts)
@@ -541,4 +553,7 @@ class ProgramCache:
             for key in fam.dtypes:
                 if supported(key):
                     self.program(fam.name, key, f"warmup of {fam.name}")
+        from .device_kernels import warm
+
+        warm(self._be)  # the programs op packages declared (DeviceProgram, ElementwiseKernel)
         return len(self._programs) - before
