@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 import threading
+import types
 import warnings
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -633,10 +635,9 @@ class ConcreteFunction:
             flat = [Tensor(v, spec.dtype, be) if v.__class__ is not Tensor else v for v, spec in zip(values, self._out_specs)]
         return _rebuild(self._structure, flat)
 
-    def _checked(self, k: int, x: Any, be: Backend) -> Tensor:
+    def _checked(self, k: int, arg: Any, be: Backend) -> Tensor:
         spec = self.graph.inputs[k]
-        if not isinstance(x, Tensor):
-            return engine.to_tensor(x, spec.dtype, be.name)
+        x: Tensor = arg if isinstance(arg, Tensor) else engine.to_tensor(arg, spec.dtype, be.name)
         if isinstance(x, SymbolicTensor):
             raise InvalidArgumentError(f"function {self.name!r}: input {k} is a placeholder of another trace")
         if x._dtype is not spec.dtype or not _shape_fits(spec.shape, x._value.shape):
@@ -943,3 +944,18 @@ def infer_shapes(graph: Any, input_specs: Sequence[TensorSpec] | None = None) ->
         shapes = _run_shapes(op_def, in_specs, values, node.attrs, f"graph node {i} (op {node.op!r})")
         result.append([TensorSpec(s, o.dtype) for s, o in zip(shapes, node.outputs)])
     return result
+
+
+class _FunctionModule(types.ModuleType):
+    """This module, callable: ``ok.function`` is both the decorator and the module
+    holding ``ConcreteFunction`` (``opkernel.function.ConcreteFunction``), so importing
+    the module can never shadow the decorator on the package."""
+
+    def __call__(
+        self, fn: Callable[..., Any] | None = None, *, input_signature: Sequence[TensorSpec] | None = None,
+        name: str | None = None,
+    ) -> Any:
+        return function(fn, input_signature=input_signature, name=name)
+
+
+sys.modules[__name__].__class__ = _FunctionModule

@@ -1,0 +1,407 @@
+"""ok.function: tracing, signatures and retracing, variables, tapes, replay on every backend,
+ConcreteFunction over hand-built graphs, and the checks of Graph.validate()."""
+
+from __future__ import annotations
+
+import warnings
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from opkernel.errors import InvalidArgumentError, ShapeError
+from opkernel.function import ConcreteFunction, RetracingWarning, SymbolicTensorError
+from opkernel.graph import Edge, Graph, GraphError, Node, TensorSpec
+
+F32 = np.float32
+
+
+def _rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(F32)
+
+
+# ---------------------------------------------------------------- signatures and retracing
+
+
+def test_a_new_dtype_shape_or_python_value_retraces_and_nothing_else_does(backend):
+    calls = []
+
+    @ok.function
+    def f(x, scale):
+        calls.append(1)  # runs only while tracing
+        return x * float(scale)
+
+    a, b = ok.tensor(_rand(2, 3)), ok.tensor(_rand(2, 3, seed=1))
+    np.testing.assert_allclose(f(a, 2).numpy(), a.numpy() * 2, rtol=1e-6)
+    np.testing.assert_allclose(f(b, 2).numpy(), b.numpy() * 2, rtol=1e-6)  # same signature: replayed
+    assert f.tracing_count == 1 and len(calls) == 1
+    f(ok.tensor(_rand(4, 3)), 2)  # new shape
+    f(ok.tensor(np.ones((2, 3), np.float64)), 2)  # new dtype
+    np.testing.assert_allclose(f(a, 3).numpy(), a.numpy() * 3, rtol=1e-6)  # new Python value: static
+    assert f.tracing_count == 4
+    f(b, 3)
+    f(np.ones((2, 3), F32), 3)  # a numpy array is a tensor of its dtype and shape
+    assert f.tracing_count == 4 and len(f.concrete_functions) == 4
+
+
+def test_more_than_five_traces_warn():
+    f = ok.function(lambda x, n: x + float(n))
+    x = ok.tensor(np.zeros(2, F32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RetracingWarning)
+        for n in range(5):
+            f(x, n)
+    with pytest.warns(RetracingWarning, match="traced 6 times"):
+        f(x, 5)
+    assert f.tracing_count == 6
+
+
+def test_input_signature_with_an_unknown_batch_runs_any_batch_without_retracing(backend):
+    w = _rand(4, 2)
+
+    @ok.function(input_signature=[ok.TensorSpec((None, 4), ok.float32)])
+    def f(x):
+        return ok.ops.relu(ok.ops.mat_mul(x, ok.tensor(w))) + 1.0
+
+    cf = f.get_concrete_function(ok.TensorSpec((None, 4), ok.float32))
+    assert cf.graph.nodes[-1].outputs[0].shape == (None, 2)
+    for batch in (3, 7):
+        x = _rand(batch, 4, seed=batch)
+        np.testing.assert_allclose(f(ok.tensor(x)).numpy(), np.maximum(x @ w, 0) + 1, rtol=1e-5, atol=1e-6)
+    assert f.tracing_count == 1
+    with pytest.raises(InvalidArgumentError, match=r"input 0 must be float32 of shape \(\?, 4\), got float32 of shape \(3, 5\)"):
+        f(ok.tensor(_rand(3, 5)))
+    with pytest.raises(InvalidArgumentError, match="got float64"):
+        f(ok.tensor(np.ones((3, 4))))
+    with pytest.raises(InvalidArgumentError, match="takes exactly 1 positional"):
+        f(ok.tensor(_rand(3, 4)), 1)
+
+
+def test_python_control_flow_runs_at_trace_time():
+    @ok.function
+    def f(x, n, negate):
+        for _ in range(n):
+            x = x * 2.0
+        if negate:
+            x = -x
+        return x
+
+    x = ok.tensor(np.array([1.0, 2.0], F32))
+    assert f(x, 3, False).numpy().tolist() == [8.0, 16.0]
+    assert f(x, 1, True).numpy().tolist() == [-2.0, -4.0]
+    ops = [[n.op for n in cf.graph.nodes] for cf in f.concrete_functions]
+    assert ops == [["Mul", "Mul", "Mul"], ["Mul", "Neg"]]
+
+
+def test_a_shape_mismatch_raises_while_tracing_naming_the_node_the_op_and_the_shapes():
+    @ok.function
+    def f(x):
+        y = ok.ops.relu(x)
+        return ok.ops.mat_mul(y, ok.tensor(np.ones((4, 2), F32)))
+
+    with pytest.raises(ShapeError) as e:
+        f(ok.tensor(np.ones((2, 3), F32)))
+    msg = str(e.value)
+    assert "tracing 'f'" in msg and "node 1" in msg and "'MatMul'" in msg and "(2, 3), (4, 2)" in msg
+    assert f.tracing_count == 1 and not f.concrete_functions  # nothing kept from a failed trace
+
+
+@pytest.mark.parametrize("read", [
+    lambda t: t.numpy(), lambda t: bool(t), lambda t: float(t), lambda t: int(t), lambda t: np.asarray(t),
+    lambda t: t.item(),
+])
+def test_reading_a_placeholder_value_while_tracing_is_a_clear_error(read):
+    @ok.function
+    def f(x):
+        read(ok.ops.sum(x, [0]))
+        return x
+
+    with pytest.raises(SymbolicTensorError, match="while tracing 'f'.*has no value until the function runs"):
+        f(ok.tensor(np.ones(3, F32)))
+
+
+def test_kwargs_and_nested_structures_in_and_out():
+    Pair = namedtuple("Pair", "a b")
+
+    @ok.function
+    def f(xs, d, scale=1.0):
+        s = xs[0] + xs[1]
+        return {"sum": s * scale, "parts": (xs[0], [d["y"], None]), "pair": Pair(s, d["y"])}
+
+    x0, x1, y = (ok.tensor(_rand(2, seed=k)) for k in range(3))
+    out = f([x0, x1], {"y": y}, scale=2.0)
+    assert set(out) == {"sum", "parts", "pair"}
+    np.testing.assert_allclose(out["sum"].numpy(), (x0.numpy() + x1.numpy()) * 2, rtol=1e-6)
+    assert isinstance(out["parts"], tuple) and out["parts"][1][1] is None
+    np.testing.assert_array_equal(out["parts"][1][0].numpy(), y.numpy())
+    assert isinstance(out["pair"], Pair)
+    assert f.get_concrete_function([x0, x1], {"y": y}, scale=2.0).graph.output_structure == {
+        "sum": 0, "parts": [1, [2, None]], "pair": [3, 4],
+    }
+
+
+def test_a_function_called_while_tracing_another_is_traced_inline():
+    inner = ok.function(lambda x: x * 3.0)
+
+    @ok.function
+    def outer(x):
+        return inner(x) + 1.0
+
+    assert outer(ok.tensor(np.ones(2, F32))).numpy().tolist() == [4.0, 4.0]
+    assert inner.tracing_count == 0
+    assert [n.op for n in outer.concrete_functions[0].graph.nodes] == ["Mul", "Add"]
+
+
+def test_as_a_method_each_instance_has_its_own_traces():
+    class Model:
+        def __init__(self, k: float) -> None:
+            self.k = ok.Variable(np.array(k, F32))
+
+        @ok.function
+        def __call__(self, x):
+            return x * self.k
+
+    m1, m2 = Model(2.0), Model(3.0)
+    x = ok.tensor(np.ones(2, F32))
+    assert m1(x).numpy().tolist() == [2.0, 2.0] and m2(x).numpy().tolist() == [3.0, 3.0]
+
+
+# ---------------------------------------------------------------- variables
+
+
+def test_variables_are_captured_by_reference(backend):
+    w = ok.Variable(np.array([1.0, 2.0], F32))
+    f = ok.function(lambda x: x * w)
+    x = ok.tensor(np.ones(2, F32))
+    assert f(x).numpy().tolist() == [1.0, 2.0]
+    w.assign(np.array([5.0, 6.0], F32))
+    assert f(x).numpy().tolist() == [5.0, 6.0]
+    assert f.tracing_count == 1 and f.concrete_functions[0].graph.variables == [w]
+
+
+def test_outputs_are_values_never_the_variables_memory(backend):
+    w = ok.Variable(np.array([1.0, 2.0], F32))
+
+    @ok.function
+    def f(x):
+        return w, ok.ops.identity(w), ok.ops.reshape(w, [2, 1]), x
+
+    x = ok.tensor(np.array([7.0, 8.0], F32))
+    a, b, c, same = f(x)
+    w.assign_add(np.array([10.0, 10.0], F32))
+    assert a.numpy().tolist() == [1.0, 2.0] and b.numpy().tolist() == [1.0, 2.0]
+    assert c.numpy().ravel().tolist() == [1.0, 2.0]
+    assert same.numpy().tolist() == [7.0, 8.0] and not isinstance(a, ok.Variable)
+    assert w.numpy().tolist() == [11.0, 12.0]
+
+
+def _mlp_and_data(seed: int):
+    rng = np.random.default_rng(seed)
+    x = ok.tensor(rng.standard_normal((8, 5)).astype(F32))
+    y = ok.tensor(rng.integers(0, 3, 8).astype(np.int64))
+    model = ok.nn.Sequential([ok.nn.Dense(5, 6, "relu", seed=1), ok.nn.Dense(6, 3, seed=2)])
+    return model, x, y
+
+
+def _train_step(model, opt, x, y):
+    with ok.GradientTape() as tape:
+        loss = ok.nn.sparse_softmax_cross_entropy(model(x), y)
+    grads = tape.gradient(loss, model.variables)
+    opt.apply_gradients(zip(grads, model.variables))
+    return loss
+
+
+def test_a_whole_training_step_traced_with_its_tape_and_apply_ops_trains_as_eager_does(backend):
+    eager_model, x, y = _mlp_and_data(0)
+    traced_model, _, _ = _mlp_and_data(0)
+    eager_opt, traced_opt = ok.nn.SGD(0.1, momentum=0.9), ok.nn.SGD(0.1, momentum=0.9)
+    step = ok.function(_train_step)
+    for _ in range(4):
+        want = _train_step(eager_model, eager_opt, x, y)
+        got = step(traced_model, traced_opt, x, y)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(traced_model.variables, eager_model.variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert step.tracing_count == 1
+    graph = step.concrete_functions[0].graph
+    assert "ApplyMomentum" in graph.op_names() and len(graph.variables) == 8  # 4 weights, 4 momentum slots
+
+
+def test_a_gradient_computed_inside_the_function_is_returned(backend):
+    w = ok.Variable(_rand(3, 2))
+
+    @ok.function
+    def grads(x):
+        with ok.GradientTape() as tape:
+            tape.watch(x)
+            loss = ok.ops.sum(ok.ops.tanh(ok.ops.mat_mul(x, w)), [0, 1])
+        return tape.gradient(loss, [x, w])
+
+    x = ok.tensor(_rand(4, 3, seed=1))
+    gx, gw = grads(x)
+    t = np.tanh(x.numpy() @ w.numpy())
+    np.testing.assert_allclose(gx.numpy(), (1 - t**2) @ w.numpy().T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw.numpy(), x.numpy().T @ (1 - t**2), rtol=1e-5, atol=1e-6)
+
+
+def test_a_tape_outside_differentiates_through_a_call(backend):
+    w = ok.Variable(_rand(3, 2))
+    f = ok.function(lambda x: ok.ops.tanh(ok.ops.mat_mul(x, w)))
+    x = ok.tensor(_rand(4, 3, seed=1))
+    f(x)  # traced outside the tape; the taped call below replays
+    results = []
+    for fn in (f, lambda x: ok.ops.tanh(ok.ops.mat_mul(x, w))):
+        with ok.GradientTape() as tape:
+            tape.watch(x)
+            loss = ok.ops.sum(fn(x) * fn(x), [0, 1])
+        results.append(tape.gradient(loss, [x, w]))
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    with ok.GradientTape() as tape:  # first call (the trace itself) under a tape
+        tape.watch(x)
+        g = ok.function(lambda x: x * x)
+        y = ok.ops.sum(g(x), [0, 1])
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), 2 * x.numpy(), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- replay on every backend
+
+
+def _model(x, w, b):
+    h = ok.ops.relu(ok.ops.bias_add(ok.ops.mat_mul(x, w), b))
+    parts = ok.ops.split(1, h, num_split=2)
+    c = ok.ops.concat_v2([parts[1], parts[0]], 1)
+    return {"probs": ok.ops.softmax(c), "total": ok.ops.sum(ok.ops.reshape(c, [-1]), [0]), "max": ok.ops.max(c, [1])}
+
+
+def test_replay_matches_eager_on_every_backend(backend):
+    x, w, b = (ok.tensor(a) for a in (_rand(5, 3), _rand(3, 4, seed=1), _rand(4, seed=2)))
+    f = ok.function(_model)
+    want = _model(x, w, b)
+    for _ in range(2):
+        got = f(x, w, b)
+        for k in want:
+            np.testing.assert_allclose(got[k].numpy(), want[k].numpy(), rtol=1e-5, atol=1e-6)
+            assert got[k].backend == backend
+
+
+def test_a_function_traced_on_cpu_replays_on_opencl():
+    if "opencl" not in ok.available_backends():
+        pytest.skip("the opencl backend is not available here")
+    f = ok.function(_model)
+    arrays = (_rand(5, 3), _rand(3, 4, seed=1), _rand(4, seed=2))
+    with ok.use_backend("cpu"):
+        want = f(*[ok.tensor(a) for a in arrays])
+    with ok.use_backend("opencl"):
+        got = f(*[ok.tensor(a) for a in arrays])
+    assert f.tracing_count == 1 and got["probs"].backend == "opencl"
+    for k in want:
+        np.testing.assert_allclose(got[k].numpy(), want[k].numpy(), rtol=1e-5, atol=1e-6)
+    with ok.use_backend("opencl"), pytest.raises(InvalidArgumentError, match="lives on backend 'cpu'"):
+        f(*[ok.tensor(a, backend="cpu") for a in arrays])
+
+
+def test_a_runtime_failure_names_the_node_and_the_op(backend):
+    f = ok.function(lambda x: ok.ops.reshape(x, [3, -1]), input_signature=[ok.TensorSpec((None,), ok.float32)])
+    assert f(ok.tensor(np.ones(6, F32))).shape == (3, 2)
+    with pytest.raises(InvalidArgumentError, match=r"node 0 \(op 'Reshape'\)"):
+        f(ok.tensor(np.ones(7, F32)))
+
+
+def test_profiling_sees_every_replayed_op():
+    f = ok.function(lambda x: ok.ops.exp(x) + 1.0)
+    x = ok.tensor(np.ones(3, F32))
+    f(x)
+    with ok.profile() as p:
+        f(x)
+    assert {op for _, op, *_ in p.rows()} == {"Exp", "Add"}
+
+
+# ---------------------------------------------------------------- hand-built graphs
+
+
+def _spec(*shape, dtype=ok.float32):
+    return TensorSpec(shape, dtype)
+
+
+def test_a_concrete_function_runs_a_hand_built_graph(backend):
+    f32 = ok.float32
+    graph = Graph(
+        inputs=[_spec(None, 2), _spec(None, 2)],
+        nodes=[
+            Node("ConcatV2", {"N": 2, "T": f32, "Tidx": ok.int32}, [Edge("input", 0), Edge("input", 1), Edge("const", 0)], [_spec(None, 4)]),
+            Node("Split", {"num_split": 2, "T": f32}, [Edge("const", 0), Edge("node", 0)], [_spec(None, 2), _spec(None, 2)]),
+            Node("Mul", {"T": f32}, [Edge("node", 1, 1), Edge("var", 0)], [_spec(None, 2)]),
+            Node("Exp", {"T": f32}, [Edge("input", 0)], [_spec(None, 2)]),  # dead: no output reads it
+        ],
+        outputs=[Edge("node", 2), Edge("node", 1, 0)],
+        output_structure={"product": 0, "left": [1]},
+        constants=[np.array(1, np.int32)],
+        variables=[ok.Variable(np.array([2.0, 3.0], F32))],
+        variable_names=["scale"],
+    )
+    cf = ConcreteFunction(graph)
+    assert cf.live_nodes == [0, 1, 2]
+    a, b = _rand(3, 2), _rand(3, 2, seed=1)
+    out = cf(a, b)
+    np.testing.assert_allclose(out["product"].numpy(), b * [2.0, 3.0], rtol=1e-6)
+    np.testing.assert_allclose(out["left"][0].numpy(), a, rtol=1e-6)
+    with pytest.raises(InvalidArgumentError, match="takes 2 tensors"):
+        cf(a)
+
+
+def test_a_ref_update_node_is_kept_and_updates_its_variable(backend):
+    var = ok.Variable(np.array([1.0, 1.0], F32))
+    graph = Graph(
+        inputs=[_spec(2)],
+        nodes=[Node("ApplyGradientDescent", {"T": ok.float32, "use_locking": False},
+                    [Edge("var", 0), Edge("const", 0), Edge("input", 0)], [_spec(2)])],
+        outputs=[], output_structure=None, constants=[np.array(0.5, F32)], variables=[var], variable_names=["v"],
+    )
+    cf = ConcreteFunction(graph)
+    assert cf(np.array([2.0, 4.0], F32)) is None
+    cf(np.array([2.0, 4.0], F32))
+    assert var.numpy().tolist() == [-1.0, -3.0]
+
+
+def _two_node_graph(**changes):
+    f32 = ok.float32
+    nodes = [
+        Node("Neg", {"T": f32}, [Edge("input", 0)], [_spec(3)]),
+        Node("Add", {"T": f32}, [Edge("node", 0), Edge("input", 0)], [_spec(3)]),
+    ]
+    graph = Graph([_spec(3)], nodes, [Edge("node", 1)], 0, [], [], [])
+    for k, v in changes.items():
+        setattr(graph, k, v)
+    return graph
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda g: g.nodes[1].inputs.__setitem__(0, Edge("node", 5)), r"node 1 \('Add'\) input 0 is a dangling edge: node 5 does not exist"),
+    (lambda g: g.nodes[1].inputs.__setitem__(0, Edge("node", 0, 3)), "has 1 outputs, not an output 3"),
+    (lambda g: g.nodes[1].inputs.__setitem__(1, Edge("const", 0)), "const 0 .* does not exist"),
+    (lambda g: g.nodes[0].inputs.__setitem__(0, Edge("node", 1)), r"closes a cycle .*node 1 \('Add'\) -> node 0 \('Neg'\)"),
+    (lambda g: g.nodes[0].inputs.__setitem__(0, Edge("tensor", 0)), "unknown kind 'tensor'"),
+    (lambda g: g.nodes[1].inputs.pop(), "has 1 inputs but op 'Add' takes 2"),
+    (lambda g: setattr(g.nodes[0], "op", "NoSuchOp"), "node 0: .*NoSuchOp"),
+    (lambda g: setattr(g, "outputs", [Edge("node", 1), Edge("node", 0)]), r"outputs \[1\] appear nowhere"),
+    (lambda g: setattr(g, "output_structure", [0, 2]), "output_structure\\[1\\] = 2"),
+    (lambda g: g.nodes[1].attrs.__setitem__("T", ok.int32), "input 0 .* is float32, the op expects int32"),
+])
+def test_bad_graphs_are_clear_errors(edit, message):
+    graph = _two_node_graph()
+    ConcreteFunction(graph)  # the graph as built is fine
+    edit(graph)
+    with pytest.raises(GraphError, match=message):
+        ConcreteFunction(graph)(np.ones(3, F32))
+
+
+def test_a_ref_input_fed_by_a_tensor_is_refused():
+    graph = Graph(
+        inputs=[_spec(2)],
+        nodes=[Node("AssignAdd", {"T": ok.float32, "use_locking": False}, [Edge("input", 0), Edge("input", 0)], [_spec(2)])],
+        outputs=[Edge("node", 0)], output_structure=0,
+    )
+    with pytest.raises(GraphError, match="'ref' is a Ref input and must come from a variable"):
+        graph.validate()
