@@ -9,7 +9,11 @@ Importing opkernel is cheap: plugins (backends, op libraries) are discovered at
 first use, and no backend's array library is imported until that backend is.
 The parts a program may never use (``ok.nn``, ``ok.ops``, ``ok.profile`` and
 ``ok.explain``, ``ok.load_op_library``, ``ok.compat``, ``ok.shape_fns``,
-``ok.hookimpl``) are imported at their first use.
+``ok.hookimpl``, ``ok.testing``, ``ok.typing``) are imported at their first use.
+
+``__all__`` is the public API (tests/test_public_api.py lists it) and ``dir(opkernel)``
+shows only it; the other submodules (``ok.engine``, ``ok.plugins``, ...) can be
+reached but are the implementation.
 """
 
 from __future__ import annotations
@@ -73,12 +77,13 @@ from .shapes import Dimension, InferenceContext, TensorShape
 from .tensor import Tensor, Variable
 
 if TYPE_CHECKING:  # imported at first use: see __getattr__
-    from . import compat, nn, ops, shape_fns
+    from . import compat, nn, ops, shape_fns, testing, typing
     from .function import function
     from .graph import TensorSpec
     from .hookspecs import PLUGIN_API_VERSION, hookimpl
     from .library import load_op_library
     from .profiler import explain, profile
+    from .typing import TensorLike
 
 __all__ = [
     "__version__", "errors", "shape_fns", "ops", "Backend", "DType", "as_dtype",
@@ -92,6 +97,7 @@ __all__ = [
     "register_op", "op_def", "infer_shapes", "function", "TensorSpec", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
     "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "profile", "explain", "load_op_library", "compat",
+    "testing", "typing",
 ]
 
 #: Public names imported at first access: name -> (module, attribute; None for the module itself).
@@ -114,14 +120,15 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 _SUBMODULES = frozenset({
     "autodiff", "backend", "cli", "compat", "dtypes", "engine", "errors", "gradients", "hookspecs", "kernels",
     "library", "nn", "op_registry", "ops", "plugins", "profiler", "shape_fns", "shapes", "spec", "testing",
+    "typing",
 })
 
 
-def stop_gradient(x: object) -> Tensor:
+def stop_gradient(x: TensorLike) -> Tensor:
     """``x`` unchanged, but no gradient flows through it (the StopGradient op)."""
     from . import ops
 
-    return ops.stop_gradient(x)  # type: ignore[no-any-return]
+    return ops.stop_gradient(x)
 
 
 def op_def(name: str) -> OpDef:
@@ -156,12 +163,13 @@ def infer_shapes(
     return _infer(op_def(op_name), input_shapes or [], attrs or {}, input_values)
 
 
-def __getattr__(name: str) -> Any:
+def _lazy_attribute(name: str) -> Any:
+    """The module's ``__getattr__`` (PEP 562): imports a lazy public name at first use."""
     lazy = _LAZY.get(name)
     if lazy is None and name not in _SUBMODULES:
         raise AttributeError(f"module 'opkernel' has no attribute {name!r}")
     # import_module, not "from . import ops": that form looks the name up on
-    # this package first, which would call this __getattr__ again, forever.
+    # this package first, which would call this function again, forever.
     import importlib
 
     module_name, attr = lazy or (name, None)
@@ -174,5 +182,18 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+if not TYPE_CHECKING:
+    # Hidden from type checkers, to which a module __getattr__ would make every misspelt
+    # ``ok.<name>`` an Any instead of an error: they see the lazy names in the
+    # TYPE_CHECKING imports above.
+    __getattr__ = _lazy_attribute
+
+
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
+    # The public names and the module's dunders; not the submodules that importing
+    # the implementation binds here (engine, autodiff, ...).
+    return sorted(set(__all__) | {n for n in globals() if n.startswith("__") and n.endswith("__")})
+
+
+# Bound by the imports at the top, and no part of the API.
+del annotations, Any, TYPE_CHECKING

@@ -11,6 +11,7 @@ from .dtypes import DType
 
 if TYPE_CHECKING:
     from .backend import Backend
+    from .typing import DTypeLike, TensorLike
 
 __all__ = ["Tensor", "Variable"]
 
@@ -130,37 +131,37 @@ class Tensor:
 
     # Operators map to registered ops and dispatch like any other call.  Each is
     # bound to the op's generated wrapper on first use (see _bind_operator).
-    def __add__(self, other: Any) -> Tensor:
+    def __add__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__add__")(self, other)
 
-    def __radd__(self, other: Any) -> Tensor:
+    def __radd__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__radd__")(self, other)
 
-    def __sub__(self, other: Any) -> Tensor:
+    def __sub__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__sub__")(self, other)
 
-    def __rsub__(self, other: Any) -> Tensor:
+    def __rsub__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__rsub__")(self, other)
 
-    def __mul__(self, other: Any) -> Tensor:
+    def __mul__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__mul__")(self, other)
 
-    def __rmul__(self, other: Any) -> Tensor:
+    def __rmul__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__rmul__")(self, other)
 
-    def __truediv__(self, other: Any) -> Tensor:
+    def __truediv__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__truediv__")(self, other)
 
-    def __rtruediv__(self, other: Any) -> Tensor:
+    def __rtruediv__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__rtruediv__")(self, other)
 
     def __neg__(self) -> Tensor:
         return _bind_operator("__neg__")(self)
 
-    def __matmul__(self, other: Any) -> Tensor:
+    def __matmul__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__matmul__")(self, other)
 
-    def __rmatmul__(self, other: Any) -> Tensor:
+    def __rmatmul__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__rmatmul__")(self, other)
 
 
@@ -248,7 +249,9 @@ class Variable(Tensor):
 
     __slots__ = ("trainable", "name", "_version", "_borrowed")
 
-    def __init__(self, initial_value: Any, dtype: Any = None, *, trainable: bool = True, name: str | None = None) -> None:
+    def __init__(
+        self, initial_value: TensorLike, dtype: DTypeLike | None = None, *, trainable: bool = True, name: str | None = None
+    ) -> None:
         from .engine import to_tensor
 
         if isinstance(initial_value, Tensor):
@@ -285,15 +288,15 @@ class Variable(Tensor):
         if owners is None or _most_refs(owners) > _SOLE_HOLDER:
             self._value = be.copy(self._value)
 
-    def assign(self, value: Any) -> Variable:
+    def assign(self, value: TensorLike) -> Variable:
         _ops().assign(self, value)
         return self
 
-    def assign_add(self, value: Any) -> Variable:
+    def assign_add(self, value: TensorLike) -> Variable:
         _ops().assign_add(self, value)
         return self
 
-    def assign_sub(self, value: Any) -> Variable:
+    def assign_sub(self, value: TensorLike) -> Variable:
         _ops().assign_sub(self, value)
         return self
 

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from ..dtypes import DType
 from ..op_registry import ArgDef, AttrDef, OpDef
 
-__all__ = ["snake_case", "split_namespace", "make_wrapper"]
+__all__ = ["snake_case", "split_namespace", "attr_params", "make_wrapper"]
 
 
 def snake_case(name: str) -> str:
@@ -135,6 +135,14 @@ def list_attr_key(value: Any) -> tuple[Any, ...]:
     return (tuple(value), tuple(v.__class__ for v in value))
 
 
+def attr_params(op_def: OpDef) -> tuple[list[AttrDef], list[AttrDef]]:
+    """The attrs a wrapper takes as parameters, in their order after the inputs:
+    those without a default, then those with one (inferred attrs are not parameters).
+    The stub generator (``_stubgen``) lays out the typed signatures the same way."""
+    attrs = [a for a in op_def.attrs if a.name not in op_def.inferred_attrs]
+    return [a for a in attrs if not a.has_default], [a for a in attrs if a.has_default]
+
+
 def make_wrapper(op_def: OpDef, handle: Any, engine: Any) -> Callable[..., Any]:
     """Compile a wrapper function for ``op_def`` (real parameters, so help() and
     IDEs see the signature, and no per-call argument parsing).
@@ -153,9 +161,7 @@ def make_wrapper(op_def: OpDef, handle: Any, engine: Any) -> Callable[..., Any]:
         return param_name(name, op_def.name)
 
     inputs = [pname(a.name) for a in op_def.inputs]
-    attrs = [a for a in op_def.attrs if a.name not in op_def.inferred_attrs]
-    required_attrs = [a for a in attrs if not a.has_default]
-    optional_attrs = [a for a in attrs if a.has_default]
+    required_attrs, optional_attrs = attr_params(op_def)
     ordered = required_attrs + optional_attrs
     params = inputs + [f"{pname(a.name)}=_REQUIRED" for a in required_attrs]
     params += [f"{pname(a.name)}=_D_{i}" for i, a in enumerate(optional_attrs)]
