@@ -13,7 +13,7 @@ import pytest
 
 import opkernel as ok
 from opkernel import op_registry
-from opkernel.testing.check_op import CheckOpFailure, check_op
+from opkernel.testing import CheckOpFailure, check_op
 
 import test_ops_array
 import test_ops_math

@@ -1,5 +1,9 @@
 """The conformance kit for op and backend authors.
 
+``check_op`` proves an op correct on every backend with one call;
+``compute_gradient`` / ``compute_gradient_error`` check a gradient against finite
+differences (``tf.test.compute_gradient``); ``gradient_coverage`` says which
+gradients can run on a backend and which kernels they lack;
 ``assert_all_close`` compares with dtype-aware tolerances; ``isolated_registries``
 undoes every registration made inside it (tests register throwaway ops,
 kernels, gradients and plugins through it).
@@ -7,47 +11,36 @@ kernels, gradients and plugins through it).
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
-
-import numpy as np
+from typing import Iterator
 
 from .. import engine, gradients, kernels, op_registry, plugins
-from ..dtypes import as_dtype
+from . import _check_op
+from ._check_op import CheckOpFailure, CheckOpReport, CheckResult, check_op
+from ._compare import assert_all_close, default_tolerance
+from ._coverage import GradientCoverage, gradient_coverage
+from ._examples import register_example_inputs, registered_examples, restore_examples
+from .gradient_checker import compute_gradient, compute_gradient_error
 
-__all__ = ["assert_all_close", "default_tolerance", "isolated_registries"]
+__all__ = [
+    "CheckOpFailure",
+    "CheckOpReport",
+    "CheckResult",
+    "GradientCoverage",
+    "assert_all_close",
+    "check_op",
+    "compute_gradient",
+    "compute_gradient_error",
+    "default_tolerance",
+    "gradient_coverage",
+    "isolated_registries",
+    "register_example_inputs",
+]
 
-_TOLERANCES = {"float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2), "float32": (1e-5, 1e-6), "complex64": (1e-5, 1e-6)}
-
-
-def default_tolerance(dtype: Any) -> tuple[float, float]:
-    """(rtol, atol) suited to ``dtype``: exact for integers, tighter for float64."""
-    dt = as_dtype(dtype)
-    if not (dt.is_floating or dt.is_complex):
-        return (0.0, 0.0)
-    return _TOLERANCES.get(dt.name, (1e-12, 1e-14))
-
-
-def assert_all_close(actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> None:
-    """Assert two tensors/arrays agree in shape and value within dtype-aware tolerances."""
-    a = np.asarray(actual)
-    e = np.asarray(expected)
-    if a.shape != e.shape:
-        raise AssertionError(f"shape mismatch: got {a.shape}, expected {e.shape}")
-    if a.dtype == object or e.dtype == object:
-        if not (a == e).all():
-            raise AssertionError(f"values differ:\n got      {a!r}\n expected {e!r}")
-        return
-    if a.dtype.kind in "biu" and e.dtype.kind in "biu":  # exact, and not through float64 (2**53)
-        np.testing.assert_array_equal(a, e)
-        return
-    d_rtol, d_atol = default_tolerance(a.dtype if a.dtype.kind in "fc" else e.dtype)
-    np.testing.assert_allclose(
-        a.astype(np.float64) if a.dtype.kind not in "fc" else a,
-        e,
-        rtol=d_rtol if rtol is None else rtol,
-        atol=d_atol if atol is None else atol,
-    )
+# The module's former import path, ``from opkernel.testing.check_op import check_op``, keeps
+# working; ``opkernel.testing.check_op`` itself is the function.
+sys.modules[f"{__name__}.check_op"] = _check_op
 
 
 @contextmanager
@@ -56,6 +49,7 @@ def isolated_registries() -> Iterator[None]:
     plugins.ensure_loaded()
     ops_snap, kern_snap, grad_snap = op_registry.snapshot(), kernels.snapshot(), gradients.snapshot()
     before = {p.name for p in plugins.plugins()}
+    examples = registered_examples()
     try:
         yield
     finally:
@@ -65,6 +59,7 @@ def isolated_registries() -> Iterator[None]:
         op_registry.restore(ops_snap)
         kernels.restore(kern_snap)
         gradients.restore(grad_snap)
+        restore_examples(examples)
         engine._reset_handles()
         from .. import ops
 

@@ -5,17 +5,23 @@
   An installed but unavailable backend is a skip with its reason.
 * ``--opkernel-backends=cpu,opencl``: these backends are required; if one is
   missing or unavailable, its tests fail instead of skipping.
+* ``@pytest.mark.opkernel_backends("cpu", ...)``: run a test on these backends only.
 * ``fresh_registry`` fixture: registrations made by the test are undone after it.
+
+Manners, since pytest loads this plugin in every run where opkernel is installed:
+it parametrizes ``backend`` only where the name means this plugin's fixture (a
+project's own ``backend`` fixture, or a test's own ``parametrize("backend", ...)``,
+is left alone), and a run that uses none of its fixtures or options sees nothing
+of it: no backend is imported, no line is added to the report header (the
+backends line follows "collected N items" only when a collected test uses
+``backend``).
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
-
-from .. import engine
-from . import isolated_registries
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,33 +33,81 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "opkernel_backends(*names): run this test on these opkernel backends only")
+
+
 def _required(config: pytest.Config) -> list[str]:
-    value = str(config.getoption("--opkernel-backends") or "")
+    value = str(config.getoption("--opkernel-backends", default="") or "")
     return [b.strip() for b in value.split(",") if b.strip()]
 
 
+def _status() -> list[tuple[str, int, str | None]]:
+    from .. import engine  # imported only once a test asks for a backend
+
+    return engine.backend_status()
+
+
 def _backend_names(config: pytest.Config) -> list[str]:
-    installed = [name for name, _, _ in engine.backend_status()]
+    installed = [name for name, _, _ in _status()]
     return installed + [b for b in _required(config) if b not in installed]
 
 
+def _uses_our_backend(definition: Any) -> bool:
+    """Whether the test's ``backend`` argument resolves to this plugin's fixture (the
+    last definition is the one pytest uses: a conftest's or a module's own wins)."""
+    info = getattr(definition, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}).get("backend") if info is not None else None
+    if not defs:
+        return False
+    func = getattr(defs[-1], "func", None)
+    return getattr(func, "__module__", None) == __name__
+
+
+def _parametrized_by_test(metafunc: pytest.Metafunc) -> bool:
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",")]
+        if "backend" in names:
+            return True
+    return False
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own parametrize marks and conftest hooks
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" in metafunc.fixturenames:
-        names = _backend_names(metafunc.config)
+    if "backend" not in metafunc.fixturenames or not _uses_our_backend(metafunc.definition):
+        return
+    if _parametrized_by_test(metafunc):
+        return
+    names = _backend_names(metafunc.config)
+    marker = metafunc.definition.get_closest_marker("opkernel_backends")
+    if marker is not None:
+        names = [n for n in names if n in marker.args]
+    try:
         metafunc.parametrize("backend", names, ids=names, indirect=True)
+    except ValueError as e:  # a conftest's pytest_generate_tests parametrized it already: theirs stands
+        if "duplicate" not in str(e):
+            raise
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    rows = [f"{n} ({'available' if r is None else 'unavailable: ' + r})" for n, _, r in engine.backend_status()]
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | list[str]:
+    if not any("backend" in getattr(item, "fixturenames", ()) and _uses_our_backend(item) for item in items):
+        return []
+    rows = [f"{n} ({'available' if r is None else 'unavailable: ' + r})" for n, _, r in _status()]
     return "opkernel backends: " + (", ".join(rows) or "none installed")
 
 
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     """The name of the backend this test instance runs on (it is active during the test)."""
-    name: str = request.param
+    from .. import engine
+
+    name: str | None = getattr(request, "param", None)
+    if name is None:  # not parametrized by this plugin (e.g. requested through getfixturevalue)
+        name = engine.get_backend()
     required = name in _required(request.config)
-    status = {n: r for n, _, r in engine.backend_status()}
+    status = {n: r for n, _, r in _status()}
     if name not in status:
         pytest.fail(f"required backend {name!r} is not installed (installed: {sorted(status)})")
     if status[name] is not None:
@@ -65,11 +119,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture
 def fresh_registry() -> Iterator[None]:
     """Undo the test's op, kernel, gradient and plugin registrations afterwards."""
+    from . import isolated_registries
+
     with isolated_registries():
         yield
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "opkernel_backends(*names): restrict a test to these backends")
-
-

@@ -1,4 +1,4 @@
-"""``check_op``: prove an op correct on every backend with one call."""
+"""``check_op``: prove an op correct on every backend with one call (``opkernel.testing.check_op``)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .. import engine, gradients, op_registry, plugins
+from ..errors import KernelNotFoundError
 from ..dtypes import as_dtype
 from .._infer import infer_shapes
 from ..shapes import TensorShape
 from ..tensor import Tensor, Variable
-from . import assert_all_close, default_tolerance
+from ._compare import assert_all_close, default_tolerance
 from .gradient_checker import compute_gradient
 
 __all__ = ["CheckOpFailure", "CheckResult", "CheckOpReport", "check_op"]
@@ -29,10 +30,13 @@ class CheckOpFailure(AssertionError):
 
 @dataclass(frozen=True)
 class CheckResult:
+    """One check on one backend; ``skipped``: it could not run here (``detail`` says why)."""
+
     backend: str
     check: str
     passed: bool
     detail: str = ""
+    skipped: bool = False
 
 
 @dataclass
@@ -51,7 +55,8 @@ class CheckOpReport:
     def __str__(self) -> str:
         lines = [f"check_op({self.op!r}): {'passed' if self.passed else f'{len(self.failures)} failed'}"]
         for r in self.results:
-            lines.append(f"  [{'ok' if r.passed else 'FAIL'}] {r.backend:>8}  {r.check}{': ' + r.detail if r.detail else ''}")
+            mark = "skip" if r.skipped else "ok" if r.passed else "FAIL"
+            lines.append(f"  [{mark}] {r.backend:>8}  {r.check}{': ' + r.detail if r.detail else ''}")
         return "\n".join(lines)
 
 
@@ -121,8 +126,11 @@ def check_op(
     """Run ``op_name`` on every requested backend (default: all available) and check:
 
     the OpDef finalizes; outputs match the shape function and the declared
-    dtypes; results agree with the CPU backend (or the first backend) within
-    dtype-aware tolerances; with ``reference`` (a numpy function called as
+    dtypes; results agree with the cpu backend within dtype-aware tolerances
+    (whatever ``backends`` names: cpu is the reference whenever it is available
+    and has a kernel for the op; when it is not, a ``[skip]`` line printed and
+    kept in the report says why, and the backends are compared with the first
+    one); with ``reference`` (a numpy function called as
     ``reference(*inputs, **attrs)``, returning one array or a tuple), results
     also agree with it — without one, a kernel that is wrong the same way on
     every backend passes; the registered gradient matches finite differences
@@ -141,6 +149,13 @@ def check_op(
     host_inputs = [_host(x) for x in inputs]
     baseline: list[np.ndarray] | None = None
     base_name = "cpu" if "cpu" in backends else backends[0]
+    if "cpu" not in backends:
+        baseline, why = _cpu_reference(op_name, host_inputs, attrs, refs)
+        if baseline is not None:
+            base_name = "cpu"
+        else:
+            report.results.append(CheckResult("cpu", "reference", True, why, skipped=True))
+            print(f"[skip] check_op({op_name!r}): results not compared with cpu: {why}")
     for backend in sorted(backends, key=lambda b: b != base_name):
         before = [np.copy(v) if not isinstance(v, list) else [np.copy(e) for e in v] for v in host_inputs]
         outs = _check(report, backend, "runs", lambda: _run(op_name, backend, host_inputs, attrs, refs))
@@ -170,6 +185,20 @@ def check_op(
     if not report.passed:
         raise CheckOpFailure(report)
     return report
+
+
+def _cpu_reference(op: str, inputs: Sequence[Any], attrs: Mapping[str, Any],
+                   refs: Sequence[bool]) -> tuple[list[np.ndarray] | None, str]:
+    """The cpu backend's results to compare other backends with, or None and why not."""
+    status = {name: reason for name, _, reason in engine.backend_status()}
+    if "cpu" not in status:
+        return None, "the cpu backend is not installed (pip install opkernel-cpu)"
+    if status["cpu"] is not None:
+        return None, f"the cpu backend is unavailable: {status['cpu']}"
+    try:
+        return [o.numpy() for o in _run(op, "cpu", inputs, attrs, refs)], ""
+    except KernelNotFoundError as e:
+        return None, f"cpu has no kernel for it ({e})"
 
 
 def _check_shapes_dtypes(op_def: Any, inputs: Sequence[Any], attrs: Mapping[str, Any], outs: list[Tensor]) -> str:
