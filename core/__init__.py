@@ -84,6 +84,7 @@ if TYPE_CHECKING:  # imported at first use: see __getattr__
     from .library import load_op_library
     from .profiler import explain, profile
     from .typing import TensorLike
+    from .saving import load, save
 
 __all__ = [
     "__version__", "errors", "shape_fns", "ops", "Backend", "DType", "as_dtype",
@@ -98,6 +99,7 @@ __all__ = [
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
     "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "profile", "explain", "load_op_library", "compat",
     "testing", "typing",
+    "save", "load",
 ]
 
 #: Public names imported at first access: name -> (module, attribute; None for the module itself).
@@ -114,12 +116,14 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "PLUGIN_API_VERSION": ("hookspecs", "PLUGIN_API_VERSION"),
     "function": ("function", None),  # the module is callable: ok.function is the decorator
     "TensorSpec": ("graph", "TensorSpec"),
+    "save": ("saving", "save"),
+    "load": ("saving", "load"),
 }
 
 #: Submodules that ``ok.<name>`` reaches even before anything imported them.
 _SUBMODULES = frozenset({
     "autodiff", "backend", "cli", "compat", "dtypes", "engine", "errors", "gradients", "hookspecs", "kernels",
-    "library", "nn", "op_registry", "ops", "plugins", "profiler", "shape_fns", "shapes", "spec", "testing",
+    "library", "nn", "op_registry", "ops", "plugins", "profiler", "saving", "shape_fns", "shapes", "spec", "testing",
     "typing",
 })
 

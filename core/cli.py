@@ -4,6 +4,7 @@
     opkernel kernels [--op N] [--backend B]  op x backend x type constraints, gradients, providers
     opkernel compat OLD.json NEW.json      is the new OpDef compatible? (exit status 1 when breaking,
                                           2 when a file is unreadable or not well-formed op definitions)
+    opkernel inspect PATH                 a saved graph's ops and packages: installed? compatible?
 """
 
 from __future__ import annotations
@@ -107,6 +108,12 @@ def cmd_compat(args: argparse.Namespace) -> int:
     return compat.EXIT_COMPATIBLE if all(r.compatible for r in reports) else compat.EXIT_BREAKING
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from . import saving
+
+    return saving.inspect_main(args.path, _table)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="opkernel", description="Inspect installed opkernel plugins, backends and kernels.")
     parser.add_argument("--version", action="version", version=f"opkernel {__version__}")
@@ -128,6 +135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("old", help="the released definitions (JSON)")
     c.add_argument("new", help="the new definitions (JSON)")
     c.set_defaults(fn=cmd_compat)
+    i = sub.add_parser(
+        "inspect",
+        help="a saved graph's ops, the packages it needs, whether each is installed and compatible",
+        epilog="exit status: 0 the graph loads here; 1 an op is missing or changed incompatibly; 2 the file cannot be read",
+    )
+    i.add_argument("path", help="a file written by ok.save (.okg)")
+    i.set_defaults(fn=cmd_inspect)
     args = parser.parse_args(argv)
     return int(args.fn(args))
 

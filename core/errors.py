@@ -16,6 +16,8 @@ __all__ = [
     "OpSpecError",
     "InvalidArgumentError",
     "ShapeError",
+    "GraphFormatError",
+    "IncompatibleOpError",
     "OpTypeError",
     "AlreadyExistsError",
     "OpNotFoundError",
@@ -58,6 +60,16 @@ class InvalidArgumentError(OpkernelError, ValueError):
 
 class ShapeError(InvalidArgumentError):
     """Shapes that are incompatible with the op's shape function."""
+
+
+class GraphFormatError(InvalidArgumentError):
+    """A saved graph file (``ok.load``) that is damaged, hostile or of another format
+    version; the message names the file and where in it the problem is (``.path``)."""
+
+
+class IncompatibleOpError(OpkernelError, ValueError):
+    """An op a saved graph needs is installed, but its definition changed since the
+    graph was saved in a way that breaks it; ``.reasons`` names the compat rules."""
 
 
 class OpTypeError(OpkernelError, TypeError):

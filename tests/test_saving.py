@@ -1,0 +1,336 @@
+"""ok.save / ok.load / opkernel inspect: round trips, the op checks at load, hostile files.
+
+Graphs are built by hand here (the IR of opkernel.graph), so these tests do not
+depend on tracing; tests/test_saved_graph_e2e.py saves traced functions."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from opkernel import saving
+from opkernel._provenance import Provider, providing
+from opkernel.errors import GraphFormatError, IncompatibleOpError, OpNotFoundError, ResourceExhaustedError
+from opkernel.graph import Edge, Graph, Node, TensorSpec
+from opkernel.testing import isolated_registries
+
+F32 = ok.float32
+W = np.arange(6, dtype=np.float32).reshape(3, 2)
+BIAS = np.array([1.0, -100.0], np.float32)
+
+
+def dense_graph() -> Graph:
+    """relu(x @ w + bias): a variable, a constant, three builtin ops."""
+    w = ok.Variable(W, name="w")
+    return Graph(
+        inputs=[TensorSpec((None, 3), F32, "x")],
+        nodes=[
+            Node("MatMul", {"T": F32, "transpose_a": False, "transpose_b": False},
+                 [Edge("input", 0), Edge("var", 0)], [TensorSpec((None, 2), F32)]),
+            Node("Add", {"T": F32}, [Edge("node", 0), Edge("const", 0)], [TensorSpec((None, 2), F32)]),
+            Node("Relu", {"T": F32}, [Edge("node", 1)], [TensorSpec((None, 2), F32)]),
+        ],
+        outputs=[Edge("node", 2), Edge("node", 0)],
+        output_structure={"relu": 0, "parts": [1]},
+        constants=[BIAS],
+        variables=[w],
+        variable_names=["w"],
+    )
+
+
+def expected(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x @ W + BIAS, 0)
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    path = tmp_path / "dense.okg"
+    ok.save(dense_graph(), path)
+    return path
+
+
+def rewrite(src: Path, dst: Path, edit: Callable[[dict[str, Any]], Any] | None = None,
+            members: Callable[[dict[str, bytes]], None] | None = None) -> Path:
+    """A copy of ``src`` with graph.json edited by ``edit`` (in place, or returning a replacement)."""
+    with zipfile.ZipFile(src) as zf:
+        contents = {name: zf.read(name) for name in zf.namelist()}
+    if edit is not None:
+        doc = json.loads(contents["graph.json"])
+        doc = edit(doc) or doc
+        contents["graph.json"] = json.dumps(doc).encode()
+    if members is not None:
+        members(contents)
+    with zipfile.ZipFile(dst, "w") as zf:
+        for name, data in contents.items():
+            zf.writestr(name, data, compress_type=zipfile.ZIP_STORED if name.endswith(".npy") else zipfile.ZIP_DEFLATED)
+    return dst
+
+
+# ------------------------------------------------------------------ round trips
+
+
+def test_round_trip_keeps_the_graph(saved: Path) -> None:
+    loaded = ok.load(saved)
+    original = dense_graph()
+    g = loaded.graph
+    assert [n.op for n in g.nodes] == ["MatMul", "Add", "Relu"]
+    assert [n.inputs for n in g.nodes] == [n.inputs for n in original.nodes]
+    assert [n.outputs for n in g.nodes] == [n.outputs for n in original.nodes]
+    defaults = {a.name: a.default for a in ok.op_def("MatMul").attrs if a.has_default}
+    assert g.nodes[0].attrs == {**defaults, "T": F32}  # every attr: the saved ones, the defaults filled in
+    assert g.nodes[0].provider == ok.op_def("MatMul").provider
+    assert g.outputs == original.outputs and g.output_structure == {"relu": 0, "parts": [1]}
+    np.testing.assert_array_equal(g.constants[0], BIAS)
+    assert loaded.signature == (TensorSpec((None, 3), F32, "x"),)
+    assert [v.name for v in loaded.variables] == ["w"] and loaded.variables[0].trainable
+    np.testing.assert_array_equal(loaded.variables[0].numpy(), W)
+    assert g.variables[0] is loaded.variables[0]
+    g.validate()
+
+
+def test_loaded_graph_runs_on_every_backend(saved: Path, backend: str) -> None:
+    loaded = ok.load(saved)
+    assert loaded.variables[0].backend == backend
+    x = np.array([[1, 2, 3], [-4, 0, 1]], np.float32)
+    out = loaded(ok.tensor(x))
+    np.testing.assert_allclose(out["relu"].numpy(), expected(x), rtol=1e-6)
+    np.testing.assert_allclose(out["parts"][0].numpy(), x @ W, rtol=1e-6)
+    with pytest.raises(ok.errors.InvalidArgumentError, match=r"no saved graph takes \(float32\[2, 4\]\)"):
+        loaded(ok.tensor(np.zeros((2, 4), np.float32)))
+
+
+def test_load_onto_a_named_backend(saved: Path) -> None:
+    with ok.use_backend("cpu"):
+        loaded = ok.load(saved, backend="opencl")
+    assert loaded.variables[0].backend == "opencl"
+    with ok.use_backend("opencl"):
+        x = np.ones((1, 3), np.float32)
+        np.testing.assert_allclose(loaded(x)["relu"].numpy(), expected(x), rtol=1e-6)
+
+
+def test_attr_kinds_round_trip(tmp_path: Path) -> None:
+    """Every attr kind the format names: type, shape, tensor, string, int, float, bool and lists."""
+    with isolated_registries():
+        ok.register_op("Test>AllKinds").input("x: T").output("y: T").attr("T: type").attr("s: shape") \
+            .attr("t: tensor").attr("name: string").attr("n: int").attr("f: float").attr("b: bool") \
+            .attr("ls: list(shape)").attr("lf: list(float)").attr("lt: list(type)")
+        attrs = {"T": F32, "s": ok.TensorShape([None, 3]), "t": np.array([[1.5, np.inf]], np.float32),
+                 "name": "näme", "n": -(2**62), "f": float("nan"), "b": True,
+                 "ls": (ok.TensorShape(None), ok.TensorShape([2])), "lf": (0.5, float("-inf")), "lt": (ok.int32, F32)}
+        graph = Graph([TensorSpec(None, F32)], [Node("Test>AllKinds", attrs, [Edge("input", 0)], [TensorSpec(None, F32)])],
+                      [Edge("node", 0)], 0)
+        ok.save(graph, tmp_path / "kinds.okg")
+        back = ok.load(tmp_path / "kinds.okg").graph.nodes[0].attrs
+    assert back["T"] is F32 and back["s"] == ok.TensorShape([None, 3]) and back["name"] == "näme"
+    np.testing.assert_array_equal(back["t"], attrs["t"])
+    assert back["n"] == -(2**62) and np.isnan(back["f"]) and back["b"] is True
+    assert back["ls"][0].rank is None and back["ls"][1] == ok.TensorShape([2])
+    assert back["lf"] == (0.5, float("-inf")) and back["lt"] == (ok.int32, F32)
+
+
+def test_save_refuses_what_it_cannot_save(tmp_path: Path) -> None:
+    with pytest.raises(ok.errors.InvalidArgumentError, match="expected a traced function"):
+        ok.save(object(), tmp_path / "x.okg")
+    assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------ ops at load: missing, changed
+
+
+def _register_thing(version_extra: str = "", padding: str = "{'SAME', 'VALID'}") -> None:
+    builder = ok.register_op("Test>Thing").input("x: T").output("y: T").attr("T: {float, double}") \
+        .attr(f"padding: {padding}")
+    if version_extra:
+        builder.attr(version_extra)
+
+
+def _thing_graph() -> Graph:
+    return Graph([TensorSpec((2,), F32)],
+                 [Node("Test>Thing", {"T": F32, "padding": "SAME"}, [Edge("input", 0)], [TensorSpec((2,), F32)])],
+                 [Edge("node", 0)], 0)
+
+
+def _save_thing(path: Path) -> None:
+    with isolated_registries(), providing(Provider("thing", "opkernel-thing", "1.2.0")):
+        _register_thing()
+        ok.save(_thing_graph(), path)
+
+
+def test_missing_op_names_the_package(tmp_path: Path) -> None:
+    path = tmp_path / "thing.okg"
+    _save_thing(path)
+    with pytest.raises(OpNotFoundError) as info:
+        ok.load(path)
+    assert "op 'Test>Thing' is provided by opkernel-thing (saved with 1.2.0): pip install opkernel-thing" in str(info.value)
+    assert info.value.distribution == "opkernel-thing" and info.value.saved_version == "1.2.0"
+
+
+def test_compatible_change_loads_with_the_new_default(tmp_path: Path) -> None:
+    path = tmp_path / "thing.okg"
+    _save_thing(path)
+    with isolated_registries():
+        _register_thing("extra: int = 7")
+        loaded = ok.load(path)
+        assert loaded.graph.nodes[0].attrs["extra"] == 7
+        assert [s.state for s in loaded.ops if s.op == "Test>Thing"] == ["compatible"]
+
+
+def test_incompatible_change_names_the_rule(tmp_path: Path) -> None:
+    path = tmp_path / "thing.okg"
+    _save_thing(path)
+    with isolated_registries():
+        _register_thing(padding="{'VALID'}")
+        with pytest.raises(IncompatibleOpError, match=r"op 'Test>Thing' changed incompatibly since the graph was saved "
+                           r"\(saved with opkernel-thing 1.2.0\).*constraint tightened"):
+            ok.load(path)
+    with isolated_registries():
+        _register_thing("extra: int")
+        with pytest.raises(IncompatibleOpError, match="attr added without default"):
+            ok.load(path)
+
+
+def test_inspect_cli(saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from opkernel import cli
+
+    assert cli.main(["inspect", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "MatMul" in out and "opkernel 0.1.0" in out and "loads here: yes" in out
+    path = tmp_path / "thing.okg"
+    _save_thing(path)
+    assert cli.main(["inspect", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "pip install opkernel-thing" in out and "not installed" in out and "loads here: no" in out
+    (tmp_path / "junk.okg").write_bytes(b"junk")
+    assert cli.main(["inspect", str(tmp_path / "junk.okg")]) == 2
+    assert "not a readable zip archive" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ hostile and damaged files
+
+
+def _node(doc: dict[str, Any], k: int) -> dict[str, Any]:
+    return doc["functions"][0]["graph"]["nodes"][k]  # type: ignore[no-any-return]
+
+
+BAD_EDITS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
+    ("newer version", lambda d: d.update(format_version=2), "format version 2; this opkernel reads version 1; upgrade"),
+    ("other format", lambda d: d.update(format="tf-saved-model"), "not an opkernel saved graph"),
+    ("not an object", lambda d: [1, 2], "must hold an object, got an array"),
+    ("unknown attr type", lambda d: _node(d, 0)["attrs"]["T"].update(type="func"), "unknown attr type 'func'"),
+    ("attr type mismatch", lambda d: _node(d, 0)["attrs"]["transpose_a"].update(type="int", value=1),
+     "is 'int'; the op's attr 'transpose_a' has type 'bool'"),
+    ("attr bad value", lambda d: _node(d, 0)["attrs"]["T"].update(value="int8"), "attr 'T' must be one of"),
+    ("dangling node edge", lambda d: _node(d, 1)["inputs"].__setitem__(0, ["node", 9, 0]), "a dangling edge"),
+    ("dangling var edge", lambda d: _node(d, 0)["inputs"].__setitem__(1, ["var", 3, 0]), "reads variable 3"),
+    ("cycle", lambda d: _node(d, 0)["inputs"].__setitem__(0, ["node", 2, 0]), "a cycle, or nodes out of"),
+    ("self loop", lambda d: _node(d, 1)["inputs"].__setitem__(0, ["node", 1, 0]), "does not come before node 1"),
+    ("bad edge kind", lambda d: _node(d, 1)["inputs"].__setitem__(0, ["file", 0, 0]), "kind in"),
+    ("too few inputs", lambda d: _node(d, 1)["inputs"].__delitem__(1), "takes 2 inputs (x, y), the node has 1"),
+    ("too many inputs", lambda d: _node(d, 2)["inputs"].append(["input", 0, 0]), "takes 1 inputs (features), the node has 2"),
+    ("wrong input dtype", lambda d: d["functions"][0]["graph"]["inputs"][0].update(dtype="float64"),
+     "input 'a' of op 'MatMul' must be float32, got float64"),
+    ("wrong output dtype", lambda d: _node(d, 2)["outputs"][0].update(dtype="int32"), "must be float32, got int32"),
+    ("unknown dtype", lambda d: _node(d, 2)["outputs"][0].update(dtype="float7"), "unknown dtype 'float7'"),
+    ("negative dim", lambda d: _node(d, 2)["outputs"][0].update(shape=[-5]), "must be in [0,"),
+    ("huge rank", lambda d: _node(d, 2)["outputs"][0].update(shape=[1] * 1000), "rank 1000 is over the limit"),
+    ("huge variable", lambda d: d["variables"][0].update(shape=[10**9, 10**9]), "EiB; the file holds 152 bytes for it"),
+    ("variable shape mismatch", lambda d: d["variables"][0].update(shape=[2, 3]), "graph.json says shape (2, 3)"),
+    ("unknown op", lambda d: _node(d, 2).update(op="Nope"), "the op 'Nope' is not in the file's 'ops' table"),
+    ("edited interface", lambda d: d["ops"]["Relu"]["interface"].update(is_stateful=True), "does not match the interface"),
+    ("output index", lambda d: d["functions"][0]["graph"].update(output_structure=[5]), "must be in [0, 1], got 5"),
+    ("deep structure", lambda d: d["functions"][0]["graph"].update(output_structure=json.loads("[" * 100 + "0" + "]" * 100)),
+     "nested deeper than 64"),
+    ("member outside tensors/", lambda d: d["variables"][0].update(data="graph.json"), "must name a member 'tensors/"),
+    ("missing member", lambda d: d["variables"][0].update(data="tensors/none.npy"), "no member 'tensors/none.npy'"),
+    ("extra key", lambda d: _node(d, 0).update(code="import os"), "unknown key 'code'"),
+    ("bool as index", lambda d: _node(d, 2)["inputs"].__setitem__(0, ["node", True, 0]), "must be an integer"),
+]
+
+
+@pytest.mark.parametrize("edit, message", [pytest.param(e, m, id=i) for i, e, m in BAD_EDITS])
+def test_hostile_graph_json(saved: Path, tmp_path: Path, edit: Any, message: str) -> None:
+    bad = rewrite(saved, tmp_path / "bad.okg", edit)
+    with pytest.raises(GraphFormatError) as info:
+        ok.load(bad)
+    assert message in str(info.value)
+    assert str(bad) in str(info.value)
+
+
+def test_damaged_archives(saved: Path, tmp_path: Path) -> None:
+    data = saved.read_bytes()
+    for cut in (0, 10, len(data) // 2, len(data) - 10):
+        (tmp_path / "cut.okg").write_bytes(data[:cut])
+        with pytest.raises(GraphFormatError, match="not a readable zip archive|damaged|truncated|runs past"):
+            ok.load(tmp_path / "cut.okg")
+    flipped = bytearray(data)
+    start = data.index(b"\x93NUMPY")  # inside a stored tensor: the CRC catches it
+    flipped[start + 100] ^= 0xFF
+    (tmp_path / "flip.okg").write_bytes(bytes(flipped))
+    with pytest.raises(GraphFormatError):
+        ok.load(tmp_path / "flip.okg")
+    with pytest.raises(GraphFormatError, match=r"no graph.json"):
+        ok.load(rewrite(saved, tmp_path / "nojson.okg", members=lambda m: m.pop("graph.json")))
+    with pytest.raises(GraphFormatError, match="is not valid JSON"):
+        ok.load(rewrite(saved, tmp_path / "text.okg", members=lambda m: m.update({"graph.json": b"{'a': 1"})))
+    with pytest.raises(GraphFormatError, match="literal NaN is not JSON"):
+        ok.load(rewrite(saved, tmp_path / "nan.okg", members=lambda m: m.update({"graph.json": b"[NaN]"})))
+    with pytest.raises(GraphFormatError, match="nested too deeply"):
+        ok.load(rewrite(saved, tmp_path / "deep.okg", members=lambda m: m.update({"graph.json": b"[" * 100_000})))
+
+
+def test_tensor_members_are_checked_before_reading(saved: Path, tmp_path: Path) -> None:
+    def pickled(m: dict[str, bytes]) -> None:
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, np.array([object()] * 6, dtype=object).reshape(3, 2), allow_pickle=True)
+        m["tensors/var0.npy"] = buffer.getvalue()
+
+    with pytest.raises(GraphFormatError, match=r"dtype \|O"):
+        ok.load(rewrite(saved, tmp_path / "pickle.okg", members=pickled))
+
+    def fortran(m: dict[str, bytes]) -> None:
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, np.asfortranarray(W))
+        m["tensors/var0.npy"] = buffer.getvalue()
+
+    with pytest.raises(GraphFormatError, match="Fortran order"):
+        ok.load(rewrite(saved, tmp_path / "fortran.okg", members=fortran))
+
+    def short(m: dict[str, bytes]) -> None:
+        m["tensors/var0.npy"] = m["tensors/var0.npy"][:-8]
+
+    with pytest.raises(GraphFormatError, match="holds 16 bytes of data; shape"):
+        ok.load(rewrite(saved, tmp_path / "short.okg", members=short))
+    compressed = tmp_path / "deflated.okg"
+    with zipfile.ZipFile(saved) as src, zipfile.ZipFile(compressed, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            dst.writestr(name, src.read(name))
+    with pytest.raises(GraphFormatError, match="must be stored uncompressed"):
+        ok.load(compressed)
+
+
+def test_sizes_within_limits(saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(saving, "host_available_bytes", lambda: 16)
+    with pytest.raises(ResourceExhaustedError, match="its tensors need 32 bytes of host memory; the host has 16 bytes"):
+        ok.load(saved)
+    monkeypatch.undo()
+    # A zip bomb: graph.json that inflates past the limit is refused from its declared size, and
+    # a member whose declared size lies is never read past the limit.
+    monkeypatch.setattr(saving, "MAX_JSON_BYTES", 1 << 20)
+    bomb = rewrite(saved, tmp_path / "bomb.okg", members=lambda m: m.update({"graph.json": b" " * (4 << 20) + b"{}"}))
+    assert bomb.stat().st_size < 64 << 10
+    with pytest.raises(GraphFormatError, match=r"declares 4.0 MiB; at most 1.0 MiB is read"):
+        ok.load(bomb)
+    liar = bytearray(bomb.read_bytes())
+    size = (4 << 20) + 2
+    # the central directory and local header both state the uncompressed size: make them small
+    liar = bytearray(bytes(liar).replace(size.to_bytes(4, "little"), (100).to_bytes(4, "little")))
+    (tmp_path / "liar.okg").write_bytes(bytes(liar))
+    with pytest.raises(GraphFormatError, match="graph.json"):
+        ok.load(tmp_path / "liar.okg")
