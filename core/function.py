@@ -188,6 +188,8 @@ class _Tracer:
         self.variable_names: list[str] = []
         self._const_ids: dict[int, tuple[int, Tensor]] = {}
         self._var_ids: dict[int, int] = {}
+        #: Small constants by value: every literal 1.0 of a trace is one constant.
+        self._small: dict[tuple[str, tuple[int, ...], bytes], int] = {}
         #: (edge -> known host value) for constants, read by shape functions.
         self._values: dict[Edge, np.ndarray] = {}
 
@@ -213,7 +215,14 @@ class _Tracer:
             return Edge("const", hit[0])
         arr = np.array(t._backend.to_numpy(t._value), copy=True)
         arr.flags.writeable = False
+        small = (arr.dtype.str, arr.shape, arr.tobytes()) if arr.size <= 16 and arr.dtype.kind != "O" else None
+        if small is not None and small in self._small:
+            k = self._small[small]
+            self._const_ids[id(t)] = (k, t)
+            return Edge("const", k)
         k = len(self.constants)
+        if small is not None:
+            self._small[small] = k
         self.constants.append(arr)
         self._const_ids[id(t)] = (k, t)  # holds t: its id is not reused while tracing
         edge = Edge("const", k)
@@ -615,6 +624,8 @@ class ConcreteFunction:
 
     def _call_flat(self, args: list[Any]) -> Any:
         graph = self.graph
+        if engine._TRACER.get() is not None:
+            return _rebuild(self._structure, self._inline(args))
         be = engine._ACTIVE.get() or engine._default_backend()
         if len(args) != len(graph.inputs):
             raise InvalidArgumentError(
@@ -675,6 +686,34 @@ class ConcreteFunction:
             err.args = (err.message,)
             return err
         return InvalidArgumentError(f"{where}{type(e).__name__}: {e}", op=op)
+
+    def _inline(self, args: list[Any]) -> list[Tensor]:
+        """Called while another function is traced: every live node is called as an op,
+        so the tracer records it into the graph being traced."""
+        graph = self.graph
+        if len(args) != len(graph.inputs):
+            raise InvalidArgumentError(f"function {self.name!r} takes {len(graph.inputs)} tensors, got {len(args)}")
+        values: dict[tuple[int, int], Any] = {}
+        consts: list[Any] = list(graph.constants)
+
+        def get(e: Edge) -> Any:
+            if e.kind == "node":
+                return values[(e.index, e.output)]
+            if e.kind == "input":
+                return args[e.index]
+            if e.kind == "const":
+                return consts[e.index]
+            return graph.variables[e.index]
+
+        for i in self.live_nodes:
+            node = graph.nodes[i]
+            op = engine.op_handle(node.op)
+            lengths = engine._input_lengths(op.op_def, node.attrs)
+            grouped = engine._group(op.op_def, [get(e) for e in node.inputs], lengths)
+            result = engine.execute(op, grouped, dict(node.attrs), node.label)
+            for k, t in enumerate(_flat_result(result)):
+                values[(i, k)] = t
+        return [engine.to_tensor(v) if isinstance(v, np.ndarray) else v for v in (get(e) for e in graph.outputs)]
 
     def _run_nodes(self, plan: _Plan, tensors: list[Tensor]) -> list[Tensor]:
         """The replay node by node through the engine's signature calls, so tapes record

@@ -405,3 +405,25 @@ def test_a_ref_input_fed_by_a_tensor_is_refused():
     )
     with pytest.raises(GraphError, match="'ref' is a Ref input and must come from a variable"):
         graph.validate()
+
+
+def test_a_training_step_with_an_unknown_batch_trains_as_eager_does():
+    eager_model, _, _ = _mlp_and_data(0)
+    traced_model, _, _ = _mlp_and_data(0)
+    eager_opt, traced_opt = ok.nn.SGD(0.1), ok.nn.SGD(0.1)
+    specs = [ok.TensorSpec((None, 5), ok.float32), ok.TensorSpec((None,), ok.int64)]
+    step = ok.function(lambda x, y: _train_step(traced_model, traced_opt, x, y), input_signature=specs)
+    rng = np.random.default_rng(3)
+    for batch in (3, 7, 3):
+        x, y = ok.tensor(rng.standard_normal((batch, 5)).astype(F32)), ok.tensor(rng.integers(0, 3, batch))
+        np.testing.assert_allclose(step(x, y).numpy(), _train_step(eager_model, eager_opt, x, y).numpy(), rtol=1e-5)
+    for a, b in zip(traced_model.variables, eager_model.variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert step.tracing_count == 1
+
+
+def test_a_concrete_function_called_while_tracing_is_recorded_node_by_node():
+    inner = ok.function(lambda x: x * 3.0).get_concrete_function(ok.TensorSpec((2,), ok.float32))
+    outer = ok.function(lambda x: inner(x) + 1.0)
+    assert outer(ok.tensor(np.ones(2, F32))).numpy().tolist() == [4.0, 4.0]
+    assert [n.op for n in outer.concrete_functions[0].graph.nodes] == ["Mul", "Add"]
