@@ -2,9 +2,11 @@
 
     opkernel info                         version, plugins, backends, overrides, plugin errors
     opkernel kernels [--op N] [--backend B]  op x backend x type constraints, gradients, providers
+    opkernel kernels --backend B --gradients  can each gradient run on B, which kernels does it lack
     opkernel compat OLD.json NEW.json      is the new OpDef compatible? (exit status 1 when breaking,
                                           2 when a file is unreadable or not well-formed op definitions)
-    opkernel inspect PATH                 a saved graph's ops and packages: installed? compatible?
+    opkernel compat --check-snapshot F     compare a plugin's ops (--plugin, default builtin) with a snapshot;
+    opkernel compat --update-snapshot F    record them (compatible changes only, unless --force)
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     if args.backend and args.backend not in known:
         print(f"unknown backend {args.backend!r}; known: {', '.join(sorted(known))}", file=sys.stderr)
         return 1
+    if args.gradients:
+        return _gradient_coverage(args)
     rows = []
     for k in sorted(kernels.all_kernels(), key=lambda k: (k.op, k.backend, -k.priority)):
         if args.op and k.op != args.op:
@@ -96,25 +100,38 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_compat(args: argparse.Namespace) -> int:
+def _gradient_coverage(args: argparse.Namespace) -> int:
+    """``kernels --backend B --gradients``: one row per op with a kernel on B; exit status 1
+    when a gradient lacks kernels or could not be run."""
+    from .testing import gradient_coverage  # runs every gradient once: only on request
+
+    if not args.backend:
+        print("opkernel kernels --gradients: name the backend with --backend NAME", file=sys.stderr)
+        return 2
+    try:
+        report = gradient_coverage(args.backend, [args.op] if args.op else None)
+    except ValueError as e:  # InvalidArgumentError: no cpu backend to compute with, unknown op
+        print(f"opkernel kernels --gradients: {e}", file=sys.stderr)
+        return 2
+    rows = [[c.op, c.status, ", ".join(c.missing) or "-", ", ".join(c.transitive) or "-", c.error or ""] for c in report]
+    _table(f"Gradient coverage on backend {args.backend!r}", ["op", "gradient", "missing kernels", "needs", "error"], rows)
+    lacking = sorted({op for c in report for op in c.missing})
+    print(f"{sum(c.status == 'ok' for c in report)} of {len(report)} ops: gradient runs on {args.backend!r}; "
+          f"kernels missing for gradients: {', '.join(lacking) or 'none'}")
+    return 1 if any(c.status in ("missing-kernels", "error") for c in report) else 0
+
+
+def cmd_compat(argv: Sequence[str]) -> int:
+    """``opkernel compat ...``: the arguments go to ``opkernel.compat.main`` as they are."""
     from . import compat
 
-    try:
-        reports = compat.compare(compat.load_ops(args.old), compat.load_ops(args.new))
-    except (OSError, ValueError) as e:  # OpSpecError: not JSON, or not well-formed op definitions
-        print(f"opkernel compat: cannot read the OpDefs: {e}", file=sys.stderr)
-        return compat.EXIT_BAD_INPUT
-    compat.print_reports(reports, quiet_unchanged=False)
-    return compat.EXIT_COMPATIBLE if all(r.compatible for r in reports) else compat.EXIT_BREAKING
-
-
-def cmd_inspect(args: argparse.Namespace) -> int:
-    from . import saving
-
-    return saving.inspect_main(args.path, _table)
+    return compat.main(argv, prog="opkernel compat")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compat"]:  # its own parser, in opkernel.compat (python -m opkernel.compat is the same command)
+        return cmd_compat(argv[1:])
     parser = argparse.ArgumentParser(prog="opkernel", description="Inspect installed opkernel plugins, backends and kernels.")
     parser.add_argument("--version", action="version", version=f"opkernel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -122,26 +139,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     k = sub.add_parser("kernels", help="table of registered kernels: op x backend x type constraints")
     k.add_argument("--op", help="only this op")
     k.add_argument("--backend", help="only this backend (generic kernels are always shown)")
+    k.add_argument(
+        "--gradients", action="store_true",
+        help="with --backend: for every op with a kernel there, whether its gradient can run there and which kernels "
+        "it lacks (found by running each gradient once); exit status 1 when any lacks kernels",
+    )
     k.set_defaults(fn=cmd_kernels)
-    c = sub.add_parser(
+    # Listed here for --help; main() hands "compat ..." to opkernel.compat's own parser (see
+    # 'opkernel compat --help'), which the CLI does not import to start.
+    sub.add_parser(
         "compat",
-        help="compare two versions of op definitions with TensorFlow's compatibility rules; exit status 1 when a change breaks",
-        description="Each file holds one OpDef (OpDef.to_dict() as JSON), a list of them, or a snapshot written by "
-        "'python -m opkernel.compat --update-snapshot'.",
-        # The exit statuses, as in compat.EXIT_STATUS_HELP (not imported here: the CLI starts without compat).
-        epilog="exit status: 0 every change is compatible; 1 a change breaks existing callers; 2 a file cannot be "
-        "read, is not JSON or does not hold well-formed op definitions (or the command line is wrong)",
+        help="op definitions vs. TensorFlow's compatibility rules: compare OLD.json NEW.json, or --check-snapshot / "
+        "--update-snapshot FILE for a plugin's ops; exit status 1 when a change breaks",
     )
-    c.add_argument("old", help="the released definitions (JSON)")
-    c.add_argument("new", help="the new definitions (JSON)")
-    c.set_defaults(fn=cmd_compat)
-    i = sub.add_parser(
-        "inspect",
-        help="a saved graph's ops, the packages it needs, whether each is installed and compatible",
-        epilog="exit status: 0 the graph loads here; 1 an op is missing or changed incompatibly; 2 the file cannot be read",
-    )
-    i.add_argument("path", help="a file written by ok.save (.okg)")
-    i.set_defaults(fn=cmd_inspect)
     args = parser.parse_args(argv)
     return int(args.fn(args))
 

@@ -19,10 +19,11 @@ Snapshots hold the interface of every op of one plugin as JSON; the built-in
 ops' is ``tests/snapshots/builtin_ops.json``, and a test fails when a built-in
 op changes incompatibly.  After a compatible change, refresh it with::
 
-    python -m opkernel.compat --update-snapshot tests/snapshots/builtin_ops.json
+    opkernel compat --update-snapshot tests/snapshots/builtin_ops.json
 
 (``--plugin NAME`` for another plugin's ops; ``--check-snapshot FILE`` only
-compares).  ``opkernel compat OLD.json NEW.json`` compares two files (one
+compares; ``python -m opkernel.compat`` is the same command).
+``opkernel compat OLD.json NEW.json`` compares two files (one
 OpDef, a list of them, or a snapshot) and exits with status 1 when a change
 breaks, 2 when a file cannot be read or does not hold well-formed op
 definitions (the message names the file, the op and each problem).
@@ -489,11 +490,10 @@ EXIT_STATUS_HELP = (
 )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m opkernel.compat``: compare files, or check / refresh a plugin's snapshot."""
-    parser = argparse.ArgumentParser(
-        prog="python -m opkernel.compat", description=__doc__.splitlines()[0], epilog=EXIT_STATUS_HELP
-    )
+def main(argv: Sequence[str] | None = None, prog: str = "opkernel compat") -> int:
+    """``opkernel compat`` (and its alias ``python -m opkernel.compat``): compare two
+    files, or check / refresh a plugin's snapshot."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0], epilog=EXIT_STATUS_HELP)
     parser.add_argument("files", nargs="*", metavar="OLD.json NEW.json", help="compare two files of OpDefs")
     parser.add_argument("--update-snapshot", metavar="FILE", help="record the plugin's ops in FILE (compatible changes only)")
     parser.add_argument("--check-snapshot", metavar="FILE", help="compare the plugin's ops with FILE")
@@ -521,9 +521,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, OpSpecError, LookupError) as e:
         print(f"{parser.prog}: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print_reports(reports)
+    print_reports(reports, quiet_unchanged=bool(args.check_snapshot))  # two files: every op, changed or not
     return EXIT_COMPATIBLE if all(r.compatible for r in reports) else EXIT_BREAKING
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(prog="python -m opkernel.compat"))

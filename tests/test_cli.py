@@ -217,3 +217,22 @@ def test_kernels_with_an_unknown_backend_exits_1(capsys):
 
     assert main(["kernels", "--backend", "cpux"]) == 1
     assert "unknown backend 'cpux'" in capsys.readouterr().err
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("info", "kernels", "compat"):
+        assert re.search(rf"^\s+{command}\s", out, re.M), out
+    with pytest.raises(SystemExit):
+        main(["kernels", "--help"])
+    assert "--gradients" in capsys.readouterr().out
+
+
+def test_compat_help_is_the_snapshot_tool(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["compat", "--help"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0 and out.startswith("usage: opkernel compat")
+    assert "--check-snapshot" in out and "--update-snapshot" in out and "exit status" in out

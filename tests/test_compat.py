@@ -149,6 +149,17 @@ def test_the_documented_refresh_command(tmp_path: Path) -> None:
     assert json.loads(path.read_text()) == json.loads(SNAPSHOT.read_text())
 
 
+def test_the_command_checks_and_updates_snapshots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["compat", "--check-snapshot", str(SNAPSHOT)]) == 0
+    assert "0 breaking" in capsys.readouterr().out
+    path = tmp_path / "builtin_ops.json"
+    assert cli(["compat", "--update-snapshot", str(path)]) == 0
+    assert f"wrote {path}" in capsys.readouterr().out
+    assert json.loads(path.read_text()) == json.loads(SNAPSHOT.read_text())
+    assert cli(["compat", "--check-snapshot", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in capsys.readouterr().err
+
+
 def _write(path: Path, op_def: ok.OpDef) -> str:
     path.write_text(json.dumps(op_def.to_dict()))
     return str(path)
