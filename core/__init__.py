@@ -62,6 +62,7 @@ from .engine import (
     config,
     execute_by_name as execute,
     get_backend,
+    kernel_fallback,
     kernel_label_map,
     memory,
     set_backend,
@@ -99,6 +100,7 @@ __all__ = [
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
     "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "profile", "explain", "load_op_library", "compat",
     "testing", "typing",
+    "kernel_fallback",
     "save", "load",
 ]
 

@@ -1,14 +1,23 @@
 """Reverse-mode autodiff on a tape, backend independent.
 
 While a ``GradientTape`` is active, every op call with a watched input is
-recorded (its inputs, outputs and attrs).  ``tape.gradient`` walks the records
-backwards, calling the gradient functions from the gradient registry; those are
-written with opkernel ops, so they run on the forward pass's backend, and an
-outer tape records them too (higher-order gradients).
+recorded (its inputs, outputs, attrs and the backend it ran on).  ``tape.gradient``
+walks the records backwards, calling the gradient functions from the gradient
+registry; those are written with opkernel ops, and each runs on the backend its
+forward op ran on (as TensorFlow colocates a gradient with its op), whatever
+backend is active at ``gradient()``; an outer tape records them too
+(higher-order gradients).
+
+Placement: the gradient of a tensor lives on that tensor's backend.  The seed of
+a target is made on the target's backend, each input's gradient is copied to the
+input's backend when a gradient function returns it elsewhere, and a
+``Tensor.to`` / transfer is itself recorded, its gradient copied back.  The engine
+(above this module) installs how to activate a backend and copy a tensor.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import weakref
 from contextlib import contextmanager
@@ -18,10 +27,36 @@ import numpy as np
 
 from . import gradients
 from .dtypes import DType
-from .errors import GradientNotFoundError, InvalidArgumentError
+from .errors import GradientNotFoundError, InvalidArgumentError, OpkernelError
 from .tensor import Tensor, Variable, ops_module as _ops
 
 __all__ = ["GradientTape", "OpRecord", "grad", "value_and_grad", "custom_gradient", "stop_recording"]
+
+
+def _no_engine(*args: Any) -> Any:
+    raise RuntimeError("opkernel.engine is not imported")  # never: the engine imports this module
+
+
+#: Installed by the engine (``install_placement``): make a backend the active one in
+#: this context (returns a token), undo that, and copy a tensor to a backend (recorded).
+_activate: Callable[[Any], Any] = _no_engine
+_restore: Callable[[Any], None] = _no_engine
+_move: Callable[[Tensor, Any], Tensor] = _no_engine
+
+
+def install_placement(activate: Callable[[Any], Any], restore: Callable[[Any], None], move: Callable[[Tensor, Any], Tensor]) -> None:
+    """Called once by the engine, which owns the active backend and transfers."""
+    global _activate, _restore, _move
+    _activate, _restore, _move = activate, restore, move
+
+
+@contextmanager
+def _on(backend: Any) -> Iterator[None]:
+    token = _activate(backend)
+    try:
+        yield
+    finally:
+        _restore(token)
 
 _local = threading.local()
 
@@ -49,14 +84,18 @@ class OpRecord:
 
     ``backward`` is None for a registered op (its gradient is looked up when the
     tape is differentiated) and the function of a ``custom_gradient``.
+    ``backend`` is the name of the backend the op ran on, where its gradient runs
+    (None for a custom gradient with no tensor output: it runs where ``gradient()`` is called).
     """
 
-    __slots__ = ("type", "op_def", "inputs", "outputs", "attrs", "backward", "needs_input_grad", "versions")
+    __slots__ = ("type", "op_def", "inputs", "outputs", "attrs", "backward", "needs_input_grad", "versions", "_backend")
 
     def __init__(
         self, name: str, op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], outputs: Sequence[Tensor],
-        backward: Backward | None = None, versions: tuple[tuple[int, int], ...] | None = None,
+        backward: Backward | None = None, versions: tuple[tuple[int, int], ...] | None = None, backend: Any = None,
     ) -> None:
+        #: The Backend instance the op ran on.
+        self._backend = backend
         self.type = name
         self.op_def = op_def
         self.inputs = inputs
@@ -70,6 +109,11 @@ class OpRecord:
         #: (position, version) of each Variable input when the op ran: a Variable
         #: updated in place before gradient() would make the gradient wrong.
         self.versions = _versions(inputs) if versions is None else versions
+
+    @property
+    def backend(self) -> str | None:
+        """Name of the backend the recorded op ran on (where its gradient runs)."""
+        return None if self._backend is None else self._backend.name
 
     def get_attr(self, name: str) -> Any:
         return self.attrs[name]
@@ -261,7 +305,8 @@ def _structure_like(sources: Any, grads: dict[int, Tensor], tracked: Mapping[int
             raise InvalidArgumentError(f"GradientTape.gradient: sources must be tensors, got {type(s).__name__}")
         g = grads.get(id(s)) if tracked.get(id(s)) is s else None
         if g is None and unconnected == "zero":
-            return ops.zeros_like(s)
+            with _on(s._backend):
+                return ops.zeros_like(s)
         return g
 
     return one(sources)
@@ -291,12 +336,15 @@ def _unit(like: Tensor) -> Tensor:
 
 
 def _filled(like: Tensor, value: int) -> Tensor:
+    """Ones (a seed) or zeros (an unused output's gradient) like ``like``, on its backend."""
     ops = _ops()
     if value:
         if not like._value.shape and _DIFFERENTIABLE[like._dtype]:
             return _unit(like)  # a scalar loss: no op, and gradient functions can tell
-        return ops.ones_like(like)  # type: ignore[no-any-return]
-    t: Tensor = ops.zeros_like(like)
+        with _on(like._backend):
+            return ops.ones_like(like)  # type: ignore[no-any-return]
+    with _on(like._backend):
+        t: Tensor = ops.zeros_like(like)
     _ZEROS[id(t)] = t
     return t
 
@@ -315,9 +363,36 @@ def is_unit_gradient(grad: Any) -> bool:
 
 
 def _accumulate(grads: dict[int, Tensor], t: Tensor, g: Tensor) -> None:
-    ops = _ops()
+    """Add ``g`` to ``t``'s gradient, on ``t``'s backend."""
+    if isinstance(g, Tensor) and g._backend is not t._backend:
+        g = _move(g, t._backend)
     old = grads.get(id(t))
-    grads[id(t)] = g if old is None else ops.add(old, g)
+    if old is None:
+        grads[id(t)] = g
+    else:
+        with _on(t._backend):
+            grads[id(t)] = _ops().add(old, g)
+
+
+def _in_gradient(error: Exception, record: OpRecord) -> Exception:
+    """``error`` (same class, same context) with a message saying whose gradient was running."""
+    where = f"while computing the gradient of {record.type!r}"
+    if record._backend is not None:
+        where += f" (recorded on backend {record.backend!r})"
+    if isinstance(error, OpkernelError):
+        wrapped: Exception = copy.copy(error)
+        wrapped.message = f"{where}: {error.message}"  # type: ignore[attr-defined]
+        wrapped.args = (wrapped.message,)  # type: ignore[attr-defined]
+        if isinstance(error, GradientNotFoundError):
+            wrapped.op = record.type  # type: ignore[attr-defined]
+        return wrapped
+    try:
+        wrapped = copy.copy(error)
+        wrapped.args = (f"{where}: {error}",)
+    except Exception:  # an exception class that cannot be copied: keep it, with a note
+        error.add_note(where)
+        return error
+    return wrapped
 
 
 def _backprop(
@@ -331,46 +406,75 @@ def _backprop(
             raise InvalidArgumentError(f"GradientTape.gradient: target must be a tensor, got {type(t).__name__}")
         if seed is None:
             seed = _filled(t, 1)
-        _accumulate(grads, t, seed if isinstance(seed, Tensor) else ops.cast(seed, DstT=t.dtype))
+        elif not isinstance(seed, Tensor):
+            with _on(t._backend):
+                seed = ops.cast(seed, DstT=t.dtype)
+        _accumulate(grads, t, seed)
     get = grads.get
-    for raw in reversed(entries):
-        is_record = raw.__class__ is OpRecord
-        outputs = raw.outputs if is_record else raw[3]  # type: ignore[union-attr,index]
-        if len(outputs) == 1:  # the common case, without the lists
-            g = get(id(outputs[0]))
-            if g is None:
-                continue
-            filled: list[Any] = [g]
-        else:
-            out_grads = [get(id(o)) for o in outputs]
-            if out_grads.count(None) == len(out_grads):
-                continue
-            gdef = None if is_record else _GRADIENTS.get(raw[0].name)  # type: ignore[index]
-            if gdef is not None and not gdef.materialize_grads:
-                filled = out_grads
+    # Each record's gradient runs on the backend its op ran on: made active for it
+    # (ContextVar sets, undone all at once by the first one's token).
+    token: Any = None
+    placed: Any = None
+    try:
+        for raw in reversed(entries):
+            is_record = raw.__class__ is OpRecord
+            outputs = raw.outputs if is_record else raw[3]  # type: ignore[union-attr,index]
+            if len(outputs) == 1:  # the common case, without the lists
+                g = get(id(outputs[0]))
+                if g is None:
+                    continue
+                filled: list[Any] = [g]
             else:
-                filled = [g if g is not None else _filled(o, 0) for g, o in zip(out_grads, outputs)]
-        entry: OpRecord = raw if is_record else OpRecord(raw[0].name, raw[0], raw[1], raw[2], raw[3], None, raw[4])  # type: ignore[assignment,index]
-        for i, version in entry.versions:
-            if entry.inputs[i]._version != version:  # type: ignore[attr-defined]
-                raise InvalidArgumentError(
-                    f"op {entry.type!r}: input {i} is a Variable that was updated in place after the op ran "
-                    "and before gradient(), so its gradient would be wrong. Take gradients before updating "
-                    "variables, or record var.read_value() instead of var.",
-                    op=entry.type,
-                )
-        if tracked is not None:
-            entry.needs_input_grad = tuple(
-                [tracked.get(id(x)) is x and differentiable[x._dtype] for x in entry.inputs]
+                out_grads = [get(id(o)) for o in outputs]
+                if out_grads.count(None) == len(out_grads):
+                    continue
+                gdef = None if is_record else _GRADIENTS.get(raw[0].name)  # type: ignore[index]
+                if gdef is not None and not gdef.materialize_grads:
+                    filled = out_grads
+                else:
+                    filled = [g if g is not None else _filled(o, 0) for g, o in zip(out_grads, outputs)]
+            entry: OpRecord = raw if is_record else OpRecord(  # type: ignore[assignment]
+                raw[0].name, raw[0], raw[1], raw[2], outputs, None, raw[4], outputs[0]._backend  # type: ignore[index]
             )
-        try:
-            in_grads = _run_backward(entry, filled)
-        except GradientNotFoundError as e:
-            raise GradientNotFoundError(str(e), op=entry.type) from None
-        for x, g in zip(entry.inputs, in_grads):
-            if g is not None and differentiable[x._dtype]:
-                old = get(id(x))
-                grads[id(x)] = g if old is None else ops.add(old, g)
+            for i, version in entry.versions:
+                if entry.inputs[i]._version != version:  # type: ignore[attr-defined]
+                    raise InvalidArgumentError(
+                        f"op {entry.type!r}: input {i} is a Variable that was updated in place after the op ran "
+                        "and before gradient(), so its gradient would be wrong. Take gradients before updating "
+                        "variables, or record var.read_value() instead of var.",
+                        op=entry.type,
+                    )
+            if tracked is not None:
+                entry.needs_input_grad = tuple(
+                    [tracked.get(id(x)) is x and differentiable[x._dtype] for x in entry.inputs]
+                )
+            where = entry._backend
+            if where is not None and where is not placed:
+                if token is None:
+                    token = _activate(where)
+                else:
+                    _activate(where)
+                placed = where
+            try:
+                in_grads = _run_backward(entry, filled)
+            except Exception as e:
+                raise _in_gradient(e, entry) from e
+            for x, g in zip(entry.inputs, in_grads):
+                if g is not None and differentiable[x._dtype]:
+                    home = x._backend
+                    if isinstance(g, Tensor) and g._backend is not home:
+                        g = _move(g, home)  # the gradient of a tensor lives on its backend
+                    old = get(id(x))
+                    if old is None:
+                        grads[id(x)] = g
+                    elif home is placed:
+                        grads[id(x)] = ops.add(old, g)
+                    else:
+                        with _on(home):
+                            grads[id(x)] = ops.add(old, g)
+    finally:
+        if token is not None:
+            _restore(token)
     return grads
 
 
@@ -428,6 +532,23 @@ def record_single(op_def: Any, attrs: Mapping[str, Any], inputs: tuple[Tensor, .
     record_op(op_def, attrs, inputs, (output,))
 
 
+def record_transfer(source: Tensor, moved: Tensor) -> None:
+    """Called by the engine after copying ``source`` to another backend (``moved``) while
+    some tape is recording: the copy's gradient is copied back to ``source``'s backend."""
+    tapes = _local.__dict__.get("tapes")
+    if not tapes:
+        return
+    home = source._backend
+
+    def backward(output_grads: list[Tensor | None]) -> Sequence[Tensor | None]:
+        g = output_grads[0]
+        return [None if g is None else _move(g, home)]
+
+    record = OpRecord("Transfer", None, {}, [source], [moved], backward, backend=moved._backend)
+    for tape in list(tapes):
+        tape._takes(record)
+
+
 @contextmanager
 def stop_recording() -> Iterator[None]:
     """Run the block without recording on any tape of this thread."""
@@ -458,7 +579,8 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
                 grads = [g for g, a in zip(grads, args) if isinstance(a, Tensor)]
             return grads
 
-        record = OpRecord(getattr(f, "__name__", "custom_gradient"), None, {}, inputs, outputs, backward)
+        placed = next((o._backend for o in outputs if isinstance(o, Tensor)), None)
+        record = OpRecord(getattr(f, "__name__", "custom_gradient"), None, {}, inputs, outputs, backward, backend=placed)
         for tape in list(active_tapes()):
             tape._takes(record)
         return y

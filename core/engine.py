@@ -26,19 +26,21 @@ import warnings
 from collections import namedtuple
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from . import kernels as kernel_registry
 from . import op_registry, plugins
-from .autodiff import RECORDING, record_op, record_single
+from .autodiff import RECORDING, install_placement, record_op, record_single, record_transfer
 from .backend import Backend
 from .dtypes import DType, as_dtype
 from .errors import (
     BackendNotFoundError,
     BackendUnavailableError,
     InvalidArgumentError,
+    KernelFallbackWarning,
     KernelNotFoundError,
     OpkernelError,
     OpTypeError,
@@ -54,6 +56,7 @@ __all__ = [
     "get_backend",
     "set_backend",
     "use_backend",
+    "kernel_fallback",
     "backend_instance",
     "backend_status",
     "kernel_label_map",
@@ -81,6 +84,12 @@ class _Config:
     large op across (TensorFlow's setting of that name): an int from 0 to
     ``MAX_INTRA_OP_THREADS``; 0 means the core count (the default, capped at
     that maximum); 1 keeps every op on the calling thread.
+    ``kernel_fallback``: the backends, in order, that run a call the active
+    backend has no kernel for (default ``()``: none, the call is a
+    ``KernelNotFoundError``); the environment variable
+    ``OPKERNEL_KERNEL_FALLBACK=cpu[,name...]`` sets it at startup and
+    ``with ok.kernel_fallback("cpu"):`` for one context.
+    ``fallbacks``: how many calls fell back, by (op, from backend, to backend).
     """
 
     _intra_op_threads: int
@@ -89,6 +98,28 @@ class _Config:
         self.transfer_policy = "error"
         self.transfers = 0
         self.intra_op_parallelism_threads = min(os.cpu_count() or 1, MAX_INTRA_OP_THREADS)
+        # Names only: checked against the installed backends when a fallback is first
+        # looked for, so that reading the variable does not discover plugins at import.
+        self._kernel_fallback: tuple[str, ...] = _fallback_names(
+            os.environ.get("OPKERNEL_KERNEL_FALLBACK", "").split(","), "OPKERNEL_KERNEL_FALLBACK", check=False
+        )
+        self._fallbacks: dict[tuple[str, str, str], int] = {}
+
+    @property
+    def kernel_fallback(self) -> tuple[str, ...]:
+        """The fallback backends in effect in this context (``ok.kernel_fallback`` blocks included)."""
+        scoped = _FALLBACK.get()
+        return self._kernel_fallback if scoped is None else scoped
+
+    @kernel_fallback.setter
+    def kernel_fallback(self, names: Sequence[str]) -> None:
+        self._kernel_fallback = _fallback_names(names, "ok.config.kernel_fallback")
+
+    @property
+    def fallbacks(self) -> Mapping[tuple[str, str, str], int]:
+        """A read-only snapshot: calls that ran on a fallback backend, by (op, from, to)."""
+        with _lock:
+            return MappingProxyType(dict(self._fallbacks))
 
     @property
     def intra_op_parallelism_threads(self) -> int:
@@ -107,6 +138,32 @@ class _Config:
             )
         self._intra_op_threads = int(n)
 
+
+def _fallback_names(names: Any, what: str, check: bool = True) -> tuple[str, ...]:
+    """``names`` as a tuple of backend names, in order, without repeats or blanks;
+    ``check``: each must be an installed backend (one installed but unavailable
+    here is allowed: a fallback skips it)."""
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise OpTypeError(
+            f"{what} must be a tuple of backend names, such as ('cpu',), got {type(names).__name__} {names!r}"
+        )
+    out: list[str] = []
+    for name in names:
+        if not isinstance(name, str):
+            raise OpTypeError(f"{what} must hold backend names (str), got {type(name).__name__} {name!r}")
+        name = name.strip()
+        if name and name not in out:
+            out.append(name)
+    if check:
+        installed = plugins.backend_classes()
+        for name in out:
+            if name not in installed:
+                raise _unknown_backend(name)
+    return tuple(out)
+
+
+#: The kernel fallback of this context (``ok.kernel_fallback``); None: ``config``'s.
+_FALLBACK: ContextVar[tuple[str, ...] | None] = ContextVar("opkernel_kernel_fallback", default=None)
 
 config = _Config()
 
@@ -255,6 +312,18 @@ def use_backend(name: str) -> Iterator[Backend]:
         yield _ACTIVE.get()  # type: ignore[misc]
     finally:
         _ACTIVE.reset(token)
+
+
+@contextmanager
+def kernel_fallback(*names: str) -> Iterator[tuple[str, ...]]:
+    """Inside the block, in this context only (thread or asyncio task), a call the
+    active backend has no kernel for runs on the first of ``names`` that has one:
+    ``with ok.kernel_fallback("cpu"):``.  No names: no fallback in the block."""
+    token = _FALLBACK.set(_fallback_names(names, "ok.kernel_fallback"))
+    try:
+        yield _FALLBACK.get()  # type: ignore[misc]
+    finally:
+        _FALLBACK.reset(token)
 
 
 @contextmanager
@@ -491,11 +560,26 @@ def _callers_memory(arr: np.ndarray, data: Any) -> bool:
 
 
 def transfer(t: Tensor, backend: str) -> Tensor:
-    """A copy of ``t`` on ``backend``, through host memory."""
+    """A copy of ``t`` on ``backend``, through host memory.
+
+    Differentiable, as ``tf.identity`` under another device is: a recording tape
+    that tracks ``t`` records the copy, and its gradient is copied back to ``t``'s
+    backend."""
     be = backend_instance(backend)
     if t._backend is be:
         return t
-    return Tensor(be.from_numpy(t._backend.to_numpy(t._value)), t._dtype, be)
+    return _moved(t, be)
+
+
+def _moved(t: Tensor, be: Backend) -> Tensor:
+    """``transfer`` to a backend instance (``t`` lives elsewhere)."""
+    out = Tensor(be.from_numpy(t._backend.to_numpy(t._value)), t._dtype, be)
+    if RECORDING[0]:
+        record_transfer(t, out)
+    return out
+
+
+install_placement(_ACTIVE.set, _ACTIVE.reset, _moved)
 
 
 # ---------------------------------------------------------------- dispatch
@@ -527,14 +611,17 @@ class _Signature:
     def _call(self, *inputs: Tensor) -> Any:
         for i in self.refs:
             inputs[i]._unshare()  # type: ignore[attr-defined]
+        flat = [x._value for x in inputs]
         try:
-            outs = self.run([x._value for x in inputs])
+            outs = self.run(flat)
         except Exception as e:
             translated = _translated(e, self.backend, self.op_def.name)
             if translated is e:
                 raise
             raise translated from e
         for i in self.refs:
+            if flat[i] is not inputs[i]._value:  # a generic kernel's update ran on a fallback backend
+                inputs[i]._value = flat[i]
             inputs[i]._version += 1  # type: ignore[attr-defined]
         return _finish(self, self.backend, outs, inputs)
 
@@ -1054,8 +1141,28 @@ def _no_kernel(op_def: OpDef, backend: str, attrs: Mapping[str, Any], label: str
     where = f" with {types}" if types else ""
     listing = "; registered: " + ", ".join(registered) if registered else ""
     return KernelNotFoundError(
-        f"{reason}: op {op_def.name!r}{where}{listing}.{_providers_hint(op_def.name, backend)}",
+        f"{reason}: op {op_def.name!r}{where}{listing}.{_providers_hint(op_def.name, backend)}"
+        f"{_fallback_hint(op_def.name, backend, attrs, label)}",
         op=op_def.name, backend=backend,
+    )
+
+
+def _fallback_hint(op: str, backend: str, attrs: Mapping[str, Any], label: str | None) -> str:
+    """The way out through ``ok.config.kernel_fallback``, when another backend has a
+    kernel for the call and no fallback is in effect."""
+    if config.kernel_fallback:
+        return ""
+    others = [
+        b for b in kernel_registry.backends_for(op)
+        if b not in (backend, GENERIC) and any(k.label == label and k.matches(attrs) for k in kernel_registry.kernels_for(op, b))
+    ]
+    if not others:
+        return ""
+    name = "cpu" if "cpu" in others else sorted(others)[0]
+    return (
+        f" To run it on {name!r} instead (its inputs copied there, its outputs back), set "
+        f"ok.config.kernel_fallback = ({name!r},), OPKERNEL_KERNEL_FALLBACK={name}, or use "
+        f"`with ok.kernel_fallback({name!r}):`."
     )
 
 
@@ -1182,9 +1289,14 @@ def _flatten_outputs(op_def: OpDef, result: Any, lengths: list[int | None]) -> l
     return flat
 
 
-def _build_signature(op: OpHandle, attrs: dict[str, Any], be: Backend, label: str | None) -> _Signature:
+def _build_signature(op: OpHandle, attrs: dict[str, Any], be: Backend, label: str | None, fallback: bool = True) -> _Signature:
     op_def = op.op_def
-    kdef = select_kernel(op_def, be.name, attrs, label)
+    try:
+        kdef = select_kernel(op_def, be.name, attrs, label)
+    except KernelNotFoundError as e:
+        if not fallback or not config.kernel_fallback:
+            raise
+        return _FallbackSignature(op, attrs, be, label, e)
     if id(kdef) not in op._validated:
         kdef.validate_against(op_def)
         op._validated.add(id(kdef))
@@ -1247,6 +1359,7 @@ def _invoker(
         ]
 
         generic_kw = kernel_kwargs(fn, attrs)  # as a function kernel: the attrs it names
+        ref_positions = [i for i, make in enumerate(makers) if make is not Tensor]
 
         def run_generic(flat: list[Any]) -> list[Any]:
             tensors = [make(v, dt, be) for make, v, dt in zip(makers, flat, in_dtypes)]
@@ -1264,6 +1377,9 @@ def _invoker(
                 ) from e
             finally:
                 _ACTIVE.reset(token)
+            for i in ref_positions:
+                if tensors[i]._value is not flat[i]:  # updated on a fallback backend: the new value goes back
+                    flat[i] = tensors[i]._value
             outs = _flatten_outputs(op_def, result, out_lengths)
             return [o._value if isinstance(o, Tensor) else o for o in outs]
 
@@ -1480,3 +1596,137 @@ def memory(backend: str | None = None) -> dict[str, int]:
 def execute_by_name(op_name: str, *inputs: Any, _kernel: str | None = None, **attrs: Any) -> Any:
     """Run an op by name: ``ok.execute("MatMul", a, b, transpose_b=True)``."""
     return execute(op_handle(op_name), inputs, attrs, _kernel)
+
+
+# ------------------------------------------------------------ kernel fallback
+
+#: (op, from, to) already warned about: the warning is issued once per key and process.
+_WARNED: set[tuple[str, str, str]] = set()
+
+
+class _FallbackSignature(_Signature):
+    """A call signature the active backend has no kernel for, run on a fallback backend.
+
+    Which backend runs it depends on the fallback in effect at each call (a
+    ContextVar), so the route is looked up per call in ``routes``, keyed by that
+    setting: the signature can sit in the op's caches like any other, and a call
+    made after the fallback is turned off raises the original KernelNotFoundError.
+    A kernel registered later resets the caches, so it wins from then on."""
+
+    __slots__ = ("handle", "label", "error", "routes", "ref_positions", "in_dtypes")
+
+    def __init__(self, op: OpHandle, attrs: dict[str, Any], be: Backend, label: str | None, error: KernelNotFoundError) -> None:
+        op_def = op.op_def
+        self.handle, self.label, self.error = op, label, error
+        self.routes: dict[tuple[str, ...], _Signature | KernelNotFoundError] = {}
+        first = self._route(config.kernel_fallback, be, attrs)  # raises when no listed backend has a kernel
+        out_dtypes, out_lengths = _output_dtypes(op_def, attrs)
+        in_lengths = _input_lengths(op_def, attrs)
+        super().__init__(self._run, out_dtypes, _packer(op_def, out_lengths), first.kernel, op_def, attrs, be)
+        self.call = self._fallback_call
+        self.refs = []
+        self.in_dtypes = [dt for arg, n in zip(op_def.inputs, in_lengths) for dt in _arg_dtypes(arg, n, attrs)]
+        self.ref_positions = frozenset(
+            i for i, is_ref in enumerate(a.is_ref for a, n in zip(op_def.inputs, in_lengths) for _ in range(n or 1)) if is_ref
+        )
+
+    def _route(self, setting: tuple[str, ...], be: Backend, attrs: dict[str, Any]) -> _Signature:
+        route = self.routes.get(setting)
+        if route is None:
+            route = self.routes[setting] = self._resolve(setting, be, attrs)
+        if isinstance(route, KernelNotFoundError):
+            raise copy.copy(route)
+        return route
+
+    def _resolve(self, setting: tuple[str, ...], be: Backend, attrs: dict[str, Any]) -> _Signature | KernelNotFoundError:
+        if not setting:
+            return self.error
+        tried: list[str] = []
+        for name in setting:
+            if name == be.name:
+                continue
+            try:
+                fb = backend_instance(name)
+            except BackendUnavailableError as e:
+                tried.append(f"{name!r} (unavailable here: {e})")
+                continue
+            except BackendNotFoundError as e:
+                raise BackendNotFoundError(f"the kernel fallback {setting} names backend {name!r}: {e}", backend=name) from e
+            try:
+                return _build_signature(self.handle, attrs, fb, self.label, fallback=False)
+            except KernelNotFoundError:
+                tried.append(f"{name!r} (no kernel for these types either)")
+        error = self.error
+        return KernelNotFoundError(
+            f"{error.message} The kernel fallback {setting} has none: tried {', '.join(tried) or 'no other backend'}.",
+            op=error.op, backend=be.name,
+        )
+
+    def _fallback_call(self, *inputs: Tensor) -> Any:
+        setting = _FALLBACK.get()
+        if setting is None:
+            setting = config._kernel_fallback
+        route = self.routes.get(setting)
+        if route is None or route.__class__ is KernelNotFoundError:
+            route = self._route(setting, self.backend, self.attrs)
+        be, fb = self.backend, route.backend  # type: ignore[union-attr]
+        key = (self.op_def.name, be.name, fb.name)
+        if key not in _WARNED:
+            _warn_fallback(key, self.attrs)
+        refs = self.ref_positions
+        moved = [
+            Variable._view(fb.from_numpy(be.to_numpy(x._value)), x._dtype, fb) if i in refs else _moved(x, fb)
+            for i, x in enumerate(inputs)
+        ]
+        result = route.call(*moved)  # type: ignore[union-attr]
+        for i in refs:  # the update made on the fallback backend, written back as the variable's new value
+            var = inputs[i]
+            var._value = be.from_numpy(fb.to_numpy(moved[i]._value))
+            var._version += 1  # type: ignore[attr-defined]
+        result = _map_outputs(result, lambda t: _moved(t, be))
+        with _lock:
+            config._fallbacks[key] = config._fallbacks.get(key, 0) + 1
+        for p in list(_PROFILERS):
+            add = getattr(p, "add_fallback", None)
+            if add is not None:
+                add(*key)
+        return result
+
+    def _run(self, flat: list[Any]) -> list[Any]:
+        """The signature's ``run``: native values in and out, through ``call``."""
+        be = self.backend
+        result = self._fallback_call(*[
+            (Variable._view if i in self.ref_positions else Tensor)(v, dt, be) for i, (v, dt) in enumerate(zip(flat, self.in_dtypes))
+        ])
+        outs: list[Any] = []
+        _map_outputs(result, lambda t: outs.append(t._value))
+        return outs
+
+
+def _map_outputs(result: Any, fn: Callable[[Tensor], Any]) -> Any:
+    """A packed op result (a tensor, a list, a named tuple of those, or None) with ``fn``
+    applied to each tensor, in output order."""
+    if result is None:
+        return None
+    if isinstance(result, Tensor):
+        return fn(result)
+    if result.__class__ is list:
+        return [fn(t) for t in result]
+    return result._make([_map_outputs(part, fn) for part in result])
+
+
+def _warn_fallback(key: tuple[str, str, str], attrs: Mapping[str, Any]) -> None:
+    """The warning of a fallback, once per (op, from, to), pointing at the caller's line."""
+    op, source, target = key
+    types = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(attrs.items()) if isinstance(v, DType))
+    level, frame = 1, inspect.currentframe()
+    here = os.path.dirname(os.path.abspath(__file__))
+    while frame is not None and (frame.f_code.co_filename.startswith(here) or frame.f_code.co_filename.startswith("<opkernel")):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(
+        f"op {op!r} has no kernel on backend {source!r}{' for ' + types if types else ''}: running it on "
+        f"{target!r} (ok.config.kernel_fallback), its inputs copied there and its outputs back. Warned once per "
+        f"op and pair of backends; ok.config.fallbacks counts every call.",
+        KernelFallbackWarning, stacklevel=level,
+    )
+    _WARNED.add(key)

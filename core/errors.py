@@ -28,6 +28,7 @@ __all__ = [
     "PluginError",
     "ResourceExhaustedError",
     "InternalError",
+    "KernelFallbackWarning",
 ]
 
 
@@ -113,3 +114,11 @@ class ResourceExhaustedError(OpkernelError, MemoryError):
 
 class InternalError(OpkernelError, RuntimeError):
     """A kernel or backend broke an invariant it promised to keep."""
+
+
+class KernelFallbackWarning(UserWarning):
+    """An op ran on a fallback backend (``ok.config.kernel_fallback``) because the
+    active backend has no kernel for it.  Issued once per (op, from, to) and process;
+    every fallback is counted in ``ok.config.fallbacks``.  Turn it into an error
+    with ``warnings.simplefilter("error", KernelFallbackWarning)`` to find each op a
+    backend still lacks."""

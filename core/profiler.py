@@ -26,16 +26,26 @@ class Profile:
     With ``synchronize=True`` (the default) the device is synchronised around
     every op, so times on asynchronous backends are kernel times, not enqueue
     times — and the profiled program runs slower than an unprofiled one.
+
+    ``fallbacks`` counts the calls made in the block that ran on a fallback
+    backend (``ok.config.kernel_fallback``), by (op, from backend, to backend);
+    their times, in the row of the backend they were called on, include the
+    copies to the fallback backend and back.
     """
 
     synchronize: bool = True
     stats: dict[tuple[str, str], OpStats] = field(default_factory=dict)
+    fallbacks: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     def add(self, backend: str, op: str, seconds: float, nbytes: int) -> None:
         s = self.stats.setdefault((backend, op), OpStats())
         s.count += 1
         s.seconds += seconds
         s.bytes_allocated += nbytes
+
+    def add_fallback(self, op: str, source: str, target: str) -> None:
+        key = (op, source, target)
+        self.fallbacks[key] = self.fallbacks.get(key, 0) + 1
 
     def rows(self) -> list[tuple[str, str, int, float, int]]:
         """(backend, op, calls, seconds, bytes), most time first."""
@@ -53,6 +63,10 @@ class Profile:
                 f"{b:<8} {o:<32} {n:>8} {sec * 1e3:>8.3f}ms {100 * sec / total:>5.1f}% "
                 f"{sec / n * 1e6:>8.1f}µs {nbytes / 2**20:>10.2f}MB"
             )
+        if self.fallbacks:
+            lines.append("kernel fallbacks (no kernel on the backend called; ran on another, inputs and outputs copied):")
+            for (op, source, target), n in sorted(self.fallbacks.items(), key=lambda kv: (-kv[1], kv[0])):
+                lines.append(f"  {op:<32} {source} -> {target}: {n} calls")
         return "\n".join(lines)
 
 
