@@ -70,8 +70,9 @@ from .engine import (
     use_backend,
     warmup,
 )
-from .gradients import not_differentiable, register_gradient
+from .gradients import get_gradient, not_differentiable, register_gradient, unregister_gradient
 from .kernels import OpKernel, OpKernelConstruction, OpKernelContext, register_kernel
+from .kernels import copy_registered_kernels, get_kernel, get_kernels_for_backend, unregister_kernel
 from .op_registry import OpDef, OpDefBuilder, register_op
 from .plugins import plugin_errors, register_plugin
 from .shapes import Dimension, InferenceContext, TensorShape
@@ -102,6 +103,8 @@ __all__ = [
     "testing", "typing",
     "kernel_fallback",
     "save", "load",
+    "unregister_kernel", "unregister_gradient", "get_kernel", "get_kernels_for_backend", "get_gradient",
+    "copy_registered_kernels",
 ]
 
 #: Public names imported at first access: name -> (module, attribute; None for the module itself).

@@ -15,7 +15,35 @@ import numpy as np
 
 from .dtypes import DType
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "resolve_array_types"]
+
+
+def resolve_array_types(cls: type[Backend]) -> tuple[type, ...]:
+    """``cls.array_types`` with every import string (``"torch.Tensor"``,
+    ``"pyopencl.array:Array"``) imported and resolved to its class.  ImportError or
+    TypeError, naming the backend and the string, when one cannot be resolved."""
+    import importlib
+
+    resolved: list[type] = []
+    for entry in cls.array_types:
+        if not isinstance(entry, str):
+            resolved.append(entry)
+            continue
+        module_name, sep, qualname = entry.partition(":")
+        if not sep:
+            module_name, _, qualname = entry.rpartition(".")
+        try:
+            value: Any = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                value = getattr(value, part)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ImportError(
+                f"backend {cls.name!r}: array_types entry {entry!r} cannot be imported: {type(e).__name__}: {e}"
+            ) from e
+        if not isinstance(value, type):
+            raise TypeError(f"backend {cls.name!r}: array_types entry {entry!r} is {value!r}, not a class")
+        resolved.append(value)
+    return tuple(resolved)
 
 
 class Backend:
@@ -25,7 +53,10 @@ class Backend:
     Class attributes:
       ``name``: the key kernels are registered under (``"cpu"``, ``"opencl"``).
       ``priority``: the default backend is the available one with the highest.
-      ``array_types``: the native array classes a tensor of this backend holds.
+      ``array_types``: the native array classes a tensor of this backend holds: classes,
+      or import strings (``"torch.Tensor"``) resolved when the backend is instantiated, so
+      that discovering the plugin never imports its array library.  Read it on the instance
+      (``be.array_types``), where it always holds classes.
       ``host_memory_is_native``: True when native arrays are numpy arrays in host
       memory, so a kernel's ``host_memory`` arguments need no conversion.
       ``override``: True when this class deliberately replaces another distribution's
@@ -36,9 +67,16 @@ class Backend:
 
     name: ClassVar[str] = ""
     priority: ClassVar[int] = 0
-    array_types: ClassVar[tuple[type, ...]] = ()
+    array_types: ClassVar[tuple[type | str, ...]] = ()
     host_memory_is_native: ClassVar[bool] = False
     override: ClassVar[bool] = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Backend:
+        self = super().__new__(cls)
+        if any(isinstance(t, str) for t in cls.array_types):
+            # An instance attribute, so the class keeps its strings and stays cheap to import.
+            self.__dict__["array_types"] = resolve_array_types(cls)
+        return self
 
     @classmethod
     def availability(cls) -> str | None:

@@ -69,6 +69,9 @@ def cmd_info(args: argparse.Namespace) -> int:
             ["replaced", "by", "instead of"],
             [[o.what, str(o.provider), str(o.overridden)] for o in overrides],
         )
+    orphans = plugins.unknown_op_kernels()
+    if orphans:  # a kernel for an op that does not exist (a misspelt name) is never used
+        _table("Kernels for ops that do not exist", ["op", "backend", "provider"], [[k.op, k.backend, str(k.provider)] for k in orphans])
     failures = plugins.plugin_errors()
     if failures:
         _table("Plugin errors", ["plugin", "error"], [[f.plugin, f"{type(f.error).__name__}: {f.error}"] for f in failures])
@@ -90,7 +93,8 @@ def cmd_kernels(args: argparse.Namespace) -> int:
         if args.backend and k.backend not in (args.backend, kernels.GENERIC):
             continue
         grad = "yes" if gradients.has_gradient(k.op) else ("none (not differentiable)" if gradients.is_not_differentiable(k.op) else "-")
-        rows.append([k.op, k.backend, k.describe_constraints(), k.label or "", str(k.priority), grad, str(k.provider)])
+        op = k.op if op_registry.is_registered(k.op) else f"{k.op} (no such op: never used)"
+        rows.append([op, k.backend, k.describe_constraints(), k.label or "", str(k.priority), grad, str(k.provider)])
     if args.op and not rows:
         if not op_registry.is_registered(args.op):
             print(f"unknown op {args.op!r}", file=sys.stderr)

@@ -453,8 +453,17 @@ def load_ops(path: str | Path) -> dict[str, OpDef]:
 
 
 def check_snapshot(path: str | Path, plugin: str = "builtin") -> list[CompatReport]:
-    """Reports comparing the snapshot at ``path`` with ``plugin``'s ops as registered now."""
-    return compare(load_ops(path), _ops_of(plugin))
+    """Reports comparing the snapshot at ``path`` with ``plugin``'s ops as registered now.
+
+    LookupError when ``plugin`` is installed but failed to load (its ops would all read as
+    removed), naming the recorded failure."""
+    old = load_ops(path)
+    current = _ops_of(plugin)
+    if not current:
+        failure = plugins.failure_of(plugin)
+        if failure is not None:
+            raise LookupError(f"cannot check the ops of plugin {plugin!r}: {failure.failed_to_load()}")
+    return compare(old, current)
 
 
 def update_snapshot(path: str | Path, plugin: str = "builtin", *, force: bool = False) -> list[CompatReport]:

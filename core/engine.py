@@ -220,6 +220,13 @@ def _unknown_backend(name: str) -> BackendNotFoundError:
                 f"Available backends: {available_backends()}.",
                 backend=name,
             )
+    failure = plugins.failure_of(name)
+    if failure is not None:  # installed, but its plugin is broken: say so, not "pip install"
+        return BackendNotFoundError(
+            f"backend {name!r} cannot be used: {failure.failed_to_load()}. Installed backends: {names}; "
+            "`opkernel info` lists plugin errors.",
+            backend=name,
+        )
     import difflib  # only for this error message; not imported with opkernel
 
     hint = difflib.get_close_matches(name, names, n=1)

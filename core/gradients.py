@@ -18,6 +18,7 @@ from .errors import AlreadyExistsError, GradientNotFoundError
 __all__ = [
     "GradientDef",
     "register_gradient",
+    "unregister_gradient",
     "not_differentiable",
     "get_gradient",
     "has_gradient",
@@ -43,8 +44,26 @@ class GradientDef:
     materialize_grads: bool = True
 
 
+def _nothing() -> None:
+    return None
+
+
+# Plugin discovery, installed by the plugin layer (set_discovery): the public lookups
+# run it first, so that they see the installed plugins' gradients.
+_discover: Callable[[], None] = _nothing
+
+
+def set_discovery(fn: Callable[[], None]) -> None:
+    """Install ``fn``, called by :func:`unregister_gradient` and :func:`get_gradient`."""
+    global _discover
+    _discover = fn
+
+
 _lock = threading.RLock()
 _gradients: dict[str, GradientDef] = {}
+# (newer, older): every entry that replaced another (override=True); unregistering the
+# newer one puts the older one back.
+_superseded: list[tuple[GradientDef, GradientDef]] = []
 
 
 def _add(entry: GradientDef, override: bool) -> None:
@@ -61,6 +80,7 @@ def _add(entry: GradientDef, override: bool) -> None:
                 f"op {entry.op!r}: gradient from {old.provider} overridden by {entry.provider}",
                 stacklevel=3,
             )
+            _superseded.append((entry, old))
         _gradients[entry.op] = entry
 
 
@@ -90,9 +110,34 @@ def not_differentiable(op_name: str) -> None:
     _add(GradientDef(op_name, None, current_provider()), override=False)
 
 
+def unregister_gradient(op_name: str) -> GradientDef:
+    """Undo the registration of ``op_name``'s gradient (or not-differentiable mark), as
+    TensorFlow.js's ``unregisterGradient``; returns the removed entry.  A gradient registered
+    with ``override=True`` gives back the one it replaced.  GradientNotFoundError when
+    ``op_name`` has none."""
+    _discover()
+    with _lock:
+        entry = _gradients.get(op_name)
+        if entry is None:
+            raise GradientNotFoundError(
+                f"op {op_name!r} has no registered gradient or not-differentiable mark to unregister",
+                op=op_name,
+            )
+        older = next((old for new, old in reversed(_superseded) if new is entry), None)
+        _superseded[:] = [(new, old) for new, old in _superseded if new is not entry]
+        if older is None:
+            del _gradients[op_name]
+        else:
+            _gradients[op_name] = older
+        return entry
+
+
 def get_gradient(op_name: str) -> GradientDef:
     """The registry entry for ``op_name``; raises GradientNotFoundError."""
     entry = _gradients.get(op_name)
+    if entry is None:
+        _discover()  # a lookup before discovery (ok.get_gradient first thing) sees the plugins' gradients
+        entry = _gradients.get(op_name)
     if entry is None:
         raise GradientNotFoundError(
             f"op {op_name!r} has no registered gradient. Register one with "
@@ -120,10 +165,15 @@ def entries() -> list[GradientDef]:
 
 
 def remove_provider(provider: Provider) -> None:
-    """Drop every gradient ``provider`` registered (rollback of a failed plugin)."""
+    """Drop every gradient ``provider`` registered (rollback of a failed plugin); one of
+    another provider that it overrode comes back."""
     with _lock:
         for name in [n for n, e in _gradients.items() if e.provider == provider]:
-            del _gradients[name]
+            entry = _gradients.pop(name)
+            older = next((old for new, old in reversed(_superseded) if new is entry and old.provider != provider), None)
+            if older is not None:
+                _gradients[name] = older  # the gradient it overrode returns
+        _superseded[:] = [(n, o) for n, o in _superseded if provider not in (n.provider, o.provider)]
 
 
 def snapshot() -> dict[str, GradientDef]:

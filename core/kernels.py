@@ -10,14 +10,17 @@ with opkernel ops, that serves every backend without a kernel of its own.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
+import numpy as np
+
 from ._provenance import Provider, current_provider
 from .dtypes import DType, as_dtype
-from .errors import AlreadyExistsError, InvalidArgumentError, OpSpecError
+from .errors import AlreadyExistsError, InvalidArgumentError, KernelNotFoundError, OpSpecError
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -30,6 +33,10 @@ __all__ = [
     "OpKernelConstruction",
     "OpKernelContext",
     "register_kernel",
+    "unregister_kernel",
+    "get_kernel",
+    "get_kernels_for_backend",
+    "copy_registered_kernels",
     "kernels_for",
     "all_kernels",
     "remove_provider",
@@ -57,6 +64,7 @@ class KernelDef:
     # The origins that owned (op, backend) when this kernel was registered: an owner that
     # arrives later (its plugin loads after this one) was unknown to it (see add_kernel).
     owners_at_registration: frozenset[str] | None = None  # None: add_kernel fills it in
+    serial: int = 0  # registration order, set by add_kernel: unregister_kernel removes the newest first
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -110,24 +118,83 @@ class KernelDef:
         )
 
     def validate_against(self, op_def: OpDef) -> None:
-        """Check constraints and host-memory names against the op (done lazily, at first lookup)."""
+        """Check constraints, host-memory names and parameter names against the op (done
+        at registration, or when the op is known; the engine checks again at first lookup)."""
+        self.check_declaration(
+            [a.name for a in op_def.inputs], [a.name for a in op_def.outputs], {a.name: a.type for a in op_def.attrs}
+        )
+
+    def check_declaration(self, inputs: Sequence[str], outputs: Sequence[str], attrs: Mapping[str, str]) -> None:
+        """OpSpecError unless this kernel fits an op with these input and output names and
+        attrs (name -> attr type): its type constraints name type attrs, its ``host_memory``
+        names inputs or outputs, and a function kernel's parameters after the inputs name attrs."""
+        where = f"kernel for op {self.op!r} on backend {self.backend!r} from {self.provider}"
+        type_attrs = [name for name, kind in attrs.items() if kind in ("type", "list(type)")]
         for name in self.type_constraints:
-            attr = op_def.attr_map.get(name)
-            if attr is None or attr.type not in ("type", "list(type)"):
+            if name not in type_attrs:
+                what = f"a {attrs[name]} attr" if name in attrs else "not an attr"
                 raise OpSpecError(
-                    f"kernel for op {op_def.name!r} on backend {self.backend!r} from {self.provider}: "
-                    f"type constraint names {name!r}, which is not a type attr of the op "
-                    f"(type attrs: {[a.name for a in op_def.attrs if a.type in ('type', 'list(type)')]})",
-                    op=op_def.name,
+                    f"{where}: type constraint names {name!r}, which is {what} of the op; "
+                    f"type attrs: {type_attrs or 'none'}{_did_you_mean(name, type_attrs)}",
+                    op=self.op,
                 )
-        arg_names = {a.name for a in op_def.inputs} | {a.name for a in op_def.outputs}
+        arg_names = sorted({*inputs, *outputs})
         for name in self.host_memory:
             if name not in arg_names:
                 raise OpSpecError(
-                    f"kernel for op {op_def.name!r} on backend {self.backend!r}: host_memory names "
-                    f"{name!r}, which is not an input or output (have {sorted(arg_names)})",
-                    op=op_def.name,
+                    f"{where}: host_memory names {name!r}, which is not an input or output "
+                    f"(have {arg_names}){_did_you_mean(name, arg_names)}",
+                    op=self.op,
                 )
+        if not self.is_class:
+            problem = _parameter_problem(self.impl, list(inputs), list(attrs))
+            if problem is not None:
+                raise OpSpecError(f"{where}: {problem}", op=self.op)
+
+
+def _did_you_mean(word: str, candidates: Sequence[str]) -> str:
+    import difflib  # only for error messages
+
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _parameter_problem(fn: Any, inputs: list[str], attrs: list[str]) -> str | None:
+    """Why a function kernel ``fn(*inputs, **named_attrs)`` cannot be called for an op with
+    these inputs and attrs, or None.  The inputs fill the first positional parameters (list
+    inputs one each); every parameter after them must name an attr (or be ``*args`` /
+    ``**kwargs``).  A numpy ufunc (whose ``out``, ``where``, ... keep their defaults) and a
+    callable without an inspectable signature pass."""
+    if isinstance(fn, np.ufunc):
+        return None if fn.nin == len(inputs) else f"it is a numpy ufunc of {fn.nin} input(s), but the op has {len(inputs)}"
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+    n = len(inputs)
+    shown_inputs = ", ".join(inputs) or "none"
+    if len(positional) < n and not varargs:
+        return (
+            f"it takes {len(positional)} positional parameter(s) "
+            f"({', '.join(p.name for p in positional) or 'none'}), but the op has {n} input(s) ({shown_inputs}), "
+            "passed positionally in that order"
+        )
+    rest = positional[n:] + [p for p in params if p.kind is p.KEYWORD_ONLY]
+    for p in rest:
+        if p.name in attrs and p.kind is not p.POSITIONAL_ONLY:
+            continue
+        if p.kind is p.POSITIONAL_ONLY:
+            if p.default is not p.empty:
+                continue  # never filled by opkernel: it keeps its default
+            return f"its positional-only parameter {p.name!r} after the {n} input(s) can receive no attr"
+        return (
+            f"its parameter {p.name!r} matches no input or attr of the op (the inputs {shown_inputs} fill "
+            f"the first {n} positional parameter(s); the parameters after them receive attrs by name; "
+            f"attrs: {', '.join(attrs) or 'none'}){_did_you_mean(p.name, attrs)}"
+        )
+    return None
 
 
 class OpKernelConstruction:
@@ -214,6 +281,10 @@ class OpKernel:
 _lock = threading.RLock()
 _kernels: dict[tuple[str, str], list[KernelDef]] = {}
 _replaced: list[tuple[KernelDef, KernelDef]] = []  # (overrider, the other origin's kernel it replaced)
+# (newer, older): every kernel that replaced another under the same key (override=True);
+# unregistering the newer one puts the older one back.
+_superseded: list[tuple[KernelDef, KernelDef]] = []
+_serial = 0
 _version = 0
 _listeners: list[Callable[[], None]] = []
 
@@ -312,6 +383,37 @@ def overrides() -> list[tuple[KernelDef, KernelDef]]:
         return pairs + [(new, old) for new, old in _replaced if id(new) in present]
 
 
+def _no_check(kernel: KernelDef) -> None:
+    return None
+
+
+def _nothing() -> None:
+    return None
+
+
+# Plugin discovery, run before the public lookups below so that they see the installed
+# plugins' kernels; the plugin layer installs it (set_discovery): no upward import.
+_discover: Callable[[], None] = _nothing
+
+
+def set_discovery(fn: Callable[[], None]) -> None:
+    """Install ``fn``, called by the public lookups before they read the registry."""
+    global _discover
+    _discover = fn
+
+
+# The check a new kernel passes before it is added: the plugin layer installs the real one
+# (set_registration_check), which knows whether the op exists and discovery is complete.
+_check_new: Callable[[KernelDef], None] = _no_check
+
+
+def set_registration_check(fn: Callable[[KernelDef], None]) -> None:
+    """Install ``fn(kernel)``, called by :func:`register_kernel` before a kernel is added;
+    it raises to refuse the kernel (nothing is registered then)."""
+    global _check_new
+    _check_new = fn
+
+
 def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
     """Insert ``kernel``.
 
@@ -321,9 +423,9 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
     constraints, priority at least as high) needs ``override`` too, unless its
     distribution provides the op or the backend: then both stay registered.
     """
-    global _version
+    global _serial
     with _lock:
-        bucket = _kernels.setdefault((kernel.op, kernel.backend), [])
+        bucket = _kernels.get((kernel.op, kernel.backend), [])
         same_key = [old for old in bucket if old.key == kernel.key]
         if any(old.impl is kernel.impl for old in same_key):
             return
@@ -350,6 +452,9 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
                 "override=True to replace another distribution's kernel; or give it a label or a lower priority.",
                 op=kernel.op,
             )
+        _serial += 1
+        kernel = replace(kernel, serial=_serial)
+        bucket = _kernels.setdefault((kernel.op, kernel.backend), bucket)
         if same_key and override:
             old = same_key[0]
             warnings.warn(
@@ -358,6 +463,7 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
                 stacklevel=4,
             )
             bucket[bucket.index(old)] = kernel
+            _superseded.append((kernel, old))  # put back if this one is unregistered
             if origin_of(old.provider) != mine:
                 _replaced.append((kernel, old))  # listed as an override; put back if the overrider goes
         else:
@@ -404,10 +510,148 @@ def register_kernel(
             raise OpSpecError(f"kernel for op {op!r}: expected a function or OpKernel subclass, got {impl!r}", op=op)
         owners = _owners(op, backend)
         kernel = KernelDef(op, backend, impl, parsed, label, priority, hm, current_provider(), override, owners)
+        _check_new(kernel)
         add_kernel(kernel, override=override)
         return impl
 
     return decorate
+
+
+class _Any:
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+#: The default of :func:`unregister_kernel`'s ``label`` and ``priority``: any value.
+ANY: Any = _Any()
+
+
+def unregister_kernel(
+    op: str | KernelDef, backend: str | None = None, *, label: str | None = ANY, priority: int = ANY
+) -> KernelDef:
+    """Undo one kernel registration (TensorFlow.js's ``unregisterKernel``); returns its KernelDef.
+
+    ``unregister_kernel("MatMul", "cpu")`` removes the kernel registered most recently for op
+    ``MatMul`` on backend ``cpu`` (narrowed by ``label`` and ``priority`` when given: ``label=None``
+    means the unlabelled kernels); ``unregister_kernel(kdef)`` removes exactly that KernelDef
+    (from :func:`get_kernel`, :func:`get_kernels_for_backend` or :func:`kernels_for`).  A kernel
+    that replaced another under the same key (``override=True``) gives that one back.
+    KernelNotFoundError, naming what is registered, when nothing matches.
+    """
+    _discover()
+    with _lock:
+        if isinstance(op, KernelDef):
+            if backend is not None or label is not ANY or priority is not ANY:
+                raise TypeError("unregister_kernel(kernel_def) takes no backend, label or priority")
+            kernel = op
+            if not any(k is kernel for k in _kernels.get((kernel.op, kernel.backend), ())):
+                raise KernelNotFoundError(
+                    f"op {kernel.op!r}: the kernel for {kernel.describe()} from {kernel.provider} is not "
+                    f"registered (already unregistered, or its plugin was unloaded); registered on backend "
+                    f"{kernel.backend!r}: {_describe_bucket(kernel.op, kernel.backend)}",
+                    op=kernel.op, backend=kernel.backend,
+                )
+        else:
+            if backend is None:
+                raise TypeError(f"unregister_kernel({op!r}): name the backend, e.g. unregister_kernel({op!r}, 'cpu')")
+            candidates = [
+                k for k in _kernels.get((op, backend), ())
+                if (label is ANY or k.label == label) and (priority is ANY or k.priority == priority)
+            ]
+            if not candidates:
+                narrowed = "".join(
+                    f", {name}={value!r}" for name, value in (("label", label), ("priority", priority)) if value is not ANY
+                )
+                raise KernelNotFoundError(
+                    f"op {op!r}: no kernel registered on backend {backend!r}{narrowed} to unregister; "
+                    f"registered there: {_describe_bucket(op, backend)}; op {op!r} has kernels on: "
+                    f"{', '.join(repr(b) for b in backends_for(op)) or 'no backend'}",
+                    op=op, backend=backend,
+                )
+            kernel = max(candidates, key=lambda k: k.serial)
+        _remove(kernel)
+        return kernel
+
+
+def _describe_bucket(op: str, backend: str) -> str:
+    bucket = _kernels.get((op, backend), ())
+    return "; ".join(f"{k.describe_constraints()}, label={k.label!r}, priority {k.priority}" for k in bucket) or "none"
+
+
+def _remove(kernel: KernelDef) -> None:
+    """Take ``kernel`` out of its bucket, putting back the kernel it replaced under the same key."""
+    key = (kernel.op, kernel.backend)
+    bucket = _kernels[key]
+    bucket[:] = [k for k in bucket if k is not kernel]
+    older = next((old for new, old in reversed(_superseded) if new is kernel), None)
+    _superseded[:] = [(new, old) for new, old in _superseded if new is not kernel]
+    _replaced[:] = [(new, old) for new, old in _replaced if new is not kernel]
+    if older is not None and not any(k.key == older.key for k in bucket):
+        bucket.append(older)
+        bucket.sort(key=_lookup_order)
+    if not bucket:
+        del _kernels[key]
+    _changed()
+
+
+def get_kernel(op: str, backend: str, *, label: str | None = None, **type_attrs: Any) -> KernelDef:
+    """The kernel a call of ``op`` on ``backend`` with these type attrs (``T="float32"``) and
+    ``label`` would use among the kernels registered for that backend itself (TensorFlow.js's
+    ``getKernel``; a generic kernel is under ``backend="*"``).  Type attrs not given match any
+    constraint.  KernelNotFoundError when there is none."""
+    _discover()
+    bound = {name: as_dtype(value) if isinstance(value, (str, DType)) else value for name, value in type_attrs.items()}
+    bound = {
+        name: tuple(as_dtype(v) for v in value) if isinstance(value, (list, tuple)) else value
+        for name, value in bound.items()
+    }
+    for k in kernels_for(op, backend):
+        if k.label == label and all(k.matches({n: v}) for n, v in bound.items() if n in k.type_constraints):
+            return k
+    wanted = ", ".join(f"{n}={v}" for n, v in sorted(type_attrs.items()))
+    raise KernelNotFoundError(
+        f"op {op!r}: no kernel on backend {backend!r} for label={label!r}{', ' + wanted if wanted else ''}; "
+        f"registered there: {_describe_bucket(op, backend)}",
+        op=op, backend=backend,
+    )
+
+
+def get_kernels_for_backend(backend: str) -> list[KernelDef]:
+    """Every kernel registered for ``backend`` (TensorFlow.js's ``getKernelsForBackend``),
+    by op name, then in lookup order.  ``"*"`` lists the generic kernels."""
+    _discover()
+    with _lock:
+        return [k for (_, b), bucket in sorted(_kernels.items()) if b == backend for k in bucket]
+
+
+def copy_registered_kernels(from_backend: str, to_backend: str) -> list[KernelDef]:
+    """Register every kernel of ``from_backend`` for ``to_backend`` too, as the caller's
+    registrations (TensorFlow.js's ``copyRegisteredKernels``): a backend whose native arrays
+    are another's (a numpy-based backend reusing cpu's kernels) starts from those kernels and
+    registers its own where it differs.  All or nothing: when one copy is refused (a kernel
+    under the same key exists on ``to_backend``), none is registered.  Returns the copies."""
+    _discover()
+    if from_backend == to_backend or GENERIC in (from_backend, to_backend):
+        raise ValueError(f"copy_registered_kernels({from_backend!r}, {to_backend!r}): name two different backends, not '*'")
+    provider = current_provider()
+    with _lock:
+        sources = get_kernels_for_backend(from_backend)
+        if not sources:
+            raise KernelNotFoundError(f"copy_registered_kernels: no kernels are registered for backend {from_backend!r}", backend=from_backend)
+        added: list[KernelDef] = []
+        try:
+            for k in sources:
+                copy = replace(
+                    k, backend=to_backend, provider=provider, override=False, owners_at_registration=None, serial=0
+                )
+                before = _serial
+                add_kernel(copy)
+                added += [c for c in _kernels.get((k.op, to_backend), ()) if c.serial > before]
+        except BaseException:
+            for k in added:
+                _remove(k)
+            raise
+        return added
 
 
 def kernels_for(op: str, backend: str) -> list[KernelDef]:
@@ -426,20 +670,23 @@ def backends_for(op: str) -> list[str]:
 
 
 def remove_provider(provider: Provider) -> None:
-    """Drop every kernel ``provider`` registered (rollback of a failed plugin)."""
-    global _version
+    """Drop every kernel ``provider`` registered (rollback of a failed plugin); a kernel of
+    another provider that one of them replaced under the same key comes back."""
     with _lock:
         present = {id(k) for bucket in _kernels.values() for k in bucket}
         for key, bucket in list(_kernels.items()):
             bucket[:] = [k for k in bucket if k.provider != provider]
             if not bucket:
                 del _kernels[key]
-        for new, old in list(_replaced):
+        for new, old in list(_superseded):
             if new.provider == provider or old.provider == provider:
-                _replaced.remove((new, old))
+                _superseded.remove((new, old))
                 if new.provider == provider and old.provider != provider and id(new) in present:
-                    _kernels.setdefault((old.op, old.backend), []).append(old)  # the overridden kernel returns
-                    _kernels[(old.op, old.backend)].sort(key=_lookup_order)
+                    bucket = _kernels.setdefault((old.op, old.backend), [])
+                    if not any(k.key == old.key for k in bucket):
+                        bucket.append(old)  # the overridden kernel returns
+                        bucket.sort(key=_lookup_order)
+        _replaced[:] = [(new, old) for new, old in _replaced if provider not in (new.provider, old.provider)]
         _changed()
 
 

@@ -189,6 +189,9 @@ def _load_module(target: str) -> str:
     except ImportError as e:
         if fresh:
             _undo(Provider(target), target)
+        failed = _failed_plugin_of_module(target)
+        if failed is not None:
+            raise PluginError(f"load_op_library({target!r}): {failed.failed_to_load()}", plugin=failed.plugin) from e
         raise PluginError(
             f"load_op_library: {target!r} is neither an installed plugin's name, nor an importable module, "
             f"nor a .py file ({type(e).__name__}: {e})",
@@ -199,6 +202,9 @@ def _load_module(target: str) -> str:
             _undo(Provider(target), target)
         if not isinstance(e, Exception):
             raise
+        failed = _failed_plugin_of_module(target)
+        if failed is not None:
+            raise PluginError(f"load_op_library({target!r}): {failed.failed_to_load()}", plugin=failed.plugin) from e
         raise PluginError(
             f"load_op_library: importing {target!r} failed: {type(e).__name__}: {e}", plugin=target
         ) from e
@@ -210,6 +216,12 @@ def _load_module(target: str) -> str:
     if not fresh:
         return plugins.register_plugin(module, name=target)
     return _register(module, target, target)
+
+
+def _failed_plugin_of_module(module: str) -> plugins.PluginFailure | None:
+    """The recorded failure of the installed plugin whose entry point names ``module``."""
+    by_module = {ep.name for ep in plugins.entry_points(group=plugins.ENTRY_POINT_GROUP) if plugins._module_of(ep) == module}
+    return next((f for f in plugins.plugin_errors() if f.plugin in by_module), None)
 
 
 def _shadowing(target: str, module: types.ModuleType) -> str | None:

@@ -53,6 +53,7 @@ __all__ = [
     "get_op_def",
     "op_names",
     "is_registered",
+    "declaration",
     "remove_provider",
     "version",
     "snapshot",
@@ -884,6 +885,24 @@ def op_names() -> list[str]:
     """The names of all registered ops, pending or finalized, sorted."""
     with _lock:
         return sorted([*_pending, *_ops])
+
+
+def declaration(name: str) -> tuple[list[str], list[str], dict[str, str]] | None:
+    """(input names, output names, attr name -> attr type) of op ``name`` as declared so far,
+    without finalizing a pending registration; None when no op ``name`` is registered.
+    Kernel registrations are checked against it."""
+    with _lock:
+        op_def = _ops.get(name)
+        if op_def is not None:
+            return (
+                [a.name for a in op_def.inputs], [a.name for a in op_def.outputs], {a.name: a.type for a in op_def.attrs}
+            )
+        pending = _pending.get(name)
+        if pending is None:
+            return None
+        return (
+            [a.name for a in pending._inputs], [a.name for a in pending._outputs], {a.name: a.type for a in pending._attrs}
+        )
 
 
 def is_registered(name: str) -> bool:

@@ -36,9 +36,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import gradients, kernels, op_registry
-from ._provenance import Provider, providing
+from ._provenance import CURRENT_PROVIDER, Provider, providing
 from .backend import Backend
-from .errors import PluginError
+from .errors import OpSpecError, PluginError
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -54,6 +54,8 @@ __all__ = [
     "ensure_loaded",
     "register_plugin",
     "plugin_errors",
+    "failure_of",
+    "unknown_op_kernels",
     "plugins",
     "backend_classes",
     "api_version_matches",
@@ -165,6 +167,13 @@ class PluginFailure(_Record):
         where = f" ({self.distribution} {self.version})" if self.distribution else ""
         return f"plugin {self.plugin!r}{where} failed: {type(self.error).__name__}: {self.error}"
 
+    def failed_to_load(self) -> str:
+        """``plugin 'x' (opkernel-x 1.0) is installed but failed to load: ImportError: ...``:
+        what an error about something that plugin provides says instead of "unknown"."""
+        where = f" ({self.distribution} {self.version})" if self.distribution else ""
+        installed = " is installed but" if self.distribution else ""
+        return f"plugin {self.plugin!r}{where}{installed} failed to load: {type(self.error).__name__}: {self.error}"
+
 
 _lock = threading.RLock()
 _loaded = False
@@ -175,6 +184,9 @@ _failures: list[PluginFailure] = []
 _backends: dict[str, tuple[type[Backend], Provider]] = {}  # the class in use for each name
 _claims: dict[str, list[tuple[type[Backend], Provider]]] = {}  # every accepted class for each name
 _listeners: list[Callable[[], None]] = []
+# Kernels whose op was not registered when they were checked during discovery: another plugin
+# loaded later may declare it, so they are checked again when discovery ends.
+_deferred: list[kernels.KernelDef] = []
 
 
 def plugin_manager() -> pluggy.PluginManager:
@@ -233,13 +245,19 @@ def _load_all() -> None:
     global _loaded, _loading
     _loading = True
     try:
-        _load_plugins()
+        try:
+            _load_plugins()
+        except PluginError:
+            # Strict mode: every other plugin has loaded and the failing one is rolled back, so
+            # discovery is complete; the error is raised once, as a failing plugin warns once.
+            _loaded = True
+            try:
+                _check_deferred()
+            except (PluginError, OpSpecError):
+                pass  # recorded and rolled back like the first error, which is the one raised
+            raise
         _loaded = True
-    except PluginError:
-        # Strict mode: every other plugin has loaded and the failing one is rolled back, so
-        # discovery is complete; the error is raised once, as a failing plugin warns once.
-        _loaded = True
-        raise
+        _check_deferred()
     finally:
         # Anything else (KeyboardInterrupt) leaves discovery unfinished: the next use resumes
         # it, skipping the plugins already loaded, instead of leaving the process without
@@ -467,6 +485,7 @@ def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
                         result = impl.function()
                         if hook_name == "opkernel_register_backends":
                             culprits.update(_add_backends(result or [], provider))
+        _check_provider(provider)
         culprits.update(_kernel_takeovers(provider))
         for override in _overrides_involving(provider):
             if _env_flag("OPKERNEL_STRICT_PLUGINS"):
@@ -609,6 +628,121 @@ def _owners(op: str, backend: str) -> frozenset[str]:
 kernels.set_owner_lookup(_owners)
 
 
+# ------------------------------------------------------- registration checks
+
+
+def _check_declaration(kernel: kernels.KernelDef) -> None:
+    """OpSpecError unless ``kernel`` fits its op's declaration (which must be registered)."""
+    declared = op_registry.declaration(kernel.op)
+    if declared is not None:
+        kernel.check_declaration(*declared)
+
+
+def _unknown_op_message(kernel: kernels.KernelDef) -> str:
+    close = op_registry._close_matches(kernel.op, op_registry.op_names(), 3)
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    return (
+        f"kernel for op {kernel.op!r} on backend {kernel.backend!r} from {kernel.provider}: no op named "
+        f"{kernel.op!r} is registered{hint}; the kernel is never used (`opkernel kernels` flags it)"
+    )
+
+
+def _unknown_op(kernel: kernels.KernelDef, stacklevel: int = 6) -> None:
+    """Warn (PluginWarning) about a kernel for an op that does not exist, or raise
+    PluginError under ``OPKERNEL_STRICT_PLUGINS=1``."""
+    message = _unknown_op_message(kernel)
+    if _env_flag("OPKERNEL_STRICT_PLUGINS"):
+        raise PluginError(f"{message}; OPKERNEL_STRICT_PLUGINS=1 refuses it", plugin=kernel.provider.plugin)
+    warnings.warn(message, PluginWarning, stacklevel=stacklevel)
+
+
+def _check_new_kernel(kernel: kernels.KernelDef) -> None:
+    """``register_kernel``'s check of a kernel before it is added (kernels.set_registration_check)."""
+    if CURRENT_PROVIDER.get() is not None:
+        return  # a plugin's or op library's: checked when its hooks have run (_check_provider)
+    if op_registry.is_registered(kernel.op):
+        _check_declaration(kernel)
+    elif _loaded and not _loading:
+        _unknown_op(kernel, stacklevel=4)
+    else:
+        _deferred.append(kernel)  # a plugin not loaded yet may declare the op
+
+
+kernels.set_registration_check(_check_new_kernel)
+kernels.set_discovery(lambda: ensure_loaded())
+gradients.set_discovery(lambda: ensure_loaded())
+
+
+def _check_provider(provider: Provider) -> None:
+    """Check the kernels ``provider`` (a plugin whose hooks have run) registered: raises
+    OpSpecError or, for an unknown op under OPKERNEL_STRICT_PLUGINS=1, PluginError; warns
+    about an unknown op; defers a kernel for an op not registered yet during discovery."""
+    for k in kernels.all_kernels():
+        if k.provider != provider:
+            continue
+        if op_registry.is_registered(k.op):
+            _check_declaration(k)
+        elif _loading:
+            _deferred.append(k)
+        else:
+            _unknown_op(k)
+
+
+def _check_deferred() -> None:
+    """At the end of discovery: check the kernels whose op was unknown when they came.  A
+    plugin's bad kernel unloads that plugin (reported as a failure); a script's is dropped
+    and its error raised.  Under OPKERNEL_STRICT_PLUGINS=1 the first error is raised."""
+    pending = list(_deferred)
+    _deferred.clear()
+    by_provider = {info.provider: info for info in _plugins.values()}
+    first: Exception | None = None
+    for k in pending:
+        stored = [c for c in kernels.kernels_for(k.op, k.backend) if c.impl is k.impl and c.provider == k.provider]
+        if not stored:
+            continue  # never added, or gone already (its plugin was rolled back)
+        try:
+            if op_registry.is_registered(k.op):
+                _check_declaration(k)
+            else:
+                _unknown_op(k)
+            continue
+        except (OpSpecError, PluginError) as e:
+            error: Exception = e
+        info = by_provider.get(k.provider)
+        if info is not None:
+            if info.name not in _plugins:
+                continue  # unloaded for an earlier kernel
+            unregister_plugin(info.name)
+            try:
+                _fail(info, error)
+            except PluginError as e:
+                first = first or e
+        else:
+            kernels.remove_kernels(stored)
+            first = first or error
+    if first is not None:
+        raise first
+
+
+def unknown_op_kernels() -> list[kernels.KernelDef]:
+    """Registered kernels whose op does not exist (a misspelt name, or an op whose plugin
+    failed to load); ``opkernel info`` and ``opkernel kernels`` flag them."""
+    ensure_loaded()
+    return [k for k in kernels.all_kernels() if not op_registry.is_registered(k.op)]
+
+
+def failure_of(name: str) -> PluginFailure | None:
+    """The recorded failure of the plugin called ``name`` (or of the distribution
+    ``opkernel-<name>``), or None: errors about a backend or op library of that name
+    then say the plugin "is installed but failed to load" instead of "unknown"."""
+    wanted = {f"opkernel-{name}", f"opkernel_{name}"}
+    failures = plugin_errors()
+    return next(
+        (f for f in failures if f.plugin == name),
+        next((f for f in failures if f.distribution is not None and f.distribution.lower() in wanted), None),
+    )
+
+
 def discard_registrations(provider: Provider) -> None:
     """Remove every op, kernel and gradient ``provider`` registered (the rollback of a
     plugin or op library that failed part-way, e.g. while being imported)."""
@@ -665,7 +799,7 @@ def load_entry_point(ep: EntryPoint) -> PluginInfo:
             plugin = _import(ep, info)
         except Exception as e:
             _fail(info, e)
-            raise PluginError(str(_failures[-1]), plugin=info.name) from e
+            raise PluginError(_failures[-1].failed_to_load(), plugin=info.name) from e
         pm = plugin_manager()
         if pm.is_registered(plugin):  # registered by hand under another name
             return _plugins[pm.get_name(plugin) or ""]
