@@ -8,8 +8,9 @@ a fresh interpreter that finds it there through its entry point, as it would in 
 new virtual environment, then trains the digits MLP (examples/digits.py's data,
 benchmarks/models.py's model) on it with ``ok.config.kernel_fallback = ("cpu",)``.
 Every gradient, every step's loss and the trained weights must agree with the same
-training on cpu alone, and the calls that fell back are exactly what the backend
-lacks for training.  Without setuptools >= 77 to build it, the distribution is laid
+training on cpu alone, the calls that fell back are exactly what the backend lacks
+for training, and the gradient-coverage report lists exactly what each of its
+kernels' gradients lacks.  Without setuptools >= 77 to build it, the distribution is laid
 out by hand as pip would install it (tests/test_plugin_trust.py's ``install``); the
 interpreter sees the same ``.dist-info`` and entry point either way.
 """
@@ -205,6 +206,7 @@ print(json.dumps({
     "accuracy": [reference[3], journey[3]],
     "fallbacks": sorted([list(k) + [n] for k, n in ok.config.fallbacks.items()]),
     "warned": warned,
+    "coverage": [[c.op, c.status, list(c.missing)] for c in ok.testing.gradient_coverage("journey")],
 }))
 '''
 
@@ -212,6 +214,18 @@ print(json.dumps({
 #: Relu and BiasAdd, the fused loss, and the variable update (ApplyGradientDescent's
 #: generic kernel runs on journey; its AssignSub falls back).
 EXPECTED_FALLBACKS = ["AssignSub", "BiasAddGrad", "ReluGrad", "SparseSoftmaxCrossEntropyWithLogits"]
+
+
+#: The gradient-coverage report of the six kernels (``opkernel kernels --backend journey
+#: --gradients``): what each one's gradient lacks on journey, derived by running it.
+EXPECTED_COVERAGE = [
+    ["BiasAdd", "missing-kernels", ["BiasAddGrad"]],
+    ["MatMul", "ok", []],
+    ["Mean", "missing-kernels", ["BroadcastTo", "Reshape"]],
+    ["Mul", "missing-kernels", ["Reshape", "Sum"]],
+    ["RealDiv", "missing-kernels", ["Neg", "Reshape", "Sum"]],
+    ["Relu", "missing-kernels", ["ReluGrad"]],
+]
 
 
 def write_package(root: Path) -> Path:
@@ -270,3 +284,4 @@ def test_a_six_kernel_backend_trains_the_digits_mlp_with_the_cpu_fallback(tmp_pa
     fallbacks = result["fallbacks"]
     assert sorted({op for op, *_ in fallbacks}) == EXPECTED_FALLBACKS == result["warned"]
     assert all(source == "journey" and target == "cpu" and n > 0 for _, source, target, n in fallbacks)
+    assert result["coverage"] == EXPECTED_COVERAGE
