@@ -1,0 +1,191 @@
+"""ok.function against eager execution, side by side in one run (medians of many
+interleaved repetitions): training steps traced vs eager vs torch eager, the
+replay's cost per node against eager dispatch per op, and the cost of tracing.
+
+    .venv/bin/python benchmarks/function_bench.py [--quick] [--backend cpu] [--markdown FILE]
+
+torch is optional (``pip install torch==2.13.0``); without it the torch column is empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+import opkernel as ok  # noqa: E402
+from harness import Timed, fmt_time, interleaved  # noqa: E402
+from run import environment, torch  # noqa: E402  (torch: None when not installed)
+
+import models  # noqa: E402
+
+NAN = float("nan")
+#: Ops in the chain of tiny ops (replay overhead per node, tracing cost per op).
+CHAIN = 200
+
+
+def _sync(backend: str) -> Callable[[], None]:
+    return ok.engine.backend_instance(backend).synchronize
+
+
+def _train(model: Any, opt: Any, x: Any, y: Any) -> Any:
+    with ok.GradientTape() as tape:
+        loss = ok.nn.sparse_softmax_cross_entropy(model(x), y)
+    grads = tape.gradient(loss, model.variables)
+    opt.apply_gradients(zip(grads, model.variables))
+    return loss
+
+
+def _mlp(sizes: tuple[int, int, int], batch: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """(eager step, traced step) of the benchmarked MLP, each with its own model."""
+    n_in, n_hidden, n_out = sizes
+    x_np, y_np, _ = models._mlp_data(sizes, batch)
+    x, y = ok.tensor(x_np), ok.tensor(y_np)
+    traced = ok.nn.Sequential([ok.nn.Dense(n_in, n_hidden, "relu", seed=1), ok.nn.Dense(n_hidden, n_out, seed=2)])
+    opt = ok.nn.SGD(models.LR)
+    step = ok.function(_train)
+    return models.mlp_step_opkernel(sizes, batch), lambda: step(traced, opt, x, y)
+
+
+def _cnn() -> tuple[Callable[[], Any], Callable[[], Any]]:
+    from digits import build_model
+
+    x_np, y_np, _ = models._cnn_data()
+    x, y = ok.tensor(x_np), ok.tensor(y_np)
+    model, opt = build_model(), ok.nn.SGD(models.LR)
+    step = ok.function(_train)
+    return models.cnn_step_opkernel(), lambda: step(model, opt, x, y)
+
+
+def steps(backend: str, quick: bool) -> list[list[str]]:
+    rows = []
+    cases: list[tuple[str, Callable[[], tuple[Callable[[], Any], Callable[[], Any]]], Callable[[], Any] | None]] = [
+        (f"MLP {'-'.join(map(str, models.MLP))} train step, batch {models.BATCH}",
+         lambda: _mlp(models.MLP, models.BATCH),
+         (lambda: models.mlp_step_torch(torch)) if torch is not None else None),
+        (f"MLP {'-'.join(map(str, models.TINY_MLP))} train step, batch {models.TINY_BATCH}",
+         lambda: _mlp(models.TINY_MLP, models.TINY_BATCH),
+         (lambda: models.mlp_step_torch(torch, models.TINY_MLP, models.TINY_BATCH)) if torch is not None else None),
+        ("digits CNN train step, batch 64", _cnn, (lambda: models.cnn_step_torch(torch)) if torch is not None else None),
+    ]
+    for name, make, make_torch in cases:
+        with ok.use_backend(backend):
+            eager, traced = make()
+            traced()  # traces
+            sync = _sync(backend)
+            t_eager, t_traced, t_torch = interleaved(
+                [Timed(eager, sync=sync), Timed(traced, sync=sync), Timed(make_torch() if make_torch else None)],
+                repeats=9 if quick else 21, rounds=3,
+            )
+        rows.append([
+            name, backend, fmt_time(t_eager), fmt_time(t_traced), fmt_time(t_torch),
+            f"{t_eager / t_traced:.2f}×", "-" if t_torch != t_torch else f"{t_torch / t_traced:.2f}×",
+        ])
+    return rows
+
+
+def _chain(x: Any, c: Any) -> Any:
+    for _ in range(CHAIN):
+        x = ok.ops.mul(x, c)
+    return x
+
+
+def overhead(backend: str, quick: bool) -> list[list[str]]:
+    """Per op of a chain of tiny Muls (4 float32 elements): the kernel alone, eager
+    dispatch, and the replay; each one's overhead is its time less the kernel's."""
+    with ok.use_backend(backend):
+        x, c = ok.tensor(np.ones(4, np.float32)), ok.tensor(np.full(4, 0.999, np.float32))
+        f = ok.function(_chain)
+        f(x, c)
+        cf = f.concrete_functions[0]
+        sig = cf._plans[ok.engine.active_backend()].steps[0][1]
+        fn, kw = sig.kernel.impl, ok.engine.kernel_kwargs(sig.kernel.impl, sig.attrs)
+        xv, cv = x.value, c.value
+
+        def kernel_only() -> None:
+            y = xv
+            for _ in range(CHAIN):
+                y = fn(y, cv, **kw)
+
+        sync = _sync(backend)
+        t_kernel, t_eager, t_replay = interleaved(
+            [Timed(kernel_only, sync=sync), Timed(lambda: _chain(x, c), sync=sync), Timed(lambda: f(x, c), sync=sync)],
+            repeats=9 if quick else 21, rounds=3,
+        )
+    per = [t / CHAIN for t in (t_kernel, t_eager, t_replay)]
+    eager_over, replay_over = per[1] - per[0], per[2] - per[0]
+    return [[
+        f"chain of {CHAIN} tiny Mul ops", backend, fmt_time(per[0]), fmt_time(per[1]), fmt_time(per[2]),
+        fmt_time(eager_over), fmt_time(replay_over), f"{replay_over / eager_over:.2f}",
+    ]]
+
+
+def tracing(backend: str, quick: bool) -> list[list[str]]:
+    """Milliseconds per traced op: tracing (a fresh Function each time) and the first
+    call's binding and compilation on the backend, per node."""
+    rows = []
+    reps = 5 if quick else 11
+    with ok.use_backend(backend):
+        x, c = ok.tensor(np.ones(4, np.float32)), ok.tensor(np.full(4, 0.999, np.float32))
+        x_np, y_np, _ = models._mlp_data(models.MLP, models.BATCH)
+        mx, my = ok.tensor(x_np), ok.tensor(y_np)
+        model = ok.nn.Sequential([ok.nn.Dense(784, 256, "relu", seed=1), ok.nn.Dense(256, 10, seed=2)])
+        opt = ok.nn.SGD(models.LR)
+        for name, fn, args in ((f"chain of {CHAIN} tiny Mul ops", _chain, (x, c)),
+                               ("MLP 784-256-10 train step (forward, tape, SGD)", _train, (model, opt, mx, my))):
+            trace_s, bind_s = [], []
+            nodes = 0
+            for _ in range(reps):
+                f = ok.function(fn)
+                t0 = time.perf_counter()
+                cf = f.get_concrete_function(*args)
+                t1 = time.perf_counter()
+                cf._bind(ok.engine.active_backend())
+                t2 = time.perf_counter()
+                trace_s.append(t1 - t0)
+                bind_s.append(t2 - t1)
+                nodes = len(cf.graph.nodes)
+            tr, bi = statistics.median(trace_s), statistics.median(bind_s)
+            rows.append([name, backend, str(nodes), fmt_time(tr), f"{tr / nodes * 1e3:.3f} ms", f"{bi / nodes * 1e3:.3f} ms"])
+    return rows
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--backend", default="cpu", help="the backend to measure (default: cpu)")
+    parser.add_argument("--markdown", default="", help="also write the tables and environment to this file")
+    args = parser.parse_args(argv)
+    be = args.backend
+    parts = [
+        table(["case", "backend", "eager", "ok.function", "torch eager", "eager / traced", "torch / traced"], steps(be, args.quick)),
+        table(["case", "backend", "kernel alone / op", "eager / op", "replay / node", "eager overhead / op",
+               "replay overhead / node", "replay / eager overhead"], overhead(be, args.quick)),
+        table(["traced function", "backend", "nodes", "tracing", "tracing / op", "first-call binding / node"],
+              tracing(be, args.quick)),
+    ]
+    env = environment()
+    text = "\n\n".join(parts)
+    print(env + "\n\n" + text)
+    if args.markdown:
+        cmd = "python benchmarks/function_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        Path(args.markdown).write_text(f"Command: `{cmd.strip()}`\n\nEnvironment: {env}\n\n{text}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
