@@ -184,9 +184,9 @@ class _Writer:
 
     def tensor(self, prefix: str, value: Any, dtype: Any) -> dict[str, Any]:
         dt = as_dtype(dtype)
-        array = np.ascontiguousarray(np.asarray(value))
+        array = np.asarray(value)  # not ascontiguousarray: it makes a 0-d array 1-d
         stored = array.view(np.uint16) if dt.name == "bfloat16" else array
-        stored = np.ascontiguousarray(stored.astype(_storage(dt), copy=False))
+        stored = np.require(stored.astype(_storage(dt), copy=False), requirements="C")
         member = f"{TENSOR_DIR}{prefix}.npy"
         self.tensors[member] = stored
         return {"dtype": dt.name, "shape": list(array.shape), "data": member}
@@ -765,11 +765,15 @@ def _op_status(saved: _SavedOp, nodes: int) -> OpStatus:
     reasons = tuple(report.reasons)
     if report.compatible:
         return OpStatus(saved.name, nodes, saved.provider, installed, "compatible", reasons, "")
-    was = f" (saved with {saved.provider.distribution} {saved.provider.version})" if saved.provider and saved.provider.distribution else ""
-    now = f", installed: {installed.distribution} {installed.version}" if installed and installed.distribution else ""
+    versions = []
+    if saved.provider is not None and saved.provider.distribution:
+        versions.append(f"saved with {saved.provider.distribution} {saved.provider.version or '?'}")
+    if installed is not None and installed.distribution:
+        versions.append(f"installed: {installed.distribution} {installed.version or '?'}")
+    where = f" ({', '.join(versions)})" if versions else ""
     broken = "; ".join(str(v) for v in report.verdicts if v.breaking)
     return OpStatus(saved.name, nodes, saved.provider, installed, "incompatible", reasons,
-                    f"op {saved.name!r} changed incompatibly since the graph was saved{was}{now}: {broken}")
+                    f"op {saved.name!r} changed incompatibly since the graph was saved{where}: {broken}")
 
 
 def _statuses(doc: _Document) -> list[OpStatus]:

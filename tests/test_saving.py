@@ -135,6 +135,20 @@ def test_attr_kinds_round_trip(tmp_path: Path) -> None:
     assert back["lf"] == (0.5, float("-inf")) and back["lt"] == (ok.int32, F32)
 
 
+@pytest.mark.parametrize("value", [np.array(3, np.int32), np.zeros((0, 2), np.float64), np.arange(6.0).reshape(2, 3).T,
+                                   np.array([1.5, -2.25], dtype=">f4")], ids=["scalar", "empty", "strided", "big-endian"])
+def test_constants_keep_shape_dtype_and_values(tmp_path: Path, value: np.ndarray) -> None:
+    dtype = ok.as_dtype(value.dtype.newbyteorder("="))
+    graph = Graph([], [Node("Identity", {"T": dtype}, [Edge("const", 0)], [TensorSpec(value.shape, dtype)])],
+                  [Edge("node", 0)], 0, constants=[value])
+    ok.save(graph, tmp_path / "c.okg")
+    back = ok.load(tmp_path / "c.okg")
+    assert back.graph.constants[0].shape == value.shape and ok.as_dtype(back.graph.constants[0].dtype) is dtype
+    np.testing.assert_array_equal(back.graph.constants[0], value)
+    with ok.use_backend("cpu"):
+        np.testing.assert_array_equal(back().numpy(), value)
+
+
 def test_save_refuses_what_it_cannot_save(tmp_path: Path) -> None:
     with pytest.raises(ok.errors.InvalidArgumentError, match="expected a traced function"):
         ok.save(object(), tmp_path / "x.okg")
