@@ -14,12 +14,12 @@ import opkernel as ok
 
 if TYPE_CHECKING:
     from .backend import CudaBackend
-    from .device_kernels import DeviceProgram, ElementwiseKernel, Kernel, Program, backend_of
+    from .device_kernels import DeviceProgram, ElementwiseKernel, Kernel, Program, backend_of, ctype
 
 __version__ = "0.1.0"
 
 #: The device-kernel API for op packages (``device_kernels``), imported at first use.
-__all__ = ["CudaBackend", "DeviceProgram", "ElementwiseKernel", "Kernel", "Program", "backend_of"]
+__all__ = ["CudaBackend", "DeviceProgram", "ElementwiseKernel", "Kernel", "Program", "backend_of", "ctype"]
 
 
 def __getattr__(name: str) -> Any:

@@ -32,7 +32,7 @@ from opkernel.errors import InternalError, InvalidArgumentError, OpSpecError, Op
 if TYPE_CHECKING:
     from .backend import CudaBackend
 
-__all__ = ["DeviceProgram", "ElementwiseKernel", "Kernel", "Program", "backend_of", "registered", "warm", "cuda_source"]
+__all__ = ["DeviceProgram", "ElementwiseKernel", "Kernel", "Program", "backend_of", "ctype", "registered", "warm", "cuda_source"]
 
 BackendLike = Union[ok.Backend, ok.OpKernelConstruction]
 
@@ -59,6 +59,17 @@ STORAGE = {
     "uint64": "unsigned long long", "float16": "__half", "float32": "float", "float64": "double",
 }
 NUMERIC = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+
+def ctype(dtype: str | ok.DType) -> str:
+    """The CUDA C type that holds one element of ``dtype`` (``"float32"`` -> ``float``,
+    ``"float16"`` -> ``__half``, ``"bool"`` -> ``unsigned char``): for rendering a source per dtype."""
+    name = dtype if isinstance(dtype, str) else dtype.name
+    if name not in STORAGE:
+        raise OpTypeError(f"no CUDA C type holds {name!r} here; types: {sorted(STORAGE)}")
+    return STORAGE[name]
+
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SIGNATURE = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+([A-Za-z_]\w*)\s*\(([^)]*)\)')
@@ -150,7 +161,7 @@ class Kernel:
             if isinstance(a, ndarray):
                 if p is not None and not p[1]:
                     raise OpTypeError(f"{self.where()}: {what} is passed by value, got a device array")
-                if p is not None and C_TYPES[p[0]] != a.dtype:
+                if p is not None and C_TYPES[p[0]] != a.dtype and not (a.dtype == np.bool_ and C_TYPES[p[0]].itemsize == 1):
                     raise OpTypeError(f"{self.where()}: {what} points to {C_TYPES[p[0]].name}, got an array of {a.dtype}")
                 if not a.flags.c_contiguous:
                     raise InvalidArgumentError(f"{self.where()}: {what} is not C-contiguous (strides {a.strides}); pass x.copy()")

@@ -27,7 +27,7 @@ from opkernel.errors import InvalidArgumentError, OpSpecError, OpTypeError
 if TYPE_CHECKING:
     from .backend import OpenCLBackend
 
-__all__ = ["DeviceProgram", "ElementwiseKernel", "Kernel", "Program", "backend_of", "registered", "warm"]
+__all__ = ["DeviceProgram", "ElementwiseKernel", "Kernel", "Program", "backend_of", "ctype", "registered", "warm"]
 
 #: What a kernel may be given to find its backend: the backend, or the kernel's context.
 BackendLike = Union[ok.Backend, ok.OpKernelConstruction]
@@ -46,6 +46,17 @@ STORAGE = {
     "bool": "uchar", "int8": "char", "uint8": "uchar", "int16": "short", "uint16": "ushort", "int32": "int",
     "uint32": "uint", "int64": "long", "uint64": "ulong", "float16": "half", "float32": "float", "float64": "double",
 }
+
+
+def ctype(dtype: str | ok.DType) -> str:
+    """The OpenCL C type that holds one element of ``dtype`` (``"float32"`` -> ``float``,
+    ``"float16"`` -> ``half``, ``"bool"`` -> ``uchar``): for rendering a source per dtype."""
+    name = dtype if isinstance(dtype, str) else dtype.name
+    if name not in STORAGE:
+        raise OpTypeError(f"no OpenCL C type holds {name!r} here; types: {sorted(STORAGE)}")
+    return STORAGE[name]
+
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _GLOBAL, _CONSTANT, _LOCAL = 4507, 4509, 4508  # CL_KERNEL_ARG_ADDRESS_{GLOBAL,CONSTANT,LOCAL}
 
@@ -88,10 +99,10 @@ def _sizes(where: str, what: str, value: int | Sequence[int] | None, rank: int |
 class _Arg:
     """What one kernel parameter takes (from the program's kernel-argument info)."""
 
-    __slots__ = ("index", "name", "type", "space", "dtype")
+    __slots__ = ("index", "name", "type", "space", "dtype", "const")
 
-    def __init__(self, index: int, name: str, type_name: str, space: int) -> None:
-        self.index, self.name, self.type, self.space = index, name, type_name, space
+    def __init__(self, index: int, name: str, type_name: str, space: int, const: bool) -> None:
+        self.index, self.name, self.type, self.space, self.const = index, name, type_name, space, const
         base = type_name.rstrip("*").strip()
         self.dtype = C_TYPES.get(base) if space in (_GLOBAL, _CONSTANT) or not type_name.endswith("*") else None
 
@@ -122,7 +133,8 @@ class Kernel:
             info = cl.kernel_arg_info
             self.args = tuple(
                 _Arg(i, handle.get_arg_info(i, info.NAME), handle.get_arg_info(i, info.TYPE_NAME),
-                     int(handle.get_arg_info(i, info.ADDRESS_QUALIFIER)))
+                     int(handle.get_arg_info(i, info.ADDRESS_QUALIFIER)),
+                     bool(int(handle.get_arg_info(i, info.TYPE_QUALIFIER)) & cl.kernel_arg_type_qualifier.CONST))
                 for i in range(self.num_args)
             )
         except cl.Error:  # a driver without argument info (a program loaded from a binary): counts only
@@ -141,7 +153,7 @@ class Kernel:
         be = self.program.backend
         if a.dtype.kind in "OUS":
             raise InvalidArgumentError(f"{self.where()}: argument {i} is a string tensor, which stays in host memory")
-        if arg is not None and arg.dtype is not None and arg.dtype != a.dtype:
+        if arg is not None and arg.dtype is not None and arg.dtype != a.dtype and not (a.dtype == np.bool_ and arg.dtype.itemsize == 1):
             raise OpTypeError(f"{self.where()}: {arg.describe()} points to {arg.dtype.name}, got an array of {a.dtype.name}")
         if not a.flags.c_contiguous:
             raise InvalidArgumentError(f"{self.where()}: argument {i} is not C-contiguous (strides {a.strides}); pass x.copy()")
@@ -190,6 +202,8 @@ class Kernel:
                 if arg is not None and (not arg.pointer or arg.space == _LOCAL):
                     raise OpTypeError(f"{self.where()}: {arg.describe()} is not a global buffer, got a device array")
                 out.append(self._buffer(arg, i, a))
+                if arg is None or not arg.const:
+                    be.dirty(a)  # the kernel may write it: a host copy kept of it is stale
             elif isinstance(a, be.cl.MemoryObjectHolder):
                 out.append(a)
             elif isinstance(a, np.ndarray) and a.ndim and (arg is None or arg.pointer):
