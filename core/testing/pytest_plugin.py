@@ -56,11 +56,11 @@ def _backend_names(config: pytest.Config) -> list[str]:
 def _uses_our_backend(definition: Any) -> bool:
     """Whether the test's ``backend`` argument resolves to this plugin's fixture (the
     last definition is the one pytest uses: a conftest's or a module's own wins)."""
-    info = getattr(definition, "_fixtureinfo", None)
-    defs = getattr(info, "name2fixturedefs", {}).get("backend") if info is not None else None
-    if not defs:
-        return False
-    func = getattr(defs[-1], "func", None)
+    name2defs = getattr(getattr(definition, "_fixtureinfo", None), "name2fixturedefs", None)
+    if not isinstance(name2defs, dict):  # a pytest that no longer has this: behave as before manners
+        return True
+    defs = name2defs.get("backend")
+    func = getattr(defs[-1], "func", None) if defs else None
     return getattr(func, "__module__", None) == __name__
 
 
