@@ -190,8 +190,8 @@ class _Tracer:
         self._var_ids: dict[int, int] = {}
         #: Small constants by value: every literal 1.0 of a trace is one constant.
         self._small: dict[tuple[str, tuple[int, ...], bytes], int] = {}
-        #: (edge -> known host value) for constants, read by shape functions.
-        self._values: dict[Edge, np.ndarray] = {}
+        #: id -> (host copy, the tensor): constants' values, also read by shape functions.
+        self._hosts: dict[int, tuple[np.ndarray, Tensor]] = {}
 
     # -- edges -----------------------------------------------------------------
 
@@ -213,26 +213,29 @@ class _Tracer:
         hit = self._const_ids.get(id(t))
         if hit is not None and hit[1] is t:
             return Edge("const", hit[0])
+        arr = self.host(t)
+        small = (arr.dtype.str, arr.shape, arr.tobytes()) if arr.size <= 16 and arr.dtype.kind != "O" else None
+        k = self._small.get(small) if small is not None else None
+        if k is None:
+            k = len(self.constants)
+            self.constants.append(arr)
+            if small is not None:
+                self._small[small] = k
+        self._const_ids[id(t)] = (k, t)  # holds t: its id is not reused while tracing
+        return Edge("const", k)
+
+    def host(self, t: Tensor) -> np.ndarray:
+        """A read-only host copy of the eager tensor ``t``, made once per trace."""
+        hit = self._hosts.get(id(t))
+        if hit is not None and hit[1] is t:
+            return hit[0]
         arr = np.array(t._backend.to_numpy(t._value), copy=True)
         arr.flags.writeable = False
-        small = (arr.dtype.str, arr.shape, arr.tobytes()) if arr.size <= 16 and arr.dtype.kind != "O" else None
-        if small is not None and small in self._small:
-            k = self._small[small]
-            self._const_ids[id(t)] = (k, t)
-            return Edge("const", k)
-        k = len(self.constants)
-        if small is not None:
-            self._small[small] = k
-        self.constants.append(arr)
-        self._const_ids[id(t)] = (k, t)  # holds t: its id is not reused while tracing
-        edge = Edge("const", k)
-        self._values[edge] = arr
-        return edge
+        self._hosts[id(t)] = (arr, t)
+        return arr
 
-    def spec_of(self, edge: Edge, t: Tensor) -> TensorSpec:
-        if isinstance(t, SymbolicTensor):
-            return t._spec
-        return TensorSpec(tuple(t._value.shape), t._dtype)
+    def is_constant(self, t: Tensor) -> bool:
+        return not isinstance(t, SymbolicTensor) and not (isinstance(t, Variable) and not t._borrowed)
 
     # -- recording -------------------------------------------------------------
 
@@ -244,18 +247,22 @@ class _Tracer:
             if labels is not None:
                 label = labels.get(op.name)
         tensors, bound = engine._bind(op_def, inputs, attrs, be)
-        edges = [self.edge_of(t) for t in tensors]
-        specs = [self.spec_of(e, t) for e, t in zip(edges, tensors)]
+        constant = [self.is_constant(t) for t in tensors]
+        specs = [t._spec if isinstance(t, SymbolicTensor) else TensorSpec(tuple(t._value.shape), t._dtype) for t in tensors]
+        # Shape functions may read small constant inputs (Reshape's shape, Pad's paddings).
+        values = [self.host(t) if c and t.size <= FOLD_ELEMENTS else None for t, c in zip(tensors, constant)]
         index = len(self.nodes)
-        shapes = self._infer(index, op_def, specs, edges, bound)
+        where = f"tracing {self.name!r}: node {index} (op {op_def.name!r})"
+        shapes = _run_shapes(op_def, specs, values, bound, where)
         out_dtypes, out_lengths = engine._output_dtypes(op_def, bound)
         out_specs = [TensorSpec(s, dt) for s, dt in zip(shapes, out_dtypes)]
-        if self._foldable(op_def, edges, out_specs):
+        if all(constant) and self._foldable(op_def, out_specs):
             token = engine._TRACER.set(None)
             try:
                 return engine.execute(op, inputs, attrs, label)
             finally:
                 engine._TRACER.reset(token)
+        edges = [self.edge_of(t) for t in tensors]
         node = Node(op_def.name, dict(bound), edges, out_specs, getattr(op_def, "provider", None), label)
         self.nodes.append(node)
         outs: list[Tensor] = [SymbolicTensor(self, Edge("node", index, k), s) for k, s in enumerate(out_specs)]
@@ -263,8 +270,10 @@ class _Tracer:
             record_op(op_def, bound, tensors, outs)  # a tape inside the function: its gradient is traced too
         return engine._packer(op_def, out_lengths)(outs)
 
-    def _foldable(self, op_def: Any, edges: list[Edge], specs: list[TensorSpec]) -> bool:
-        if op_def.is_stateful or not specs or any(e.kind != "const" for e in edges):
+    def _foldable(self, op_def: Any, specs: list[TensorSpec]) -> bool:
+        """Whether a call whose inputs are all constants runs now: a stateless op with
+        outputs of known shapes and at most FOLD_ELEMENTS elements in all."""
+        if op_def.is_stateful or not specs:
             return False
         total = 0
         for s in specs:
@@ -272,12 +281,6 @@ class _Tracer:
                 return False
             total += math.prod(d for d in s.shape or () if d is not None)
         return total <= FOLD_ELEMENTS
-
-    def _infer(
-        self, index: int, op_def: Any, specs: list[TensorSpec], edges: list[Edge], attrs: Mapping[str, Any]
-    ) -> list[tuple[int | None, ...] | None]:
-        values = [self._values.get(e) for e in edges]
-        return _run_shapes(op_def, specs, values, attrs, f"tracing {self.name!r}: node {index} (op {op_def.name!r})")
 
 
 def _run_shapes(

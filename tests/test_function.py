@@ -427,3 +427,17 @@ def test_a_concrete_function_called_while_tracing_is_recorded_node_by_node():
     outer = ok.function(lambda x: inner(x) + 1.0)
     assert outer(ok.tensor(np.ones(2, F32))).numpy().tolist() == [4.0, 4.0]
     assert [n.op for n in outer.concrete_functions[0].graph.nodes] == ["Mul", "Add"]
+
+
+def test_small_constant_subexpressions_are_folded_and_large_ones_stay_nodes():
+    @ok.function
+    def f(x):
+        small = ok.ops.exp(ok.tensor(np.zeros(3, F32)))  # constant inputs, 3 elements: run while tracing
+        large = ok.ops.fill([100, 100], 2.0)  # 10000 elements: a node, not a 40 kB constant
+        return x * small, ok.ops.sum(large, [0, 1])
+
+    a, total = f(ok.tensor(np.full(3, 2.0, F32)))
+    assert a.numpy().tolist() == [2.0, 2.0, 2.0] and float(total) == 20000.0
+    graph = f.concrete_functions[0].graph
+    assert [n.op for n in graph.nodes] == ["Fill", "Mul", "Sum"]
+    assert max(c.size for c in graph.constants) <= 3  # the folded Exp's input is not kept
