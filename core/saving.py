@@ -1079,7 +1079,27 @@ def _build(archive: _Archive, doc: _Document, backend: str | None) -> tuple[list
             variables=[variables[i] for i in graph.variables],
             variable_names=[doc.variables[i].name or f"variable_{i}" for i in graph.variables],
         ))
+        _check_shapes(archive, f"functions[{g}].graph", graphs[-1])
     return graphs, variables
+
+
+def _check_shapes(archive: _Archive, where: str, graph: Any) -> None:
+    """The graph's structure (``Graph.validate``) and its saved output specs against the
+    ops' shape functions: a file whose specs disagree with its ops is refused at load."""
+    from .function import infer_shapes
+
+    try:
+        graph.validate()
+        inferred = infer_shapes(graph)
+    except OpkernelError as e:
+        raise archive.error(f"{where}: {e}") from e
+    for k, (node, specs) in enumerate(zip(graph.nodes, inferred)):
+        for o, (saved, found) in enumerate(zip(node.outputs, specs)):
+            if not saved.is_compatible_with(found):
+                raise archive.error(
+                    f"{where}.nodes[{k}].outputs[{o}]: saved as {saved.dtype.name}{_show_shape(saved.shape)}, but the "
+                    f"shape function of op {node.op!r} gives {found.dtype.name}{_show_shape(found.shape)} for these inputs"
+                )
 
 
 def load(path: str | os.PathLike[str], *, backend: str | None = None) -> LoadedFunction:

@@ -149,9 +149,47 @@ def test_constants_keep_shape_dtype_and_values(tmp_path: Path, value: np.ndarray
         np.testing.assert_array_equal(back().numpy(), value)
 
 
+def test_traced_training_step_with_two_traces(tmp_path: Path) -> None:
+    """A traced step (a tape and Adam inside) traced for two batch sizes: both traces are
+    saved with the variables they share, and the loaded step trains its own copies."""
+    with ok.use_backend("cpu"):
+        w = ok.Variable(np.full((3, 1), 0.5, np.float32), name="w")
+        opt = ok.nn.Adam(learning_rate=0.1)
+
+        @ok.function
+        def step(x: ok.Tensor, y: ok.Tensor) -> ok.Tensor:
+            with ok.GradientTape() as tape:
+                loss = ok.ops.mean(ok.ops.square(ok.ops.mat_mul(x, w) - y), [0, 1])
+            opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+            return loss
+
+        rng = np.random.default_rng(1)
+        batches = [(rng.standard_normal((n, 3)).astype(np.float32), rng.standard_normal((n, 1)).astype(np.float32))
+                   for n in (4, 8, 4, 8)]
+        step(*batches[0])
+        step(*batches[1])
+        assert step.tracing_count == 2
+        ok.save(step, tmp_path / "step.okg")
+        loaded = ok.load(tmp_path / "step.okg")
+        assert len(loaded.graphs) == 2 and "w" in [v.name for v in loaded.variables]
+        assert all(g.variables[k] is loaded.variables[loaded.variables.index(v)]
+                   for g in loaded.graphs for k, v in enumerate(g.variables))
+        saved_w = loaded.variables[[v.name for v in loaded.variables].index("w")]
+        np.testing.assert_array_equal(saved_w.numpy(), w.numpy())
+        for x, y in batches[2:]:
+            np.testing.assert_allclose(loaded(x, y).numpy(), step(x, y).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(saved_w.numpy(), w.numpy(), rtol=1e-6)
+        assert not np.allclose(saved_w.numpy(), 0.5)
+
+
 def test_save_refuses_what_it_cannot_save(tmp_path: Path) -> None:
     with pytest.raises(ok.errors.InvalidArgumentError, match="expected a traced function"):
         ok.save(object(), tmp_path / "x.okg")
+    with pytest.raises(ok.errors.InvalidArgumentError, match="has not been traced yet"):
+        ok.save(ok.function(lambda x: x), tmp_path / "x.okg")
+    strings = Graph([], [], [], None, constants=[np.array(["a"], dtype=object)])
+    with pytest.raises(ok.errors.InvalidArgumentError, match="string tensors cannot be saved"):
+        ok.save(strings, tmp_path / "x.okg")
     assert not list(tmp_path.iterdir())
 
 
@@ -256,6 +294,10 @@ BAD_EDITS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("huge rank", lambda d: _node(d, 2)["outputs"][0].update(shape=[1] * 1000), "rank 1000 is over the limit"),
     ("huge variable", lambda d: d["variables"][0].update(shape=[10**9, 10**9]), "EiB; the file holds 152 bytes for it"),
     ("variable shape mismatch", lambda d: d["variables"][0].update(shape=[2, 3]), "graph.json says shape (2, 3)"),
+    ("output shape disagrees", lambda d: _node(d, 2)["outputs"][0].update(shape=[None, 3]),
+     "nodes[2].outputs[0]: saved as float32[?, 3], but the shape function of op 'Relu' gives float32[?, 2]"),
+    ("input rank disagrees", lambda d: d["functions"][0]["graph"]["inputs"][0].update(shape=[None, 3, 1]),
+     "graph node 0 (op 'MatMul')"),
     ("unknown op", lambda d: _node(d, 2).update(op="Nope"), "the op 'Nope' is not in the file's 'ops' table"),
     ("edited interface", lambda d: d["ops"]["Relu"]["interface"].update(is_stateful=True), "does not match the interface"),
     ("output index", lambda d: d["functions"][0]["graph"].update(output_structure=[5]), "must be in [0, 1], got 5"),
