@@ -133,6 +133,36 @@ def test_strict_mode_unloads_a_plugin_with_a_kernel_for_an_unknown_op(
     assert ok.available_backends() == ["cpu"]  # raised once; everything else loaded
 
 
+@pytest.mark.parametrize("strict", [False, True], ids=["lenient", "strict"])
+def test_a_script_kernel_registered_before_discovery_is_checked_when_it_ends(
+    discovery: FakeEntryPoints, monkeypatch: pytest.MonkeyPatch, strict: bool
+) -> None:
+    discovery.add_cpu()
+    discovery.add("b-ops", OpsPlugin())
+    if strict:
+        monkeypatch.setenv("OPKERNEL_STRICT_PLUGINS", "1")
+    try:
+        check_script_kernels_at_the_end_of_discovery(strict)
+    finally:  # the fixture forgets plugins, not a script's kernels
+        kernels.remove_kernels(k for k in kernels.all_kernels() if k.provider.plugin == __name__)
+
+
+def check_script_kernels_at_the_end_of_discovery(strict: bool) -> None:
+    ok.register_kernel("Late>Op", backend="cpu", label="fits")(lambda x, scale: x)  # its op comes with b-ops
+    ok.register_kernel("Late>Op", backend="cpu", label="bad")(lambda x, scael: x)
+    ok.register_kernel("Late>Opp", backend="cpu")(lambda x: x)
+    with pytest.raises(OpSpecError, match=r"parameter 'scael'.*did you mean 'scale'"), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ok.available_backends()
+    unknown = [str(w.message) for w in seen if issubclass(w.category, PluginWarning)]
+    assert [k.label for k in kernels.kernels_for("Late>Op", "cpu")] == ["fits"]  # the bad one dropped
+    if strict:  # the first error is raised; the kernel for the unknown op is refused too
+        assert unknown == [] and kernels.kernels_for("Late>Opp", "cpu") == []
+    else:
+        assert len(unknown) == 1 and "no op named 'Late>Opp' is registered (did you mean 'Late>Op'" in unknown[0]
+    assert ok.available_backends() == ["cpu"]  # reported once: discovery is complete
+
+
 def test_a_hand_registered_plugin_is_checked_when_its_hooks_have_run(fresh_registry: None) -> None:
     class Both:
         @ok.hookimpl
