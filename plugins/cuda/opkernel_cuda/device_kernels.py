@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeviceProgram", "ElementwiseKernel", "Kernel", "Program", "backend_of", "ctype", "registered", "warm", "cuda_source"]
 
-BackendLike = Union[ok.Backend, ok.OpKernelConstruction]
+BackendLike = Union[ok.Backend, ok.OpKernelConstruction, str]
 
 #: Threads per block of ``launch1d`` and of a 1-D ``launch`` without ``local_size``.
 BLOCK = 256
@@ -77,10 +77,14 @@ _PARAM = re.compile(r"^(?:const\s+)?([A-Za-z_][\w ]*?)\s*(\*?)\s*(?:const\s+)?(?
 
 
 def backend_of(where: BackendLike, what: str = "a device kernel") -> CudaBackend:
-    """The CUDA backend of a kernel's context (or a backend), typed: raises an
+    """The CUDA backend of a kernel's context (or a backend, or ``"cuda"``), typed: raises an
     ``InvalidArgumentError`` naming ``what`` when it is another backend's."""
     from .backend import CudaBackend
 
+    if isinstance(where, str):
+        from opkernel.engine import backend_instance
+
+        where = backend_instance(where)
     be = where.backend if isinstance(where, ok.OpKernelConstruction) else where
     if not isinstance(be, CudaBackend):
         raise InvalidArgumentError(

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["DeviceProgram", "ElementwiseKernel", "Kernel", "Program", "backend_of", "ctype", "registered", "warm"]
 
 #: What a kernel may be given to find its backend: the backend, or the kernel's context.
-BackendLike = Union[ok.Backend, ok.OpKernelConstruction]
+BackendLike = Union[ok.Backend, ok.OpKernelConstruction, str]
 
 #: OpenCL C scalar type -> the numpy dtype whose bytes it takes.
 C_TYPES: dict[str, np.dtype[Any]] = {
@@ -62,10 +62,14 @@ _GLOBAL, _CONSTANT, _LOCAL = 4507, 4509, 4508  # CL_KERNEL_ARG_ADDRESS_{GLOBAL,C
 
 
 def backend_of(where: BackendLike, what: str = "a device kernel") -> OpenCLBackend:
-    """The OpenCL backend of a kernel's context (or a backend), typed: raises an
+    """The OpenCL backend of a kernel's context (or a backend, or ``"opencl"``), typed: raises an
     ``InvalidArgumentError`` naming ``what`` when it is another backend's."""
     from .backend import OpenCLBackend
 
+    if isinstance(where, str):
+        from opkernel.engine import backend_instance
+
+        where = backend_instance(where)
     be = where.backend if isinstance(where, ok.OpKernelConstruction) else where
     if not isinstance(be, OpenCLBackend):
         raise InvalidArgumentError(
