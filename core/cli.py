@@ -108,6 +108,7 @@ def _gradient_coverage(args: argparse.Namespace) -> int:
     """``kernels --backend B --gradients``: one row per op with a kernel on B; exit status 1
     when a gradient lacks kernels or could not be run."""
     from .testing import gradient_coverage  # runs every gradient once: only on request
+    from .testing._coverage import STATUSES
 
     if not args.backend:
         print("opkernel kernels --gradients: name the backend with --backend NAME", file=sys.stderr)
@@ -120,8 +121,10 @@ def _gradient_coverage(args: argparse.Namespace) -> int:
     rows = [[c.op, c.status, ", ".join(c.missing) or "-", ", ".join(c.transitive) or "-", c.error or ""] for c in report]
     _table(f"Gradient coverage on backend {args.backend!r}", ["op", "gradient", "missing kernels", "needs", "error"], rows)
     lacking = sorted({op for c in report for op in c.missing})
-    print(f"{sum(c.status == 'ok' for c in report)} of {len(report)} ops: gradient runs on {args.backend!r}; "
-          f"kernels missing for gradients: {', '.join(lacking) or 'none'}")
+    n = {status: sum(c.status == status for c in report) for status in STATUSES}
+    print(f"{len(report)} ops: {n['ok']} gradients run on {args.backend!r}, {n['missing-kernels']} lack kernels, "
+          f"{n['error']} could not be run, {n['not-differentiable']} not differentiable, {n['no-gradient']} without a "
+          f"gradient; kernels missing: {', '.join(lacking) or 'none'}")
     return 1 if any(c.status in ("missing-kernels", "error") for c in report) else 0
 
 

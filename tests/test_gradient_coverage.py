@@ -91,8 +91,14 @@ def test_no_gradient_and_bad_arguments(fresh_registry: None) -> None:
     assert gradient_coverage("cpu", ["Test>Plain"])[0].status == "no-gradient"
     with pytest.raises(ok.errors.InvalidArgumentError, match="unknown backend 'nope'"):
         gradient_coverage("nope")
-    with pytest.raises(ok.errors.InvalidArgumentError, match="Test>Nothing"):
+    with pytest.raises(ok.errors.InvalidArgumentError, match="unknown backend '\\*'"):
+        gradient_coverage("*")  # generic kernels are not a backend
+    with pytest.raises(ok.errors.InvalidArgumentError, match="no op named 'Test>Nothing' is registered"):
         gradient_coverage("cpu", ["Test>Nothing"])
+    with pytest.raises(ok.errors.InvalidArgumentError, match="a list of op names"):
+        gradient_coverage("cpu", "Relu")
+    with pytest.raises(ok.errors.OpSpecError, match="a function returning"):
+        ok.testing.register_example_inputs("Test>Plain")(None)  # type: ignore[arg-type]
 
 
 def test_the_report_leaves_no_registration_behind() -> None:
@@ -106,8 +112,10 @@ def test_the_command(twin: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(["kernels", "--backend", twin, "--gradients"]) == 1
     out = capsys.readouterr().out
     assert "Gradient coverage on backend 'twin'" in out and "ReluGrad" in out
-    assert "kernels missing for gradients: ReluGrad, Reshape, Sum" in out
+    assert "5 ops: 1 gradients run on 'twin', 4 lack kernels, 0 could not be run, 0 not differentiable" in out
+    assert "kernels missing: ReluGrad, Reshape, Sum" in out
     assert cli(["kernels", "--backend", "cpu", "--gradients", "--op", "Relu"]) == 0
-    assert "1 of 1 ops: gradient runs on 'cpu'; kernels missing for gradients: none" in capsys.readouterr().out
+    assert "1 ops: 1 gradients run on 'cpu', 0 lack kernels, 0 could not be run, 0 not differentiable, 0 without a " \
+        "gradient; kernels missing: none" in capsys.readouterr().out
     assert cli(["kernels", "--gradients"]) == 2
     assert "--backend NAME" in capsys.readouterr().err

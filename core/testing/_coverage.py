@@ -238,20 +238,22 @@ def gradient_coverage(backend: str, ops: Sequence[str] | None = None) -> list[Gr
     from . import isolated_registries  # the package imports this module
 
     plugins.ensure_loaded()
-    known = {name for name, _, _ in engine.backend_status()} | {k.backend for k in kernels.all_kernels()}
+    known = ({name for name, _, _ in engine.backend_status()} | {k.backend for k in kernels.all_kernels()}) - {kernels.GENERIC}
     if backend not in known:
-        raise InvalidArgumentError(
-            f"gradient coverage: unknown backend {backend!r}; known: {', '.join(sorted(known - {kernels.GENERIC}))}"
-        )
+        raise InvalidArgumentError(f"gradient coverage: unknown backend {backend!r}; known: {', '.join(sorted(known))}")
     if "cpu" not in engine.available_backends():
         raise InvalidArgumentError("gradient coverage needs the cpu backend (opkernel-cpu) to compute values")
     if ops is None:
         names = sorted({k.op for k in kernels.all_kernels() if k.backend == backend})
     else:
+        if isinstance(ops, str):
+            raise InvalidArgumentError(f"gradient coverage: ops must be a list of op names, got the string {ops!r}")
         names = sorted(set(ops))
         unknown = [n for n in names if not op_registry.is_registered(n)]
         if unknown:
-            raise InvalidArgumentError(f"gradient coverage: unknown ops {unknown}")
+            raise InvalidArgumentError(
+                f"gradient coverage: no op named {', '.join(map(repr, unknown))} is registered", op=unknown[0]
+            )
     rec = _Recorder(backend)
     with _lock, isolated_registries():
         plugins.register_plugin(_ProbePlugin(rec, op_registry.op_names()), name=PROBE)

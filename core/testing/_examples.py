@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..dtypes import DType, as_dtype
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, OpSpecError
 from ..op_registry import ArgDef, AttrDef, OpDef
 
 __all__ = ["Example", "example_inputs", "register_example_inputs"]
@@ -60,7 +60,13 @@ def register_example_inputs(op_name: str) -> Callable[[ExampleFn], ExampleFn]:
     arrays, small; attrs the ones a caller passes).  Used by the gradient-coverage
     report where the OpDef alone does not say what legal inputs look like."""
 
+    if not isinstance(op_name, str) or not op_name:
+        raise OpSpecError(f"register_example_inputs: expected an op name, got {op_name!r}")
+
     def decorate(fn: ExampleFn) -> ExampleFn:
+        if not callable(fn):
+            raise OpSpecError(f"op {op_name!r}: example inputs must come from a function returning (inputs, attrs), "
+                              f"got {fn!r}", op=op_name)
         with _lock:
             _registered[op_name] = fn
         return fn
