@@ -639,8 +639,15 @@ def _check_declaration(kernel: kernels.KernelDef) -> None:
 
 
 def _unknown_op_message(kernel: kernels.KernelDef) -> str:
+    from .library import known_package_for  # the table of published op packages
+
     close = op_registry._close_matches(kernel.op, op_registry.op_names(), 3)
     hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    known = known_package_for(kernel.op)
+    if known is not None:
+        hint += f"; the op package {known.distribution} provides it: pip install {known.distribution}"
+    if _failures:  # the op's own plugin may be the one that failed
+        hint += f"; plugins that failed to load: {', '.join(repr(f.plugin) for f in _failures)}"
     return (
         f"kernel for op {kernel.op!r} on backend {kernel.backend!r} from {kernel.provider}: no op named "
         f"{kernel.op!r} is registered{hint}; the kernel is never used (`opkernel kernels` flags it)"

@@ -121,6 +121,16 @@ def test_a_plugin_kernel_for_an_op_nobody_declares_warns_when_discovery_ends(dis
     assert plugins.plugin_errors() == []  # only warned: the plugin's other registrations work
 
 
+def test_a_kernel_for_the_op_of_a_failed_plugin_names_that_plugin_and_the_package(discovery: FakeEntryPoints) -> None:
+    discovery.add_cpu()
+    discovery.add("medianpool", error=SyntaxError("invalid syntax"), dist=("opkernel-medianpool", "0.3"))
+    discovery.add("pool-fast", KernelsPlugin("Addons>MedianPool2D", lambda x, **attrs: x))
+    with pytest.warns(PluginWarning) as seen:
+        ok.available_backends()
+    (message,) = [str(w.message) for w in seen if "no op named" in str(w.message)]
+    assert "pip install opkernel-medianpool" in message and "failed to load: 'medianpool'" in message
+
+
 def test_strict_mode_unloads_a_plugin_with_a_kernel_for_an_unknown_op(
     discovery: FakeEntryPoints, monkeypatch: pytest.MonkeyPatch
 ) -> None:
