@@ -245,31 +245,27 @@ class _Writer:
 
 
 def _graphs_of(obj: Any) -> tuple[str, list[Any]]:
-    """The graphs ``obj`` holds: a Graph, a concrete function, or a traced function's traces."""
+    """The graphs ``obj`` holds: a Graph, a ConcreteFunction, or an ``ok.function``'s
+    traces (one with an ``input_signature`` is traced for it if it was never called)."""
+    from .function import ConcreteFunction, Function
     from .graph import Graph
 
     if isinstance(obj, Graph):
         return "graph", [obj]
-    graph = getattr(obj, "graph", None)
-    if isinstance(graph, Graph):
-        return "function", [graph]
-    for attr in ("concrete_functions", "_concrete_functions"):
-        found = getattr(obj, attr, None)
-        if callable(found):
-            found = found()
-        if isinstance(found, Mapping):
-            found = list(found.values())
-        if found is not None:
-            graphs = [getattr(f, "graph", f) for f in found]
-            if not graphs:
-                raise InvalidArgumentError(
-                    "ok.save: the function has not been traced yet; call it once (or give it an "
-                    "input_signature) so there is a graph to save"
-                )
-            if all(isinstance(g, Graph) for g in graphs):
-                return "function", graphs
+    if isinstance(obj, ConcreteFunction):
+        return "function", [obj.graph]
+    if isinstance(obj, Function):
+        traces = obj.concrete_functions
+        if not traces and obj.input_signature is not None:
+            traces = [obj.get_concrete_function(*obj.input_signature)]
+        if not traces:
+            raise InvalidArgumentError(
+                f"ok.save: the function {obj.__name__!r} has not been traced yet; call it once (or give it an "
+                "input_signature) so there is a graph to save"
+            )
+        return "function", [cf.graph for cf in traces]
     raise InvalidArgumentError(
-        f"ok.save: expected a traced function (ok.function), a concrete function or a Graph, got {type(obj).__name__}"
+        f"ok.save: expected a traced function (ok.function), a ConcreteFunction or a Graph, got {type(obj).__name__}"
     )
 
 

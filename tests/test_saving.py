@@ -185,7 +185,7 @@ def test_traced_training_step_with_two_traces(tmp_path: Path) -> None:
 def test_save_refuses_what_it_cannot_save(tmp_path: Path) -> None:
     with pytest.raises(ok.errors.InvalidArgumentError, match="expected a traced function"):
         ok.save(object(), tmp_path / "x.okg")
-    with pytest.raises(ok.errors.InvalidArgumentError, match="has not been traced yet"):
+    with pytest.raises(ok.errors.InvalidArgumentError, match="function '<lambda>' has not been traced yet"):
         ok.save(ok.function(lambda x: x), tmp_path / "x.okg")
     strings = Graph([], [], [], None, constants=[np.array(["a"], dtype=object)])
     with pytest.raises(ok.errors.InvalidArgumentError, match="string tensors cannot be saved"):
