@@ -449,7 +449,11 @@ def _backprop(
                     [tracked.get(id(x)) is x and differentiable[x._dtype] for x in entry.inputs]
                 )
             where = entry._backend
-            if where is not None and where is not placed:
+            if where is None:  # a custom gradient with no tensor output: where gradient() was called
+                if token is not None:
+                    _restore(token)
+                    token = placed = None
+            elif where is not placed:
                 if token is None:
                     token = _activate(where)
                 else:

@@ -1646,8 +1646,8 @@ class _FallbackSignature(_Signature):
         return route
 
     def _resolve(self, setting: tuple[str, ...], be: Backend, attrs: dict[str, Any]) -> _Signature | KernelNotFoundError:
-        if not setting:
-            return self.error
+        if not setting:  # the error a call without a fallback gets, with its way out
+            return _no_kernel(self.handle.op_def, be.name, attrs, self.label)
         tried: list[str] = []
         for name in setting:
             if name == be.name:

@@ -96,6 +96,9 @@ class Explanation:
     chosen: KernelDef | None
     considered: list[tuple[KernelDef, str]]
     error: str | None = None
+    #: Where the call runs instead when no kernel of the backend matches and a
+    #: kernel fallback is in effect (``ok.config.kernel_fallback``): (backend, kernel).
+    fallback: tuple[str, KernelDef] | None = None
 
     def __str__(self) -> str:
         types = ", ".join(f"{k}={engine._fmt(v)}" for k, v in sorted(self.attrs.items()))
@@ -105,7 +108,11 @@ class Explanation:
             where = "generic (*)" if k.is_generic else k.backend
             lines.append(f"  {'->' if k is self.chosen else '  '} {where:<12} priority {k.priority:<3} "
                          f"{k.describe_constraints():<40} from {k.provider}: {verdict}")
-        if self.chosen is None:
+        if self.fallback is not None:
+            name, k = self.fallback
+            lines.append(f"  falls back to {name!r} (ok.config.kernel_fallback): its kernel from {k.provider} "
+                         f"runs there, the inputs copied there and the outputs back")
+        elif self.chosen is None:
             lines.append(f"  no kernel runs: {self.error}")
         return "\n".join(lines)
 
@@ -139,4 +146,13 @@ def explain(op_name: str, *inputs: Any, _kernel: str | None = None, **attrs: Any
     except LookupError as e:
         error = str(e)
     considered = [(k, _verdict(k, bound, label, chosen)) for k in candidates]
-    return Explanation(op_name, be.name, type_attrs, label, chosen, considered, error)
+    fallback = None
+    if chosen is None:
+        for name in engine.config.kernel_fallback:
+            if name != be.name:
+                try:
+                    fallback = (name, engine.select_kernel(handle.op_def, name, bound, label))
+                    break
+                except LookupError:
+                    continue
+    return Explanation(op_name, be.name, type_attrs, label, chosen, considered, error, fallback)

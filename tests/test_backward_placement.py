@@ -160,3 +160,4 @@ def test_custom_gradients_and_transfers_are_recorded_with_their_backend(twin: st
     with ok.use_backend("cpu"):
         dx = tape.gradient(y, x, output_gradients=ok.tensor([1.0], backend=twin))
     assert seen == ["twin"] and dx.backend == "twin" and dx.numpy().tolist() == [-1.0]
+

@@ -64,7 +64,7 @@ def test_a_scoped_fallback_runs_the_call_on_cpu_warns_once_and_counts_every_call
             np.testing.assert_allclose(y.numpy(), np.exp(values), rtol=1e-6)
         assert count("Exp") == before + 4
         # The signatures stay cached, but outside the block the call is an error again.
-        with pytest.raises(KernelNotFoundError, match="op 'Exp'"):
+        with pytest.raises(KernelNotFoundError, match=r"op 'Exp'.*ok\.config\.kernel_fallback = \('cpu',\)"):
             ok.ops.exp(x)
         with pytest.raises(KernelNotFoundError, match="op 'Exp'"):
             ok.ops.exp([0.5])
@@ -229,3 +229,12 @@ def test_a_fallback_with_no_kernel_either_says_what_it_tried(twin: str) -> None:
         with pytest.raises(KernelNotFoundError, match=r"no kernel on backend 'twin': op 'Probe>Wide' with T=float32.*"
                            r"The kernel fallback \('twin', 'cpu'\) has none: tried 'cpu' \(no kernel for these types either\)"):
             ok.ops.probe.wide(ok.tensor([1.0]))
+
+
+def test_explain_says_where_a_call_falls_back_to(twin: str) -> None:
+    with ok.use_backend(twin):
+        assert "no kernel runs" in str(ok.explain("Exp", ok.tensor([1.0])))
+        with ok.kernel_fallback("cpu"):
+            explained = ok.explain("Exp", ok.tensor([1.0]))
+    assert explained.chosen is None and explained.fallback is not None and explained.fallback[0] == "cpu"
+    assert "falls back to 'cpu' (ok.config.kernel_fallback)" in str(explained)
