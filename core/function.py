@@ -32,7 +32,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import engine
+from . import engine, plugins
+from . import kernels as kernel_registry
 from .autodiff import RECORDING, active_tapes, record_op, stop_recording
 from .backend import Backend
 from .dtypes import DType, as_dtype
@@ -573,17 +574,34 @@ def function(
 # ---------------------------------------------------------------- replay
 
 
+#: Bumped when kernels or plugins change: plans bound before are bound again (the
+#: engine drops its cached signatures then too).
+_GENERATION = [0]
+
+
+def _kernels_changed() -> None:
+    _GENERATION[0] += 1
+
+
+kernel_registry.on_change(_kernels_changed)
+plugins.on_change(_kernels_changed)
+
+
 class _Plan:
     """One graph bound to one backend: the compiled replay and what the tape path needs."""
 
-    __slots__ = ("backend", "replay", "steps", "consts", "lines")
+    __slots__ = ("backend", "replay", "steps", "consts", "lines", "generation")
 
-    def __init__(self, backend: Backend, replay: Callable[..., Any], steps: list[Any], consts: list[Tensor], lines: dict[int, int]) -> None:
+    def __init__(
+        self, backend: Backend, replay: Callable[..., Any], steps: list[Any], consts: list[Tensor], lines: dict[int, int],
+        generation: int,
+    ) -> None:
         self.backend = backend
         self.replay = replay
         self.steps = steps
         self.consts = consts
         self.lines = lines
+        self.generation = generation
 
 
 class ConcreteFunction:
@@ -637,7 +655,7 @@ class ConcreteFunction:
             )
         tensors = [self._checked(k, x, be) for k, x in enumerate(args)]
         plan = self._plans.get(be)
-        if plan is None:
+        if plan is None or plan.generation != _GENERATION[0]:
             plan = self._bind(be)
         if (RECORDING[0] and active_tapes()) or engine._PROFILERS:
             flat = self._run_nodes(plan, tensors)
@@ -680,8 +698,13 @@ class ConcreteFunction:
             tb = tb.tb_next
         if node is None:
             return e
+        return self._node_error(e, plan.backend, node)
+
+    def _node_error(self, e: Exception, be: Backend, node: int) -> Exception:
+        """``e`` (raised by node ``node``'s kernel) as the engine reports it, led by the
+        function, the node and the op; the same class, so callers catch what they would."""
         op = self.graph.nodes[node].op
-        err = engine._translated(e, plan.backend, op)
+        err = engine._translated(e, be, op)
         where = f"function {self.name!r}, node {node} (op {op!r}): "
         if isinstance(err, OpkernelError):
             err = copy.copy(err)
@@ -738,8 +761,8 @@ class ConcreteFunction:
             ins = [get(e) for e in node.inputs]
             try:
                 result = engine._profiled(node.op, sig, ins, be) if engine._PROFILERS else sig.call(*ins)
-            except OpkernelError as err:
-                raise InvalidArgumentError(f"function {self.name!r}, node {i} (op {node.op!r}): {err}", op=node.op) from err
+            except Exception as err:
+                raise self._node_error(err, be, i) from err
             for k, t in enumerate(_flat_result(result)):
                 values[(i, k)] = t
         out: list[Tensor] = []
@@ -753,7 +776,7 @@ class ConcreteFunction:
     def _bind(self, be: Backend) -> _Plan:
         with self._lock:
             plan = self._plans.get(be)
-            if plan is None:
+            if plan is None or plan.generation != _GENERATION[0]:
                 plan = self._plans[be] = _compile(self, be)
             return plan
 
@@ -853,8 +876,16 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
                 f"{v.backend!r}, but runs on {be.name!r}; make the variable on {be.name!r} (or trace the function "
                 "there)"
             )
+    generation = _GENERATION[0]  # read first: a change while binding makes the plan stale at once
     consts = [Tensor(be.from_numpy(c), as_dtype(c.dtype), be) for c in graph.constants]
-    steps = [(i, _node_signature(graph, i, be, fname)) for i in cf.live_nodes]
+    steps = []
+    for i in cf.live_nodes:
+        try:
+            steps.append((i, _node_signature(graph, i, be, fname)))
+        except GraphError:
+            raise
+        except OpkernelError as err:  # no kernel here: the engine's error, led by the node
+            raise cf._node_error(err, be, i) from err
     native: Any = (be.array_types or (None,))[0]
     env: dict[str, Any] = {"Tensor": Tensor, "be": be, "conv": be.as_output, "native": native, "_flat": _flat_result}
     for k, c in enumerate(consts):
@@ -882,7 +913,8 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
             names[(i, k)] = n
         kdef = sig.kernel
         simple = (
-            not kdef.is_class and not kdef.is_generic and not sig.refs
+            type(sig) is engine._Signature and kdef.backend == be.name  # not a fallback to another backend
+            and not kdef.is_class and not kdef.is_generic and not sig.refs
             and not output_size_inputs(sig.op_def.shape_fn)
             and not (kdef.host_memory and not be.host_memory_is_native)
             and not any(a.is_list or a.is_ref for a in sig.op_def.inputs)
@@ -938,7 +970,7 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
     filename = f"<opkernel replay {fname}>"
     namespace = dict(env)
     exec(compile("\n".join(lines) + "\n", filename, "exec"), namespace)
-    return _Plan(be, namespace["replay"], steps, consts, line_nodes)
+    return _Plan(be, namespace["replay"], steps, consts, line_nodes, generation)
 
 
 # ---------------------------------------------------------------- shape inference

@@ -441,3 +441,49 @@ def test_small_constant_subexpressions_are_folded_and_large_ones_stay_nodes():
     graph = f.concrete_functions[0].graph
     assert [n.op for n in graph.nodes] == ["Fill", "Mul", "Sum"]
     assert max(c.size for c in graph.constants) <= 3  # the folded Exp's input is not kept
+
+
+def _twice_op() -> None:
+    ok.register_op("FnTestTwice").attr("T: {float}").input("x: T").output("y: T").set_shape_fn(
+        ok.shape_fns.unchanged_shape
+    )
+
+    @ok.register_kernel("FnTestTwice", backend="cpu")
+    def twice(x, **attrs):
+        return x * 2
+
+
+def test_a_kernel_registered_after_binding_is_used_by_later_replays():
+    from opkernel.testing import isolated_registries
+
+    with isolated_registries(), ok.use_backend("cpu"):
+        _twice_op()
+        f = ok.function(lambda x: ok.execute("FnTestTwice", x) + 1.0)
+        x = ok.tensor(np.ones(2, F32))
+        assert f(x).numpy().tolist() == [3.0, 3.0]
+
+        @ok.register_kernel("FnTestTwice", backend="cpu", priority=5)
+        def thrice(x, **attrs):
+            return x * 3
+
+        assert f(x).numpy().tolist() == [4.0, 4.0] and f.tracing_count == 1
+
+
+def test_a_replay_falls_back_as_eager_calls_do():
+    if "opencl" not in ok.available_backends() or not hasattr(ok, "kernel_fallback"):
+        pytest.skip("needs the opencl backend and ok.kernel_fallback")
+    from opkernel.testing import isolated_registries
+
+    with isolated_registries():
+        _twice_op()
+        f = ok.function(lambda x: ok.execute("FnTestTwice", x) + 1.0)
+        with ok.use_backend("cpu"):
+            f(ok.tensor(np.ones(2, F32)))
+        with ok.use_backend("opencl"):
+            x = ok.tensor(np.ones(2, F32))
+            with pytest.raises(ok.errors.KernelNotFoundError, match="node 0 \\(op 'FnTestTwice'\\)"):
+                f(x)
+            with ok.kernel_fallback("cpu"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = f(x)
+        assert out.backend == "opencl" and out.numpy().tolist() == [3.0, 3.0]
