@@ -445,6 +445,8 @@ class Function:
             input_signature = list(input_signature)
         self.input_signature: list[TensorSpec] | None = input_signature
         self._cache: dict[Any, tuple[ConcreteFunction, list[int]]] = {}
+        #: The same traces under the key of ``_fast_key`` (positional tensors and atoms).
+        self._fast: dict[tuple[Any, ...], ConcreteFunction] = {}
         self._lock = threading.RLock()
         self.tracing_count = 0
 
@@ -477,11 +479,16 @@ class Function:
     def _concrete(self, args: Any, kwargs: Any, specs_allowed: bool = False) -> tuple[ConcreteFunction, list[Tensor]]:
         if self.input_signature is not None:
             return self._with_signature(args, kwargs, specs_allowed)
+        fast = None if kwargs or specs_allowed else _fast_key(args)
+        if fast is not None:
+            cf = self._fast.get(fast[0])
+            if cf is not None:
+                return cf, fast[1]
         flat, _ = _flatten_args((args, kwargs))
         key: list[Any] = [_structure_key((args, kwargs))]
         tensors: list[Any] = []
         leaves: list[int] = []
-        specs: list[TensorSpec] = []
+        specs: list[tuple[Any, DType]] = []
         for pos, x in enumerate(flat):
             if isinstance(x, Variable):
                 key.append(("var", id(x)))
@@ -489,18 +496,18 @@ class Function:
                 key.append((x._dtype, x.shape))
                 tensors.append(x)
                 leaves.append(pos)
-                specs.append(TensorSpec(x.shape, x._dtype))
+                specs.append((x.shape, x._dtype))
             elif isinstance(x, np.ndarray):
                 t = engine.to_tensor(x)
                 key.append((t._dtype, t.shape))
                 tensors.append(t)
                 leaves.append(pos)
-                specs.append(TensorSpec(t.shape, t._dtype))
+                specs.append((t.shape, t._dtype))
             elif specs_allowed and isinstance(x, TensorSpec):
                 key.append((x.dtype, x.shape))
                 tensors.append(None)
                 leaves.append(pos)
-                specs.append(x)
+                specs.append((x.shape, x.dtype))
             else:
                 key.append(_static_key(x))
         k = tuple(key)
@@ -510,8 +517,13 @@ class Function:
                 hit = self._cache.get(k)
                 if hit is None:
                     self._note_trace()
-                    cf = _trace(self.__name__, self.python_function, args, kwargs, specs, leaves)
+                    trace_specs = [TensorSpec(shape, dt) for shape, dt in specs]
+                    cf = _trace(self.__name__, self.python_function, args, kwargs, trace_specs, leaves)
                     hit = self._cache[k] = (cf, leaves)
+        if fast is not None:
+            if len(self._fast) >= 256:  # Python values changing on every call must not grow it
+                self._fast.clear()
+            self._fast[fast[0]] = hit[0]
         return hit[0], tensors
 
     def _with_signature(self, args: Any, kwargs: Any, specs_allowed: bool) -> tuple[ConcreteFunction, list[Tensor]]:
@@ -548,6 +560,28 @@ class Function:
     def concrete_functions(self) -> list[ConcreteFunction]:
         """Every trace so far, oldest first."""
         return [cf for cf, _ in self._cache.values()]
+
+
+_ATOMS = frozenset({int, bool, str, bytes, type(None)})
+
+
+def _fast_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Tensor]] | None:
+    """The signature key of the usual call, positional tensors and Python atoms only,
+    without building the nest: (key, tensors), or None for anything else."""
+    key: list[Any] = []
+    tensors: list[Tensor] = []
+    for a in args:
+        c = a.__class__
+        if c is Tensor:
+            key.append((a._dtype, a._value.shape))
+            tensors.append(a)
+        elif c in _ATOMS:
+            key.append((c, a))
+        elif c is float:
+            key.append((c, a.hex()))
+        else:
+            return None
+    return tuple(key), tensors
 
 
 def _structure_key(x: Any) -> Any:
@@ -624,7 +658,12 @@ class ConcreteFunction:
         self._plans: dict[Backend, _Plan] = {}
         self._lock = threading.Lock()
         self.live_nodes = _live_nodes(graph)
-        self._out_specs = graph.output_specs
+        self._out_dtypes = [s.dtype for s in graph.output_specs]
+        #: Per input: its dtype, and its shape as a tuple when fully known (compared as is),
+        #: else a _PartialShape (compared dimension by dimension).
+        self._in_checks = [
+            (s.dtype, s.shape if s.is_fully_defined() else _PartialShape(s.shape)) for s in graph.inputs
+        ]
 
     def __repr__(self) -> str:
         ins = ", ".join(str(s) for s in self.graph.inputs)
@@ -653,7 +692,13 @@ class ConcreteFunction:
                 f"function {self.name!r} takes {len(graph.inputs)} tensors "
                 f"({', '.join(str(s) for s in graph.inputs)}), got {len(args)}"
             )
-        tensors = [self._checked(k, x, be) for k, x in enumerate(args)]
+        tensors = args
+        for x, (dt, shape) in zip(args, self._in_checks):  # the usual call: tensors that fit, here
+            if x.__class__ is not Tensor or x._dtype is not dt or x._backend is not be or (
+                x._value.shape != shape if shape.__class__ is tuple else not _shape_fits(shape, x._value.shape)
+            ):
+                tensors = [self._checked(k, x, be) for k, x in enumerate(args)]
+                break
         plan = self._plans.get(be)
         if plan is None or plan.generation != _GENERATION[0]:
             plan = self._bind(be)
@@ -664,7 +709,7 @@ class ConcreteFunction:
                 values = plan.replay(*[t._value for t in tensors])
             except Exception as e:
                 raise self._failed(e, plan) from e
-            flat = [Tensor(v, spec.dtype, be) if v.__class__ is not Tensor else v for v, spec in zip(values, self._out_specs)]
+            flat = [v if v.__class__ is Tensor else Tensor(v, dt, be) for v, dt in zip(values, self._out_dtypes)]
         return _rebuild(self._structure, flat)
 
     def _checked(self, k: int, arg: Any, be: Backend) -> Tensor:
@@ -781,7 +826,18 @@ class ConcreteFunction:
             return plan
 
 
-def _shape_fits(spec: tuple[int | None, ...] | None, shape: tuple[int, ...]) -> bool:
+class _PartialShape:
+    """A spec's shape with unknown dimensions (never a tuple, so never equal to a shape)."""
+
+    __slots__ = ("dims",)
+
+    def __init__(self, dims: tuple[int | None, ...] | None) -> None:
+        self.dims = dims
+
+
+def _shape_fits(spec: Any, shape: tuple[int, ...]) -> bool:
+    if isinstance(spec, _PartialShape):
+        spec = spec.dims
     if spec is None:
         return True
     return len(spec) == len(shape) and all(a is None or a == b for a, b in zip(spec, shape))
