@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import json
 import math
 import os
@@ -66,6 +65,8 @@ TENSOR_DIR = "tensors/"
 
 #: Limits a file must keep before anything is allocated for it.
 MAX_JSON_BYTES = 64 << 20
+#: Python objects parsed from JSON take up to this many times the text's size.
+JSON_EXPANSION = 16
 MAX_MEMBERS = 100_000
 MAX_RANK = 254  # TensorFlow's TensorShape limit
 MAX_NESTING = 64  # output_structure depth
@@ -277,6 +278,8 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     the op's interface, so :func:`load` can say what is missing or changed.  Written
     to a temporary file beside ``path`` and renamed, so a failed save leaves no file."""
     kind, graphs = _graphs_of(obj)
+    for graph in graphs:
+        graph.validate()  # a hand-built graph that breaks the IR's rules is refused here, not at load
     writer = _Writer()
     functions = [{"graph": writer.graph(g, k)} for k, g in enumerate(graphs)]
     from . import __version__
@@ -295,11 +298,13 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with zipfile.ZipFile(tmp, "w") as zf:
-            zf.writestr(GRAPH_MEMBER, text, compress_type=zipfile.ZIP_DEFLATED)
+            # Fixed member dates: the same graph and values give the same bytes.
+            zf.writestr(zipfile.ZipInfo(GRAPH_MEMBER), text, compress_type=zipfile.ZIP_DEFLATED)
             for member, array in writer.tensors.items():
-                buffer = io.BytesIO()
-                np.lib.format.write_array(buffer, array, allow_pickle=False)
-                zf.writestr(member, buffer.getvalue(), compress_type=zipfile.ZIP_STORED)
+                info = zipfile.ZipInfo(member)
+                info.compress_type = zipfile.ZIP_STORED
+                with zf.open(info, "w", force_zip64=array.nbytes > (1 << 30)) as f:
+                    np.lib.format.write_array(f, array, allow_pickle=False)  # streamed: no copy of the array
         os.replace(tmp, target)
     finally:
         if tmp.exists():
@@ -323,11 +328,15 @@ class _Archive:
         except _ARCHIVE_ERRORS as e:
             raise self.error(f"not an opkernel saved graph (not a readable zip archive: {e})") from e
         infos = self.zf.infolist()
-        if len(infos) > MAX_MEMBERS:
-            raise self.error(f"holds {len(infos)} members; at most {MAX_MEMBERS} are read")
         self.members = {i.filename: i for i in infos}
-        if GRAPH_MEMBER not in self.members:
-            raise self.error(f"no {GRAPH_MEMBER} in the archive (members: {sorted(self.members)[:5]})")
+        problem = None
+        if len(infos) > MAX_MEMBERS:
+            problem = f"holds {len(infos)} members; at most {MAX_MEMBERS} are read"
+        elif GRAPH_MEMBER not in self.members:
+            problem = f"no {GRAPH_MEMBER} in the archive (members: {sorted(self.members)[:5]})"
+        if problem is not None:
+            self.zf.close()
+            raise self.error(problem)
 
     def error(self, message: str) -> GraphFormatError:
         return GraphFormatError(f"{self.path}: {message}", path=str(self.path))
@@ -353,6 +362,14 @@ class _Archive:
         return data
 
     def document(self) -> Any:
+        declared = self.members[GRAPH_MEMBER].file_size
+        room = host_available_bytes()
+        if room is not None and declared * JSON_EXPANSION > room:
+            raise ResourceExhaustedError(
+                f"{self.path}: {GRAPH_MEMBER} declares {_amount(declared)}; parsing it may take "
+                f"{_amount(declared * JSON_EXPANSION)} of host memory and the host has {_amount(room)} available",
+                requested_bytes=declared * JSON_EXPANSION,
+            )
         data = self._member(GRAPH_MEMBER, MAX_JSON_BYTES)
         try:
             return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
@@ -1017,7 +1034,7 @@ def _read(path: str | os.PathLike[str]) -> tuple[_Archive, _Document]:
 
 def _check_sizes(archive: _Archive, doc: _Document) -> int:
     """Every stored tensor's member checked; the total bytes, within the host's memory."""
-    total = 0
+    total = largest = 0
     refs = [(f"variables[{k}]", v.ref) for k, v in enumerate(doc.variables)]
     refs += [(f"functions[{g}].graph.constants[{k}]", c) for g, graph in enumerate(doc.graphs)
              for k, c in enumerate(graph.constants)]
@@ -1028,11 +1045,13 @@ def _check_sizes(archive: _Archive, doc: _Document) -> int:
             raise archive.error(f"{where}: shape {list(ref.shape)} of {ref.dtype.name} needs {_amount(need)}; "
                                 f"the file holds {_amount(held)} for it")
         total += need
+        largest = max(largest, need)
     room = host_available_bytes()
-    if room is not None and total > room:
+    if room is not None and total + largest > room:  # each tensor is read, then converted: one extra copy at a time
         raise ResourceExhaustedError(
-            f"{archive.path}: its tensors need {_amount(total)} of host memory; the host has {_amount(room)} available",
-            requested_bytes=total,
+            f"{archive.path}: its tensors need {_amount(total + largest)} of host memory; the host has "
+            f"{_amount(room)} available",
+            requested_bytes=total + largest,
         )
     return total
 

@@ -141,7 +141,7 @@ print("fuzzed")
 
 
 def test_loader_survives_mutated_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    code = "import sys; sys.argv = ['fuzz', %r, '120']\n" % str(tmp_path) + CHILD
+    code = "import sys; sys.argv = ['fuzz', %r, '250']\n" % str(tmp_path) + CHILD
     out = run_isolated(code, backend="cpu", timeout=240, what="ok.load on mutated files",
                        env={"OPKERNEL_STRICT_PLUGINS": "1"})
     assert out.stdout.strip().endswith("fuzzed")
