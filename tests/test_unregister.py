@@ -187,7 +187,11 @@ def test_an_installed_op_package_with_a_syntax_error_is_named_by_the_snapshot_ch
         warnings.simplefilter("ignore")
         import opkernel as ok
         from opkernel import compat
-        for attempt in (lambda: ok.set_backend("gelu"), lambda: compat.check_snapshot({str(snapshot)!r}, "gelu")):
+        for attempt in (
+            lambda: ok.set_backend("gelu"),
+            lambda: compat.check_snapshot({str(snapshot)!r}, "gelu"),
+            lambda: ok.load_op_library("opkernel_gelu"),  # by module name
+        ):
             try:
                 attempt()
             except Exception as e:
@@ -197,10 +201,10 @@ def test_an_installed_op_package_with_a_syntax_error_is_named_by_the_snapshot_ch
         what="a plugin with a SyntaxError",
     )
     lines = out.stdout.splitlines()
-    assert len(lines) == 2, out
+    assert len(lines) == 3, out
     assert all("plugin 'gelu' (opkernel-gelu 6.6.6) is installed but failed to load: SyntaxError" in x for x in lines)
     assert lines[0].startswith("BackendNotFoundError") and "pip install" not in lines[0]
-    assert lines[1].startswith("LookupError")
+    assert lines[1].startswith("LookupError") and lines[2].startswith("PluginError")
 
 
 # ------------------------------------------------------------ lazy array_types
