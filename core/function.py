@@ -579,8 +579,10 @@ def _fast_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Tensor]] | N
             key.append((c, a))
         elif c is float:
             key.append((c, a.hex()))
-        else:
+        elif isinstance(a, (Tensor, list, tuple, dict, np.ndarray, TensorSpec)):
             return None
+        else:  # a model, an optimizer: static, as in the general key
+            key.append(_static_key(a))
     return tuple(key), tensors
 
 
@@ -922,6 +924,14 @@ def _node_signature(graph: Graph, i: int, be: Backend, fname: str) -> engine._Si
     return sig
 
 
+def _outputs(result: Any, n: int, op_def: Any) -> Any:
+    """A several-output kernel's result, checked: a tuple or list of ``n`` values."""
+    if (result.__class__ is tuple or result.__class__ is list) and len(result) == n:
+        return result
+    engine._flatten_outputs(op_def, result, [None] * n)  # raises the kernel-contract error
+    return result
+
+
 def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
     """Bind every live node on ``be`` and generate the straight-line replay."""
     graph, fname = cf.graph, cf.name
@@ -943,7 +953,9 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
         except OpkernelError as err:  # no kernel here: the engine's error, led by the node
             raise cf._node_error(err, be, i) from err
     native: Any = (be.array_types or (None,))[0]
-    env: dict[str, Any] = {"Tensor": Tensor, "be": be, "conv": be.as_output, "native": native, "_flat": _flat_result}
+    env: dict[str, Any] = {
+        "Tensor": Tensor, "be": be, "conv": be.as_output, "native": native, "_flat": _flat_result, "_outputs": _outputs,
+    }
     for k, c in enumerate(consts):
         env[f"c{k}"] = c._value
     for k, v in enumerate(graph.variables):
@@ -970,21 +982,32 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
         kdef = sig.kernel
         simple = (
             type(sig) is engine._Signature and kdef.backend == be.name  # not a fallback to another backend
-            and not kdef.is_class and not kdef.is_generic and not sig.refs
+            and not kdef.is_class and not kdef.is_generic and bool(outs)
             and not output_size_inputs(sig.op_def.shape_fn)
             and not (kdef.host_memory and not be.host_memory_is_native)
-            and not any(a.is_list or a.is_ref for a in sig.op_def.inputs)
+            and not any(a.is_list for a in sig.op_def.inputs)
             and not any(a.is_list for a in sig.op_def.outputs)
         )
         code: list[str] = []
-        if simple and len(outs) == 1:
+        if simple:
+            # The kernel called directly, as the engine's compiled fast calls do: a Ref
+            # input's variable is made private first (copy-on-write) and its version bumped.
             fn = kdef.impl
             kw = engine.kernel_kwargs(fn, sig.attrs)
-            env[f"f{i}"], env[f"k{i}"], env[f"d{i}"], env[f"n{i}"] = fn, kw, sig.out_dtypes[0], sig.out_dtypes[0].np
+            env[f"f{i}"], env[f"k{i}"], env[f"m{i}"] = fn, kw, sig.op_def
+            refs = [node.inputs[p].index for p in sig.refs]
+            code += [f"v{r}._unshare()" for r in refs]
             args = [ref(e, True) for e in node.inputs] + ([f"**k{i}"] if kw else [])
-            o = outs[0]
-            code.append(f"{o} = f{i}({', '.join(args)})")
-            code.append(f"if type({o}) is not native or {o}.dtype is not n{i}: {o} = conv({o}, d{i})")
+            call = f"f{i}({', '.join(args)})"
+            if len(outs) == 1:
+                code.append(f"{outs[0]} = {call}")
+            else:
+                code.append(f"{', '.join(outs)}, = _outputs({call}, {len(outs)}, m{i})")
+            code += [f"v{r}._version += 1" for r in refs]
+            for k, o in enumerate(outs):
+                dt = sig.out_dtypes[k]
+                env[f"d{i}_{k}"], env[f"n{i}_{k}"] = dt, dt.np
+                code.append(f"if type({o}) is not native or {o}.dtype is not n{i}_{k}: {o} = conv({o}, d{i}_{k})")
         else:
             # Anything else (Ref updates, class and generic kernels, list arguments, several
             # outputs, ops sized by input values) goes through the signature's own call.
