@@ -140,9 +140,14 @@ def _bind(op_def: OpDef, inputs: Sequence[Any], attrs: dict[str, Any]) -> _Call:
                     op=name,
                 )
     shape_attrs = {k: v for k, v in bound.items() if k not in op_def.inferred_attrs or k in attrs}
-    out = infer_shapes(op_def, shapes, shape_attrs, values)[0].as_list()
+    inferred = infer_shapes(op_def, shapes, shape_attrs, values)[0]
+    out = inferred.as_list() if inferred.rank is not None else None
     if out is None or any(d is None for d in out):
-        raise ShapeError(f"op '{name}': its shape function leaves the output shape unknown ({out})", op=name)
+        raise ShapeError(
+            f"op '{name}': its shape function cannot tell the output's shape ({inferred}) from these inputs; "
+            "an input whose value decides it (reduction axes, a shape) must be numbers or a numpy array, "
+            "not a dask array", op=name,
+        )
     out_arg = op_def.outputs[0]
     out_dtype = bound[out_arg.type_attr] if out_arg.type_attr else out_arg.dtype
     if out_dtype is None:
