@@ -152,7 +152,7 @@ def _bind(op_def: OpDef, inputs: Sequence[Any], attrs: dict[str, Any]) -> _Call:
     out_dtype = bound[out_arg.type_attr] if out_arg.type_attr else out_arg.dtype
     if out_dtype is None:
         raise InvalidArgumentError(f"op '{name}': cannot tell the output's dtype", op=name)
-    return _Call(op_def, groups, bound, tuple(int(d) for d in out), as_dtype(out_dtype))
+    return _Call(op_def, groups, bound, tuple(int(d or 0) for d in out), as_dtype(out_dtype))
 
 
 def _as_dask(x: Any) -> da.Array:

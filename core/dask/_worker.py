@@ -72,4 +72,4 @@ def calls_made() -> int:
 
 def concat_grid(pieces: Sequence[Any]) -> np.ndarray:
     """The numpy array made of a nested list of blocks (``np.block`` without its copies for one block)."""
-    return np.block(pieces)  # type: ignore[arg-type]
+    return np.block(pieces)
