@@ -317,6 +317,10 @@ _ARCHIVE_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueErro
                    NotImplementedError, zlib.error, RuntimeError, UnicodeDecodeError, IndexError, KeyError)
 
 
+class _TooMany(Exception):
+    """An archive listing more members than are read."""
+
+
 class _Archive:
     """An opened ``.okg``: graph.json parsed, tensor members checked against the file's real size."""
 
@@ -324,7 +328,12 @@ class _Archive:
         self.path = path
         try:
             self.size = path.stat().st_size
+            entries = self._entries()
+            if entries > MAX_MEMBERS:  # refused before zipfile builds an object per member
+                raise _TooMany(f"holds {entries} members; at most {MAX_MEMBERS} are read")
             self.zf = zipfile.ZipFile(path)
+        except _TooMany as e:
+            raise self.error(str(e)) from None
         except _ARCHIVE_ERRORS as e:
             raise self.error(f"not an opkernel saved graph (not a readable zip archive: {e})") from e
         infos = self.zf.infolist()
@@ -337,6 +346,18 @@ class _Archive:
         if problem is not None:
             self.zf.close()
             raise self.error(problem)
+
+    def _entries(self) -> int:
+        """The member count the central directory's end record states (0 when it cannot
+        be read here: zipfile then reads and judges the archive)."""
+        end_record = getattr(zipfile, "_EndRecData", None)
+        if end_record is None:  # not CPython's zipfile
+            return 0
+        with open(self.path, "rb") as fp:
+            end = end_record(fp)
+        if end is None:
+            raise zipfile.BadZipFile("File is not a zip file")
+        return int(end[getattr(zipfile, "_ECD_ENTRIES_TOTAL", 4)])
 
     def error(self, message: str) -> GraphFormatError:
         return GraphFormatError(f"{self.path}: {message}", path=str(self.path))

@@ -380,6 +380,10 @@ def test_sizes_within_limits(saved: Path, tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(ResourceExhaustedError, match="its tensors need 56 bytes of host memory; the host has 16 bytes"):
         ok.load(saved)
     monkeypatch.undo()
+    monkeypatch.setattr(saving, "MAX_MEMBERS", 2)
+    with pytest.raises(GraphFormatError, match=r"dense.okg: holds 3 members; at most 2 are read$"):
+        ok.load(saved)
+    monkeypatch.undo()
     # A zip bomb: graph.json that inflates past the limit is refused from its declared size, and
     # a member whose declared size lies is never read past the limit.
     monkeypatch.setattr(saving, "MAX_JSON_BYTES", 1 << 20)
