@@ -163,7 +163,9 @@ def _parameter_problem(fn: Any, inputs: list[str], attrs: list[str]) -> str | No
     """Why a function kernel ``fn(*inputs, **named_attrs)`` cannot be called for an op with
     these inputs and attrs, or None.  The inputs fill the first positional parameters (list
     inputs one each); every parameter after them must name an attr (or be ``*args`` /
-    ``**kwargs``).  A numpy ufunc (whose ``out``, ``where``, ... keep their defaults) and a
+    ``**kwargs``), except one with a default whose name is not close to an attr's: it keeps
+    its default (``lambda x, offset=offset: x + offset``), while ``keepdims=False`` for the
+    attr ``keep_dims`` is a typo.  A numpy ufunc (whose ``out``, ``where``, ... keep their defaults) and a
     callable without an inspectable signature pass."""
     if isinstance(fn, np.ufunc):
         return None if fn.nin == len(inputs) else f"it is a numpy ufunc of {fn.nin} input(s), but the op has {len(inputs)}"
@@ -189,6 +191,8 @@ def _parameter_problem(fn: Any, inputs: list[str], attrs: list[str]) -> str | No
             if p.default is not p.empty:
                 continue  # never filled by opkernel: it keeps its default
             return f"its positional-only parameter {p.name!r} after the {n} input(s) can receive no attr"
+        if p.default is not p.empty and not _did_you_mean(p.name, attrs):
+            continue  # keeps its default (``lambda x, offset=offset: ...``); one close to an attr is a typo
         return (
             f"its parameter {p.name!r} matches no input or attr of the op (the inputs {shown_inputs} fill "
             f"the first {n} positional parameter(s); the parameters after them receive attrs by name; "

@@ -208,6 +208,11 @@ def test_a_misspelt_kernel_parameter_is_refused_naming_the_attr(fresh_registry: 
     assert [k for k in mine("Sum") if k.label == "mine"] == []
 
 
+def test_a_misspelt_kernel_parameter_with_a_default_is_refused_too(fresh_registry: None) -> None:
+    with pytest.raises(OpSpecError, match=r"parameter 'keepdims' matches no input or attr.*did you mean 'keep_dims'"):
+        ok.register_kernel("Sum", backend="cpu", label="mine")(lambda input, reduction_indices, keepdims=False: input)
+
+
 def test_a_kernel_taking_fewer_inputs_than_the_op_has_is_refused(fresh_registry: None) -> None:
     with pytest.raises(OpSpecError, match=r"takes 1 positional parameter\(s\) \(a\), but the op has 2 input\(s\) \(a, b\)"):
         ok.register_kernel("MatMul", backend="cpu", label="mine")(lambda a: a)
@@ -227,9 +232,10 @@ def test_a_pending_op_is_checked_without_being_finalized(fresh_registry: None) -
         lambda *args, keep_dims: args[0],  # *args take the inputs
         lambda input, reduction_indices, *, keep_dims, T: input,
         lambda input, reduction_indices, keep_dims=False: input,
+        lambda input, reduction_indices, offset=1.0: input + offset,  # keeps its default
         np.add,  # a ufunc of two inputs: out=, where=, ... keep their defaults
     ],
-    ids=["kwargs", "varargs", "keyword-only", "default", "ufunc"],
+    ids=["kwargs", "varargs", "keyword-only", "default", "captured-default", "ufunc"],
 )
 def test_kernels_that_fit_the_op_register(fresh_registry: None, fn: Any) -> None:
     ok.register_kernel("Sum", backend="cpu", label="fits")(fn)
