@@ -1206,12 +1206,19 @@ def inspect_main(path: str, table: Callable[[str, Sequence[str], Sequence[Sequen
     write(f"{info.path}: a saved {info.kind} (format {FORMAT} {FORMAT_VERSION}, opkernel {info.opkernel_version or '?'})")
     write(f"  signatures: {sigs}")
     write(f"  {info.nodes} nodes, {info.variables} variables, {_amount(info.tensor_bytes)} of tensors")
+    from .kernels import GENERIC, all_kernels
+
+    backends: dict[str, set[str]] = {}
+    for k in all_kernels():
+        backends.setdefault(k.op, set()).add(k.backend)
     rows = []
     for s in info.ops:
         installed = "-" if s.installed is None else (
             f"{s.installed.distribution} {s.installed.version}" if s.installed.distribution else s.installed.plugin)
-        rows.append([s.op, str(s.nodes), s.package, installed if s.state != "missing" else "not installed", s.state])
-    table("Ops", ["op", "nodes", "saved with", "installed", "status"], rows)
+        have = backends.get(s.op, set())
+        runs = "any (generic)" if GENERIC in have else ", ".join(sorted(have)) or "-"
+        rows.append([s.op, str(s.nodes), s.package, installed if s.state != "missing" else "not installed", s.state, runs])
+    table("Ops", ["op", "nodes", "saved with", "installed", "status", "kernels"], rows)
     for s in info.ops:  # the full reasons below the table, one per line (a table would wrap them)
         if s.state in ("missing", "incompatible"):
             write(s.message)

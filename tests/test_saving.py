@@ -224,6 +224,18 @@ def test_missing_op_names_the_package(tmp_path: Path) -> None:
     assert info.value.distribution == "opkernel-thing" and info.value.saved_version == "1.2.0"
 
 
+def test_missing_op_registered_by_a_script(tmp_path: Path) -> None:
+    path = tmp_path / "local.okg"
+    with isolated_registries():
+        ok.register_op("Test>Local").input("x: float").output("y: float")
+        graph = Graph([TensorSpec((2,), F32)], [Node("Test>Local", {}, [Edge("input", 0)], [TensorSpec((2,), F32)])],
+                      [Edge("node", 0)], 0)
+        ok.save(graph, path)
+    with pytest.raises(OpNotFoundError, match=r"op 'Test>Local' is not registered; when the graph was saved it was "
+                       r"registered by 'test_saving', not by an installed distribution: register it before ok.load"):
+        ok.load(path)
+
+
 def test_compatible_change_loads_with_the_new_default(tmp_path: Path) -> None:
     path = tmp_path / "thing.okg"
     _save_thing(path)
@@ -254,11 +266,15 @@ def test_inspect_cli(saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
     assert cli.main(["inspect", str(saved)]) == 0
     out = capsys.readouterr().out
     assert "MatMul" in out and "opkernel 0.1.0" in out and "loads here: yes" in out
+    relu = next(line for line in out.splitlines() if "Relu" in line)
+    assert "cpu" in relu and "opencl" in relu  # the backends with a kernel for the op
     path = tmp_path / "thing.okg"
     _save_thing(path)
     assert cli.main(["inspect", str(path)]) == 1
     out = capsys.readouterr().out
     assert "pip install opkernel-thing" in out and "not installed" in out and "loads here: no" in out
+    assert cli.main(["inspect", str(tmp_path / "absent.okg")]) == 2
+    assert "No such file" in capsys.readouterr().err
     (tmp_path / "junk.okg").write_bytes(b"junk")
     assert cli.main(["inspect", str(tmp_path / "junk.okg")]) == 2
     assert "not a readable zip archive" in capsys.readouterr().err
