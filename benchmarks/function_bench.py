@@ -1,28 +1,48 @@
 """ok.function against eager execution, side by side in one run (medians of many
-interleaved repetitions): training steps traced vs eager vs torch eager, the
+paired repetitions): training steps traced vs eager vs torch eager, the
 replay's cost per node against eager dispatch per op, and the cost of tracing.
 
-    .venv/bin/python benchmarks/function_bench.py [--quick] [--backend cpu] [--markdown FILE]
+    .venv/bin/python benchmarks/function_bench.py [--quick] [--backend cpu] [--threads N] [--markdown FILE]
 
 torch is optional (``pip install torch==2.13.0``); without it the torch column is empty.
+``--threads N`` runs every library with N threads (OpenBLAS, opkernel's intra-op pool,
+torch): on a shared machine under load, one thread per library keeps a kernel from
+waiting on a descheduled worker thread, which otherwise swings figures tenfold.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
+
+def _threads_arg(argv: list[str]) -> int | None:
+    """--threads, read before numpy is imported (OpenBLAS reads its setting then)."""
+    for k, a in enumerate(argv):
+        if a == "--threads" and k + 1 < len(argv):
+            return int(argv[k + 1])
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+    return None
+
+
+THREADS = _threads_arg(sys.argv[1:])
+if THREADS is not None:
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(THREADS)
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import opkernel as ok  # noqa: E402
-from harness import Timed, fmt_time, interleaved  # noqa: E402
+from harness import Timed, fmt_time  # noqa: E402
 from run import environment, torch  # noqa: E402  (torch: None when not installed)
 
 import models  # noqa: E402
@@ -30,6 +50,38 @@ import models  # noqa: E402
 NAN = float("nan")
 #: Ops in the chain of tiny ops (replay overhead per node, tracing cost per op).
 CHAIN = 200
+
+
+def paired(contenders: list[Timed], rounds: int) -> tuple[list[float], list[float]]:
+    """Median seconds per call of each contender, and the median over rounds of each
+    one's time divided by the last contender's time in the same round.
+
+    A round times one block (>= 20 ms) of each contender back to back, in rotating
+    order; on a shared machine whose load comes in bursts of seconds, a ratio taken
+    within a round compares contenders under the same load, where medians taken
+    over whole runs can each come from a different burst."""
+    live = [c for c in contenders if c.fn is not None]
+    sizes = {}
+    for c in live:
+        c.block(1)
+        n = 1
+        while c.block(n) < 0.02 and n < 1 << 20:
+            n *= 2
+        sizes[id(c)] = n
+    times: dict[int, list[float]] = {id(c): [] for c in live}
+    ratios: dict[int, list[float]] = {id(c): [] for c in live}
+    ref = contenders[-1]
+    for r in range(rounds):
+        this: dict[int, float] = {}
+        for k in range(len(live)):
+            c = live[(r + k) % len(live)]
+            this[id(c)] = c.block(sizes[id(c)]) / sizes[id(c)]
+            times[id(c)].append(this[id(c)])
+        for c in live:
+            ratios[id(c)].append(this[id(c)] / this[id(ref)])
+    med = [statistics.median(times[id(c)]) if c.fn is not None else NAN for c in contenders]
+    rat = [statistics.median(ratios[id(c)]) if c.fn is not None else NAN for c in contenders]
+    return med, rat
 
 
 def _sync(backend: str) -> Callable[[], None]:
@@ -81,13 +133,13 @@ def steps(backend: str, quick: bool) -> list[list[str]]:
             eager, traced = make()
             traced()  # traces
             sync = _sync(backend)
-            t_eager, t_traced, t_torch = interleaved(
-                [Timed(eager, sync=sync), Timed(traced, sync=sync), Timed(make_torch() if make_torch else None)],
-                repeats=9 if quick else 21, rounds=3,
+            (t_eager, t_torch, t_traced), (r_eager, r_torch, _) = paired(
+                [Timed(eager, sync=sync), Timed(make_torch() if make_torch else None), Timed(traced, sync=sync)],
+                rounds=9 if quick else 41,
             )
         rows.append([
             name, backend, fmt_time(t_eager), fmt_time(t_traced), fmt_time(t_torch),
-            f"{t_eager / t_traced:.2f}×", "-" if t_torch != t_torch else f"{t_torch / t_traced:.2f}×",
+            f"{r_eager:.2f}×", "-" if r_torch != r_torch else f"{r_torch:.2f}×",
         ])
     return rows
 
@@ -116,9 +168,9 @@ def overhead(backend: str, quick: bool) -> list[list[str]]:
                 y = fn(y, cv, **kw)
 
         sync = _sync(backend)
-        t_kernel, t_eager, t_replay = interleaved(
-            [Timed(kernel_only, sync=sync), Timed(lambda: _chain(x, c), sync=sync), Timed(lambda: f(x, c), sync=sync)],
-            repeats=9 if quick else 21, rounds=3,
+        (t_eager, t_replay, t_kernel), _ = paired(
+            [Timed(lambda: _chain(x, c), sync=sync), Timed(lambda: f(x, c), sync=sync), Timed(kernel_only, sync=sync)],
+            rounds=9 if quick else 41,
         )
     per = [t / CHAIN for t in (t_kernel, t_eager, t_replay)]
     eager_over, replay_over = per[1] - per[0], per[2] - per[0]
@@ -169,16 +221,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--backend", default="cpu", help="the backend to measure (default: cpu)")
     parser.add_argument("--markdown", default="", help="also write the tables and environment to this file")
+    parser.add_argument("--threads", type=int, default=None, help="threads per library (default: each its own)")
     args = parser.parse_args(argv)
     be = args.backend
+    if args.threads is not None:
+        ok.config.intra_op_parallelism_threads = args.threads
+        if torch is not None:
+            torch.set_num_threads(args.threads)
     parts = [
-        table(["case", "backend", "eager", "ok.function", "torch eager", "eager / traced", "torch / traced"], steps(be, args.quick)),
+        table(["case", "backend", "eager", "ok.function", "torch eager", "eager / traced (paired)",
+               "torch / traced (paired)"], steps(be, args.quick)),
         table(["case", "backend", "kernel alone / op", "eager / op", "replay / node", "eager overhead / op",
                "replay overhead / node", "replay / eager overhead"], overhead(be, args.quick)),
         table(["traced function", "backend", "nodes", "tracing", "tracing / op", "first-call binding / node"],
               tracing(be, args.quick)),
     ]
     env = environment()
+    if args.threads is not None:
+        env += f"; threads per library: {args.threads} (OPENBLAS_NUM_THREADS, ok.config.intra_op_parallelism_threads, torch)"
     text = "\n\n".join(parts)
     print(env + "\n\n" + text)
     if args.markdown:
