@@ -63,7 +63,8 @@ def _region(rows: tuple[int, int], cols: tuple[int, int]) -> list[Any]:
 
 
 def _dense(x: Any) -> Any:
-    return x if x.offset == 0 and x.flags.c_contiguous else x.copy()
+    """``x`` at offset 0 (the engine's tensors always are; the kernel checks contiguity)."""
+    return x if x.offset == 0 else x.copy()
 
 
 class _Kernel(ok.OpKernel):
@@ -74,13 +75,18 @@ class _Kernel(ok.OpKernel):
         self.strides = ctx.get_attr("strides")
         self.padding = ctx.get_attr("padding")
         self.dtype = ctx.get_attr("T").name
+        self._kernels: dict[tuple[Any, ...], dict[str, Kernel]] = {}
 
     def window(self, x: Any) -> tuple[Window, bool]:
         g = window(self.op, x.shape, self.ksize, self.strides, self.padding)
         return g, max(g.n * g.h * g.w * g.c, g.n * g.oh * g.ow * g.c) >= 2**31
 
     def kernels(self, be: ok.Backend, g: Window, wide: bool) -> dict[str, Kernel]:
-        return kernels(be, self.op, self.dtype, g, _vector(g.c, self.dtype), wide)
+        key = (be, g.kh, g.kw, g.sw, _vector(g.c, self.dtype), wide)  # one backend per instance, in practice
+        found = self._kernels.get(key)
+        if found is None:
+            found = self._kernels[key] = kernels(be, self.op, self.dtype, g, key[4], wide)
+        return found
 
 
 class MedianPool2D(_Kernel):

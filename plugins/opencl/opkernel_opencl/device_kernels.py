@@ -61,22 +61,28 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _GLOBAL, _CONSTANT, _LOCAL = 4507, 4509, 4508  # CL_KERNEL_ARG_ADDRESS_{GLOBAL,CONSTANT,LOCAL}
 
 
+_backend_class: Any = None
+
+
 def backend_of(where: BackendLike, what: str = "a device kernel") -> OpenCLBackend:
     """The OpenCL backend of a kernel's context (or a backend, or ``"opencl"``), typed: raises an
     ``InvalidArgumentError`` naming ``what`` when it is another backend's."""
-    from .backend import OpenCLBackend
+    global _backend_class
+    if _backend_class is None:
+        from .backend import OpenCLBackend
 
+        _backend_class = OpenCLBackend
     if isinstance(where, str):
         from opkernel.engine import backend_instance
 
         where = backend_instance(where)
     be = where.backend if isinstance(where, ok.OpKernelConstruction) else where
-    if not isinstance(be, OpenCLBackend):
+    if not isinstance(be, _backend_class):
         raise InvalidArgumentError(
             f"{what}: needs backend 'opencl', got {getattr(be, 'name', type(be).__name__)!r}; "
             "register the kernel with backend='opencl'"
         )
-    return be
+    return be  # type: ignore[no-any-return]
 
 
 def _options(owner: str, options: Sequence[str]) -> tuple[str, ...]:
@@ -119,6 +125,16 @@ class _Arg:
         return f"argument {self.index} ({space}{self.type} {self.name})"
 
 
+def _dense(a: Any) -> bool:
+    """Whether device array ``a`` is C-contiguous (pyopencl's flags cost more to build)."""
+    step = a.dtype.itemsize
+    for d, st in zip(reversed(a.shape), reversed(a.strides)):
+        if d != 1 and st != step:
+            return False
+        step *= d
+    return True
+
+
 class Kernel:
     """One kernel of a built ``Program``.  ``launch`` checks sizes and arguments, then
     queues it on the backend's in-order queue (it never waits)."""
@@ -143,6 +159,17 @@ class Kernel:
             )
         except cl.Error:  # a driver without argument info (a program loaded from a binary): counts only
             self.args = None
+        # The argument types of the common call (a numpy scalar of each by-value parameter's
+        # type, a device array for each global pointer), and per array parameter the dtypes
+        # it takes and whether it is const; None where a parameter's type is not known.
+        self._types: tuple[type, ...] | None = None
+        self._arrays: tuple[tuple[int, tuple[np.dtype[Any], ...], bool], ...] = ()
+        known = [(a, a.dtype) for a in self.args or () if a.dtype is not None and a.space != _LOCAL]
+        if self.args is not None and len(known) == self.num_args:
+            self._types = tuple(be.Array if a.pointer else dt.type for a, dt in known)
+            self._arrays = tuple(
+                (a.index, (dt, np.dtype(np.bool_)) if dt.itemsize == 1 else (dt,), a.const) for a, dt in known if a.pointer
+            )
 
     def where(self) -> str:
         p = self.program
@@ -159,7 +186,7 @@ class Kernel:
             raise InvalidArgumentError(f"{self.where()}: argument {i} is a string tensor, which stays in host memory")
         if arg is not None and arg.dtype is not None and arg.dtype != a.dtype and not (a.dtype == np.bool_ and arg.dtype.itemsize == 1):
             raise OpTypeError(f"{self.where()}: {arg.describe()} points to {arg.dtype.name}, got an array of {a.dtype.name}")
-        if not a.flags.c_contiguous:
+        if not _dense(a):
             raise InvalidArgumentError(f"{self.where()}: argument {i} is not C-contiguous (strides {a.strides}); pass x.copy()")
         if a.offset == 0:
             return a.base_data
@@ -199,6 +226,19 @@ class Kernel:
             names = "" if self.args is None else " (" + ", ".join(a.name for a in self.args) + ")"
             raise InvalidArgumentError(f"{self.where()}: takes {self.num_args} arguments{names}, got {len(args)}")
         be = self.program.backend
+        if self._types is not None and tuple(map(type, args)) == self._types:
+            # The common case: numpy scalars of the parameters' types and device arrays,
+            # whose dtypes, offsets and layouts are all that is left to check.
+            fast = list(args)
+            for i, dtypes, const in self._arrays:
+                a = args[i]
+                if a.offset or a.dtype not in dtypes or not _dense(a):
+                    break  # the checks below say what is wrong, or make the sub-buffer
+                fast[i] = a.base_data
+                if not const:
+                    be.dirty(a)
+            else:
+                return tuple(fast)
         out = []
         for i, a in enumerate(args):
             arg = None if self.args is None else self.args[i]
@@ -517,7 +557,7 @@ class ElementwiseKernel:
         out_dt = np.dtype(self.spec.result_dtype(dtype))
         if out is None:
             out = be.new_array(shape, out_dt)
-        elif not isinstance(out, be.Array) or tuple(out.shape) != shape or out.dtype != out_dt or out.offset or not out.flags.c_contiguous:
+        elif not isinstance(out, be.Array) or tuple(out.shape) != shape or out.dtype != out_dt or out.offset or not _dense(out):
             raise InvalidArgumentError(
                 f"elementwise kernel {self.name!r}: out must be a C-contiguous device array at offset 0 of shape "
                 f"{list(shape)} and dtype {out_dt.name}"
@@ -525,7 +565,7 @@ class ElementwiseKernel:
         n = int(np.prod(shape, dtype=np.int64))
         if n:
             k = self.program.kernel(be, self.name, op=op, dtype=dtype)
-            arrays = [a if a.offset == 0 and a.flags.c_contiguous else a.copy() for a in inputs]
+            arrays = [a if a.offset == 0 and _dense(a) else a.copy() for a in inputs]
             k.launch1d(n, out, *arrays, *values)
         return out
 
