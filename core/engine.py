@@ -1617,8 +1617,8 @@ class _FallbackSignature(_Signature):
     Which backend runs it depends on the fallback in effect at each call (a
     ContextVar), so the route is looked up per call in ``routes``, keyed by that
     setting: the signature can sit in the op's caches like any other, and a call
-    made after the fallback is turned off raises the original KernelNotFoundError.
-    A kernel registered later resets the caches, so it wins from then on."""
+    made after the fallback is turned off raises the KernelNotFoundError of a call
+    without one.  A kernel registered later resets the caches, so it wins from then on."""
 
     __slots__ = ("handle", "label", "error", "routes", "ref_positions", "in_dtypes")
 
@@ -1634,7 +1634,9 @@ class _FallbackSignature(_Signature):
         self.refs = []
         self.in_dtypes = [dt for arg, n in zip(op_def.inputs, in_lengths) for dt in _arg_dtypes(arg, n, attrs)]
         self.ref_positions = frozenset(
-            i for i, is_ref in enumerate(a.is_ref for a, n in zip(op_def.inputs, in_lengths) for _ in range(n or 1)) if is_ref
+            i for i, is_ref in enumerate(
+                a.is_ref for a, n in zip(op_def.inputs, in_lengths) for _ in range(1 if n is None else n)
+            ) if is_ref
         )
 
     def _route(self, setting: tuple[str, ...], be: Backend, attrs: dict[str, Any]) -> _Signature:

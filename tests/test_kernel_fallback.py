@@ -192,9 +192,11 @@ def test_in_place_updates_reach_the_variable_through_a_fallback(twin: str) -> No
         assert count("AssignSub") >= 2
 
 
-def test_every_output_of_a_fallen_back_call_comes_back(twin: str) -> None:
+def test_list_inputs_go_and_every_output_comes_back(twin: str) -> None:
     with ok.use_backend(twin), ok.kernel_fallback("cpu"), warnings.catch_warnings():
         warnings.simplefilter("ignore", KernelFallbackWarning)
+        joined = ok.ops.add_n([ok.tensor([1.0]), ok.tensor([2.0]), ok.tensor([4.0])])  # a list input
+        assert joined.backend == "twin" and joined.numpy().tolist() == [7.0]
         parts = ok.ops.unpack(ok.tensor([[1.0, 2.0], [3.0, 4.0]]), num=2)  # a list output
         assert [p.backend for p in parts] == ["twin", "twin"]
         assert [p.numpy().tolist() for p in parts] == [[1.0, 2.0], [3.0, 4.0]]
