@@ -79,7 +79,7 @@ from .shapes import Dimension, InferenceContext, TensorShape
 from .tensor import Tensor, Variable
 
 if TYPE_CHECKING:  # imported at first use: see __getattr__
-    from . import compat, nn, ops, shape_fns, testing, typing
+    from . import compat, dask, nn, ops, shape_fns, testing, typing
     from .function import function
     from .graph import TensorSpec
     from .hookspecs import PLUGIN_API_VERSION, hookimpl
@@ -100,7 +100,7 @@ __all__ = [
     "register_op", "op_def", "infer_shapes", "function", "TensorSpec", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
     "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "profile", "explain", "load_op_library", "compat",
-    "testing", "typing",
+    "testing", "typing", "dask",
     "kernel_fallback",
     "save", "load",
     "unregister_kernel", "unregister_gradient", "get_kernel", "get_kernels_for_backend", "get_gradient",
