@@ -237,7 +237,8 @@ def test_user_program_is_typed_under_mypy_strict(tmp_path: Path, request: pytest
     # mypy's cache and the path it finds opkernel on (the checkout's core/, as the
     # Makefile's typecheck does) stay in pytest's cache between runs: a cold cache
     # (numpy's and opkernel's types) costs several seconds; mypy re-checks what changed.
-    kept = request.config.cache.mkdir("opkernel-mypy") if request.config.cache else tmp_path
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
+    kept = cache.mkdir("opkernel-mypy") if cache is not None else tmp_path
     paths = kept / "path"
     paths.mkdir(exist_ok=True)
     link = paths / "opkernel"
