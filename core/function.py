@@ -394,13 +394,29 @@ def _flatten_args(x: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
     return leaves, lambda new: rebuild(iter(new))
 
 
+class _Identity:
+    """A key part that compares by identity and holds its object, so that the object's
+    id cannot be reused by another while the trace is cached."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+
 def _static_key(x: Any) -> Any:
     """A non-tensor argument's part of the signature key: its value (with its class) when
     hashable, else its identity."""
     try:
         hash(x)
     except TypeError:
-        return ("id", id(x))
+        return _Identity(x)
     if isinstance(x, float):
         return (float, x.hex())
     return (type(x), x)
@@ -491,7 +507,7 @@ class Function:
         specs: list[tuple[Any, DType]] = []
         for pos, x in enumerate(flat):
             if isinstance(x, Variable):
-                key.append(("var", id(x)))
+                key.append(_Identity(x))
             elif isinstance(x, Tensor):
                 key.append((x._dtype, x.shape))
                 tensors.append(x)
