@@ -253,6 +253,23 @@ def test_warmup_builds_declared_programs(be: Any, monkeypatch: pytest.MonkeyPatc
     assert ok.warmup("opencl") == 0
 
 
+def test_a_name_declared_by_another_module_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(device_kernels, "_registry", {})
+
+    def render() -> str:
+        return SCALE_SOURCE
+
+    first = DeviceProgram("test>named", render)
+    again = DeviceProgram("test>named", render)  # the same module imported again: replaces it
+    assert device_kernels.registered()["test>named"] is again and first is not again
+    with pytest.raises(ok.errors.AlreadyExistsError, match=r"OpenCL program 'test>named' is already declared \(by test_device_kernel_api\)"):
+        DeviceProgram("test>named", lambda: SCALE_SOURCE)
+    ElementwiseKernel("test_same", "x + 1")
+    ElementwiseKernel("test_same", "x + 1")
+    with pytest.raises(ok.errors.AlreadyExistsError, match=r"'elementwise:test_same' is already declared"):
+        ElementwiseKernel("test_same", "x + 2")
+
+
 def test_median_pool_programs_are_registered_for_warmup() -> None:
     pytest.importorskip("opkernel_medianpool")
     from opkernel_medianpool import opencl as mp

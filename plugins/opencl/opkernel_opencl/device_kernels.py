@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Un
 import numpy as np
 
 import opkernel as ok
-from opkernel.errors import InvalidArgumentError, OpSpecError, OpTypeError
+from opkernel.errors import AlreadyExistsError, InvalidArgumentError, OpSpecError, OpTypeError
 
 if TYPE_CHECKING:
     from .backend import OpenCLBackend
@@ -353,7 +353,7 @@ class DeviceProgram:
     device has ``cl_khr_fp64`` / ``cl_khr_fp16``."""
 
     def __init__(self, name: str, render: Callable[..., str], *, options: Sequence[str] = (),
-                 warmup: Iterable[Mapping[str, Any]] = (), register: bool = True) -> None:
+                 warmup: Iterable[Mapping[str, Any]] = (), register: bool = True, origin: Any = None) -> None:
         if not isinstance(name, str) or not name:
             raise OpSpecError(f"DeviceProgram: the name must be a non-empty string, got {name!r}")
         if not callable(render):
@@ -364,8 +364,11 @@ class DeviceProgram:
         self.warmup = tuple(dict(p) for p in warmup)
         self._built: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Program]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        #: What makes a second declaration under this name the same program (a module
+        #: imported again), not another package's: where ``render`` was written.
+        self.origin = origin if origin is not None else (getattr(render, "__module__", None), getattr(render, "__qualname__", None))
         if register:
-            _registry[name] = self
+            _register(self)
 
     def what(self, params: Mapping[str, Any]) -> str:
         return self.name + ("[" + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + "]" if params else "")
@@ -404,6 +407,17 @@ class DeviceProgram:
 _registry: dict[str, DeviceProgram] = {}
 
 
+def _register(prog: DeviceProgram) -> None:
+    known = _registry.get(prog.name)
+    if known is not None and known.origin != prog.origin:
+        raise AlreadyExistsError(
+            f"OpenCL program {prog.name!r} is already declared (by {known.origin[0]}); name programs after their "
+            "package ('Package>name') or declare this one with register=False",
+            program=prog.name,
+        )
+    _registry[prog.name] = prog
+
+
 def registered() -> dict[str, DeviceProgram]:
     """Every declared program ``ok.warmup("opencl")`` builds, by name."""
     return dict(_registry)
@@ -416,7 +430,7 @@ def warm(backend: OpenCLBackend) -> None:
             dtype = params.get("dtype")
             if dtype is not None and not backend.supports_dtype(ok.as_dtype(dtype)):
                 continue
-            prog.build(backend, op=f"warmup of {prog.name}", **params)
+            prog.build(backend, **params)
 
 
 # ------------------------------------------------------------ the elementwise helper
@@ -540,6 +554,7 @@ class ElementwiseKernel:
         self.program = DeviceProgram(
             f"elementwise:{name}", lambda dtype: opencl_source(self.spec, dtype),
             warmup=[{"dtype": d} for d in self.spec.dtypes], register=register,
+            origin=("elementwise", expression, tuple(inputs), tuple(scalars), tuple(dtypes), out_dtype, preamble),
         )
 
     def source(self, dtype: str) -> str:
