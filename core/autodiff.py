@@ -374,8 +374,9 @@ def _accumulate(grads: dict[int, Tensor], t: Tensor, g: Tensor) -> None:
             grads[id(t)] = _ops().add(old, g)
 
 
-def _in_gradient(error: Exception, record: OpRecord) -> Exception:
-    """``error`` (same class, same context) with a message saying whose gradient was running."""
+def _in_gradient(error: Exception, record: OpRecord) -> Exception | None:
+    """``error`` (same class, same context) with a message saying whose gradient was
+    running; None for an exception class that cannot be copied (re-raise it as it is)."""
     where = f"while computing the gradient of {record.type!r}"
     if record._backend is not None:
         where += f" (recorded on backend {record.backend!r})"
@@ -389,9 +390,8 @@ def _in_gradient(error: Exception, record: OpRecord) -> Exception:
     try:
         wrapped = copy.copy(error)
         wrapped.args = (f"{where}: {error}",)
-    except Exception:  # an exception class that cannot be copied: keep it, with a note
-        error.add_note(where)
-        return error
+    except Exception:  # noqa: BLE001 -- an exception class that cannot be rebuilt from its args
+        return None
     return wrapped
 
 
@@ -462,7 +462,10 @@ def _backprop(
             try:
                 in_grads = _run_backward(entry, filled)
             except Exception as e:
-                raise _in_gradient(e, entry) from e
+                wrapped = _in_gradient(e, entry)
+                if wrapped is None:
+                    raise
+                raise wrapped from e
             for x, g in zip(entry.inputs, in_grads):
                 if g is not None and differentiable[x._dtype]:
                     home = x._backend

@@ -140,6 +140,32 @@ def test_an_error_in_a_gradient_names_its_op_and_backend(twin: str) -> None:
         assert type(caught.value.__cause__) is error and caught.match(original)
 
 
+class _Picky(Exception):
+    """An exception class that cannot be rebuilt from its args."""
+
+    def __init__(self, message: str, *, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def test_an_error_that_cannot_be_rebuilt_goes_through_unchanged(twin: str) -> None:
+    @ok.custom_gradient
+    def picky(x: ok.Tensor) -> tuple[ok.Tensor, object]:
+        def grad(dy: ok.Tensor) -> ok.Tensor:
+            raise _Picky("picky", code=7)
+
+        return ok.ops.neg(x), grad
+
+    with ok.use_backend(twin):
+        x = ok.tensor([1.0])
+        with ok.GradientTape() as tape:
+            tape.watch(x)
+            y = picky(x)
+        with pytest.raises(_Picky, match="^picky$") as caught:
+            tape.gradient(y, x, output_gradients=ok.tensor([1.0]))
+    assert caught.value.code == 7
+
+
 def test_custom_gradients_and_transfers_are_recorded_with_their_backend(twin: str) -> None:
     @ok.custom_gradient
     def clipped(x: ok.Tensor) -> tuple[ok.Tensor, object]:
