@@ -7,6 +7,7 @@
                                           2 when a file is unreadable or not well-formed op definitions)
     opkernel compat --check-snapshot F     compare a plugin's ops (--plugin, default builtin) with a snapshot;
     opkernel compat --update-snapshot F    record them (compatible changes only, unless --force)
+    opkernel inspect PATH                 a saved graph's ops and packages: installed? compatible?
 """
 
 from __future__ import annotations
@@ -135,6 +136,12 @@ def cmd_compat(argv: Sequence[str]) -> int:
     return compat.main(argv, prog="opkernel compat")
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from . import saving
+
+    return saving.inspect_main(args.path, _table)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["compat"]:  # its own parser, in opkernel.compat (python -m opkernel.compat is the same command)
@@ -159,6 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="op definitions vs. TensorFlow's compatibility rules: compare OLD.json NEW.json, or --check-snapshot / "
         "--update-snapshot FILE for a plugin's ops; exit status 1 when a change breaks",
     )
+    i = sub.add_parser(
+        "inspect",
+        help="a saved graph's ops, the packages it needs, whether each is installed and compatible",
+        epilog="exit status: 0 the graph loads here; 1 an op is missing or changed incompatibly; 2 the file cannot be read",
+    )
+    i.add_argument("path", help="a file written by ok.save (.okg)")
+    i.set_defaults(fn=cmd_inspect)
     args = parser.parse_args(argv)
     return int(args.fn(args))
 
