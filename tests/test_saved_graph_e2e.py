@@ -36,7 +36,18 @@ from opkernel.graph import Edge, Graph, Node, TensorSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ["opkernel", "opkernel-cpu"]
-OPENCL = ["opkernel-opencl", "pocl-binary-distribution"]
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+# opkernel-opencl[pocl]: PoCL's CPU device where it came from pip (a machine may use a system OpenCL driver instead)
+OPENCL = ["opkernel-opencl"] + (["pocl-binary-distribution"] if _installed("pocl-binary-distribution") else [])
 MEDIANPOOL = ROOT / "examples" / "median_pool" / "opkernel_medianpool"
 
 
