@@ -9,7 +9,9 @@ A program built through the API goes through the backend's verified disk cache
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -340,7 +342,14 @@ def _cuda_device_kernels() -> Any:
     return cuda_dk
 
 
+#: As in test_cuda_compile.py: where opkernel-cuda is installed, a missing NVRTC is a failure.
+NVRTC_REQUIRED = any(ep.value == "opkernel_cuda" for ep in importlib.metadata.entry_points(group="opkernel")) or (
+    os.environ.get("OPKERNEL_REQUIRE_NVRTC") == "1"
+)
+
+
 def _nvrtc() -> tuple[Any, list[str]]:
+    missing = pytest.fail if NVRTC_REQUIRED else pytest.skip
     try:
         from cuda.pathfinder import find_nvidia_header_directory
         from cupy_backends.cuda.libs import nvrtc
@@ -348,9 +357,9 @@ def _nvrtc() -> tuple[Any, list[str]]:
         nvrtc.getVersion()
         headers = find_nvidia_header_directory("cudart")
     except Exception as e:
-        pytest.skip(f"NVRTC is not usable ({type(e).__name__}: {e}); pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12")
+        missing(f"NVRTC is not usable ({type(e).__name__}: {e}); pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12")
     if headers is None:
-        pytest.skip("the CUDA headers (cuda_fp16.h) were not found: pip install nvidia-cuda-runtime-cu12")
+        missing("the CUDA headers (cuda_fp16.h) were not found: pip install nvidia-cuda-runtime-cu12")
     return nvrtc, [f"-I{headers}"]
 
 
