@@ -81,8 +81,11 @@ def test_the_same_source_is_built_once(be: Any) -> None:
     be.build_program(SCALE_SOURCE, name="test>scale")
     builds = be.programs.builds
     p1 = be.build_program(SCALE_SOURCE, name="test>scale")
-    p2 = be.build_program(SCALE_SOURCE, name="another name")
+    p2 = be.build_program(SCALE_SOURCE, name="another name", op="Test>Other")
     assert be.programs.builds == builds and p1.handle is p2.handle
+    assert p1 is be.build_program(SCALE_SOURCE, name="test>scale")
+    with pytest.raises(InvalidArgumentError, match=r"^kernel 'scale' of OpenCL program 'another name' \(op 'Test>Other'\): takes 4"):
+        p2.kernel("scale").launch1d(1)  # the op of this launch, though another op built the program first
 
 
 def test_device_program_renders_per_parameters_and_options(be: Any) -> None:

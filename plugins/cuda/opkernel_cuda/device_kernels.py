@@ -281,8 +281,23 @@ def build(backend: CudaBackend, source: str, options: Sequence[str], what: str, 
     opts = _options(f"CUDA program {what!r}", options)
     if not isinstance(source, str) or not source.strip():
         raise OpSpecError(f"CUDA program {what!r}: the source must be a non-empty string of CUDA C++")
-    handle = backend.cupy.RawModule(code=source, options=("-std=c++17", *opts))
-    return Program(backend, handle, source, what, op)
+    key = (source, opts, what, op)
+    found = _programs.get(backend, {}).get(key)
+    if found is None:
+        with _lock:
+            modules = _modules.setdefault(backend, {})
+            handle = modules.get((source, opts))
+            if handle is None:
+                handle = modules[(source, opts)] = backend.cupy.RawModule(code=source, options=("-std=c++17", *opts))
+            found = _programs.setdefault(backend, {}).setdefault(key, Program(backend, handle, source, what, op))
+    return found
+
+
+#: One module per backend and (source, options), and a Program over it per name and op
+#: (so that errors name the op that launched).
+_modules: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
+_programs: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Program]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
 
 
 class DeviceProgram:
@@ -319,7 +334,7 @@ class DeviceProgram:
 
     def build(self, where: BackendLike, *, op: str | None = None, **params: Any) -> Program:
         be = backend_of(where, f"CUDA program {self.name!r}")
-        key = tuple(sorted(params.items()))
+        key = (op, *sorted(params.items()))
         found = self._built.get(be, {}).get(key)
         if found is None:
             found = build(be, self.source(**params), self.options, self.what(params), op)

@@ -336,9 +336,20 @@ def build(backend: OpenCLBackend, source: str, options: Sequence[str], what: str
     opts = _options(f"OpenCL program {what!r}", options)
     if not isinstance(source, str) or not source.strip():
         raise OpSpecError(f"OpenCL program {what!r}: the source must be a non-empty string of OpenCL C")
-    # Argument info lets launches check each argument's type; it costs nothing at run time.
-    handle = backend.programs.build_source(source, " ".join((*opts, "-cl-kernel-arg-info")), what, op or what)
-    return Program(backend, handle, what, op)
+    key = (source, opts, what, op)
+    found = _programs.get(backend, {}).get(key)
+    if found is None:
+        # Argument info lets launches check each argument's type; it costs nothing at run time.
+        handle = backend.programs.build_source(source, " ".join((*opts, "-cl-kernel-arg-info")), what, op or what)
+        with _lock:
+            found = _programs.setdefault(backend, {}).setdefault(key, Program(backend, handle, what, op))
+    return found
+
+
+#: Programs (with their kernels) per backend and (source, options, name, op): the same
+#: built program under each op that uses it, so that errors name the op that launched.
+_programs: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Program]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
 
 
 class DeviceProgram:
@@ -382,7 +393,7 @@ class DeviceProgram:
 
     def build(self, where: BackendLike, *, op: str | None = None, **params: Any) -> Program:
         be = backend_of(where, f"OpenCL program {self.name!r}")
-        key = tuple(sorted(params.items()))
+        key = (op, *sorted(params.items()))
         found = self._built.get(be, {}).get(key)
         if found is None:
             what = self.what(params)
