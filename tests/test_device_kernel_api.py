@@ -400,7 +400,8 @@ def test_cuda_launch_checks_without_a_gpu() -> None:
     y, x = np.zeros(8, np.float32), np.ones(8, np.float32)
     k.launch1d(8, y, x, np.float32(2), np.int32(8))
     k.launch(512, y, x, np.float32(2), np.int32(8), local_size=128)
-    assert [(grid, block) for grid, block, _ in calls] == [((1,), (256,)), ((4,), (128,))]
+    k.launch(300, y, x, np.float32(2), np.int32(8))  # blocks of 150: the largest divisor up to 256
+    assert [(grid, block) for grid, block, _ in calls] == [((1,), (256,)), ((4,), (128,)), ((2,), (150,))]
     assert all(args[0] is y and args[1] is x and args[2:] == (2, 8) for _, _, args in calls)
     where = r"kernel 'scale' of CUDA program 'test>scale' \(op 'Test>Scale'\): "
     with pytest.raises(OpTypeError, match=where + r"argument 2 \(float a\) is a Python float; pass np\.float32\(2\.0\)"):
@@ -413,7 +414,7 @@ def test_cuda_launch_checks_without_a_gpu() -> None:
         k.launch(4096, y, x, np.float32(2), np.int32(8), local_size=2048)
     with pytest.raises(InvalidArgumentError, match=where + r"the global size \[100\] must be a multiple of the local size \[64\]"):
         k.launch(100, y, x, np.float32(2), np.int32(8), local_size=64)
-    assert len(calls) == 2
+    assert len(calls) == 3
 
 
 AUTHOR = '''

@@ -188,12 +188,13 @@ class Kernel:
     def launch(self, global_size: int | Sequence[int], *args: Any, local_size: int | Sequence[int] | None = None,
                shared_mem: int = 0) -> None:
         """Queue one launch over ``global_size`` threads (1 to 3 dimensions) in blocks of
-        ``local_size`` (default 256 in dimension 0, 1 in the others): each global size a
-        multiple of the local size, as on OpenCL, a block at most 1024 threads."""
+        ``local_size`` (default: in dimension 0 the largest divisor of its size up to 256,
+        1 in the others): each global size a multiple of the local size, as on OpenCL, a
+        block at most 1024 threads."""
         g = _sizes(self.where(), "the global size", global_size, None, 0)
         assert g is not None
         lo = _sizes(self.where(), "the local size", local_size, len(g), 1) or tuple(
-            (min(BLOCK, g[0]) or 1) if d == 0 else 1 for d in range(len(g))
+            next(b for b in range(min(BLOCK, g[0]) or 1, 0, -1) if g[0] % b == 0) if d == 0 else 1 for d in range(len(g))
         )
         items = int(np.prod(lo))
         if items > MAX_BLOCK:
