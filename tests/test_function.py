@@ -487,3 +487,50 @@ def test_a_replay_falls_back_as_eager_calls_do():
                 warnings.simplefilter("ignore")
                 out = f(x)
         assert out.backend == "opencl" and out.numpy().tolist() == [3.0, 3.0]
+
+
+def test_a_kernel_label_chosen_while_tracing_is_kept_by_every_replay():
+    from opkernel.testing import isolated_registries
+
+    with isolated_registries(), ok.use_backend("cpu"):
+        _twice_op()
+
+        @ok.register_kernel("FnTestTwice", backend="cpu", label="ten")
+        def ten(x, **attrs):
+            return x * 10
+
+        f = ok.function(lambda x: ok.execute("FnTestTwice", x))
+        x = ok.tensor(np.ones(2, F32))
+        with ok.kernel_label_map({"FnTestTwice": "ten"}):
+            assert f(x).numpy().tolist() == [10.0, 10.0]
+        assert f(x).numpy().tolist() == [10.0, 10.0]  # the node keeps its label
+        assert f.concrete_functions[0].graph.nodes[0].label == "ten"
+
+
+def test_other_threads_run_eagerly_while_a_function_is_traced():
+    import threading
+
+    seen = []
+
+    @ok.function
+    def f(x):
+        worker = threading.Thread(target=lambda: seen.append(ok.ops.neg(ok.tensor([1.0])).numpy().tolist()))
+        worker.start()
+        worker.join()
+        return x + 1.0
+
+    assert f(ok.tensor([1.0])).numpy().tolist() == [2.0]
+    assert seen == [[-1.0]] and [n.op for n in f.concrete_functions[0].graph.nodes] == ["Add"]
+
+
+def test_a_failed_trace_leaves_nothing_behind():
+    @ok.function
+    def f(x):
+        with ok.GradientTape():
+            ok.ops.neg(x)
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        f(ok.tensor([1.0]))
+    assert ok.engine._SLOW_SCOPES[0] == 0 and ok.engine._TRACER.get() is None
+    assert ok.ops.neg(ok.tensor([1.0])).numpy().tolist() == [-1.0]
