@@ -11,7 +11,7 @@ REQUIRED_BACKENDS ?= cpu,opencl
 PACKAGES := -e . -e ./plugins/cpu -e './plugins/opencl[pocl]' -e ./plugins/cuda -e ./examples/median_pool
 # NVRTC and the CUDA headers as wheels: the tests compile every CUDA kernel for sm_80 and sm_90.
 CUDA_COMPILE_DEPS := nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
-.PHONY: demo test typecheck install install-test bench clean
+.PHONY: demo dask-demo test typecheck install install-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,15 @@ install-test: $(VENV)/.installed-test
 
 demo: install
 	$(BIN)/python examples/demo.py
+
+# examples/dask_median.py: median pool over a zarr stack larger than each worker's memory,
+# on a 2-process Dask cluster (docs/scaling.md).  DASK_DEMO_ARGS="--help" lists its options.
+$(VENV)/.installed-dask: $(VENV)/.installed
+	$(PIP) install -q -e '.[dask-example]'
+	touch $@
+
+dask-demo: $(VENV)/.installed-dask
+	$(BIN)/python examples/dask_median.py $(DASK_DEMO_ARGS)
 
 # mypy checks the core and every package that builds on it.  The core lives in core/
 # and installs as `opkernel` through setuptools' editable import hook, which mypy does
