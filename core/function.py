@@ -940,6 +940,30 @@ def _node_signature(graph: Graph, i: int, be: Backend, fname: str) -> engine._Si
     return sig
 
 
+def _statically_small(graph: Graph) -> set[int]:
+    """Nodes whose outputs graph shape inference sizes exactly (from the input specs and
+    the constants) at most ``CHEAP_BYTES`` in all: the engine's output-size guard (of
+    Fill, Reshape, Pad, ...) lets such calls through, so their replay skips it.  A graph
+    that shape inference refuses keeps every guard (its replay reports the error)."""
+    from ._bounds import CHEAP_BYTES  # only graphs are sized here
+
+    try:
+        shapes = infer_shapes(graph)
+    except OpkernelError:
+        return set()
+    small: set[int] = set()
+    for i, specs in enumerate(shapes):
+        total = 0
+        for spec in specs:
+            if not spec.is_fully_defined():
+                break
+            total += math.prod(d for d in spec.shape or () if d is not None) * spec.dtype.size
+        else:
+            if total <= CHEAP_BYTES:
+                small.add(i)
+    return small
+
+
 def _outputs(result: Any, n: int, op_def: Any) -> Any:
     """A several-output kernel's result, checked: a tuple or list of ``n`` values."""
     if (result.__class__ is tuple or result.__class__ is list) and len(result) == n:
@@ -960,6 +984,7 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
             )
     generation = _GENERATION[0]  # read first: a change while binding makes the plan stale at once
     consts = [Tensor(be.from_numpy(c), as_dtype(c.dtype), be) for c in graph.constants]
+    small = _statically_small(graph)
     steps = []
     for i in cf.live_nodes:
         try:
@@ -999,7 +1024,7 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
         simple = (
             type(sig) is engine._Signature and kdef.backend == be.name  # not a fallback to another backend
             and not kdef.is_class and not kdef.is_generic and bool(outs)
-            and not output_size_inputs(sig.op_def.shape_fn)
+            and (i in small or not output_size_inputs(sig.op_def.shape_fn))
             and not (kdef.host_memory and not be.host_memory_is_native)
             and not any(a.is_list for a in sig.op_def.inputs)
             and not any(a.is_list for a in sig.op_def.outputs)

@@ -534,3 +534,12 @@ def test_a_failed_trace_leaves_nothing_behind():
         f(ok.tensor([1.0]))
     assert ok.engine._SLOW_SCOPES[0] == 0 and ok.engine._TRACER.get() is None
     assert ok.ops.neg(ok.tensor([1.0])).numpy().tolist() == [-1.0]
+
+
+def test_outputs_sized_by_runtime_values_keep_the_engines_size_guard(backend):
+    f = ok.function(lambda dims: ok.ops.fill(dims, 1.0), input_signature=[ok.TensorSpec((2,), ok.int64)])
+    assert f(np.array([2, 3])).shape == (2, 3)
+    with pytest.raises((InvalidArgumentError, ok.errors.ResourceExhaustedError), match="'Fill'"):
+        f(np.array([2**31, 2**31]))
+    g = ok.function(lambda x: ok.ops.pad(x, [[1, 1]]))  # sizes known while tracing: no guard needed
+    assert g(ok.tensor(np.ones(3, F32))).numpy().tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]
