@@ -545,6 +545,8 @@ class Function:
     def _with_signature(self, args: Any, kwargs: Any, specs_allowed: bool) -> tuple[ConcreteFunction, list[Tensor]]:
         sig = self.input_signature
         assert sig is not None
+        if specs_allowed and not args and not kwargs:
+            args = tuple(sig)  # get_concrete_function(): the signature's own trace
         if kwargs or len(args) != len(sig):
             raise InvalidArgumentError(
                 f"ok.function {self.__name__!r} has an input_signature of {len(sig)} tensors and takes exactly "
