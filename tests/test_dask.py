@@ -311,6 +311,37 @@ def test_batch_axis_ops(run: Runner) -> None:
     _equal(run.many(cases), cases)
 
 
+def test_traced_and_loaded_functions_map_over_the_batch_axis(run: Runner, tmp_path: Any) -> None:
+    with ok.use_backend("cpu"):
+        w = ok.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), name="w")
+
+    @ok.function
+    def predict(x: Any, bias: Any) -> Any:
+        return ok.ops.softmax(ok.ops.relu(ok.ops.mat_mul(x, w)) + bias)
+
+    x, bias = _data((11, 4)), _data((11, 3))
+    with ok.use_backend("cpu"):
+        want = predict(ok.tensor(x), ok.tensor(bias)).numpy()
+        y = ok.dask.apply(predict, da.from_array(x, chunks=(4, 2)), bias)
+        ok.save(predict, tmp_path / "predict.okg")  # its traces: (11, 4) and the (None, 4) apply made
+        loaded = ok.load(tmp_path / "predict.okg")
+        z = ok.dask.apply(loaded, da.from_array(x, chunks=3), da.from_array(bias, chunks=5))
+        assert (y.shape, y.dtype, y.chunks[0]) == ((11, 3), np.float32, (4, 4, 3))
+        got = dask_compute(run, y, z)
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], want)
+    with pytest.raises(ok.errors.ShapeError, match="axis 0"):
+        ok.dask.apply(predict, x, bias[:3])
+
+
+def dask_compute(run: Runner, *ys: Any) -> list[np.ndarray]:
+    if run.client is None:
+        import dask
+
+        return list(dask.compute(*ys, scheduler="threads"))
+    return list(run.client.gather(run.client.compute(list(ys))))
+
+
 def test_threaded_on_opencl() -> None:
     if "opencl" not in ok.available_backends():
         pytest.skip("backend 'opencl' unavailable")

@@ -31,6 +31,12 @@ __all__ = ["apply"]
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
+def _is_traced(fn: Any) -> bool:
+    from ..function import ConcreteFunction, Function
+
+    return isinstance(fn, (Function, ConcreteFunction)) or (hasattr(fn, "graphs") and hasattr(fn, "graph"))
+
+
 def _op_name(op: Any) -> str:
     if isinstance(op, str):
         return op
@@ -38,7 +44,8 @@ def _op_name(op: Any) -> str:
     if isinstance(name, str):
         return name
     raise InvalidArgumentError(
-        f"ok.dask.apply takes an op name or a generated op wrapper (ok.ops.matmul), got {op!r}"
+        f"ok.dask.apply takes an op name, a generated op wrapper (ok.ops.matmul) or a traced function "
+        f"(ok.function, ok.load), got {op!r}"
     )
 
 
@@ -501,6 +508,79 @@ _BUILDERS: dict[type, Callable[[_Call, Any], da.Array]] = {
 }
 
 
+# ------------------------------------------------------------------ traced functions
+
+def _graph_output_spec(graph: Any, specs: list[Any], what: str) -> Any:
+    from ..function import infer_shapes as graph_shapes
+
+    if len(graph.outputs) != 1 or not isinstance(graph.output_structure, int):
+        raise InvalidArgumentError(f"{what}: ok.dask.apply maps functions with one output tensor, "
+                                   f"this one has {len(graph.outputs)}")
+    edge = graph.outputs[0]
+    if edge.kind == "node":
+        return graph_shapes(graph, specs)[edge.index][edge.output]
+    if edge.kind == "input":
+        return specs[edge.index]
+    raise InvalidArgumentError(f"{what}: its output does not depend on its inputs; nothing to map")
+
+
+def _traced_block(data: bytes, *blocks: Any, token: str) -> Any:
+    return _worker.run_saved(token, data, *blocks)
+
+
+def _traced(fn: Any, arrays: Sequence[Any], attrs: dict[str, Any]) -> da.Array:
+    """A traced function mapped over axis 0 of every input (a batch of samples)."""
+    import os
+    import tempfile
+
+    from ..function import ConcreteFunction, Function
+    from ..graph import TensorSpec
+    from ..saving import save
+
+    what = f"traced function {getattr(fn, '__name__', type(fn).__name__)!r}"
+    if attrs:
+        raise InvalidArgumentError(f"{what}: ok.dask.apply takes no attrs for a function, got {sorted(attrs)}")
+    xs = [_as_dask(np.asarray(a) if not _is_dask(a) else a) for a in arrays]
+    if not xs or any(x.ndim == 0 for x in xs) or len({x.shape[0] for x in xs}) != 1:
+        raise ShapeError(f"{what}: ok.dask.apply maps it over axis 0 (the batch), so every input must have that "
+                         f"axis, of one length; got shapes {[x.shape for x in xs]}")
+    specs = [TensorSpec((None, *x.shape[1:]), as_dtype(x.dtype)) for x in xs]
+    if isinstance(fn, Function):
+        graph = fn.get_concrete_function(*specs).graph
+    elif isinstance(fn, ConcreteFunction):
+        graph = fn.graph
+    else:  # a function ok.load gave back: its first trace whose inputs take any batch size
+        graph = next((g for g in fn.graphs if all(s.shape and s.shape[0] is None for s in g.inputs)), None)
+        if graph is None:
+            raise ShapeError(f"{what}: every saved trace has a fixed batch size ({[list(g.inputs) for g in fn.graphs]}); "
+                             "save one traced with TensorSpec((None, ...)) to map it over chunks of the batch axis")
+    out = _graph_output_spec(graph, specs, what)
+    if out.shape is None or len(out.shape) < 1 or out.shape[0] is not None or None in out.shape[1:]:
+        raise ShapeError(f"{what}: its output must keep the batch axis first and know the rest, got {out.shape} "
+                         f"for inputs {[s.shape for s in specs]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "fn.okg")
+        save(graph, path)
+        with open(path, "rb") as f:
+            data = f.read()
+    token = tokenize(data)
+    batch = xs[0].chunks[0]
+    pairs: list[Any] = []
+    used = 1
+    for x in xs:
+        own = _LETTERS[used: used + x.ndim - 1]
+        used += x.ndim - 1
+        pairs += [x.rechunk({0: batch, **{d: -1 for d in range(1, x.ndim)}}), "a" + own]
+    new = _LETTERS[used: used + len(out.shape) - 1]
+    blob = da.from_array(np.frombuffer(data, np.uint8), chunks=-1)
+    name = f"traced-{getattr(fn, '__name__', 'function')}-{tokenize(token, *pairs[::2])}"
+    return da.blockwise(
+        partial(_traced_block, token=token), "a" + new, blob, "z", *pairs,
+        new_axes={c: int(d) for c, d in zip(new, out.shape[1:])}, concatenate=True, name=name,
+        dtype=out.dtype.np, meta=np.empty((0,) * len(out.shape), out.dtype.np),
+    )
+
+
 def apply(op: Any, *arrays: Any, **attrs: Any) -> da.Array:
     """Op ``op`` (a name or a generated wrapper) over dask arrays, as a lazy dask array.
 
@@ -510,6 +590,8 @@ def apply(op: Any, *arrays: Any, **attrs: Any) -> da.Array:
     from the op's partitioning rule (:mod:`opkernel.dask.rules`); nothing is
     computed until the result is.  Each chunk runs on the worker's active backend.
     """
+    if not isinstance(op, str) and not hasattr(op, "_op_name") and _is_traced(op):
+        return _traced(op, arrays, attrs)
     name = _op_name(op)
     plugins.ensure_loaded()
     op_def = op_registry.get_op_def(name)
