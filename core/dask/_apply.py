@@ -545,6 +545,7 @@ def _traced(fn: Any, arrays: Sequence[Any], attrs: dict[str, Any]) -> da.Array:
         raise ShapeError(f"{what}: ok.dask.apply maps it over axis 0 (the batch), so every input must have that "
                          f"axis, of one length; got shapes {[x.shape for x in xs]}")
     specs = [TensorSpec((None, *x.shape[1:]), as_dtype(x.dtype)) for x in xs]
+    graph: Any
     if isinstance(fn, Function):
         graph = fn.get_concrete_function(*specs).graph
     elif isinstance(fn, ConcreteFunction):
