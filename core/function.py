@@ -438,7 +438,8 @@ class Function:
     """
 
     def __init__(
-        self, fn: Callable[..., Any], input_signature: Sequence[TensorSpec] | None = None, name: str | None = None
+        self, fn: Callable[..., Any], input_signature: Sequence[TensorSpec] | None = None, name: str | None = None,
+        reduce_retracing: bool = False,
     ) -> None:
         if not callable(fn):
             raise OpTypeError(f"ok.function: expected a callable, got {type(fn).__name__}")
@@ -460,6 +461,9 @@ class Function:
                     )
             input_signature = list(input_signature)
         self.input_signature: list[TensorSpec] | None = input_signature
+        self.reduce_retracing = bool(reduce_retracing)
+        #: With reduce_retracing: (static part of the key, tensor specs, trace) of each trace.
+        self._general: list[tuple[tuple[Any, ...], list[TensorSpec], tuple[ConcreteFunction, list[int]]]] = []
         self._cache: dict[Any, tuple[ConcreteFunction, list[int]]] = {}
         #: The same traces under the key of ``_fast_key`` (positional tensors and atoms).
         self._fast: dict[tuple[Any, ...], ConcreteFunction] = {}
@@ -474,7 +478,9 @@ class Function:
         if bound is None:
             import functools
 
-            bound = Function(functools.partial(self.python_function, obj), self.input_signature, self.__name__)
+            bound = Function(
+                functools.partial(self.python_function, obj), self.input_signature, self.__name__, self.reduce_retracing
+            )
             if hasattr(obj, "__dict__"):
                 obj.__dict__[f"__ok_function_{id(self)}"] = bound
         return bound
@@ -532,15 +538,47 @@ class Function:
             with self._lock:
                 hit = self._cache.get(k)
                 if hit is None:
-                    self._note_trace()
                     trace_specs = [TensorSpec(shape, dt) for shape, dt in specs]
-                    cf = _trace(self.__name__, self.python_function, args, kwargs, trace_specs, leaves)
-                    hit = self._cache[k] = (cf, leaves)
+                    static = tuple(part for part, x in zip(key[1:], flat) if not _is_tensor_leaf(x, specs_allowed))
+                    static = (key[0], *static)
+                    hit = self._general_trace(static, trace_specs) if self.reduce_retracing else None
+                    if hit is None:
+                        if self.reduce_retracing:
+                            trace_specs = self._relaxed(static, trace_specs)
+                        self._note_trace()
+                        cf = _trace(self.__name__, self.python_function, args, kwargs, trace_specs, leaves)
+                        hit = (cf, leaves)
+                        if self.reduce_retracing:
+                            self._general.append((static, trace_specs, hit))
+                    self._cache[k] = hit
         if fast is not None:
             if len(self._fast) >= 256:  # Python values changing on every call must not grow it
                 self._fast.clear()
             self._fast[fast[0]] = hit[0]
         return hit[0], tensors
+
+    def _general_trace(
+        self, static: tuple[Any, ...], specs: list[TensorSpec]
+    ) -> tuple[ConcreteFunction, list[int]] | None:
+        """A trace (made with relaxed shapes) whose specs accept ``specs``, if any."""
+        for st, general, hit in self._general:
+            if st == static and len(general) == len(specs) and all(g.is_compatible_with(s) for g, s in zip(general, specs)):
+                return hit
+        return None
+
+    def _relaxed(self, static: tuple[Any, ...], specs: list[TensorSpec]) -> list[TensorSpec]:
+        """``specs`` with None for every dimension in which an earlier trace of the same
+        static arguments, dtypes and ranks differs (TensorFlow's reduce_retracing)."""
+        dims = [list(s.shape) if s.shape is not None else None for s in specs]
+        for st, general, _ in self._general:
+            if st != static or len(general) != len(specs):
+                continue
+            if all(g.dtype is s.dtype and g.rank == s.rank and g.rank is not None for g, s in zip(general, specs)):
+                for d, g in zip(dims, general):
+                    for j, size in enumerate(g.shape or ()):
+                        if d is not None and d[j] != size:
+                            d[j] = None
+        return [TensorSpec(None if d is None else tuple(d), s.dtype) for d, s in zip(dims, specs)]
 
     def _with_signature(self, args: Any, kwargs: Any, specs_allowed: bool) -> tuple[ConcreteFunction, list[Tensor]]:
         sig = self.input_signature
@@ -580,6 +618,13 @@ class Function:
         return [cf for cf, _ in self._cache.values()]
 
 
+def _is_tensor_leaf(x: Any, specs_allowed: bool) -> bool:
+    """Whether a flat argument is a tensor of the signature (its key part is its spec)."""
+    if isinstance(x, Variable):
+        return False
+    return isinstance(x, (Tensor, np.ndarray)) or (specs_allowed and isinstance(x, TensorSpec))
+
+
 _ATOMS = frozenset({int, bool, str, bytes, type(None)})
 
 
@@ -613,16 +658,20 @@ def _structure_key(x: Any) -> Any:
 
 
 def function(
-    fn: Callable[..., Any] | None = None, *, input_signature: Sequence[TensorSpec] | None = None, name: str | None = None
+    fn: Callable[..., Any] | None = None, *, input_signature: Sequence[TensorSpec] | None = None,
+    name: str | None = None, reduce_retracing: bool = False,
 ) -> Any:
     """``ok.function``: trace ``fn`` into a graph per input signature and replay it.
 
     Use as ``@ok.function``, ``@ok.function(input_signature=[...])`` or
-    ``ok.function(fn)``.  See docs/functions.md.
+    ``ok.function(fn)``.  ``reduce_retracing=True``: a call differing from an
+    earlier trace only in tensor dimensions traces once more with those
+    dimensions unknown, and that trace serves every such call (tf.function's
+    option of that name).  See docs/functions.md.
     """
     if fn is None:
-        return lambda f: Function(f, input_signature, name)
-    return Function(fn, input_signature, name)
+        return lambda f: Function(f, input_signature, name, reduce_retracing)
+    return Function(fn, input_signature, name, reduce_retracing)
 
 
 # ---------------------------------------------------------------- replay
@@ -1149,9 +1198,9 @@ class _FunctionModule(types.ModuleType):
 
     def __call__(
         self, fn: Callable[..., Any] | None = None, *, input_signature: Sequence[TensorSpec] | None = None,
-        name: str | None = None,
+        name: str | None = None, reduce_retracing: bool = False,
     ) -> Any:
-        return function(fn, input_signature=input_signature, name=name)
+        return function(fn, input_signature=input_signature, name=name, reduce_retracing=reduce_retracing)
 
 
 sys.modules[__name__].__class__ = _FunctionModule

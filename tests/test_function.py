@@ -543,3 +543,18 @@ def test_outputs_sized_by_runtime_values_keep_the_engines_size_guard(backend):
         f(np.array([2**31, 2**31]))
     g = ok.function(lambda x: ok.ops.pad(x, [[1, 1]]))  # sizes known while tracing: no guard needed
     assert g(ok.tensor(np.ones(3, F32))).numpy().tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]
+
+
+def test_reduce_retracing_relaxes_the_dimensions_that_changed():
+    f = ok.function(lambda x, k: ok.ops.sum(x, [1]) * float(k), reduce_retracing=True)
+    for batch in (3, 7, 9, 2):
+        x = _rand(batch, 4, seed=batch)
+        np.testing.assert_allclose(f(ok.tensor(x), 2).numpy(), x.sum(1) * 2, rtol=1e-5)
+    assert f.tracing_count == 2  # (3, 4), then (None, 4) for every other batch
+    assert f.concrete_functions[-1].graph.inputs[0].shape == (None, 4)
+    f(ok.tensor(_rand(3, 5)), 2)  # another width: relaxed to (None, None)
+    f(ok.tensor(_rand(3, 4)), 3)  # another Python value: a trace of its own
+    f(ok.tensor(np.ones((3, 4))), 2)  # another dtype: a trace of its own
+    assert f.tracing_count == 5
+    f(ok.tensor(_rand(8, 8)), 2)
+    assert f.tracing_count == 5
