@@ -607,8 +607,8 @@ class Function:
             warnings.warn(
                 f"ok.function {self.__name__!r} has been traced {self.tracing_count} times (each new input dtype or "
                 "shape, and each new Python argument value, traces again, which is slow). Pass tensors rather than "
-                "Python numbers for values that change, or give an input_signature with None for dimensions that "
-                "vary.",
+                "Python numbers for values that change, and give an input_signature with None for dimensions that "
+                "vary, or reduce_retracing=True.",
                 RetracingWarning, stacklevel=4,
             )
 
