@@ -67,14 +67,33 @@ class RetracingWarning(UserWarning):
 
 
 class _SymbolicValue:
-    """What a SymbolicTensor holds instead of a native array: its partial shape."""
+    """What a SymbolicTensor holds instead of a native array: its partial shape.  A kernel
+    handed one (a placeholder kept past its trace and used eagerly) gets a clear error
+    where numpy converts it."""
 
-    __slots__ = ("shape", "dtype", "nbytes")
+    __slots__ = ("shape", "dtype", "nbytes", "function")
 
-    def __init__(self, shape: tuple[int | None, ...] | None, dtype: DType) -> None:
+    def __init__(self, shape: tuple[int | None, ...] | None, dtype: DType, function: str) -> None:
         self.shape = shape
         self.dtype = dtype.np
         self.nbytes = 0
+        self.function = function
+
+    def _leaked(self) -> SymbolicTensorError:
+        return _LeakedPlaceholderError(
+            f"a placeholder of traced function {self.function!r} was used outside its trace: tensors made while "
+            "tracing exist only in the graph; return them from the function instead"
+        )
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        raise self._leaked()
+
+    def __getattr__(self, name: str) -> Any:  # a kernel reading .size, .reshape, ...
+        raise self._leaked()
+
+
+class _LeakedPlaceholderError(SymbolicTensorError, AttributeError):
+    """Also an AttributeError: ``hasattr`` on a placeholder's value stays False."""
 
 
 class SymbolicTensor(Tensor):
@@ -84,7 +103,7 @@ class SymbolicTensor(Tensor):
     __slots__ = ("_tracer", "_edge", "_spec")
 
     def __init__(self, tracer: _Tracer, edge: Edge, spec: TensorSpec) -> None:
-        super().__init__(_SymbolicValue(spec.shape, spec.dtype), spec.dtype, tracer.backend)
+        super().__init__(_SymbolicValue(spec.shape, spec.dtype, tracer.name), spec.dtype, tracer.backend)
         self._tracer = tracer
         self._edge = edge
         self._spec = spec

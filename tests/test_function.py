@@ -558,3 +558,19 @@ def test_reduce_retracing_relaxes_the_dimensions_that_changed():
     assert f.tracing_count == 5
     f(ok.tensor(_rand(8, 8)), 2)
     assert f.tracing_count == 5
+
+
+def test_a_placeholder_kept_past_its_trace_is_a_clear_error_when_used(backend):
+    leaked = []
+
+    @ok.function
+    def f(x):
+        y = x * 2.0
+        leaked.append(y)
+        return y
+
+    f(ok.tensor([1.0]))
+    with pytest.raises(SymbolicTensorError, match="traced function 'f' was used outside its trace"):
+        ok.ops.neg(leaked[0])
+    with pytest.raises(SymbolicTensorError, match="has no value"):
+        leaked[0].numpy()
