@@ -472,14 +472,15 @@ class Function:
                     f"ok.function({self.__name__!r}): input_signature must be a list of ok.TensorSpec, "
                     f"got {type(input_signature).__name__}"
                 )
-            for k, s in enumerate(input_signature):
+            for k, s in enumerate(_flatten_args(tuple(input_signature))[0]):
                 if not isinstance(s, TensorSpec):
                     raise OpTypeError(
-                        f"ok.function({self.__name__!r}): input_signature[{k}] must be an ok.TensorSpec, "
-                        f"got {type(s).__name__}"
+                        f"ok.function({self.__name__!r}): input_signature must hold ok.TensorSpecs (in lists, "
+                        f"tuples and dicts, one per argument), got {type(s).__name__} as its tensor {k}"
                     )
             input_signature = list(input_signature)
-        self.input_signature: list[TensorSpec] | None = input_signature
+        #: One TensorSpec (or a nest of them) per positional argument, or None.
+        self.input_signature: list[Any] | None = input_signature
         self.reduce_retracing = bool(reduce_retracing)
         #: With reduce_retracing: (static part of the key, tensor specs, trace) of each trace.
         self._general: list[tuple[tuple[Any, ...], list[TensorSpec], tuple[ConcreteFunction, list[int]]]] = []
@@ -609,15 +610,23 @@ class Function:
                 f"ok.function {self.__name__!r} has an input_signature of {len(sig)} tensors and takes exactly "
                 f"{len(sig)} positional arguments, got {len(args)} positional and {len(kwargs)} keyword arguments"
             )
-        tensors = [] if specs_allowed and all(isinstance(a, TensorSpec) for a in args) else list(args)
+        if _loose_key(tuple(args)) != _loose_key(tuple(sig)):
+            raise InvalidArgumentError(
+                f"ok.function {self.__name__!r}: the arguments are not nested as its input_signature is: "
+                f"expected {_nesting(tuple(sig))}, got {_nesting(tuple(args))}"
+            )
+        flat = _flatten_args(tuple(args))[0]
+        tensors = [] if specs_allowed and all(isinstance(a, TensorSpec) for a in flat) else flat
         hit = self._cache.get("signature")
         if hit is None:
             with self._lock:
                 hit = self._cache.get("signature")
                 if hit is None:
                     self._note_trace()
-                    cf = _trace(self.__name__, self.python_function, tuple(sig), {}, list(sig), list(range(len(sig))))
-                    hit = self._cache["signature"] = (cf, list(range(len(sig))))
+                    specs = _flatten_args(tuple(sig))[0]
+                    positions = list(range(len(specs)))
+                    cf = _trace(self.__name__, self.python_function, tuple(sig), {}, specs, positions)
+                    hit = self._cache["signature"] = (cf, positions)
         return hit[0], tensors
 
     def _note_trace(self) -> None:
@@ -666,6 +675,25 @@ def _fast_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Tensor]] | N
         else:  # a model, an optimizer: static, as in the general key
             key.append(_static_key(a))
     return tuple(key), tensors
+
+
+def _loose_key(x: Any) -> Any:
+    """A nest's structure, lists and tuples alike (an argument list may stand for a tuple of specs)."""
+    if isinstance(x, dict):
+        return ("dict", tuple((k, _loose_key(x[k])) for k in sorted(x, key=repr)))
+    if isinstance(x, (list, tuple)) and not isinstance(x, Tensor):
+        return ("seq", tuple(_loose_key(v) for v in x))
+    return None
+
+
+def _nesting(x: Any) -> str:
+    """A nest's shape for an error message: its lists, tuples and dicts, '*' for a leaf."""
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k!r}: {_nesting(x[k])}" for k in sorted(x, key=repr)) + "}"
+    if isinstance(x, (list, tuple)) and not isinstance(x, Tensor):
+        inner = ", ".join(_nesting(v) for v in x)
+        return f"[{inner}]" if isinstance(x, list) else f"({inner}{',' if len(x) == 1 else ''})"
+    return "*"
 
 
 def _structure_key(x: Any) -> Any:

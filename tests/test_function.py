@@ -574,3 +574,20 @@ def test_a_placeholder_kept_past_its_trace_is_a_clear_error_when_used(backend):
         ok.ops.neg(leaked[0])
     with pytest.raises(SymbolicTensorError, match="has no value"):
         leaked[0].numpy()
+
+
+def test_an_input_signature_may_nest_its_specs_as_the_arguments_are_nested():
+    spec = ok.TensorSpec((None, 2), ok.float32)
+
+    @ok.function(input_signature=[{"a": spec, "b": [spec, spec]}, spec])
+    def f(d, x):
+        return d["a"] + d["b"][0] * d["b"][1] + x
+
+    ones = np.ones((3, 2), F32)
+    out = f({"a": ones, "b": (ones * 2, ones * 3)}, ones)
+    assert out.numpy().tolist() == [[8.0, 8.0]] * 3
+    assert f({"a": ones[:1], "b": [ones[:1], ones[:1]]}, ones[:1]).shape == (1, 2) and f.tracing_count == 1
+    with pytest.raises(InvalidArgumentError, match=r"expected \(\{'a': \*, 'b': \[\*, \*\]\}, \*\), got \(\{'a': \*, 'b': \[\*\]\}, \*\)"):
+        f({"a": ones, "b": [ones]}, ones)
+    with pytest.raises(ok.errors.OpTypeError, match="must hold ok.TensorSpecs"):
+        ok.function(lambda x: x, input_signature=[[spec, (2, 3)]])
