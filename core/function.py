@@ -457,7 +457,7 @@ class Function:
     """
 
     def __init__(
-        self, fn: Callable[..., Any], input_signature: Sequence[TensorSpec] | None = None, name: str | None = None,
+        self, fn: Callable[..., Any], input_signature: Sequence[Any] | None = None, name: str | None = None,
         reduce_retracing: bool = False,
     ) -> None:
         if not callable(fn):
@@ -705,7 +705,7 @@ def _structure_key(x: Any) -> Any:
 
 
 def function(
-    fn: Callable[..., Any] | None = None, *, input_signature: Sequence[TensorSpec] | None = None,
+    fn: Callable[..., Any] | None = None, *, input_signature: Sequence[Any] | None = None,
     name: str | None = None, reduce_retracing: bool = False,
 ) -> Any:
     """``ok.function``: trace ``fn`` into a graph per input signature and replay it.
@@ -1244,7 +1244,7 @@ class _FunctionModule(types.ModuleType):
     the module can never shadow the decorator on the package."""
 
     def __call__(
-        self, fn: Callable[..., Any] | None = None, *, input_signature: Sequence[TensorSpec] | None = None,
+        self, fn: Callable[..., Any] | None = None, *, input_signature: Sequence[Any] | None = None,
         name: str | None = None, reduce_retracing: bool = False,
     ) -> Any:
         return function(fn, input_signature=input_signature, name=name, reduce_retracing=reduce_retracing)
