@@ -670,6 +670,8 @@ def _fast_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Tensor]] | N
             key.append((c, a))
         elif c is float:
             key.append((c, a.hex()))
+        elif c is Variable:  # captured by the trace, not an input
+            key.append(_Identity(a))
         elif isinstance(a, (Tensor, list, tuple, dict, np.ndarray, TensorSpec)):
             return None
         else:  # a model, an optimizer: static, as in the general key

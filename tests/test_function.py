@@ -591,3 +591,14 @@ def test_an_input_signature_may_nest_its_specs_as_the_arguments_are_nested():
         f({"a": ones, "b": [ones]}, ones)
     with pytest.raises(ok.errors.OpTypeError, match="must hold ok.TensorSpecs"):
         ok.function(lambda x: x, input_signature=[[spec, (2, 3)]])
+
+
+def test_a_variable_argument_is_captured_and_each_variable_has_its_own_trace(backend):
+    f = ok.function(lambda v, x: ok.ops.assign_add(v, x))
+    a, b = ok.Variable(np.zeros(2, F32)), ok.Variable(np.ones(2, F32))
+    x = ok.tensor(np.array([1.0, 2.0], F32))
+    for _ in range(2):
+        f(a, x)
+    f(b, x)
+    assert a.numpy().tolist() == [2.0, 4.0] and b.numpy().tolist() == [2.0, 3.0]
+    assert f.tracing_count == 2 and [cf.graph.variables for cf in f.concrete_functions] == [[a], [b]]
