@@ -602,3 +602,44 @@ def test_a_variable_argument_is_captured_and_each_variable_has_its_own_trace(bac
     f(b, x)
     assert a.numpy().tolist() == [2.0, 4.0] and b.numpy().tolist() == [2.0, 3.0]
     assert f.tracing_count == 2 and [cf.graph.variables for cf in f.concrete_functions] == [[a], [b]]
+
+
+# ---------------------------------------------------------------- random programs: replay == eager
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+# Every value keeps the shape (3, 2): the programs mix elementwise ops, broadcasts and products.
+_UNARY = [ok.ops.neg, ok.ops.tanh, ok.ops.relu, ok.ops.square, lambda t: t - ok.ops.sum(t, [1], keep_dims=True)]
+_BINARY = [ok.ops.add, ok.ops.sub, ok.ops.mul, ok.ops.maximum, lambda a, b: ok.ops.mat_mul(ok.ops.mat_mul(a, b, transpose_b=True), a)]
+_STEP = st.tuples(st.booleans(), st.integers(0, 4), st.integers(0, 63), st.integers(0, 63))
+
+
+def _program(steps, x, y):
+    values = [x, y, x * 0.5]
+    for binary, op, i, j in steps:
+        a, b = values[i % len(values)], values[j % len(values)]
+        values.append(_BINARY[op](a, b) if binary else _UNARY[op](a))
+    return values[-1], values[len(values) // 2]
+
+
+@settings(max_examples=25, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_STEP, min_size=1, max_size=12))
+def test_random_programs_replay_as_they_run_eagerly(steps):
+    with ok.use_backend("cpu"):
+        x, y = ok.tensor(_rand(3, 2)), ok.tensor(_rand(3, 2, seed=1))
+        want = _program(steps, x, y)
+        f = ok.function(lambda x, y: _program(steps, x, y))
+        for _ in range(2):
+            got = f(x, y)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+        grads = []
+        for fn in (f, lambda x, y: _program(steps, x, y)):  # a tape across the replay, and eagerly
+            with ok.GradientTape() as tape:
+                tape.watch([x, y])
+                loss = ok.ops.sum(ok.ops.tanh(fn(x, y)[0]), [0, 1])
+            grads.append(tape.gradient(loss, [x, y]))
+        for g, w in zip(*grads):
+            assert (g is None) == (w is None)
+            if g is not None:
+                np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
