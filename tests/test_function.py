@@ -639,7 +639,16 @@ def test_random_programs_replay_as_they_run_eagerly(steps):
                 tape.watch([x, y])
                 loss = ok.ops.sum(ok.ops.tanh(fn(x, y)[0]), [0, 1])
             grads.append(tape.gradient(loss, [x, y]))
-        for g, w in zip(*grads):
-            assert (g is None) == (w is None)
+
+        def inside(x, y):  # the tape inside: the gradient functions are traced too
+            with ok.GradientTape() as tape:
+                tape.watch([x, y])
+                loss = ok.ops.sum(ok.ops.tanh(_program(steps, x, y)[0]), [0, 1])
+            return tape.gradient(loss, [x, y])
+
+        grads.append(ok.function(inside)(x, y))
+        for g, w, t in zip(*grads):
+            assert (g is None) == (w is None) == (t is None)
             if g is not None:
                 np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
+                np.testing.assert_allclose(t.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
