@@ -8,6 +8,7 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError, ShapeError
@@ -606,8 +607,6 @@ def test_a_variable_argument_is_captured_and_each_variable_has_its_own_trace(bac
 
 
 # ---------------------------------------------------------------- random programs: replay == eager
-
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 # Every value keeps the shape (3, 2): the programs mix elementwise ops, broadcasts and products.
 _UNARY = [ok.ops.neg, ok.ops.tanh, ok.ops.relu, ok.ops.square, lambda t: t - ok.ops.sum(t, [1], keep_dims=True)]
