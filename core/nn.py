@@ -135,7 +135,10 @@ class Flatten(Layer):
     def __call__(self, x: Tensor) -> Tensor:
         from .ops._grad_util import constant
 
-        return _ops().reshape(x, constant((x.shape[0], -1), x))  # type: ignore[no-any-return]
+        batch, rest = x.shape[0], x.shape[1:]
+        if batch is None and all(d is not None for d in rest):  # traced with an unknown batch
+            return _ops().reshape(x, constant((-1, math.prod(rest)), x))  # type: ignore[no-any-return]
+        return _ops().reshape(x, constant((batch, -1), x))  # type: ignore[no-any-return]
 
 
 class Sequential(Layer):
@@ -216,19 +219,46 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba) through the ApplyAdam op."""
+    """Adam (Kingma & Ba) through the ApplyAdam op.
+
+    The step count that the bias correction uses is a Variable per dtype and
+    backend, advanced by an ``AssignAdd`` once per ``apply_gradients`` call, and
+    ``beta ** step`` is computed by a ``Pow`` op: a training step traced by
+    ``ok.function`` then advances it on every replay, as eager steps do."""
 
     def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-7) -> None:
         super().__init__()
         self.learning_rate, self.beta1, self.beta2, self.epsilon = learning_rate, beta1, beta2, epsilon
+        self._steps: dict[tuple[DType, str], Variable] = {}
+        #: The advanced step of each (dtype, backend) in the current apply_gradients call.
+        self._advanced: dict[tuple[DType, str], Tensor] = {}
+
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, Variable]]) -> None:
+        self._advanced = {}
+        try:
+            super().apply_gradients(grads_and_vars)
+        finally:
+            self._advanced = {}
+
+    def _step(self, var: Variable) -> Tensor:
+        key = (var.dtype, var.backend)
+        t = self._advanced.get(key)
+        if t is None:
+            step = self._steps.get(key)
+            if step is None:  # made at this call's count minus one: the AssignAdd below brings it up
+                start = to_tensor(np.asarray(self.iterations - 1, var.dtype.np), backend=var.backend)
+                step = self._steps[key] = Variable(start, trainable=False)
+            t = self._advanced[key] = _ops().assign_add(step, self._scalar(1.0, var))
+        return t
 
     def _apply(self, grad: Tensor, var: Variable) -> None:
-        t = self.iterations
+        ops = _ops()
+        t = self._step(var)
 
         def s(x: float) -> Tensor:
             return self._scalar(x, var)
 
-        _ops().apply_adam(
-            var, self.slot(var, "m"), self.slot(var, "v"), s(self.beta1 ** t), s(self.beta2 ** t),
+        ops.apply_adam(
+            var, self.slot(var, "m"), self.slot(var, "v"), ops.pow(s(self.beta1), t), ops.pow(s(self.beta2), t),
             s(self.learning_rate), s(self.beta1), s(self.beta2), s(self.epsilon), grad,
         )
