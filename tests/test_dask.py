@@ -402,7 +402,7 @@ def test_bad_calls_fail_before_any_work() -> None:
         ok.dask.apply("NoSuchOp", x)
     with pytest.raises(ok.errors.InvalidArgumentError, match="dask array"):
         ok.dask.apply("Sum", x, da.from_array(np.array([1])))
-    with pytest.raises(ok.errors.InvalidArgumentError, match="op name or a generated op wrapper"):
+    with pytest.raises(ok.errors.InvalidArgumentError, match="an op name, a generated op wrapper"):
         ok.dask.apply(42, x)
     with pytest.raises(ok.errors.InvalidArgumentError, match="partitioning rule must be"):
         ok.dask.declare("MyOp", "window")  # type: ignore[arg-type]

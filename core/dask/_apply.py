@@ -10,12 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import dask.array as da
 import numpy as np
-from dask.base import tokenize
-from dask.highlevelgraph import HighLevelGraph
 
 from .. import op_registry, plugins
 from .._infer import infer_shapes
@@ -26,7 +23,25 @@ from ..ops.nn_ops import explicit_padding, spatial_attr, window_output_size
 from . import _worker
 from .rules import Batch, Contraction, Elementwise, Reduction, Rule, Window, rule_for
 
+if TYPE_CHECKING:
+    import dask.array as da
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
 __all__ = ["apply"]
+
+
+def _import_dask() -> None:
+    """Import Dask at the first apply, not with this module: dask.array imports every
+    array library it can register (cupy among them), which importing opkernel's
+    modules must not do."""
+    g = globals()
+    if "da" not in g:
+        import dask.array
+        from dask.base import tokenize
+        from dask.highlevelgraph import HighLevelGraph
+
+        g.update(da=dask.array, tokenize=tokenize, HighLevelGraph=HighLevelGraph)
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -591,6 +606,7 @@ def apply(op: Any, *arrays: Any, **attrs: Any) -> da.Array:
     from the op's partitioning rule (:mod:`opkernel.dask.rules`); nothing is
     computed until the result is.  Each chunk runs on the worker's active backend.
     """
+    _import_dask()
     if not isinstance(op, str) and not hasattr(op, "_op_name") and _is_traced(op):
         return _traced(op, arrays, attrs)
     name = _op_name(op)

@@ -1,50 +1,67 @@
-"""A ``distributed`` worker plugin that picks each worker's opkernel backend."""
+"""A ``distributed`` worker plugin that picks each worker's opkernel backend.
+
+The class is built at its first use (``opkernel.dask._plugin.BackendPlugin``), so
+importing this module imports neither distributed nor dask.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from distributed.diagnostics.plugin import WorkerPlugin
-
 __all__ = ["BackendPlugin"]
 
 
-class BackendPlugin(WorkerPlugin):  # type: ignore[misc]
-    """Make ``backend`` the default backend of every worker it is registered on.
+def _setup(self: Any, worker: Any) -> None:
+    from .. import engine, plugins
+    from ..errors import BackendNotFoundError
 
-        client.register_plugin(ok.dask.BackendPlugin("cuda"))
-
-    ``backend=None`` keeps each worker's own default (its ``OPKERNEL_BACKEND``,
-    else the best available backend) and only loads opkernel's plugins there, so
-    the first chunk does not pay for discovery.  ``fallback`` names backends a
-    worker uses instead when ``backend`` is unavailable on it (a CPU-only worker in
-    a cluster of GPU workers): ``BackendPlugin("cuda", fallback=("cpu",))``.
-    A worker where none is available fails to start the plugin, naming the backends.
-    """
-
-    idempotent = True
-
-    def __init__(self, backend: str | None = None, fallback: tuple[str, ...] = ()) -> None:
-        self.backend = backend
-        self.fallback = tuple(fallback)
-        self.name = f"opkernel-backend-{backend or 'default'}"
-
-    def setup(self, worker: Any) -> None:
-        from .. import engine, plugins
-        from ..errors import BackendNotFoundError
-
-        plugins.ensure_loaded()
-        if self.backend is None:
-            engine.active_backend()
+    plugins.ensure_loaded()
+    if self.backend is None:
+        engine.active_backend()
+        return
+    errors = []
+    for name in (self.backend, *self.fallback):
+        try:
+            engine.set_backend(name)
             return
-        errors = []
-        for name in (self.backend, *self.fallback):
-            try:
-                engine.set_backend(name)
-                return
-            except BackendNotFoundError as e:
-                errors.append(str(e))
-        raise BackendNotFoundError(
-            f"worker {getattr(worker, 'address', '?')}: none of the backends {[self.backend, *self.fallback]} "
-            f"is available: " + "; ".join(errors)
-        )
+        except BackendNotFoundError as e:
+            errors.append(str(e))
+    raise BackendNotFoundError(
+        f"worker {getattr(worker, 'address', '?')}: none of the backends {[self.backend, *self.fallback]} "
+        "is available: " + "; ".join(errors)
+    )
+
+
+def _init(self: Any, backend: str | None = None, fallback: tuple[str, ...] = ()) -> None:
+    self.backend = backend
+    self.fallback = tuple(fallback)
+    self.name = f"opkernel-backend-{backend or 'default'}"
+
+
+_DOC = """Make ``backend`` the default backend of every worker it is registered on.
+
+    client.register_plugin(ok.dask.BackendPlugin("cuda"))
+
+``backend=None`` keeps each worker's own default (its ``OPKERNEL_BACKEND``,
+else the best available backend) and only loads opkernel's plugins there, so
+the first chunk does not pay for discovery.  ``fallback`` names backends a
+worker uses instead when ``backend`` is unavailable on it (a CPU-only worker in
+a cluster of GPU workers): ``BackendPlugin("cuda", fallback=("cpu",))``.
+A worker where none is available fails to start the plugin, naming the backends.
+"""
+
+
+def _build() -> type:
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    cls = type("BackendPlugin", (WorkerPlugin,), {
+        "__doc__": _DOC, "__module__": __name__, "__init__": _init, "setup": _setup,
+    })
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BackendPlugin":
+        cls = globals()["BackendPlugin"] = _build()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
