@@ -95,7 +95,7 @@ def main() -> int:
     weights = rng.standard_normal((3, 3, 1, 1)).astype(np.float32)
     try:
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=limit,
-                                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+                                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
                 distributed.Client(cluster) as client:
             client.register_plugin(ok.dask.BackendPlugin(args.backend))
             src = str(tmp / "stack.zarr")

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
           f"{format_bytes(limit)} memory limit; zarr arrays in {workdir}")
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=limit,
-                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         if args.backend:
             client.register_plugin(ok.dask.BackendPlugin(args.backend))
         backends = sorted(set(client.run(ok.get_backend).values()))

@@ -47,7 +47,7 @@ def client() -> Iterator[Any]:
     # (Held while the cluster lives: a nanny restarting a killed worker reads it again.)
     with dask.config.set(limits):
         cluster = distributed.LocalCluster(
-            processes=True, n_workers=2, threads_per_worker=1, memory_limit=WORKER_MEMORY, dashboard_address=None
+            processes=True, n_workers=2, threads_per_worker=1, memory_limit=WORKER_MEMORY, dashboard_address=":0"
         )
         c = distributed.Client(cluster, set_as_default=False)
         c.register_plugin(ok.dask.BackendPlugin("cpu"))
