@@ -450,6 +450,7 @@ def test_workers_pick_their_backend_and_build_each_call_once(client: Any) -> Non
     made = client.run(_worker.calls_made)
     assert sum(made.values()) - sum(before.values()) <= 2  # once per worker process, not per chunk (32 chunks)
     assert set(client.run(ok.get_backend).values()) == {"cpu"}
+    assert set(client.run(_intra_op_threads).values()) == {1}  # the workers are the parallelism
     if "opencl" in ok.available_backends():
         client.register_plugin(ok.dask.BackendPlugin("opencl"))
         try:
@@ -460,6 +461,10 @@ def test_workers_pick_their_backend_and_build_each_call_once(client: Any) -> Non
             np.testing.assert_array_equal(client.compute(y).result(), want)
         finally:
             client.register_plugin(ok.dask.BackendPlugin("cpu"))
+
+
+def _intra_op_threads() -> int:
+    return ok.config.intra_op_parallelism_threads
 
 
 def test_a_killed_worker_is_rescheduled(client: Any) -> None:

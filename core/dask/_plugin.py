@@ -16,6 +16,8 @@ def _setup(self: Any, worker: Any) -> None:
     from ..errors import BackendNotFoundError
 
     plugins.ensure_loaded()
+    if self.intra_op_threads is not None:
+        engine.config.intra_op_parallelism_threads = self.intra_op_threads
     if self.backend is None:
         engine.active_backend()
         return
@@ -32,9 +34,10 @@ def _setup(self: Any, worker: Any) -> None:
     )
 
 
-def _init(self: Any, backend: str | None = None, fallback: tuple[str, ...] = ()) -> None:
+def _init(self: Any, backend: str | None = None, fallback: tuple[str, ...] = (), intra_op_threads: int | None = 1) -> None:
     self.backend = backend
     self.fallback = tuple(fallback)
+    self.intra_op_threads = intra_op_threads
     self.name = f"opkernel-backend-{backend or 'default'}"
 
 
@@ -48,6 +51,11 @@ the first chunk does not pay for discovery.  ``fallback`` names backends a
 worker uses instead when ``backend`` is unavailable on it (a CPU-only worker in
 a cluster of GPU workers): ``BackendPlugin("cuda", fallback=("cpu",))``.
 A worker where none is available fails to start the plugin, naming the backends.
+
+``intra_op_threads`` (default 1) sets each worker's
+``ok.config.intra_op_parallelism_threads``: the cluster's parallelism comes from its
+workers and their threads, as Dask's workers run BLAS and OpenMP on one thread each;
+None leaves the backend's own setting.
 """
 
 
