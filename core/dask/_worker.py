@@ -96,5 +96,5 @@ def calls_made() -> int:
 
 
 def concat_grid(pieces: Sequence[Any]) -> np.ndarray:
-    """The numpy array made of a nested list of blocks (``np.block`` without its copies for one block)."""
+    """The numpy array made of a nested list of blocks, one nesting level per axis (``np.block``)."""
     return np.block(pieces)
