@@ -526,7 +526,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "opkernel compat") -> in
         if args.check_snapshot:
             reports = check_snapshot(args.check_snapshot, args.plugin)
         else:
-            reports = compare(load_ops(args.files[0]), load_ops(args.files[1]))
+            try:
+                old, new = load_ops(args.files[0]), load_ops(args.files[1])
+            except (OSError, OpSpecError) as e:
+                print(f"{parser.prog}: cannot read the OpDefs: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            reports = compare(old, new)
     except (OSError, OpSpecError, LookupError) as e:
         print(f"{parser.prog}: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1159,9 +1159,10 @@ def _fallback_hint(op: str, backend: str, attrs: Mapping[str, Any], label: str |
     kernel for the call and no fallback is in effect."""
     if config.kernel_fallback:
         return ""
+    installed = plugins.backend_classes()
     others = [
         b for b in kernel_registry.backends_for(op)
-        if b not in (backend, GENERIC) and any(k.label == label and k.matches(attrs) for k in kernel_registry.kernels_for(op, b))
+        if b not in (backend, GENERIC) and b in installed and any(k.label == label and k.matches(attrs) for k in kernel_registry.kernels_for(op, b))
     ]
     if not others:
         return ""

@@ -140,15 +140,16 @@ def test_an_error_in_a_gradient_names_its_op_and_backend(twin: str) -> None:
         assert type(caught.value.__cause__) is error and caught.match(original)
 
 
-class _Picky(Exception):
-    """An exception class that cannot be rebuilt from its args."""
-
-    def __init__(self, message: str, *, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 def test_an_error_that_cannot_be_rebuilt_goes_through_unchanged(twin: str) -> None:
+    # Defined here, not at module level: tblib (imported with distributed, by the dask
+    # tests) teaches every exception class existing at that time to copy itself.
+    class _Picky(Exception):
+        """An exception class that cannot be rebuilt from its args."""
+
+        def __init__(self, message: str, *, code: int) -> None:
+            super().__init__(message)
+            self.code = code
+
     @ok.custom_gradient
     def picky(x: ok.Tensor) -> tuple[ok.Tensor, object]:
         def grad(dy: ok.Tensor) -> ok.Tensor:

@@ -234,11 +234,13 @@ def test_missing_kernel_names_the_package_that_provides_kernels(fresh_registry: 
     with ok.use_backend("twinlike"), pytest.raises(KernelNotFoundError) as info:
         ok.ops.addons.median_pool2d(np.ones((1, 3, 3, 1), np.float32), **POOL)
     assert "no kernel on backend 'twinlike'" in str(info.value)
-    assert str(info.value).endswith("opkernel-medianpool provides kernels for: cpu.")
+    assert "opkernel-medianpool provides kernels for: cpu. To run it on 'cpu' instead" in str(info.value)
+    assert str(info.value).endswith("or use `with ok.kernel_fallback('cpu'):`.")
     ok.register_kernel(MEDIAN, backend="elsewhere")(lambda value, **attrs: value)  # by a script: not a package
     with ok.use_backend("twinlike"), pytest.raises(KernelNotFoundError) as info:
         ok.ops.addons.median_pool2d(np.ones((1, 3, 3, 1), np.float32), **POOL)
-    assert str(info.value).endswith("opkernel-medianpool provides kernels for: cpu.")
+    assert "opkernel-medianpool provides kernels for: cpu. To run it on 'cpu' instead" in str(info.value)
+    assert str(info.value).endswith("or use `with ok.kernel_fallback('cpu'):`.")
 
 
 def test_missing_op_names_a_known_package(monkeypatch: pytest.MonkeyPatch, fresh_registry: None) -> None:
