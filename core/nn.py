@@ -137,7 +137,7 @@ class Flatten(Layer):
 
         batch, rest = x.shape[0], x.shape[1:]
         if batch is None and all(d is not None for d in rest):  # traced with an unknown batch
-            return _ops().reshape(x, constant((-1, math.prod(rest)), x))  # type: ignore[no-any-return]
+            return _ops().reshape(x, constant((-1, math.prod(rest)), x))
         return _ops().reshape(x, constant((batch, -1), x))  # type: ignore[no-any-return]
 
 
