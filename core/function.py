@@ -438,6 +438,10 @@ def _static_key(x: Any) -> Any:
         return _Identity(x)
     if isinstance(x, float):
         return (float, x.hex())
+    if isinstance(x, complex):
+        return (complex, x.real.hex(), x.imag.hex())
+    if isinstance(x, np.generic) and x.dtype.kind in "fc":  # -0.0 == 0.0 and NaN != NaN: key by the bits
+        return (type(x), x.tobytes())
     return (type(x), x)
 
 

@@ -166,10 +166,32 @@ def sparse_softmax_cross_entropy(logits: Tensor, labels: Any, reduction: str = "
 class Optimizer:
     """Applies gradients to Variables in place; slots (momentum, moments) are Variables too."""
 
+    #: Hyperparameters read through variables (``_hyper``): setting one after a step was
+    #: traced by ``ok.function`` reaches the replays, as Keras optimizers' do.
+    _HYPER: tuple[str, ...] = ()
+
     def __init__(self) -> None:
         self._slots: dict[int, dict[str, Variable]] = {}
         self._scalars: dict[tuple[float, Any, str], Tensor] = {}
+        self._hypers: dict[tuple[str, DType, str], Variable] = {}
         self.iterations = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in self._HYPER:
+            for (hyper, dtype, _), var in self.__dict__.get("_hypers", {}).items():
+                if hyper == name:  # a new value, not an update in place: snapshots keep theirs
+                    var._value = var._backend.from_numpy(np.asarray(value, dtype.np))
+                    var._version += 1
+
+    def _hyper(self, name: str, var: Variable) -> Tensor:
+        """Hyperparameter ``name`` as a scalar variable of ``var``'s dtype on its backend."""
+        key = (name, var.dtype, var.backend)
+        h = self._hypers.get(key)
+        if h is None:
+            value = to_tensor(np.asarray(getattr(self, name), var.dtype.np), backend=var.backend)
+            h = self._hypers[key] = Variable(value, trainable=False, name=f"{type(self).__name__}/{name}")
+        return h
 
     def slot(self, var: Variable, name: str) -> Variable:
         slots = self._slots.setdefault(id(var), {})
@@ -204,15 +226,17 @@ class Optimizer:
 class SGD(Optimizer):
     """Gradient descent, with optional (Nesterov) momentum: ApplyGradientDescent / ApplyMomentum."""
 
+    _HYPER = ("learning_rate", "momentum")
+
     def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0, nesterov: bool = False) -> None:
         super().__init__()
         self.learning_rate, self.momentum, self.nesterov = learning_rate, momentum, nesterov
 
     def _apply(self, grad: Tensor, var: Variable) -> None:
         ops = _ops()
-        lr = self._scalar(self.learning_rate, var)
-        if self.momentum:
-            ops.apply_momentum(var, self.slot(var, "momentum"), lr, grad, self._scalar(self.momentum, var),
+        lr = self._hyper("learning_rate", var)
+        if self.momentum:  # whether momentum is used, and nesterov, pick the op: fixed when traced
+            ops.apply_momentum(var, self.slot(var, "momentum"), lr, grad, self._hyper("momentum", var),
                                use_nesterov=self.nesterov)
         else:
             ops.apply_gradient_descent(var, lr, grad)
@@ -225,6 +249,8 @@ class Adam(Optimizer):
     backend, advanced by an ``AssignAdd`` once per ``apply_gradients`` call, and
     ``beta ** step`` is computed by a ``Pow`` op: a training step traced by
     ``ok.function`` then advances it on every replay, as eager steps do."""
+
+    _HYPER = ("learning_rate", "beta1", "beta2", "epsilon")
 
     def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-7) -> None:
         super().__init__()
@@ -255,10 +281,10 @@ class Adam(Optimizer):
         ops = _ops()
         t = self._step(var)
 
-        def s(x: float) -> Tensor:
-            return self._scalar(x, var)
+        def s(name: str) -> Tensor:
+            return self._hyper(name, var)
 
         ops.apply_adam(
-            var, self.slot(var, "m"), self.slot(var, "v"), ops.pow(s(self.beta1), t), ops.pow(s(self.beta2), t),
-            s(self.learning_rate), s(self.beta1), s(self.beta2), s(self.epsilon), grad,
+            var, self.slot(var, "m"), self.slot(var, "v"), ops.pow(s("beta1"), t), ops.pow(s("beta2"), t),
+            s("learning_rate"), s("beta1"), s("beta2"), s("epsilon"), grad,
         )

@@ -187,6 +187,13 @@ def _restore_tensor(dtype: str, value: np.ndarray, backend: str) -> Tensor:
     return Tensor(be.from_numpy(value), as_dtype(dtype), be)
 
 
+def _tracing() -> bool:
+    """Whether ``ok.function`` is tracing in this context."""
+    from . import engine
+
+    return bool(engine._SLOW_SCOPES[0]) and engine._TRACER.get() is not None
+
+
 def _restore_variable(dtype: str, value: np.ndarray, backend: str, trainable: bool, name: str | None) -> Variable:
     from .dtypes import as_dtype
 
@@ -302,10 +309,25 @@ class Variable(Tensor):
 
     def read_value(self) -> Tensor:
         """A snapshot: a tensor that later updates of the variable do not change (they
-        copy the variable first while the snapshot holds its memory)."""
+        copy the variable first while the snapshot holds its memory).  While
+        ``ok.function`` traces, an Identity op: every replay reads the variable then."""
+        if not self._borrowed and _tracing():
+            return _ops().identity(self)  # type: ignore[no-any-return]
         return Tensor(self._value, self._dtype, self._backend)
 
+    def numpy(self) -> np.ndarray:
+        if not self._borrowed and _tracing():
+            from .function import SymbolicTensorError
+
+            raise SymbolicTensorError(
+                f"variable {self.name!r}: .numpy() (or numpy conversion) while ok.function traces would bake its "
+                "current value into the graph; use the variable in ops, or var.read_value(), to read it on every call"
+            )
+        return super().numpy()
+
     def __repr__(self) -> str:
+        if not self._borrowed and _tracing():
+            return f"ok.Variable(<read while tracing>, shape={self.shape}, dtype={self._dtype.name}, name={self.name!r})"
         return "ok.Variable" + super().__repr__()[len("ok.Tensor"):]
 
     def __reduce__(self) -> tuple[Any, ...]:

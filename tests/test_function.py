@@ -226,7 +226,7 @@ def test_a_whole_training_step_traced_with_its_tape_and_apply_ops_trains_as_eage
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
     assert step.tracing_count == 1
     graph = step.concrete_functions[0].graph
-    assert "ApplyMomentum" in graph.op_names() and len(graph.variables) == 8  # 4 weights, 4 momentum slots
+    assert "ApplyMomentum" in graph.op_names() and len(graph.variables) == 10  # 4 weights, 4 momentum slots, lr, momentum
 
 
 def test_a_gradient_computed_inside_the_function_is_returned(backend):
@@ -686,3 +686,73 @@ def test_flatten_traces_with_an_unknown_batch(backend):
     for n in (1, 4):
         x = np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3)
         np.testing.assert_array_equal(f(ok.tensor(x)).numpy(), x.reshape(n, 6))
+
+
+# ---------------------------------------------------------------- trace-time state is never baked in
+
+
+def test_read_value_in_a_trace_reads_the_variable_on_every_replay(backend):
+    w = ok.Variable(np.array([1.0, 2.0], F32))
+
+    @ok.function
+    def f(x):
+        before = w.read_value()
+        w.assign(x)
+        return before, w.read_value()
+
+    for new in ([5.0, 6.0], [7.0, 8.0]):
+        old = w.numpy().tolist()
+        before, after = f(ok.tensor(np.array(new, F32)))
+        assert before.numpy().tolist() == old and after.numpy().tolist() == new
+    assert f.tracing_count == 1
+
+
+def test_a_variables_numpy_value_while_tracing_is_an_error_not_a_constant():
+    w = ok.Variable(np.array([1.0, 2.0], F32), name="w")
+    f = ok.function(lambda x: x + w.numpy())
+    with pytest.raises(SymbolicTensorError, match="variable 'w'.*read_value"):
+        f(ok.tensor(np.zeros(2, F32)))
+    with pytest.raises(SymbolicTensorError, match="variable 'w'"):
+        ok.function(lambda x: x + np.asarray(w))(ok.tensor(np.zeros(2, F32)))
+    shown = []
+    ok.function(lambda x: shown.append(repr(w)) or x)(ok.tensor(np.zeros(2, F32)))  # repr still works
+    assert shown[0].startswith("ok.Variable(") and "'w'" in shown[0]
+    assert w.numpy().tolist() == [1.0, 2.0]  # eagerly, as ever
+
+
+@pytest.mark.parametrize("zero, negative", [(np.float32(0.0), np.float32(-0.0)), (0.0, -0.0)])
+def test_python_and_numpy_scalars_that_compare_equal_but_differ_trace_apart(zero, negative):
+    f = ok.function(lambda x, s: x * s)
+    x = ok.tensor(np.ones(1, F32))
+    f(x, zero)
+    assert np.signbit(f(x, negative).numpy()[0]) and not np.signbit(f(x, zero).numpy()[0])
+    nan = np.float32("nan")
+    f(x, nan)
+    f(x, np.float32("nan"))
+    assert f.tracing_count == 3  # equal NaNs share a trace
+
+
+@pytest.mark.parametrize("make", [lambda: ok.nn.SGD(0.1), lambda: ok.nn.SGD(0.1, momentum=0.5), lambda: ok.nn.Adam(0.1)])
+def test_optimizer_hyperparameters_set_after_tracing_are_used_by_replays(make):
+    def train(traced: bool) -> np.ndarray:
+        w = ok.Variable(np.array([1.0, -2.0], F32))
+        opt = make()
+
+        def step(x):
+            with ok.GradientTape() as tape:
+                loss = ok.ops.sum(ok.ops.square(w * x), [0])
+            opt.apply_gradients([(tape.gradient(loss, w), w)])
+
+        f = ok.function(step) if traced else step
+        x = ok.tensor(np.array([1.0, 0.5], F32))
+        for lr in (0.1, 0.01, 0.3):
+            opt.learning_rate = lr
+            if isinstance(opt, ok.nn.Adam):
+                opt.beta1 = lr * 2
+            else:
+                opt.momentum = opt.momentum and lr
+            f(x)
+            f(x)
+        return w.numpy().copy()
+
+    np.testing.assert_allclose(train(True), train(False), rtol=1e-5, atol=1e-6)
