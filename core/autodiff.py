@@ -256,14 +256,23 @@ class GradientTape:
         ``unconnected_gradients``: ``"none"`` gives None for a source the target
         does not depend on, ``"zero"`` gives zeros.
         """
+        if unconnected_gradients not in ("none", "zero"):
+            raise InvalidArgumentError(
+                f"GradientTape.gradient: unconnected_gradients must be 'none' or 'zero', got {unconnected_gradients!r}"
+            )
         if self._used and not self.persistent:
             raise InvalidArgumentError(
                 "GradientTape.gradient can only be called once on a non-persistent tape; "
                 "use GradientTape(persistent=True) to compute several gradients"
             )
-        self._used = True
         targets = _flatten(target)
         seeds = _flatten(output_gradients) if output_gradients is not None else [None] * len(targets)
+        if len(seeds) != len(targets):  # zip() would drop the targets (or seeds) past the shorter list
+            raise InvalidArgumentError(
+                f"GradientTape.gradient: output_gradients holds {len(seeds)} gradient(s) for {len(targets)} target(s); "
+                "give one per target tensor (None for the default ones), nested as the targets are"
+            )
+        self._used = True
         was = self._recording
         self._pop()  # not recorded on this tape (as stop_recording(), without its generator)
         try:
@@ -374,22 +383,31 @@ def _accumulate(grads: dict[int, Tensor], t: Tensor, g: Tensor) -> None:
             grads[id(t)] = _ops().add(old, g)
 
 
+#: Set on an error ``_in_gradient`` made: a gradient computed inside another gradient
+#: function (a nested tape) passes it up unchanged, so its message names the gradient
+#: that failed once, not once per level of nesting.
+_WRAPPED = "_opkernel_in_gradient"
+
+
 def _in_gradient(error: Exception, record: OpRecord) -> Exception | None:
     """``error`` (same class, same context) with a message saying whose gradient was
-    running; None for an exception class that cannot be copied (re-raise it as it is)."""
+    running; None for an error that says so already (a nested gradient's) or whose class
+    cannot be copied (re-raise it as it is)."""
+    if getattr(error, _WRAPPED, False):
+        return None
     where = f"while computing the gradient of {record.type!r}"
     if record._backend is not None:
         where += f" (recorded on backend {record.backend!r})"
-    if isinstance(error, OpkernelError):
-        wrapped: Exception = copy.copy(error)
-        wrapped.message = f"{where}: {error.message}"  # type: ignore[attr-defined]
-        wrapped.args = (wrapped.message,)  # type: ignore[attr-defined]
-        if isinstance(error, GradientNotFoundError):
-            wrapped.op = record.type  # type: ignore[attr-defined]
-        return wrapped
     try:
-        wrapped = copy.copy(error)
-        wrapped.args = (f"{where}: {error}",)
+        wrapped: Exception = copy.copy(error)
+        if isinstance(error, OpkernelError):
+            wrapped.message = f"{where}: {error.message}"  # type: ignore[attr-defined]
+            wrapped.args = (wrapped.message,)  # type: ignore[attr-defined]
+            if isinstance(error, GradientNotFoundError):
+                wrapped.op = record.type  # type: ignore[attr-defined]
+        else:
+            wrapped.args = (f"{where}: {error}",)
+        setattr(wrapped, _WRAPPED, True)
     except Exception:  # noqa: BLE001 -- an exception class that cannot be rebuilt from its args
         return None
     return wrapped

@@ -188,3 +188,86 @@ def test_custom_gradients_and_transfers_are_recorded_with_their_backend(twin: st
         dx = tape.gradient(y, x, output_gradients=ok.tensor([1.0], backend=twin))
     assert seen == ["twin"] and dx.backend == "twin" and dx.numpy().tolist() == [-1.0]
 
+
+
+def test_an_opkernel_error_that_cannot_be_rebuilt_goes_through_unchanged(twin: str) -> None:
+    class _PickyArgument(ok.errors.InvalidArgumentError):
+        """An opkernel error class that cannot be rebuilt from its args (copying it fails)."""
+
+        def __init__(self, what: str, code: int) -> None:
+            super().__init__(f"{what} ({code})", op="Probe>Picky")
+
+    @ok.custom_gradient
+    def picky(x: ok.Tensor) -> tuple[ok.Tensor, object]:
+        def grad(dy: ok.Tensor) -> ok.Tensor:
+            raise _PickyArgument("a picky gradient", 7)
+
+        return ok.ops.neg(x), grad
+
+    with ok.use_backend(twin):
+        x = ok.tensor([1.0])
+        with ok.GradientTape() as tape:
+            tape.watch(x)
+            y = picky(x)
+        with pytest.raises(_PickyArgument, match=r"^a picky gradient \(7\)$"):
+            tape.gradient(y, x, output_gradients=ok.tensor([1.0]))
+
+
+def test_a_nested_gradients_error_names_the_failing_gradient_once(twin: str) -> None:
+    """A gradient function that takes a gradient itself (a nested tape), two levels deep:
+    the error says once whose gradient failed, not once per level."""
+    ok.register_op("Probe>Flaky").input("x: float").output("y: float").set_shape_fn(ok.shape_fns.unchanged_shape)
+    ok.register_kernel("Probe>Flaky", backend="twin")(lambda x: x)
+
+    @ok.register_gradient("Probe>Flaky")
+    def flaky_grad(op: OpRecord, grad: ok.Tensor) -> ok.Tensor:
+        raise ZeroDivisionError("a bug in the gradient function")
+
+    def nested(inside: object, name: str) -> object:
+        def f(x: ok.Tensor) -> tuple[ok.Tensor, object]:
+            def grad(dy: ok.Tensor) -> ok.Tensor:
+                with ok.GradientTape() as tape:
+                    tape.watch(x)
+                    y = inside(x)  # type: ignore[operator]
+                return tape.gradient(y, x, output_gradients=dy)  # type: ignore[no-any-return]
+
+            return ok.ops.neg(x), grad
+
+        f.__name__ = name
+        return ok.custom_gradient(f)
+
+    outer = nested(nested(ok.ops.probe.flaky, "middle"), "outer")
+    with ok.use_backend(twin):
+        x = ok.tensor([1.0])
+        with ok.GradientTape() as tape:
+            tape.watch(x)
+            y = outer(x)  # type: ignore[operator]
+        with pytest.raises(ZeroDivisionError) as caught:
+            tape.gradient(y, x, output_gradients=ok.tensor([1.0]))
+    assert str(caught.value) == (
+        "while computing the gradient of 'Probe>Flaky' (recorded on backend 'twin'): a bug in the gradient function"
+    )
+
+
+def test_gradient_refuses_an_unknown_unconnected_gradients_and_a_seed_count_off_by_one(twin: str) -> None:
+    with ok.use_backend(twin):
+        x, unused = ok.tensor([1.0, 2.0]), ok.tensor([3.0])
+        with ok.GradientTape(persistent=True) as tape:
+            tape.watch([x, unused])
+            y, z = ok.ops.mul(x, x), ok.ops.add(x, x)
+        with pytest.raises(ok.errors.InvalidArgumentError, match=r"unconnected_gradients must be 'none' or 'zero', got 'zeros'"):
+            tape.gradient(y, [x, unused], unconnected_gradients="zeros")  # was: None for unused, silently
+        with pytest.raises(ok.errors.InvalidArgumentError, match=r"output_gradients holds 1 gradient\(s\) for 2 target\(s\)"):
+            tape.gradient([y, z], x, output_gradients=[ok.tensor([1.0, 1.0])])  # was: z dropped, silently
+        with pytest.raises(ok.errors.InvalidArgumentError, match=r"output_gradients holds 2 gradient\(s\) for 1 target\(s\)"):
+            tape.gradient(y, x, output_gradients=[1.0, 1.0])  # was: the first number seeded y, silently
+        ones = ok.tensor([1.0, 1.0])
+        dx = tape.gradient([y, z], x, output_gradients=[ones, ones])
+        assert dx.numpy().tolist() == [4.0, 6.0]  # 2x + 2
+        with ok.GradientTape() as once:
+            once.watch(x)
+            w = ok.ops.neg(x)
+        with pytest.raises(ok.errors.InvalidArgumentError, match="unconnected_gradients"):
+            once.gradient(w, x, output_gradients=ones, unconnected_gradients="zeros")
+        # A refused call leaves a non-persistent tape usable.
+        assert once.gradient(w, x, output_gradients=ones).numpy().tolist() == [-1.0, -1.0]
