@@ -1733,10 +1733,18 @@ def _warn_fallback(key: tuple[str, str, str], attrs: Mapping[str, Any]) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     while frame is not None and (frame.f_code.co_filename.startswith(here) or frame.f_code.co_filename.startswith("<opkernel")):
         frame, level = frame.f_back, level + 1
-    warnings.warn(
-        f"op {op!r} has no kernel on backend {source!r}{' for ' + types if types else ''}: running it on "
-        f"{target!r} (ok.config.kernel_fallback), its inputs copied there and its outputs back. Warned once per "
-        f"op and pair of backends; ok.config.fallbacks counts every call.",
-        KernelFallbackWarning, stacklevel=level,
-    )
-    _WARNED.add(key)
+    with _lock:  # threads falling back at once: one of them warns
+        if key in _WARNED:
+            return
+        _WARNED.add(key)
+    try:
+        warnings.warn(
+            f"op {op!r} has no kernel on backend {source!r}{' for ' + types if types else ''}: running it on "
+            f"{target!r} (ok.config.kernel_fallback), its inputs copied there and its outputs back. Warned once per "
+            f"op and pair of backends; ok.config.fallbacks counts every call.",
+            KernelFallbackWarning, stacklevel=level,
+        )
+    except BaseException:  # a warnings filter raising it: the next call raises again
+        with _lock:
+            _WARNED.discard(key)
+        raise

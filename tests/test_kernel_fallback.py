@@ -10,6 +10,7 @@ so Exp, AssignSub, Unpack and the rest have to fall back to cpu.
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 
@@ -240,3 +241,31 @@ def test_explain_says_where_a_call_falls_back_to(twin: str) -> None:
             explained = ok.explain("Exp", ok.tensor([1.0]))
     assert explained.chosen is None and explained.fallback is not None and explained.fallback[0] == "cpu"
     assert "falls back to 'cpu' (ok.config.kernel_fallback)" in str(explained)
+
+
+def test_threads_falling_back_at_once_warn_once(twin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    shown: list[str] = []
+
+    def slow_warn(message: str, *args: object, **kwargs: object) -> None:
+        shown.append(message)
+        time.sleep(0.02)  # a thread switch inside the warning lets the others through
+
+    monkeypatch.setattr(warnings, "warn", slow_warn)
+    ok.config.kernel_fallback = ("cpu",)
+    start = threading.Barrier(4)
+    before = count("Exp")
+
+    def worker() -> None:
+        with ok.use_backend(twin):
+            x = ok.tensor([1.0])
+            start.wait()
+            for _ in range(5):
+                ok.ops.exp(x)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(shown) == 1 and "op 'Exp' has no kernel on backend 'twin'" in shown[0]
+    assert count("Exp") == before + 20
