@@ -176,12 +176,26 @@ def remove_provider(provider: Provider) -> None:
         _superseded[:] = [(n, o) for n, o in _superseded if provider not in (n.provider, o.provider)]
 
 
-def snapshot() -> dict[str, GradientDef]:
+class Snapshot(dict[str, GradientDef]):
+    """The registry's entries, with the record of which entry replaced which (so that an
+    override unregistered after :func:`restore` still gives back the one it replaced)."""
+
+    superseded: list[tuple[GradientDef, GradientDef]]
+
+
+def snapshot() -> Snapshot:
     with _lock:
-        return dict(_gradients)
+        snap = Snapshot(_gradients)
+        snap.superseded = list(_superseded)
+        return snap
 
 
 def restore(snap: dict[str, GradientDef]) -> None:
     with _lock:
         _gradients.clear()
         _gradients.update(snap)
+        if isinstance(snap, Snapshot):
+            _superseded[:] = snap.superseded
+        else:
+            present = {id(e) for e in _gradients.values()}
+            _superseded[:] = [(new, old) for new, old in _superseded if id(new) in present]

@@ -705,14 +705,31 @@ def remove_kernels(doomed: Iterable[KernelDef]) -> None:
         _changed()
 
 
-def snapshot() -> dict[tuple[str, str], list[KernelDef]]:
+class Snapshot(dict[tuple[str, str], list[KernelDef]]):
+    """The registry's buckets, with the record of which kernel replaced which (so that an
+    override unregistered after :func:`restore` still gives back the kernel it replaced)."""
+
+    superseded: list[tuple[KernelDef, KernelDef]]
+    replaced: list[tuple[KernelDef, KernelDef]]
+
+
+def snapshot() -> Snapshot:
     with _lock:
-        return {k: list(v) for k, v in _kernels.items()}
+        snap = Snapshot({k: list(v) for k, v in _kernels.items()})
+        snap.superseded, snap.replaced = list(_superseded), list(_replaced)
+        return snap
 
 
 def restore(snap: dict[tuple[str, str], list[KernelDef]]) -> None:
-    global _version
+    """Put the registry back as ``snap`` holds it; a plain dict of buckets keeps the
+    records of replacements whose kernels it holds."""
     with _lock:
         _kernels.clear()
         _kernels.update({k: list(v) for k, v in snap.items()})
+        if isinstance(snap, Snapshot):
+            _superseded[:], _replaced[:] = snap.superseded, snap.replaced
+        else:
+            present = {id(k) for bucket in _kernels.values() for k in bucket}
+            _superseded[:] = [(new, old) for new, old in _superseded if id(new) in present]
+            _replaced[:] = [(new, old) for new, old in _replaced if id(new) in present]
         _changed()

@@ -82,6 +82,38 @@ def test_a_kernel_unregistered_inside_isolated_registries_comes_back_after(fresh
     np.testing.assert_array_equal(neg_on_cpu(A), -A)
 
 
+def test_an_override_unregistered_inside_isolated_registries_still_gives_back_what_it_replaced(
+    fresh_registry: None,
+) -> None:
+    from opkernel.testing import isolated_registries
+
+    def first(x: Any) -> Any:
+        return x + 1
+
+    def second(x: Any) -> Any:
+        return x + 2
+
+    ok.register_kernel("Neg", backend="cpu", label="pair")(first)
+    with pytest.warns(UserWarning, match="overridden"):
+        ok.register_kernel("Neg", backend="cpu", label="pair", override=True)(second)
+    with isolated_registries():
+        assert ok.unregister_kernel("Neg", "cpu", label="pair").impl is second
+        assert ok.get_kernel("Neg", "cpu", label="pair").impl is first
+    assert ok.get_kernel("Neg", "cpu", label="pair").impl is second  # the registry as it was, overrides included
+    assert ok.unregister_kernel("Neg", "cpu", label="pair").impl is second
+    assert ok.get_kernel("Neg", "cpu", label="pair").impl is first  # one registration undone, not two
+    with ok.use_backend("cpu"):
+        np.testing.assert_array_equal(ok.execute("Neg", A, _kernel="pair").numpy(), A + 1)
+
+    original = ok.get_gradient("Neg")
+    with pytest.warns(UserWarning, match="overridden"):
+        ok.register_gradient("Neg", override=True)(lambda op, grad: [grad * 0])
+    with isolated_registries():
+        ok.unregister_gradient("Neg")
+    ok.unregister_gradient("Neg")
+    assert ok.get_gradient("Neg") is original
+
+
 # ------------------------------------------------------------ gradients
 
 
