@@ -151,6 +151,7 @@ def explain(op_name: str, *inputs: Any, _kernel: str | None = None, **attrs: Any
         for name in engine.config.kernel_fallback:
             if name != be.name:
                 try:
+                    engine.backend_instance(name)  # the call skips a backend unavailable here
                     fallback = (name, engine.select_kernel(handle.op_def, name, bound, label))
                     break
                 except LookupError:

@@ -269,3 +269,33 @@ def test_threads_falling_back_at_once_warn_once(twin: str, monkeypatch: pytest.M
         t.join()
     assert len(shown) == 1 and "op 'Exp' has no kernel on backend 'twin'" in shown[0]
     assert count("Exp") == before + 20
+
+
+class _GhostBackend(ok.Backend):
+    """A backend installed but unavailable here (as cuda without a driver)."""
+
+    name = "ghost"
+    priority = -20
+
+    @classmethod
+    def availability(cls) -> str | None:
+        return "no ghost device here"
+
+
+class _GhostPlugin:
+    @ok.hookimpl
+    def opkernel_register_backends(self) -> list[type[ok.Backend]]:
+        return [_GhostBackend]
+
+    @ok.hookimpl
+    def opkernel_register_kernels(self) -> None:
+        ok.register_kernel("Exp", backend="ghost")(lambda x: x)
+
+
+def test_explain_skips_a_fallback_backend_unavailable_here_as_the_call_does(twin: str) -> None:
+    ok.register_plugin(_GhostPlugin(), name="ghost-plugin")
+    with ok.use_backend(twin), ok.kernel_fallback("ghost", "cpu"):
+        explained = ok.explain("Exp", ok.tensor([1.0]))
+        with pytest.warns(KernelFallbackWarning, match="running it on 'cpu'"):
+            ok.ops.exp(ok.tensor([1.0]))
+    assert explained.fallback is not None and explained.fallback[0] == "cpu"  # was: 'ghost', where it never runs
