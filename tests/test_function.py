@@ -756,3 +756,24 @@ def test_optimizer_hyperparameters_set_after_tracing_are_used_by_replays(make):
         return w.numpy().copy()
 
     np.testing.assert_allclose(train(True), train(False), rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_traced_with_unknown_dimensions_equal_eagers(backend):
+    """Which axes broadcasting stretched, a mean's count and a reshape's shape are known only
+    when the graph runs: a (1, 3) input broadcast against (4, 3) gets a (1, 3) gradient."""
+
+    def grads(a, b):
+        with ok.GradientTape() as tape:
+            tape.watch([a, b])
+            y = ok.ops.mean(ok.ops.square(a * b - b), [0, 1]) + ok.ops.sum(ok.ops.reshape(a, [-1]) * 2.0, [0])
+            y = y + ok.ops.sum(ok.ops.sum(ok.ops.tanh(a + b), [1]), [0])
+        return tape.gradient(y, [a, b])
+
+    spec = ok.TensorSpec((None, 3), ok.float32)
+    traced = ok.function(grads, input_signature=[spec, spec])
+    for n, m in ((4, 1), (1, 4), (4, 4), (1, 1)):
+        a, b = ok.tensor(_rand(n, 3, seed=n)), ok.tensor(_rand(m, 3, seed=m + 9))
+        for got, want in zip(traced(a, b), grads(a, b)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert traced.tracing_count == 1

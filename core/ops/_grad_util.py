@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import DType, int32
+from ..errors import InvalidArgumentError
 from ..tensor import Tensor, ops_module as _ops
 
 #: (backend, dtype, value) -> Tensor; emptied when full, so it never grows without bound.
@@ -36,9 +37,18 @@ def constant(value: int | tuple[int, ...], like: Tensor, dtype: DType = int32) -
     return t
 
 
-def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
+def unbroadcast(grad: Tensor, like: Tensor | tuple[int, ...]) -> Tensor:
     """Sum ``grad`` over the axes that numpy broadcasting added or stretched to reach
-    ``grad.shape`` from ``shape`` (TensorFlow's BroadcastGradientArgs + Sum + Reshape)."""
+    ``grad.shape`` from ``like``'s shape (TensorFlow's BroadcastGradientArgs + Sum + Reshape).
+
+    ``like`` is the input (or its static shape).  While ``ok.function`` traces with
+    unknown dimensions, which axes were stretched is known only when the graph runs:
+    the axes are then computed from the shapes by ops."""
+    shape = tuple(like.shape) if isinstance(like, Tensor) else tuple(like)
+    if None in shape:
+        if not isinstance(like, Tensor):
+            raise InvalidArgumentError(f"unbroadcast: shape {shape} has unknown dimensions; pass the tensor itself")
+        return _unbroadcast_by_ops(grad, like, len(grad.shape) - len(shape))
     if tuple(grad.shape) == tuple(shape):
         return grad
     lead = len(grad.shape) - len(shape)
@@ -49,6 +59,21 @@ def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     if axes:
         grad = ops.sum(grad, axes, keep_dims=False)
     return ops.reshape(grad, list(shape))  # type: ignore[no-any-return]
+
+
+def _unbroadcast_by_ops(grad: Tensor, like: Tensor, lead: int) -> Tensor:
+    """unbroadcast for a ``like`` of unknown dimensions: the summed axes (the ``lead``
+    added ones, and those where ``like`` has 1 and ``grad`` not) found from the shapes."""
+    ops = _ops()
+    rank = len(like.shape)
+    like_shape = ops.shape(like)
+    tail = ops.slice(ops.shape(grad), constant((lead,), grad), constant((rank,), grad))
+    one = constant(1, grad)
+    stretched = ops.where(ops.logical_and(ops.equal(like_shape, one), ops.not_equal(tail, one)))
+    axes = ops.add(ops.reshape(ops.cast(stretched, DstT=int32), constant((-1,), grad)), constant(lead, grad))
+    if lead:
+        axes = ops.concat_v2([constant(tuple(range(lead)), grad), axes], constant(0, grad))
+    return ops.reshape(ops.sum(grad, axes, keep_dims=True), like_shape)  # type: ignore[no-any-return]
 
 
 def mat_mul_grads(

@@ -777,7 +777,9 @@ def register_ops() -> None:
 def _reshape_back(op: Any, grad: Any) -> list[Any]:
     """Gradient of an op that only rearranges shape: reshape grad to the input's."""
     rest: list[Any] = [None] * (len(op.inputs) - 1)
-    return [_ops().reshape(grad, _shape_const(op.inputs[0].shape))] + rest
+    x = op.inputs[0]
+    shape = _ops().shape(x) if None in tuple(x.shape) else _shape_const(x.shape)  # traced with unknown dims
+    return [_ops().reshape(grad, shape)] + rest
 
 
 def _identity_grad(op: Any, grad: Any) -> list[Any]:
@@ -924,7 +926,7 @@ def _sum_all(grad: Any) -> Any:
 
 def _broadcast_to_grad(op: Any, grad: Any) -> list[Any]:
     shape = tuple(op.inputs[0].shape)
-    return [_sum_all(grad) if not shape else unbroadcast(grad, shape), None]
+    return [_sum_all(grad) if not shape else unbroadcast(grad, op.inputs[0]), None]
 
 
 def _fill_grad(op: Any, grad: Any) -> list[Any]:

@@ -378,7 +378,7 @@ def register_ops() -> None:
 def _pair(grad_x: Any, grad_y: Any, op: Any) -> list[Any]:
     """Gradients of a broadcasting binary op, reduced back to each input's shape."""
     x, y = op.inputs
-    return [unbroadcast(grad_x, x.shape), unbroadcast(grad_y, y.shape)]
+    return [unbroadcast(grad_x, x), unbroadcast(grad_y, y)]
 
 
 def _add_grad(op: Any, grad: Any) -> list[Any]:
@@ -512,7 +512,7 @@ def _select_v2_grad(op: Any, grad: Any) -> list[Any]:
     ops = _ops()
     cond, t, e = op.inputs
     zeros = ops.zeros_like(grad)
-    return [None, unbroadcast(ops.select_v2(cond, grad, zeros), t.shape), unbroadcast(ops.select_v2(cond, zeros, grad), e.shape)]
+    return [None, unbroadcast(ops.select_v2(cond, grad, zeros), t), unbroadcast(ops.select_v2(cond, zeros, grad), e)]
 
 
 def _clip_by_value_grad(op: Any, grad: Any) -> list[Any]:
@@ -523,8 +523,8 @@ def _clip_by_value_grad(op: Any, grad: Any) -> list[Any]:
     zeros = ops.zeros_like(grad)
     return [
         ops.select_v2(ops.logical_or(below, above), zeros, grad),
-        unbroadcast(ops.select_v2(below, grad, zeros), lo.shape),
-        unbroadcast(ops.select_v2(above, grad, zeros), hi.shape),
+        unbroadcast(ops.select_v2(below, grad, zeros), lo),
+        unbroadcast(ops.select_v2(above, grad, zeros), hi),
     ]
 
 
@@ -567,12 +567,18 @@ def _with_kept_dims(op: Any, t: Any) -> Any:
     """``t`` (shaped like the reduction's output) reshaped as if keep_dims were true."""
     if op.get_attr("keep_dims"):
         return t
+    if None in tuple(op.inputs[0].shape):  # traced with unknown dimensions: a 1 inserted per reduced axis
+        for axis in reduction_axes(op):
+            t = _ops().expand_dims(t, constant(axis, t))
+        return t
     return _ops().reshape(t, constant(_kept_shape(op), t))
 
 
 def _sum_grad(op: Any, grad: Any) -> list[Any]:
     x = op.inputs[0]
     g = grad if not grad.shape else _with_kept_dims(op, grad)  # a scalar broadcasts as it is
+    if None in tuple(x.shape):  # traced with unknown dimensions: x's shape when the graph runs
+        return [_ops().broadcast_to(g, _ops().shape(x)), None]
     if tuple(g.shape) != tuple(x.shape):
         g = _ops().broadcast_to(g, constant(tuple(x.shape), g))
     return [g, None]
@@ -582,6 +588,11 @@ def _mean_grad(op: Any, grad: Any) -> list[Any]:
     # Divided before it is broadcast (the same values as TensorFlow's broadcast, then
     # divide, with the division on the reduced shape only).
     x, y = op.inputs[0], op.outputs[0]
+    if None in tuple(x.shape):  # traced with unknown dimensions: the count from the sizes when the graph runs
+        ops = _ops()
+        one = constant(1, grad)
+        count = ops.maximum(ops.floor_div(ops.size(x), ops.maximum(ops.size(y), one)), one)
+        return _sum_grad(op, ops.real_div(grad, ops.cast(count, DstT=grad.dtype)))
     count = max(math.prod(x.shape) // max(math.prod(y.shape), 1), 1)
     return _sum_grad(op, _ops().real_div(grad, constant(count, grad, grad.dtype)))
 
@@ -665,7 +676,7 @@ def _batch_mat_mul_grad(op: Any, grad: Any) -> list[Any]:
         gx, gy = bmm(y, grad, adj_y=True, grad_x=True), bmm(x, grad, grad_y=True)
     else:
         gx, gy = bmm(y, grad, adj_x=True, adj_y=True, grad_x=True), bmm(grad, x, adj_x=True, adj_y=True, grad_y=True)
-    return [unbroadcast(gx, x.shape), unbroadcast(gy, y.shape)]
+    return [unbroadcast(gx, x), unbroadcast(gy, y)]
 
 
 # -- complex numbers

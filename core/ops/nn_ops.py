@@ -732,8 +732,8 @@ def _xent_grad(op: Any, grad_loss: Tensor | None, grad_backprop: Tensor | None) 
         if grad_backprop is not None:
             d_labels = ops.neg(grad_backprop) if d_labels is None else ops.sub(d_labels, grad_backprop)
     return [
-        None if d_features is None else unbroadcast(d_features, features.shape),
-        None if d_labels is None else unbroadcast(d_labels, labels.shape),
+        None if d_features is None else unbroadcast(d_features, features),
+        None if d_labels is None else unbroadcast(d_labels, labels),
     ]
 
 
