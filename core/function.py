@@ -523,15 +523,19 @@ class Function:
         return self._concrete(args, kwargs, specs_allowed=True)[0]
 
     def _concrete(self, args: Any, kwargs: Any, specs_allowed: bool = False) -> tuple[ConcreteFunction, list[Tensor]]:
+        labels = engine._LABELS.get()  # a trace records the kernel labels in force: they key it too
+        label_key = tuple(sorted(labels.items())) if labels else None
         if self.input_signature is not None:
-            return self._with_signature(args, kwargs, specs_allowed)
+            return self._with_signature(args, kwargs, specs_allowed, label_key)
         fast = None if kwargs or specs_allowed else _fast_key(args)
         if fast is not None:
+            if label_key is not None:
+                fast = ((label_key, *fast[0]), fast[1])
             cf = self._fast.get(fast[0])
             if cf is not None:
                 return cf, fast[1]
         flat, _ = _flatten_args((args, kwargs))
-        key: list[Any] = [_structure_key((args, kwargs))]
+        key: list[Any] = [(_structure_key((args, kwargs)), label_key)]
         tensors: list[Any] = []
         leaves: list[int] = []
         specs: list[tuple[Any, DType]] = []
@@ -604,7 +608,9 @@ class Function:
                             d[j] = None
         return [TensorSpec(None if d is None else tuple(d), s.dtype) for d, s in zip(dims, specs)]
 
-    def _with_signature(self, args: Any, kwargs: Any, specs_allowed: bool) -> tuple[ConcreteFunction, list[Tensor]]:
+    def _with_signature(
+        self, args: Any, kwargs: Any, specs_allowed: bool, label_key: Any = None
+    ) -> tuple[ConcreteFunction, list[Tensor]]:
         sig = self.input_signature
         assert sig is not None
         if specs_allowed and not args and not kwargs:
@@ -621,16 +627,17 @@ class Function:
             )
         flat = _flatten_args(tuple(args))[0]
         tensors = [] if specs_allowed and all(isinstance(a, TensorSpec) for a in flat) else flat
-        hit = self._cache.get("signature")
+        key = ("signature", label_key)
+        hit = self._cache.get(key)
         if hit is None:
             with self._lock:
-                hit = self._cache.get("signature")
+                hit = self._cache.get(key)
                 if hit is None:
                     self._note_trace()
                     specs = _flatten_args(tuple(sig))[0]
                     positions = list(range(len(specs)))
                     cf = _trace(self.__name__, self.python_function, tuple(sig), {}, specs, positions)
-                    hit = self._cache["signature"] = (cf, positions)
+                    hit = self._cache[key] = (cf, positions)
         return hit[0], tensors
 
     def _note_trace(self) -> None:

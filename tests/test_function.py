@@ -505,8 +505,16 @@ def test_a_kernel_label_chosen_while_tracing_is_kept_by_every_replay():
         x = ok.tensor(np.ones(2, F32))
         with ok.kernel_label_map({"FnTestTwice": "ten"}):
             assert f(x).numpy().tolist() == [10.0, 10.0]
-        assert f(x).numpy().tolist() == [10.0, 10.0]  # the node keeps its label
+            assert f(x).numpy().tolist() == [10.0, 10.0]  # the node keeps its label
         assert f.concrete_functions[0].graph.nodes[0].label == "ten"
+        # The label map keys the traces: outside it the default kernel runs, as eagerly.
+        assert f(x).numpy().tolist() == [2.0, 2.0] and f.tracing_count == 2
+        with ok.kernel_label_map({"FnTestTwice": "ten"}):
+            assert f(x).numpy().tolist() == [10.0, 10.0] and f.tracing_count == 2
+        g = ok.function(lambda x: ok.execute("FnTestTwice", x), input_signature=[ok.TensorSpec((2,), ok.float32)])
+        assert g(x).numpy().tolist() == [2.0, 2.0]
+        with ok.kernel_label_map({"FnTestTwice": "ten"}):
+            assert g(x).numpy().tolist() == [10.0, 10.0]
 
 
 def test_other_threads_run_eagerly_while_a_function_is_traced():
