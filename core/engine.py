@@ -1684,8 +1684,12 @@ class _FallbackSignature(_Signature):
         if key not in _WARNED:
             _warn_fallback(key, self.attrs)
         refs = self.ref_positions
+        # A Ref input goes over as a copy of its own (a host backend's to_numpy and
+        # from_numpy may hand over the variable's memory, which the kernel would then
+        # update in place, bypassing the copy-on-write that protects read_value()
+        # snapshots and .numpy() arrays); the update comes back as the variable's new value.
         moved = [
-            Variable._view(fb.from_numpy(be.to_numpy(x._value)), x._dtype, fb) if i in refs else _moved(x, fb)
+            Variable._view(fb.from_numpy(np.array(be.to_numpy(x._value))), x._dtype, fb) if i in refs else _moved(x, fb)
             for i, x in enumerate(inputs)
         ]
         result = route.call(*moved)  # type: ignore[union-attr]

@@ -299,3 +299,15 @@ def test_explain_skips_a_fallback_backend_unavailable_here_as_the_call_does(twin
         with pytest.warns(KernelFallbackWarning, match="running it on 'cpu'"):
             ok.ops.exp(ok.tensor([1.0]))
     assert explained.fallback is not None and explained.fallback[0] == "cpu"  # was: 'ghost', where it never runs
+
+
+def test_an_update_through_a_fallback_leaves_earlier_snapshots_alone(twin: str) -> None:
+    """twin's to_numpy and cpu's from_numpy pass memory through: the cpu kernel must
+    update a copy, not the variable's memory that a snapshot still holds."""
+    with ok.use_backend(twin), ok.kernel_fallback("cpu"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", KernelFallbackWarning)
+        var = ok.Variable([1.0, 2.0])
+        snapshot, host = var.read_value(), var.numpy()
+        var.assign_sub(ok.tensor([0.5, 0.5]))
+        assert var.numpy().tolist() == [0.5, 1.5]
+        assert snapshot.numpy().tolist() == [1.0, 2.0] and host.tolist() == [1.0, 2.0]  # as on cpu itself
