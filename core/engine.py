@@ -612,8 +612,16 @@ class _Signature:
         self.attrs = attrs
         self.backend = backend
         self.call: Callable[..., Any] = self._call
-        #: Flat positions of Ref inputs: the call bumps those Variables' versions.
-        self.refs = [i for i, a in enumerate(op_def.inputs) if a.is_ref] if not any(a.is_list for a in op_def.inputs) else []
+        #: Flat positions of Ref inputs (a list input counts its length): the call makes
+        #: those Variables' memory private first and bumps their versions.
+        self.refs = (
+            [i for i, a in enumerate(op_def.inputs) if a.is_ref] if not any(a.is_list for a in op_def.inputs)
+            else [
+                i for i, is_ref in enumerate(
+                    a.is_ref for a, n in zip(op_def.inputs, _input_lengths(op_def, attrs)) for _ in range(1 if n is None else n)
+                ) if is_ref
+            ]
+        )
 
     def _call(self, *inputs: Tensor) -> Any:
         for i in self.refs:

@@ -311,3 +311,25 @@ def test_an_update_through_a_fallback_leaves_earlier_snapshots_alone(twin: str) 
         var.assign_sub(ok.tensor([0.5, 0.5]))
         assert var.numpy().tolist() == [0.5, 1.5]
         assert snapshot.numpy().tolist() == [1.0, 2.0] and host.tolist() == [1.0, 2.0]  # as on cpu itself
+
+
+def test_a_generic_kernel_updating_a_ref_beside_a_list_input_updates_the_variable_once(twin: str) -> None:
+    """Ref positions count a list input's length: the variable is made private first (a
+    snapshot keeps its values), its version is bumped, and an update made on a fallback
+    backend reaches it."""
+    ok.register_op("Probe>AddAll").input("ref: Ref(float)").input("xs: N * float").output("out: Ref(float)") \
+        .attr("N: int >= 1").set_shape_fn(lambda c: c.set_output(0, c.input(0)))
+
+    @ok.register_kernel("Probe>AddAll", backend="*")
+    def add_all(ref: ok.Variable, xs: list[ok.Tensor], **attrs: object) -> ok.Tensor:
+        return ok.ops.assign_add(ref, ok.ops.add_n(xs))  # type: ignore[no-any-return]
+
+    for backend in ("cpu", twin):
+        with ok.use_backend(backend), ok.kernel_fallback("cpu"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", KernelFallbackWarning)
+            var = ok.Variable([1.0, 2.0])
+            snapshot, version = var.read_value(), var._version
+            ok.ops.probe.add_all(var, [ok.tensor([1.0, 1.0]), ok.tensor([2.0, 2.0])])
+            assert var.backend == backend and var.numpy().tolist() == [4.0, 5.0], backend
+            assert snapshot.numpy().tolist() == [1.0, 2.0], backend
+            assert var._version == version + 1, backend
