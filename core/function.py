@@ -575,6 +575,7 @@ class Function:
                             trace_specs = self._relaxed(static, trace_specs)
                         self._note_trace()
                         cf = _trace(self.__name__, self.python_function, args, kwargs, trace_specs, leaves)
+                        cf._trace_key = static
                         hit = (cf, leaves)
                         if self.reduce_retracing:
                             self._general.append((static, trace_specs, hit))
@@ -637,6 +638,7 @@ class Function:
                     specs = _flatten_args(tuple(sig))[0]
                     positions = list(range(len(specs)))
                     cf = _trace(self.__name__, self.python_function, tuple(sig), {}, specs, positions)
+                    cf._trace_key = key
                     hit = self._cache[key] = (cf, positions)
         return hit[0], tensors
 
@@ -653,8 +655,12 @@ class Function:
 
     @property
     def concrete_functions(self) -> list[ConcreteFunction]:
-        """Every trace so far, oldest first."""
-        return [cf for cf, _ in self._cache.values()]
+        """Every trace so far, oldest first (each once: with reduce_retracing one trace
+        serves many signatures)."""
+        seen: dict[int, ConcreteFunction] = {}
+        for cf, _ in self._cache.values():
+            seen.setdefault(id(cf), cf)
+        return list(seen.values())
 
 
 def _is_tensor_leaf(x: Any, specs_allowed: bool) -> bool:
@@ -786,6 +792,9 @@ class ConcreteFunction:
         self._structure = graph.output_structure if structure is None else structure
         self._plans: dict[Backend, _Plan] = {}
         self._lock = threading.Lock()
+        #: What besides its tensors' specs an ok.function keyed this trace by (Python
+        #: arguments, nesting, kernel labels); None for a graph run directly.
+        self._trace_key: Any = None
         self.live_nodes = _live_nodes(graph)
         self._out_dtypes = [s.dtype for s in graph.output_specs]
         #: Per input: its dtype, and its shape as a tuple when fully known (compared as is),

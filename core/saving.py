@@ -265,10 +265,25 @@ def _graphs_of(obj: Any) -> tuple[str, list[Any]]:
                 f"ok.save: the function {obj.__name__!r} has not been traced yet; call it once (or give it an "
                 "input_signature) so there is a graph to save"
             )
+        for k, cf in enumerate(traces):
+            for other in traces[:k]:
+                if cf._trace_key != other._trace_key and _overlap(cf.inputs, other.inputs):
+                    shown = ", ".join(f"{s.dtype.name}{_show_shape(s.shape)}" for s in cf.inputs) or "no tensors"
+                    raise InvalidArgumentError(
+                        f"ok.save: the function {obj.__name__!r} has traces that take the same tensors ({shown}) "
+                        "but were traced for different Python arguments, argument nesting, variables or kernel "
+                        "labels; a loaded function is called with tensors only and could not tell them apart. "
+                        "Save the trace you mean: ok.save(fn.get_concrete_function(...), path)"
+                    )
         return "function", [cf.graph for cf in traces]
     raise InvalidArgumentError(
         f"ok.save: expected a traced function (ok.function), a ConcreteFunction or a Graph, got {type(obj).__name__}"
     )
+
+
+def _overlap(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether some tensors fit both input spec lists (a loaded function could run either)."""
+    return len(a) == len(b) and all(x.dtype == y.dtype and x.is_compatible_with(y) for x, y in zip(a, b))
 
 
 def save(obj: Any, path: str | os.PathLike[str]) -> None:

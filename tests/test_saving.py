@@ -17,7 +17,7 @@ import pytest
 import opkernel as ok
 from opkernel import saving
 from opkernel._provenance import Provider, providing
-from opkernel.errors import GraphFormatError, IncompatibleOpError, OpNotFoundError, ResourceExhaustedError
+from opkernel.errors import GraphFormatError, IncompatibleOpError, InvalidArgumentError, OpNotFoundError, ResourceExhaustedError
 from opkernel.graph import Edge, Graph, Node, TensorSpec
 from opkernel.testing import isolated_registries
 
@@ -416,3 +416,24 @@ def test_sizes_within_limits(saved: Path, tmp_path: Path, monkeypatch: pytest.Mo
     (tmp_path / "liar.okg").write_bytes(bytes(liar))
     with pytest.raises(GraphFormatError, match="graph.json"):
         ok.load(tmp_path / "liar.okg")
+
+
+def test_traces_a_loaded_function_could_not_tell_apart_are_refused(tmp_path: Path) -> None:
+    """A loaded function takes tensors only: traces for different Python values with the
+    same tensor specs would all match a call, and the first would run for every one."""
+    with ok.use_backend("cpu"):
+        scale = ok.function(lambda x, s: x * s)
+        x = ok.tensor(np.ones(2, np.float32))
+        scale(x, 2.0)
+        scale(x, 3.0)
+        with pytest.raises(InvalidArgumentError, match=r"take the same tensors \(float32\[2\]\).*get_concrete_function"):
+            ok.save(scale, tmp_path / "scale.okg")
+        assert not (tmp_path / "scale.okg").exists()
+        ok.save(scale.get_concrete_function(x, 3.0), tmp_path / "three.okg")
+        assert ok.load(tmp_path / "three.okg")(x).numpy().tolist() == [3.0, 3.0]
+        relaxed = ok.function(lambda x: x * 2.0, reduce_retracing=True)  # one Python signature: saved as it is
+        for n in (2, 3, 4):
+            relaxed(ok.tensor(np.ones(n, np.float32)))
+        assert len(relaxed.concrete_functions) == relaxed.tracing_count == 2
+        ok.save(relaxed, tmp_path / "relaxed.okg")
+        assert len(ok.load(tmp_path / "relaxed.okg").graphs) == 2
