@@ -922,7 +922,12 @@ class ConcreteFunction:
             result = engine.execute(op, grouped, dict(node.attrs), node.label)
             for k, t in enumerate(_flat_result(result)):
                 values[(i, k)] = t
-        return [engine.to_tensor(v) if isinstance(v, np.ndarray) else v for v in (get(e) for e in graph.outputs)]
+        identity = engine.op_handle("Identity")
+        return [  # a variable output is its value now, as a replay returns it: not the variable
+            engine.execute(identity, [get(e)], {}) if e.kind == "var" else
+            engine.to_tensor(get(e)) if e.kind == "const" else get(e)
+            for e in graph.outputs
+        ]
 
     def _run_nodes(self, plan: _Plan, tensors: list[Tensor]) -> list[Tensor]:
         """The replay node by node through the engine's signature calls, so tapes record

@@ -785,3 +785,20 @@ def test_gradients_traced_with_unknown_dimensions_equal_eagers(backend):
             assert got.shape == want.shape
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
     assert traced.tracing_count == 1
+
+
+def test_a_graph_returning_a_variable_inlined_into_a_trace_returns_its_value_then():
+    v = ok.Variable(np.array([1.0, 2.0], F32))
+    inner = ConcreteFunction(Graph(
+        inputs=[TensorSpec((2,), ok.float32)], nodes=[], outputs=[Edge("var", 0)], output_structure=0,
+        constants=[], variables=[v], variable_names=["v"],
+    ))
+
+    @ok.function
+    def outer(x):
+        before = inner(x)
+        v.assign_add(x)
+        return before, inner(x)
+
+    before, after = outer(ok.tensor(np.ones(2, F32)))
+    assert before.numpy().tolist() == [1.0, 2.0] and after.numpy().tolist() == [2.0, 3.0]
