@@ -802,3 +802,19 @@ def test_a_graph_returning_a_variable_inlined_into_a_trace_returns_its_value_the
 
     before, after = outer(ok.tensor(np.ones(2, F32)))
     assert before.numpy().tolist() == [1.0, 2.0] and after.numpy().tolist() == [2.0, 3.0]
+
+
+def test_an_embedding_gradient_traced_with_an_unknown_batch_equals_eagers():
+    rng = np.random.default_rng(5)
+    table = ok.Variable(rng.standard_normal((10, 4)).astype(F32))
+
+    def grad(ids):
+        with ok.GradientTape() as tape:
+            loss = ok.ops.sum(ok.ops.square(ok.ops.gather_v2(table, ids, 0)), [0, 1])
+        return tape.gradient(loss, table)
+
+    for spec in ((None,), (None, None)):
+        traced = ok.function(grad, input_signature=[ok.TensorSpec(spec, ok.int32)])
+        for n in (1, 5):
+            ids = ok.tensor(rng.integers(0, 10, (n,) + (3,) * (len(spec) - 1)).astype(np.int32))
+            np.testing.assert_allclose(traced(ids).numpy(), grad(ids).numpy(), rtol=1e-6)

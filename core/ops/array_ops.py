@@ -874,16 +874,17 @@ def _gather_grad(op: Any, grad: Any) -> list[Any]:
     n_o = int(np.prod(p_shape[batch_dims:axis], dtype=np.int64))
     n_p = p_shape[axis]
     n_i = int(np.prod(p_shape[axis + 1 :], dtype=np.int64))
-    n_j = int(np.prod(i_shape[batch_dims:], dtype=np.int64))
+    # Indices of unknown dimensions (traced by ok.function): their count is -1 in the reshapes.
+    n_j = -1 if None in i_shape[batch_dims:] else int(np.prod(i_shape[batch_dims:], dtype=np.int64))
     # grad is [B..., O..., J..., I...]; bring J next to B, then rows are (b, j) pairs.
     g = ops.reshape(grad, _shape_const([n_b, n_o, n_j, n_i]))
     if n_o > 1:
         g = ops.transpose(g, _shape_const([0, 2, 1, 3]))
-    g = ops.reshape(g, _shape_const([n_b * n_j, n_o * n_i]))
+    g = ops.reshape(g, _shape_const([-1 if n_j < 0 else n_b * n_j, n_o * n_i]))
     ids = ops.reshape(indices, _shape_const([n_b, n_j]))
     if n_b > 1:  # batch b's rows land in segments [b * P, (b + 1) * P)
         ids = ops.add(ids, (np.arange(n_b, dtype=indices.dtype.np) * n_p).reshape(n_b, 1))
-    ids = ops.reshape(ids, _shape_const([n_b * n_j]))
+    ids = ops.reshape(ids, _shape_const([-1 if n_j < 0 else n_b * n_j]))
     summed = ops.unsorted_segment_sum(g, ids, np.int64(n_b * n_p))
     out = ops.reshape(summed, _shape_const([n_b, n_p, n_o, n_i]))
     if n_o > 1:
