@@ -818,3 +818,22 @@ def test_an_embedding_gradient_traced_with_an_unknown_batch_equals_eagers():
         for n in (1, 5):
             ids = ok.tensor(rng.integers(0, 10, (n,) + (3,) * (len(spec) - 1)).astype(np.int32))
             np.testing.assert_allclose(traced(ids).numpy(), grad(ids).numpy(), rtol=1e-6)
+
+
+def test_convolution_and_pooling_gradients_traced_with_an_unknown_batch_equal_eagers():
+    rng = np.random.default_rng(6)
+    w = ok.Variable(rng.standard_normal((3, 3, 2, 4)).astype(F32))
+
+    def grads(x):
+        with ok.GradientTape() as tape:
+            tape.watch(x)
+            y = ok.ops.relu(ok.ops.conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME"))
+            y = ok.ops.avg_pool(y, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+            loss = ok.ops.sum(ok.ops.square(y), [0, 1, 2, 3])
+        return tape.gradient(loss, [x, w])
+
+    traced = ok.function(grads, input_signature=[ok.TensorSpec((None, 6, 6, 2), ok.float32)])
+    for n in (1, 3):
+        x = ok.tensor(rng.standard_normal((n, 6, 6, 2)).astype(F32))
+        for got, want in zip(traced(x), grads(x)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)

@@ -801,6 +801,13 @@ def _conv_attrs(op: Any) -> dict[str, Any]:
     return {name: op.get_attr(name) for name in _CONV_ATTRS}
 
 
+def _sizes(t: Tensor) -> Tensor:
+    """``t``'s shape as an int32 vector: a constant, or a Shape op for a tensor of
+    unknown dimensions (a gradient traced by ok.function under an unknown batch)."""
+    shape = tuple(t.shape)
+    return _ops().shape(t) if None in shape else constant(shape, t)
+
+
 def _conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
     ops, attrs = _ops(), _conv_attrs(op)
     x, w = op.inputs
@@ -824,7 +831,7 @@ def _conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
 def _conv2d_grad_parts(ops: Any, attrs: dict[str, Any], x: Tensor, w: Tensor, grad: Tensor, need_x: bool,
                        need_w: bool) -> list[Any]:
     return [
-        ops.conv2d_backprop_input(constant(tuple(x.shape), x), w, grad, **attrs) if need_x else None,
+        ops.conv2d_backprop_input(_sizes(x), w, grad, **attrs) if need_x else None,
         ops.conv2d_backprop_filter(x, constant(tuple(w.shape), w), grad, **attrs) if need_w else None,
     ]
 
@@ -835,7 +842,7 @@ def _fused_conv2d_grad(op: Any, grad: Tensor) -> list[Any]:
     need_x, need_w, need_bias = op.needs_input_grad
     dz = _activation_grad_from_output(op.get_attr("activation"), grad, op.outputs[0])
     return [
-        ops.conv2d_backprop_input(constant(tuple(x.shape), x), w, dz, **attrs) if need_x else None,
+        ops.conv2d_backprop_input(_sizes(x), w, dz, **attrs) if need_x else None,
         ops.conv2d_backprop_filter(x, constant(tuple(w.shape), w), dz, **attrs) if need_w else None,
         ops.bias_add_grad(dz, data_format=attrs["data_format"]) if need_bias else None,
     ]
@@ -851,7 +858,7 @@ def _conv2d_backprop_input_grad(op: Any, grad: Tensor) -> list[Any]:
 def _conv2d_backprop_filter_grad(op: Any, grad: Tensor) -> list[Any]:
     ops, attrs = _ops(), _conv_attrs(op)
     x, _, dy = op.inputs
-    return [ops.conv2d_backprop_input(constant(tuple(x.shape), x), grad, dy, **attrs), None, ops.conv2d(x, grad, **attrs)]
+    return [ops.conv2d_backprop_input(_sizes(x), grad, dy, **attrs), None, ops.conv2d(x, grad, **attrs)]
 
 
 def _pool_attrs_of(op: Any, explicit: bool) -> dict[str, Any]:
@@ -900,7 +907,7 @@ def _max_pool_grad_grad_with_argmax_grad(op: Any, grad: Tensor) -> list[Any]:
 
 
 def _avg_pool_grad(op: Any, grad: Tensor) -> list[Any]:
-    return [_ops().avg_pool_grad(constant(tuple(op.inputs[0].shape), grad), grad, **_pool_attrs_of(op, explicit=False))]
+    return [_ops().avg_pool_grad(_sizes(op.inputs[0]), grad, **_pool_attrs_of(op, explicit=False))]
 
 
 def _avg_pool_grad_grad(op: Any, grad: Tensor) -> list[Any]:
