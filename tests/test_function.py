@@ -837,3 +837,22 @@ def test_convolution_and_pooling_gradients_traced_with_an_unknown_batch_equal_ea
         x = ok.tensor(rng.standard_normal((n, 6, 6, 2)).astype(F32))
         for got, want in zip(traced(x), grads(x)):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_concat_slice_and_pad_gradients_traced_with_an_unknown_batch_equal_eagers():
+    def grads(a, b):
+        with ok.GradientTape() as tape:
+            tape.watch([a, b])
+            c = ok.ops.concat_v2([a, b], 1)
+            middle = ok.ops.strided_slice(c, np.array([0, 1], np.int32), np.array([0, 4], np.int32),
+                                          np.array([1, 1], np.int32), begin_mask=1, end_mask=1)
+            y = ok.ops.pad(middle, np.array([[0, 1], [2, 0]], np.int32))
+            y = ok.ops.slice(y, np.array([0, 1], np.int32), np.array([-1, 3], np.int32))
+            loss = ok.ops.sum(ok.ops.square(y), [0, 1])
+        return tape.gradient(loss, [a, b])
+
+    traced = ok.function(grads, input_signature=[ok.TensorSpec((None, 2), ok.float32), ok.TensorSpec((None, 3), ok.float32)])
+    for n in (1, 4):
+        a, b = ok.tensor(_rand(n, 2, seed=n)), ok.tensor(_rand(n, 3, seed=n + 1))
+        for got, want in zip(traced(a, b), grads(a, b)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

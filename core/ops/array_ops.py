@@ -65,6 +65,14 @@ def _shape_const(shape: Sequence[int], dtype: DType | None = None) -> np.ndarray
     return np.asarray(list(shape), dtype=np.int32 if dtype is None else dtype.np)
 
 
+def _shape_of(t: Any, dtype: DType | None = None) -> Any:
+    """``t``'s shape as an integer vector: a constant, or a Shape op for a tensor of
+    unknown dimensions (a gradient traced by ok.function under an unknown batch)."""
+    if None in tuple(t.shape):
+        return _ops().shape(t, out_type=dtype.name if dtype is not None else "int32")
+    return _shape_const(t.shape, dtype)
+
+
 # ---------------------------------------------------------------- StridedSlice
 
 
@@ -799,7 +807,7 @@ def _concat_grad(op: Any, grad: Any) -> list[Any]:
     values, axis = op.inputs[:-1], op.inputs[-1]
     if axis.dtype.name != "int32":
         axis = ops.cast(axis, DstT="int32")
-    shapes = [_shape_const(v.shape) for v in values]
+    shapes = [_shape_of(v) for v in values]
     offsets = ops.concat_offset(axis, shapes)
     return [ops.slice(grad, off, size) for off, size in zip(offsets, shapes)] + [None]
 
@@ -825,7 +833,10 @@ def _split_grad(op: Any, *grads: Any) -> list[Any]:
 def _slice_grad(op: Any, grad: Any) -> list[Any]:
     ops = _ops()
     x, begin = op.inputs[0], op.inputs[1]
-    room = _shape_const(np.subtract(x.shape, grad.shape, dtype=np.int64), begin.dtype)
+    if None in tuple(x.shape) or None in tuple(grad.shape):
+        room = ops.sub(_shape_of(x, begin.dtype), _shape_of(grad, begin.dtype))
+    else:
+        room = _shape_const(np.subtract(x.shape, grad.shape, dtype=np.int64), begin.dtype)
     after = ops.sub(room, begin)
     paddings = ops.pack([begin, after], axis=1)
     return [ops.pad(grad, paddings), None, None]
@@ -837,7 +848,7 @@ def _masks(op: Any) -> dict[str, int]:
 
 def _strided_slice_grad(op: Any, grad: Any) -> list[Any]:
     x, begin, end, strides = op.inputs
-    shape = _shape_const(x.shape, begin.dtype)
+    shape = _shape_of(x, begin.dtype)
     return [_ops().strided_slice_grad(shape, begin, end, strides, grad, **_masks(op)), None, None, None]
 
 
@@ -854,7 +865,7 @@ def _pad_grad(op: Any, grad: Any) -> list[Any]:
         return [grad, None]
     first = ops.slice(paddings, _shape_const([0, 0], paddings.dtype), _shape_const([rank, 1], paddings.dtype))
     begin = ops.reshape(first, _shape_const([rank]))
-    return [ops.slice(grad, begin, _shape_const(x.shape, paddings.dtype)), None]
+    return [ops.slice(grad, begin, _shape_of(x, paddings.dtype)), None]
 
 
 def _gather_grad(op: Any, grad: Any) -> list[Any]:
