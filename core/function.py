@@ -1237,11 +1237,11 @@ def infer_shapes(graph: Any, input_specs: Sequence[TensorSpec] | None = None) ->
     if not isinstance(graph, Graph):
         raise OpTypeError(f"infer_shapes: expected a Graph, ConcreteFunction or ok.function, got {type(graph).__name__}")
     graph.validate()
+    if input_specs is not None and len(input_specs) != len(graph.inputs):
+        raise InvalidArgumentError(f"infer_shapes: the graph has {len(graph.inputs)} inputs, got {len(input_specs)} specs")
     specs = list(graph.inputs) if input_specs is None else [
         s if isinstance(s, TensorSpec) else TensorSpec(s, graph.inputs[k].dtype) for k, s in enumerate(input_specs)
     ]
-    if len(specs) != len(graph.inputs):
-        raise InvalidArgumentError(f"infer_shapes: the graph has {len(graph.inputs)} inputs, got {len(specs)} specs")
     for k, (s, g) in enumerate(zip(specs, graph.inputs)):
         if s.dtype is not g.dtype:
             raise InvalidArgumentError(f"infer_shapes: input {k} is {g.dtype.name}, got a spec of {s.dtype.name}")

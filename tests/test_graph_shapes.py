@@ -88,3 +88,10 @@ def test_constants_feed_shape_functions_that_read_values():
 
 def test_the_op_name_form_still_works():
     assert ok.infer_shapes("MatMul", [(2, 3), (3, 5)], {"transpose_a": False})[0] == (2, 5)
+
+
+def test_more_specs_than_inputs_is_a_clear_error():
+    graph = Graph(inputs=[TensorSpec((2,), F32)], nodes=[Node("Neg", {"T": F32}, [Edge("input", 0)], [TensorSpec((2,), F32)])],
+                  outputs=[Edge("node", 0)], output_structure=0)
+    with pytest.raises(InvalidArgumentError, match="the graph has 1 inputs, got 2 specs"):
+        ok.infer_shapes(graph, [(2,), (3,)])
