@@ -647,7 +647,12 @@ def _saved_op(where: str, name: str, value: Any) -> _SavedOp:
     data = _obj(where, value, ("provider", "fingerprint", "interface"))
     fingerprint = _str(f"{where}.fingerprint", data["fingerprint"])
     interface = data["interface"]
-    problems = compat._op_problems(interface)
+    if not isinstance(interface, dict):
+        _fail(f"{where}.interface", f"must be an object, got {_kind(interface)}")
+    try:
+        problems = compat._op_problems(interface)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as e:  # a value of a wrong type
+        _fail(f"{where}.interface", f"not a well-formed op definition ({type(e).__name__}: {str(e)[:200]})")
     if problems:
         _fail(f"{where}.interface", "not a well-formed op definition: " + "; ".join(problems[:5]))
     if interface.get("name") != name:

@@ -287,6 +287,13 @@ def _node(doc: dict[str, Any], k: int) -> dict[str, Any]:
     return doc["functions"][0]["graph"]["nodes"][k]  # type: ignore[no-any-return]
 
 
+def _refingerprint(doc: dict[str, Any], op: str, edit: Callable[[Any], Any]) -> None:
+    """Edit an op's interface and store the fingerprint of the edited one (as a forger would)."""
+    entry = doc["ops"][op]
+    entry["interface"] = edit(entry["interface"]) or entry["interface"]
+    entry["fingerprint"] = saving._fingerprint(entry["interface"]) if isinstance(entry["interface"], dict) else "sha256:0"
+
+
 BAD_EDITS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("newer version", lambda d: d.update(format_version=2), "format version 2; this opkernel reads version 1; upgrade"),
     ("other format", lambda d: d.update(format="tf-saved-model"), "not an opkernel saved graph"),
@@ -316,6 +323,10 @@ BAD_EDITS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
      "graph node 0 (op 'MatMul')"),
     ("unknown op", lambda d: _node(d, 2).update(op="Nope"), "the op 'Nope' is not in the file's 'ops' table"),
     ("edited interface", lambda d: d["ops"]["Relu"]["interface"].update(is_stateful=True), "does not match the interface"),
+    ("interface of wrong types, fingerprint redone", lambda d: _refingerprint(d, "Relu", lambda i: i["attrs"][0].update(type={})),
+     "ops['Relu'].interface: not a well-formed op definition (TypeError"),
+    ("interface not an object, fingerprint redone", lambda d: _refingerprint(d, "Relu", lambda i: [1]),
+     "ops['Relu'].interface: must be an object, got an array"),
     ("output index", lambda d: d["functions"][0]["graph"].update(output_structure=[5]), "must be in [0, 1], got 5"),
     ("deep structure", lambda d: d["functions"][0]["graph"].update(output_structure=json.loads("[" * 100 + "0" + "]" * 100)),
      "nested deeper than 64"),
