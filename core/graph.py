@@ -288,7 +288,10 @@ class Graph:
         if index >= before:
             cycle = self._cycle_through(index)
             if cycle:
-                path = " -> ".join(f"node {n} ({self.nodes[n].op!r})" for n in cycle)
+                shown = [f"node {n} ({self.nodes[n].op!r})" for n in cycle]
+                if len(shown) > 9:  # a long cycle: its ends, and how many nodes it runs through
+                    shown = [*shown[:5], f"... ({len(cycle) - 8} more nodes)", *shown[-3:]]
+                path = " -> ".join(shown)
                 raise GraphError(f"graph: {where} closes a cycle (each node reads the next): {path}", **context)
             raise GraphError(
                 f"graph: {where} reads node {index}, which comes later: nodes must be in topological order "
@@ -305,25 +308,26 @@ class Graph:
 
     def _cycle_through(self, start: int) -> list[int]:
         """A cycle of node edges through ``start`` as a node path, or [] if none."""
-        path: list[int] = []
-        seen: set[int] = set()
-
-        def visit(n: int) -> bool:
-            path.append(n)
+        def reads(n: int) -> Iterator[int]:
             for e in self.nodes[n].inputs:
                 if isinstance(e, Edge) and e.kind == "node" and isinstance(e.index, int) and 0 <= e.index < len(self.nodes):
-                    if e.index == start:
-                        path.append(start)
-                        return True
-                    if e.index not in seen:
-                        seen.add(e.index)
-                        if visit(e.index):
-                            return True
-            path.pop()
-            return False
+                    yield e.index
 
-        if visit(start):
-            return list(reversed(path))
+        # Depth first without recursion: a long chain must not exhaust Python's stack.
+        path: list[int] = [start]
+        stack: list[Iterator[int]] = [reads(start)]
+        seen: set[int] = set()
+        while stack:
+            n = next(stack[-1], None)
+            if n is None:
+                stack.pop()
+                path.pop()
+            elif n == start:
+                return list(reversed([*path, start]))
+            elif n not in seen:
+                seen.add(n)
+                path.append(n)
+                stack.append(reads(n))
         return []
 
     def _check_structure(self) -> None:

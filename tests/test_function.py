@@ -856,3 +856,16 @@ def test_concat_slice_and_pad_gradients_traced_with_an_unknown_batch_equal_eager
         a, b = ok.tensor(_rand(n, 2, seed=n)), ok.tensor(_rand(n, 3, seed=n + 1))
         for got, want in zip(traced(a, b), grads(a, b)):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_forward_edge_in_a_long_chain_is_a_graph_error_not_a_recursion_error():
+    f32 = ok.float32
+    n = 5000
+    nodes = [Node("Neg", {"T": f32}, [Edge("input", 0) if i == 0 else Edge("node", i - 1)], [TensorSpec((2,), f32)])
+             for i in range(n)]
+    nodes[0].inputs[0] = Edge("node", n - 1)  # node 0 reads the last node: a cycle through all of them
+    graph = Graph(inputs=[TensorSpec((2,), f32)], nodes=nodes, outputs=[Edge("node", n - 1)], output_structure=0)
+    with pytest.raises(GraphError, match=r"closes a cycle \(each node reads the next\): node 4999 \('Neg'\) -> "
+                       r"node 0 \('Neg'\) -> .* -> node 3 \('Neg'\) -> \.\.\. \(4993 more nodes\) -> .* -> node 4999 "
+                       r"\('Neg'\)$"):
+        graph.validate()
