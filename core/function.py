@@ -212,6 +212,10 @@ class _Tracer:
         self._small: dict[tuple[str, tuple[int, ...], bytes], int] = {}
         #: id -> (host copy, the tensor): constants' values, also read by shape functions.
         self._hosts: dict[int, tuple[np.ndarray, Tensor]] = {}
+        #: id -> (variable, count): versions bumped for the Ref updates recorded, so a tape
+        #: inside the trace refuses a gradient through a variable updated since, as eagerly;
+        #: undone when the trace ends (tracing updates nothing).
+        self.bumped: dict[int, tuple[Variable, int]] = {}
 
     # -- edges -----------------------------------------------------------------
 
@@ -285,6 +289,12 @@ class _Tracer:
         edges = [self.edge_of(t) for t in tensors]
         node = Node(op_def.name, dict(bound), edges, out_specs, getattr(op_def, "provider", None), label)
         self.nodes.append(node)
+        if any(a.is_ref for a in op_def.inputs):
+            flags = [a.is_ref for a, n in zip(op_def.inputs, engine._input_lengths(op_def, bound)) for _ in range(n or 1)]
+            for t, is_ref in zip(tensors, flags):
+                if is_ref and isinstance(t, Variable):
+                    t._version += 1
+                    self.bumped[id(t)] = (t, self.bumped.get(id(t), (t, 0))[1] + 1)
         outs: list[Tensor] = [SymbolicTensor(self, Edge("node", index, k), s) for k, s in enumerate(out_specs)]
         if RECORDING[0]:
             record_op(op_def, bound, tensors, outs)  # a tape inside the function: its gradient is traced too
@@ -343,6 +353,8 @@ def _trace(
         engine._TRACER.reset(token)
         with engine._lock:
             engine._SLOW_SCOPES[0] -= 1
+        for var, count in tracer.bumped.values():
+            var._version -= count
     graph = Graph(
         inputs=list(specs), nodes=tracer.nodes, outputs=outputs, output_structure=structure,
         constants=tracer.constants, variables=tracer.variables, variable_names=tracer.variable_names,

@@ -869,3 +869,21 @@ def test_a_forward_edge_in_a_long_chain_is_a_graph_error_not_a_recursion_error()
                        r"node 0 \('Neg'\) -> .* -> node 3 \('Neg'\) -> \.\.\. \(4993 more nodes\) -> .* -> node 4999 "
                        r"\('Neg'\)$"):
         graph.validate()
+
+
+def test_a_gradient_through_a_variable_updated_since_is_refused_inside_a_trace_as_eagerly():
+    v = ok.Variable(np.array([2.0, 3.0], F32))
+
+    def fn(x):
+        with ok.GradientTape() as tape:
+            tape.watch(x)
+            y = x * v
+        v.assign_add(np.array([10.0, 10.0], F32))
+        return tape.gradient(y, x)  # would read v after the update: x's gradient would be 12, 13
+
+    x = ok.tensor(np.ones(2, F32))
+    for f in (fn, ok.function(fn)):
+        version = v._version
+        with pytest.raises(InvalidArgumentError, match="updated in place after the op ran"):
+            f(x)
+        assert v._version == version + (f is fn)  # tracing updates nothing, versions included
