@@ -79,11 +79,20 @@ class _SymbolicValue:
         self.nbytes = 0
         self.function = function
 
-    def _leaked(self) -> SymbolicTensorError:
-        return _LeakedPlaceholderError(
+    def _message(self) -> str:
+        return (
             f"a placeholder of traced function {self.function!r} was used outside its trace: tensors made while "
             "tracing exist only in the graph; return them from the function instead"
         )
+
+    def _leaked(self) -> SymbolicTensorError:
+        return _LeakedPlaceholderError(self._message())
+
+    @property
+    def __cuda_array_interface__(self) -> Any:
+        # CuPy asks for this with hasattr: an error that is no AttributeError reaches the caller
+        # (else CuPy reports an unsupported argument type).
+        raise SymbolicTensorError(self._message())
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         raise self._leaked()

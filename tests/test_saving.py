@@ -107,6 +107,8 @@ def test_loaded_graph_runs_on_every_backend(saved: Path, backend: str) -> None:
 
 
 def test_load_onto_a_named_backend(saved: Path) -> None:
+    if "opencl" not in ok.available_backends():
+        pytest.skip("needs the opencl backend")
     with ok.use_backend("cpu"):
         loaded = ok.load(saved, backend="opencl")
     assert loaded.variables[0].backend == "opencl"
@@ -267,7 +269,7 @@ def test_inspect_cli(saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "MatMul" in out and "opkernel 0.1.0" in out and "loads here: yes" in out
     relu = next(line for line in out.splitlines() if "Relu" in line)
-    assert "cpu" in relu and "opencl" in relu  # the backends with a kernel for the op
+    assert all(name in relu for name in ok.available_backends())  # the backends with a kernel for the op
     path = tmp_path / "thing.okg"
     _save_thing(path)
     assert cli.main(["inspect", str(path)]) == 1
