@@ -301,6 +301,6 @@ def test_cuda_source_compiles_with_nvrtc(dtype: str) -> None:
     for kh, kw, sw, wide in ((3, 3, 1, False), (3, 3, 2, True), (3, 3, 4, False), (2, 5, 1, False)):
         program = nvrtc.createProgram(device.source("cuda", dtype, kh, kw, sw, 1, wide), "median_pool.cu", [], [])
         try:
-            nvrtc.compileProgram(program, ["--gpu-architecture=compute_70", "--std=c++11"])
+            nvrtc.compileProgram(program, ["--gpu-architecture=compute_80", "--std=c++11"])
         except Exception as e:
             pytest.fail(f"{dtype} {kh}x{kw}: {e}\n{nvrtc.getProgramLog(program)}")

@@ -240,6 +240,7 @@ CASES = [
     OpCase(
         "string_to_number", "StringToNumber", lambda rng, dt: [np.array([b"1.5", b"-2"], object)],
         lambda s: np.array([1.5, -2.0]), dtypes=("float32",), grad=False,
+        skip={"cuda": "strings cannot live on a CUDA device: StringToNumber has a cpu kernel only (docs/cuda.md)"},
     ),
 ]
 
