@@ -536,9 +536,29 @@ ADDRESS_SPACE = 3 << 30
 def _limit_memory() -> None:
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if soft == resource.RLIM_INFINITY or soft > ADDRESS_SPACE:
-        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, hard))
+    limit, cap = resource.RLIMIT_AS, ADDRESS_SPACE
+    if os.environ.get("OPKERNEL_BACKEND") == "cuda":
+        # cuInit reserves tens of GiB of address space (under an RLIMIT_AS of 3 GiB it fails
+        # with CUDA_ERROR_OUT_OF_MEMORY), and device memory is not the host's: the device is
+        # initialised first, then the child's writable host memory (RLIMIT_DATA, which counts
+        # neither that reservation nor device mappings) may grow by ADDRESS_SPACE.
+        try:
+            ok.engine.backend_instance("cuda")
+        except ok.errors.OpkernelError:
+            pass  # no device: every case reports it
+        limit, cap = resource.RLIMIT_DATA, _data_bytes() + ADDRESS_SPACE
+    soft, hard = resource.getrlimit(limit)
+    if soft == resource.RLIM_INFINITY or soft > cap:
+        resource.setrlimit(limit, (cap, hard))
+
+
+def _data_bytes() -> int:
+    """This process's private writable memory now (VmData), what RLIMIT_DATA bounds."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def run_cases(group: str, start: int, path: str) -> None:

@@ -2,8 +2,9 @@
 
 Every one is written against ``xp_of`` in opkernel_cpu, so on cupy arrays it
 runs cupy.  Shapes, axes, paddings and slice specs are host-memory arguments
-(numpy); Shape, Size, Rank, Range and ConcatOffset compute on the host and
-their results are uploaded by ``CudaBackend.as_output``.  StringToNumber has no
+(numpy); Shape, Size, Rank and ConcatOffset compute on the host and their results
+are uploaded by ``CudaBackend.as_output``; Range is built on the device after
+its count is checked against the device's memory.  StringToNumber has no
 CUDA kernel: strings cannot live on the device.
 """
 
@@ -11,8 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import opkernel as ok
+from opkernel.errors import ResourceExhaustedError
+from opkernel.ops.array_ops import range_size
 from opkernel_cpu import array_kernels as cpu
 from opkernel_cpu.xp import xp_of
+
+from . import runtime
 
 Row = tuple[str, Any, "dict[str, list[str]] | None", tuple[str, ...]]
 
@@ -30,6 +37,70 @@ def zeros_like(x: Any, **attrs: Any) -> Any:
 
 def ones_like(x: Any, **attrs: Any) -> Any:
     return xp_of(x).ones_like(x)
+
+
+#: The dtypes ``cupy.add.at`` (the CPU body's scatter-add) takes.
+_ADD_AT = frozenset(["int32", "int64", "uint32", "uint64", "float16", "float32", "float64"])
+#: The type another dtype's segments are summed in: complex as two real sums; the small
+#: integers in 32 bits, then wrapped back (modular, as numpy's add.at in the narrow type).
+_SUMMED_AS = {"complex64": "float32", "complex128": "float64",
+              "int8": "int32", "int16": "int32", "uint8": "uint32", "uint16": "uint32"}
+
+
+def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: Any, **attrs: Any) -> Any:
+    """The CPU body, whose ``add.at`` cupy has for 32/64-bit numbers and float16 only."""
+    if xp_of(data) is np or data.dtype.name in _ADD_AT or data.dtype.name not in _SUMMED_AS:
+        return cpu.unsorted_segment_sum(data, segment_ids, num_segments, **attrs)
+    return summed_as_wider(data, segment_ids, num_segments)
+
+
+def summed_as_wider(data: Any, segment_ids: Any, num_segments: Any) -> Any:
+    xp, wide = xp_of(data), _SUMMED_AS[data.dtype.name]
+    if data.dtype.kind == "c":
+        real = cpu.unsorted_segment_sum(xp.ascontiguousarray(data.real), segment_ids, num_segments)
+        imag = cpu.unsorted_segment_sum(xp.ascontiguousarray(data.imag), segment_ids, num_segments)
+        out = xp.empty(real.shape, data.dtype)
+        out.real, out.imag = real, imag
+        return out
+    return cpu.unsorted_segment_sum(data.astype(wide), segment_ids, num_segments).astype(data.dtype)
+
+
+def range_(start: Any, limit: Any, delta: Any, Tidx: ok.DType, **attrs: Any) -> Any:
+    """Range computed on the device (its scalars are host memory).  The CPU body builds
+    the values on the host, where a count from an input's value (``range(0, 2**40)``) is
+    terabytes the host bound does not cover on a device backend: here the count is
+    checked against the device's memory first, and nothing is built on the host."""
+    cp = runtime.STATE.cupy
+    if cp is None or Tidx.name == "bfloat16":  # the table over numpy (tests); cupy has no bfloat16
+        return cpu.range_(start, limit, delta, Tidx=Tidx, **attrs)
+    return range_on(cp, start, limit, delta, Tidx, _device_bytes())
+
+
+def _device_bytes() -> int | None:
+    try:
+        return int(runtime.STATE.device.mem_info[1])
+    except Exception:  # no context in this thread: cupy's own allocation error then
+        return None
+
+
+def range_on(xp: Any, start: Any, limit: Any, delta: Any, Tidx: ok.DType, device_bytes: int | None) -> Any:
+    """The CPU body's checks and values (computed in Tidx, as TensorFlow does), built by ``xp``
+    after refusing a count past ``device_bytes``."""
+    for name, v in (("start", start), ("limit", limit), ("delta", delta)):
+        if np.ndim(v) != 0:
+            raise cpu._error("Range")(f"'{name}' must be a scalar, got shape {list(np.shape(v))}")
+    s, l, d = (np.asarray(v, dtype=Tidx.np).reshape(())[()] for v in (start, limit, delta))
+    n = range_size(s, l, d, cpu._error("Range"))
+    nbytes = n * Tidx.size
+    if device_bytes is not None and nbytes > device_bytes:
+        raise ResourceExhaustedError(
+            f"op 'Range': start={s}, limit={l}, delta={d} give {n} elements of {Tidx.name} ({nbytes} bytes), "
+            f"more than the CUDA device holds ({device_bytes} bytes); input 'limit' and input 'delta' set the count",
+            op="Range", backend="cuda", requested_bytes=nbytes,
+        )
+    if Tidx.is_integer:
+        return (int(s) + xp.arange(n, dtype=np.int64) * int(d)).astype(Tidx.np)
+    return (s + xp.arange(n).astype(Tidx.np) * d).astype(Tidx.np)
 
 
 def rows() -> list[Row]:
@@ -59,8 +130,8 @@ def rows() -> list[Row]:
         ("StridedSlice", cpu.strided_slice, None, ("begin", "end", "strides")),
         ("StridedSliceGrad", cpu.strided_slice_grad, None, ("shape", "begin", "end", "strides")),
         ("GatherV2", cpu.gather_v2, None, ("axis",)),
-        ("UnsortedSegmentSum", cpu.unsorted_segment_sum, None, ("num_segments",)),
+        ("UnsortedSegmentSum", unsorted_segment_sum, None, ("num_segments",)),
         ("OneHot", cpu.one_hot, None, ("depth",)),
-        ("Range", cpu.range_, None, ("start", "limit", "delta")),
+        ("Range", range_, None, ("start", "limit", "delta")),
         ("Where", cpu.where, None, ()),
     ]

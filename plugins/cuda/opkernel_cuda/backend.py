@@ -72,6 +72,10 @@ class CudaBackend(ok.Backend):
         return dtype.name in SUPPORTED
 
     def _upload(self, array: np.ndarray) -> Any:
+        if array.ndim == 0:
+            # cupy.asarray fills a 0-d array from the Python scalar, which lost the sign of
+            # -0.0; a 1-element copy keeps every bit.
+            return self._upload(array.reshape(1)).reshape(())
         if self.index:
             with self.device:
                 return self.cupy.asarray(array)

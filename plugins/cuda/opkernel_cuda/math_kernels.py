@@ -39,14 +39,37 @@ def _erf(special: LazyModule) -> Any:
     return kernel
 
 
+def zeros_signed_as_the_last(input: Any, axes: tuple[int, ...], keep_dims: bool, out: Any) -> Any:
+    """``out`` (the Max or Min of ``input`` over ``axes``) with each zero given the sign of
+    the last zero of its slice, in row-major order of the reduced axes.
+
+    TensorFlow's MaxReducer/MinReducer keep the element just read when it equals the
+    running value, so of equal signed zeros the last one wins (as numpy's sequential
+    reduction gives); cupy's parallel tree reduction keeps whichever zero its tree meets
+    first.  Any other answer is a unique value (or NaN), so only zeros are rewritten."""
+    xp = xp_of(input)
+    if not axes:
+        return out
+    kept = [a for a in range(input.ndim) if a not in axes]
+    rows = xp.transpose(input, kept + list(axes)).reshape([input.shape[a] for a in kept] + [-1])
+    last = rows.shape[-1] - 1 - xp.argmax((rows[..., ::-1] == 0).astype(np.int8), axis=-1)
+    picked = xp.take_along_axis(rows, last[..., None], axis=-1)[..., 0]
+    shape = [1 if a in axes else n for a, n in enumerate(input.shape)] if keep_dims else picked.shape
+    return xp.where(out == 0, picked.reshape(shape), out)
+
+
 def _extreme(op: str, fn: Any, name: str, lowest: bool) -> Any:
-    """Max/Min; an empty reduction gives the identity (cupy's max takes no ``initial``)."""
+    """Max/Min; an empty reduction gives the identity (cupy's max takes no ``initial``);
+    equal signed zeros give the last one, as TensorFlow (``zeros_signed_as_the_last``)."""
     device = cpu._extreme(op, fn, lowest)
     host = cpu._extreme(op, getattr(np, name), lowest)
 
     def kernel(input: Any, reduction_indices: Any, keep_dims: bool, T: ok.DType, **attrs: Any) -> Any:
         if input.size or xp_of(input) is np:
-            return device(input, reduction_indices, keep_dims, T=T)
+            out = device(input, reduction_indices, keep_dims, T=T)
+            if T.is_floating and input.size:
+                out = zeros_signed_as_the_last(input, cpu._axes(op, input, reduction_indices), keep_dims, out)
+            return out
         identity = host(np.empty(input.shape, input.dtype), reduction_indices, keep_dims, T=T)
         return xp_of(input).asarray(identity)
 

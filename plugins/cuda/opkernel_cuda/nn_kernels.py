@@ -36,7 +36,7 @@ from opkernel_cpu import nn_kernels as cpu
 from opkernel_cpu.xp import xp_of
 
 from . import runtime
-from .sources import ACCUMULATOR, CTYPES, FLOATS, REALS
+from .sources import ACCUMULATOR, CTYPES, FLOATS, POOL_TYPES, REALS
 
 Row = tuple[str, Any, "dict[str, list[str]] | None", tuple[str, ...]]
 
@@ -161,22 +161,25 @@ def _im2col(x: Any, win: Any) -> Any:
 
 def conv2d(input: Any, filter: Any, T: ok.DType, **attrs: Any) -> Any:
     cpu._check_rank4("Conv2D", input=input, filter=filter)
-    return cpu.conv2d_by_groups(lambda x, f: _conv2d(x, f, T, attrs), input, filter, attrs["data_format"])
+    return cpu.conv2d_by_groups(lambda x, f: _conv2d("Conv2D", x, f, T, attrs), input, filter, attrs["data_format"])
 
 
-def _conv2d(input: Any, filter: Any, T: ok.DType, attrs: dict[str, Any]) -> Any:
+def _conv2d(op: str, input: Any, filter: Any, T: ok.DType, attrs: dict[str, Any]) -> Any:
+    """The convolution of Conv2D and FusedConv2D; ``op`` names the op in errors."""
+    cpu._check_rank4(op, input=input, filter=filter)
     x = cpu._to_nhwc(input, attrs["data_format"])
-    g = cpu._conv_geometry("Conv2D", x.shape, filter.shape, attrs)
+    g = cpu._conv_geometry(op, x.shape, filter.shape, attrs)
     wt = cpu._work_type(T)
     n, win = x.shape[0], g.win
-    out = _im2col(x.astype(wt, copy=False), win) @ filter.astype(wt, copy=False).reshape(-1, g.out_channels)
+    kh, kw, ci, _ = filter.shape  # explicit sizes: a reshape to (-1, 0) is refused with no output channels
+    out = _im2col(x.astype(wt, copy=False), win) @ filter.astype(wt, copy=False).reshape(kh * kw * ci, g.out_channels)
     return cpu._from_nhwc(out.reshape(n, win.oh, win.ow, g.out_channels).astype(T.np, copy=False), attrs["data_format"])
 
 
 def fused_conv2d(input: Any, filter: Any, bias: Any, activation: str, T: ok.DType, **attrs: Any) -> Any:
     """The convolution above, then the bias and the activation written into its fresh
     output (the CPU body's epilogue: cupy elementwise, in place for Relu, Relu6, Tanh)."""
-    return cpu.fused_conv2d_epilogue(conv2d(input, filter, T=T, **attrs), bias, activation, T, attrs["data_format"])
+    return cpu.fused_conv2d_epilogue(_conv2d("FusedConv2D", input, filter, T, attrs), bias, activation, T, attrs["data_format"])
 
 
 def conv2d_backprop_input(input_sizes: Any, filter: Any, out_backprop: Any, T: ok.DType, **attrs: Any) -> Any:
@@ -217,7 +220,7 @@ def conv2d_backprop_filter(input: Any, filter_sizes: Any, out_backprop: Any, T: 
     cpu._check_out(op, "out_backprop", dy.shape, (x.shape[0], win.oh, win.ow, g.out_channels), data_format)
     wt = cpu._work_type(T)
     cols = _im2col(x.astype(wt, copy=False), win)
-    dw = cols.T @ dy.astype(wt, copy=False).reshape(-1, g.out_channels)
+    dw = cols.T @ dy.astype(wt, copy=False).reshape(dy.shape[0] * win.oh * win.ow, g.out_channels)
     return dw.reshape(f_shape).astype(T.np, copy=False)
 
 
@@ -246,7 +249,7 @@ def _max_pool_nhwc(x: Any, win: Any, T: ok.DType) -> tuple[Any, Any]:
 
 
 def max_pool(input: Any, T: ok.DType, **attrs: Any) -> Any:
-    if xp_of(input) is np or T.name not in REALS or input.ndim != 4:
+    if xp_of(input) is np or T.name not in POOL_TYPES or input.ndim != 4:
         return cpu.max_pool(input, T=T, **attrs)
     data_format = attrs["data_format"]
     x = xp_of(input).ascontiguousarray(cpu._to_nhwc(input, data_format))
@@ -304,7 +307,7 @@ def max_pool_with_argmax(input: Any, T: ok.DType, Targmax: ok.DType, include_bat
     window's first element, and is then the output)."""
     op = "MaxPoolWithArgmax"
     xp = xp_of(input)
-    if xp is np or T.name not in REALS or input.ndim != 4:
+    if xp is np or T.name not in POOL_TYPES or input.ndim != 4:
         return cpu.max_pool_with_argmax(input, T=T, Targmax=Targmax, include_batch_in_index=include_batch_in_index, **attrs)
     x = xp.ascontiguousarray(input)
     win = cpu._argmax_pool_window(op, x.shape, attrs)
@@ -379,6 +382,7 @@ def _softplus(x: Any) -> Any:
 def rows() -> list[Row]:
     real = {"T": [t for t in cpu._REAL if t != "bfloat16"]}
     fused_real = {"T": list(REALS)}
+    pool = {"T": list(POOL_TYPES)}
     floats = {"T": list(FLOATS)}
     number = {"T": [t for t in cpu._NUMBER if t != "bfloat16"]}
     return [
@@ -400,10 +404,10 @@ def rows() -> list[Row]:
         ("FusedConv2D", fused_conv2d, floats, ()),
         ("Conv2DBackpropInput", conv2d_backprop_input, None, ("input_sizes",)),
         ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),
-        ("MaxPool", max_pool, fused_real, ()),
+        ("MaxPool", max_pool, pool, ()),
         ("MaxPoolGrad", max_pool_grad, fused_real, ()),
         ("MaxPoolGradGrad", max_pool_grad_grad, fused_real, ()),
-        ("MaxPoolWithArgmax", max_pool_with_argmax, fused_real, ()),
+        ("MaxPoolWithArgmax", max_pool_with_argmax, pool, ()),
         ("MaxPoolGradWithArgmax", max_pool_grad_with_argmax, fused_real, ()),
         ("MaxPoolGradGradWithArgmax", cpu.max_pool_grad_grad_with_argmax, fused_real, ()),
         ("AvgPool", avg_pool, None, ()),

@@ -23,13 +23,19 @@ OPTIONS: tuple[str, ...] = ("-std=c++17",)
 CTYPES = {
     "float16": "__half", "float32": "float", "float64": "double",
     "int32": "int", "int64": "long long",
+    "int8": "signed char", "int16": "short", "uint8": "unsigned char", "uint16": "unsigned short",
 }
 
 #: dtype name -> the type kernels compute in.
-ACCUMULATOR = {"float16": "float", "float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+ACCUMULATOR = {
+    "float16": "float", "float32": "float", "float64": "double", "int32": "int", "int64": "long long",
+    "int8": "int", "int16": "int", "uint8": "int", "uint16": "int",
+}
 
 FLOATS = ("float16", "float32", "float64")
 REALS = FLOATS + ("int32", "int64")
+#: MaxPool and MaxPoolWithArgmax also take the small integers (computed in int), as TensorFlow's CPU kernels.
+POOL_TYPES = REALS + ("int8", "int16", "uint8", "uint16")
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,10 @@ template <typename A> __device__ __forceinline__ A to_acc(float v) { return stat
 template <typename A> __device__ __forceinline__ A to_acc(double v) { return static_cast<A>(v); }
 template <typename A> __device__ __forceinline__ A to_acc(int v) { return static_cast<A>(v); }
 template <typename A> __device__ __forceinline__ A to_acc(long long v) { return static_cast<A>(v); }
+template <typename A> __device__ __forceinline__ A to_acc(signed char v) { return static_cast<A>(v); }
+template <typename A> __device__ __forceinline__ A to_acc(short v) { return static_cast<A>(v); }
+template <typename A> __device__ __forceinline__ A to_acc(unsigned char v) { return static_cast<A>(v); }
+template <typename A> __device__ __forceinline__ A to_acc(unsigned short v) { return static_cast<A>(v); }
 
 template <typename T> struct Store { template <typename A> __device__ static T from(A v) { return static_cast<T>(v); } };
 template <> struct Store<__half> { template <typename A> __device__ static __half from(A v) { return __float2half_rn(static_cast<float>(v)); } };
@@ -180,6 +190,10 @@ template <> __device__ __forceinline__ double lowest_finite<double>() { return -
 // The start of MaxPool's maximum: T's own lowest finite value (half computes in float).
 template <typename T, typename A> __device__ __forceinline__ A pool_floor() { return lowest_finite<A>(); }
 template <> __device__ __forceinline__ float pool_floor<__half, float>() { return -65504.0f; }
+template <> __device__ __forceinline__ int pool_floor<signed char, int>() { return -128; }
+template <> __device__ __forceinline__ int pool_floor<short, int>() { return -32768; }
+template <> __device__ __forceinline__ int pool_floor<unsigned char, int>() { return 0; }
+template <> __device__ __forceinline__ int pool_floor<unsigned short, int>() { return 0; }
 template <typename T, typename A>
 // The geometry is 64-bit: window coordinates (oy * sh - pad_top + i) pass 2**31 for
 // geometries whose every size fits in 32 bits.  The loops visit only the taps inside the
@@ -284,7 +298,7 @@ SOURCES: tuple[Source, ...] = (
         tuple((CTYPES[d], ACCUMULATOR[d], CTYPES[i]) for d in FLOATS for i in ("int32", "int64")),
     ),
     Source("bias_grad", _BIAS_GRAD, ("bias_grad_partial",), _types(REALS)),
-    Source("pool", _POOL, ("max_pool", "max_pool_grad"), _types(REALS)),
+    Source("pool", _POOL, ("max_pool", "max_pool_grad"), _types(POOL_TYPES)),
     Source("training", _TRAINING, ("apply_gradient_descent", "apply_momentum", "apply_adam"), _types(FLOATS)),
 )
 
