@@ -504,7 +504,7 @@ def test_larger_than_worker_memory_spills_and_the_client_holds_none(client: Any,
     src = da.random.default_rng(5).random(shape, dtype=np.float32, chunks=chunks)
     client.compute(src.to_zarr(str(tmp_path / "in.zarr"), compute=False)).result()
     x = da.from_zarr(str(tmp_path / "in.zarr"))
-    attrs = dict(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
+    attrs = dict(ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding="SAME")  # the result is 64 MiB too
     y = client.persist(ok.dask.apply("MaxPool", x, **attrs))
     with client.as_current():
         distributed.wait(y)
@@ -512,10 +512,10 @@ def test_larger_than_worker_memory_spills_and_the_client_holds_none(client: Any,
     assert sum(spilled.values()) > 0, spilled
     client.compute(y.to_zarr(str(tmp_path / "out.zarr"), compute=False)).result()
     del y
-    assert psutil.Process().memory_info().rss - rss0 < nbytes // 4
+    assert psutil.Process().memory_info().rss - rss0 < nbytes // 2  # never the whole array
     out = zarr.open_array(str(tmp_path / "out.zarr"), mode="r")
     inp = zarr.open_array(str(tmp_path / "in.zarr"), mode="r")
-    assert out.shape == (16, 512, 512, 1)
+    assert out.shape == (16, 1024, 1024, 1)
     with ok.use_backend("cpu"):
         for n in (0, 7, 15):  # whole images: every chunk edge and both array edges
             want = ok.execute("MaxPool", inp[n: n + 1], **attrs).numpy()
