@@ -346,3 +346,69 @@ def test_conv2d_nchw_and_dilation_on_numpy(sim: str) -> None:
     with ok.use_backend("cpu"):
         want = ok.execute("Conv2D", x, f, **attrs).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- fixes from the first GPU run, on numpy
+
+
+def test_zeros_of_max_and_min_take_the_sign_of_the_last_zero() -> None:
+    """cupy's tree reduction keeps whichever equal zero it meets first; the fix-up gives each
+    zero result the sign of the last zero of its slice, which numpy's sequential reduction
+    (TensorFlow's rule) gives."""
+    from opkernel_cuda.math_kernels import zeros_signed_as_the_last
+
+    rng = np.random.default_rng(0)
+    values = np.array([-0.0, 0.0, 1.0, -1.0, np.nan], np.float32)
+    for _ in range(100):
+        shape = tuple(int(n) for n in rng.integers(1, 5, rng.integers(1, 4)))
+        x = rng.choice(values, size=shape, p=[0.4, 0.4, 0.08, 0.08, 0.04])
+        axes = tuple(sorted(int(a) for a in rng.choice(x.ndim, rng.integers(1, x.ndim + 1), replace=False)))
+        for fn in (np.max, np.min):
+            for keep in (False, True):
+                want = fn(x, axis=axes, keepdims=keep)
+                got = zeros_signed_as_the_last(x, axes, keep, np.where(want == 0, -want, want))
+                np.testing.assert_array_equal(got, want)
+                np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128", "int8", "int16", "uint8", "uint16"])
+def test_segment_sums_of_the_types_cupy_add_at_lacks(dtype: str) -> None:
+    from opkernel_cpu import array_kernels as cpu_kernels
+    from opkernel_cuda.array_kernels import summed_as_wider
+
+    rng = np.random.default_rng(1)
+    x = rng.integers(-300, 300, (6, 3)).astype(dtype)
+    if dtype.startswith("complex"):
+        x = x + 1j * rng.integers(-5, 5, (6, 3)).astype(dtype)
+    ids = np.array([0, 2, 0, -1, 2, 2], np.int32)
+    got = summed_as_wider(x, ids, np.int32(4))
+    want = cpu_kernels.unsorted_segment_sum(x, ids, np.int32(4))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_range_counts_are_checked_against_the_device_before_any_values() -> None:
+    from opkernel_cpu import array_kernels as cpu_kernels
+    from opkernel_cuda.array_kernels import range_on
+
+    for dtype, args in [(ok.int32, (0, 10, 3)), (ok.int64, (5, -7, -2)), (ok.float32, (0.0, 1.0, 0.1)),
+                        (ok.float16, (0, 3, 0.5)), (ok.uint16, (1, 9, 2))]:
+        scalars = [np.asarray(v, dtype.np) for v in args]
+        got, want = range_on(np, *scalars, dtype, 1 << 30), cpu_kernels.range_(*scalars, Tidx=dtype)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ResourceExhaustedError, match=r"op 'Range'.*1099511627776 elements of int64") as info:
+        range_on(np, np.int64(0), np.int64(2**40), np.int64(1), ok.int64, 80 << 30)
+    assert info.value.requested_bytes == 2**43
+    with pytest.raises(InvalidArgumentError, match="op 'Range'"):
+        range_on(np, np.int32(0), np.int32(5), np.int32(0), ok.int32, 1 << 30)
+
+
+def test_convolutions_without_output_channels_and_fused_errors_on_numpy(sim: str) -> None:
+    x = np.ones((1, 4, 4, 2), np.float32)
+    conv = dict(strides=[1, 1, 1, 1], padding="VALID")
+    assert ok.ops.conv2d(x, np.ones((1, 1, 2, 0), np.float32), **conv).shape == (1, 4, 4, 0)
+    dy = np.ones((1, 4, 4, 0), np.float32)
+    assert ok.ops.conv2d_backprop_filter(x, np.array([1, 1, 2, 0], np.int32), dy, **conv).shape == (1, 1, 2, 0)
+    with pytest.raises(InvalidArgumentError, match=r"^op 'FusedConv2D': input 'filter' must be 4-D"):
+        ok.ops.fused_conv2d(x, np.ones((3, 3, 2, 3, 1), np.float32), np.ones(3, np.float32), **conv)

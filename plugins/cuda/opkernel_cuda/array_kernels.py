@@ -98,9 +98,10 @@ def range_on(xp: Any, start: Any, limit: Any, delta: Any, Tidx: ok.DType, device
             f"more than the CUDA device holds ({device_bytes} bytes); input 'limit' and input 'delta' set the count",
             op="Range", backend="cuda", requested_bytes=nbytes,
         )
+    # the device array on the left: a numpy scalar on the left would try to convert it
     if Tidx.is_integer:
-        return (int(s) + xp.arange(n, dtype=np.int64) * int(d)).astype(Tidx.np)
-    return (s + xp.arange(n).astype(Tidx.np) * d).astype(Tidx.np)
+        return (xp.arange(n, dtype=np.int64) * int(d) + int(s)).astype(Tidx.np)
+    return (xp.arange(n).astype(Tidx.np) * d + s).astype(Tidx.np)
 
 
 def rows() -> list[Row]:

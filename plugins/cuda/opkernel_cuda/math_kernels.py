@@ -51,10 +51,10 @@ def zeros_signed_as_the_last(input: Any, axes: tuple[int, ...], keep_dims: bool,
     if not axes:
         return out
     kept = [a for a in range(input.ndim) if a not in axes]
-    rows = xp.transpose(input, kept + list(axes)).reshape([input.shape[a] for a in kept] + [-1])
+    rows = xp.transpose(input, tuple(kept) + axes).reshape(tuple(input.shape[a] for a in kept) + (-1,))
     last = rows.shape[-1] - 1 - xp.argmax((rows[..., ::-1] == 0).astype(np.int8), axis=-1)
     picked = xp.take_along_axis(rows, last[..., None], axis=-1)[..., 0]
-    shape = [1 if a in axes else n for a, n in enumerate(input.shape)] if keep_dims else picked.shape
+    shape = tuple(1 if a in axes else n for a, n in enumerate(input.shape)) if keep_dims else picked.shape
     return xp.where(out == 0, picked.reshape(shape), out)
 
 
