@@ -238,30 +238,40 @@ def test_pool_nchw() -> None:
     _equal(Runner(None).many(cases), cases)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.data(),
     op=st.sampled_from(["MaxPool", "AvgPool", "Addons>MedianPool2D", "Conv2D"]),
     h=st.integers(1, 17), w=st.integers(1, 17),
     k=st.integers(1, 5), s=st.integers(1, 4), d=st.integers(1, 2),
-    padding=st.sampled_from(["SAME", "VALID"]),
+    padding=st.sampled_from(["SAME", "VALID", "EXPLICIT"]),
 )
 def test_window_geometry_property(data: Any, op: str, h: int, w: int, k: int, s: int, d: int, padding: str) -> None:
     """Any window geometry and any chunking: equal to the whole-array op (threaded, cpu)."""
     kh, kw = k, max(1, k - 1)
+    sw = data.draw(st.integers(1, 4))
     if op != "Conv2D":
         d = 1
-    if padding == "VALID" and ((kh - 1) * d + 1 > h or (kw - 1) * d + 1 > w):
+    if padding == "EXPLICIT" and op in ("AvgPool", "Addons>MedianPool2D"):
+        padding = "SAME"  # these ops take SAME and VALID only
+    pads = [0] * 4
+    if padding == "EXPLICIT":  # a pool's padding must be smaller than its window
+        pads = [data.draw(st.integers(0, max(0, kk - 1))) for kk in (kh, kh, kw, kw)]
+    eh, ew = (kh - 1) * d + 1, (kw - 1) * d + 1
+    if padding != "SAME" and (eh > h + pads[0] + pads[1] or ew > w + pads[2] + pads[3]):
         return  # no output: nothing to split
     ch = data.draw(st.integers(1, h))
     cw = data.draw(st.integers(1, w))
     x = _data((2, h, w, 2))
+    attrs: dict[str, Any] = dict(strides=[1, s, sw, 1], padding=padding)
+    if padding == "EXPLICIT":
+        attrs["explicit_paddings"] = [0, 0, pads[0], pads[1], pads[2], pads[3], 0, 0]
     if op == "Conv2D":
         inputs: tuple[Any, ...] = (x, _data((kh, kw, 2, 3)))
-        attrs: dict[str, Any] = dict(strides=[1, s, s, 1], dilations=[1, d, d, 1], padding=padding)
+        attrs["dilations"] = [1, d, d, 1]
     else:
         inputs = (x,)
-        attrs = dict(ksize=[1, kh, kw, 1], strides=[1, s, s, 1], padding=padding)
+        attrs["ksize"] = [1, kh, kw, 1]
     with ok.use_backend("cpu"):
         want = ok.execute(op, *inputs, **attrs).numpy()
         y = ok.dask.apply(op, da.from_array(x, chunks=(1, ch, cw, 1)), *inputs[1:], **attrs)
