@@ -412,3 +412,20 @@ def test_convolutions_without_output_channels_and_fused_errors_on_numpy(sim: str
     assert ok.ops.conv2d_backprop_filter(x, np.array([1, 1, 2, 0], np.int32), dy, **conv).shape == (1, 1, 2, 0)
     with pytest.raises(InvalidArgumentError, match=r"^op 'FusedConv2D': input 'filter' must be 4-D"):
         ok.ops.fused_conv2d(x, np.ones((3, 3, 2, 3, 1), np.float32), np.ones(3, np.float32), **conv)
+
+
+def test_a_readback_past_host_memory_is_resource_exhausted() -> None:
+    """A tensor the device holds may not fit in the host's memory: ``numpy()`` of it is a
+    ResourceExhaustedError saying so, not numpy's raw MemoryError."""
+
+    class Device:
+        shape, nbytes = (2, 3, 2**31 - 1), 48 << 30
+
+        def get(self) -> np.ndarray:
+            raise MemoryError("Unable to allocate 48.0 GiB")
+
+    be = CudaBackend.__new__(CudaBackend)
+    be.index, be.device_name = 0, "NVIDIA H200"
+    with pytest.raises(ResourceExhaustedError, match=r"host memory copying .*\[2, 3, 2147483647\].*48.0 GiB") as info:
+        be.to_numpy(Device())
+    assert info.value.requested_bytes == 48 << 30

@@ -110,7 +110,14 @@ class CudaBackend(ok.Backend):
     def to_numpy(self, value: Any) -> np.ndarray:
         if isinstance(value, np.ndarray):
             return value
-        return value.get()  # type: ignore[no-any-return]  # blocks until the value is computed
+        try:
+            return value.get()  # type: ignore[no-any-return]  # blocks until the value is computed
+        except MemoryError as e:  # the host, not the device: a tensor the device holds may not fit there
+            raise ResourceExhaustedError(
+                f"out of host memory copying a tensor of shape {list(value.shape)} ({value.nbytes} bytes) "
+                f"from CUDA device {self.index} ({self.device_name!r}) to the host: {e}",
+                requested_bytes=int(value.nbytes), backend=self.name,
+            ) from e
 
     def empty(self, shape: tuple[int, ...], dtype: ok.DType) -> Any:
         if self.index:
