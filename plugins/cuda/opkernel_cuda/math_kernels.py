@@ -18,6 +18,7 @@ import opkernel as ok
 from opkernel_cpu import math_kernels as cpu
 from opkernel_cpu.xp import xp_of
 
+from .backend import SUPPORTED
 from .lazy import LazyModule
 
 Row = tuple[str, Any, "dict[str, list[str]] | None", tuple[str, ...]]
@@ -170,7 +171,8 @@ def rows(xp: LazyModule, special: LazyModule) -> list[Row]:
         ("MatMul", cpu.mat_mul, None, ()),
         ("BatchMatMul", cpu.batch_mat_mul, None, ()),
         ("AddN", cpu.add_n, number, ()),
-        ("Cast", cpu.cast, None, ()),
+        # to and from what a cupy array holds: a cast to string is a KernelNotFoundError (run it on cpu)
+        ("Cast", cpu.cast, {"SrcT": sorted(SUPPORTED), "DstT": sorted(SUPPORTED)}, ()),
         ("Conj", cpu._unary(xp.conjugate), None, ()),
         ("Real", cpu.complex_part("Real", lambda z: z.real), None, ()),
         ("Imag", cpu.complex_part("Imag", lambda z: z.imag), None, ()),
