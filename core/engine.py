@@ -1121,7 +1121,14 @@ def _convert(op_def: OpDef, arg: ArgDef, index: int, x: Any, bound: Mapping[str,
             f"{_what(op_def, arg)}: expected dtype {want.name}, got a numpy array of {as_dtype(x.dtype).name}",
             op=op_def.name,
         )
-    return Tensor(be.from_numpy(_host_array(x, want, _what(op_def, arg), op_def.name)), want, be)
+    host = _host_array(x, want, _what(op_def, arg), op_def.name)
+    try:
+        value = be.from_numpy(host)
+    except OpkernelError as e:  # the backend cannot hold it (strings on cuda): say for which op and input
+        if e.op is not None:
+            raise
+        raise _named(e, op_def.name) from e
+    return Tensor(value, want, be)
 
 
 # ------------------------------------------------------------ kernels

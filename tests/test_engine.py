@@ -770,3 +770,17 @@ def test_wrappers_named_like_builtins_leave_later_lookups_working() -> None:
     env = {**os.environ, "OPKERNEL_BACKEND": "cpu"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_backend_refusing_an_input_array_names_the_op(twin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend that cannot hold a host array (cuda and strings) raises from its upload,
+    which knows no op: the engine names the op whose input it was."""
+    be = ok.engine.backend_instance(twin)
+
+    def refuse(array: np.ndarray) -> object:
+        raise ok.errors.OpTypeError(f"backend {twin!r} cannot hold arrays of dtype {array.dtype}")
+
+    monkeypatch.setattr(be, "from_numpy", refuse)
+    with ok.use_backend(twin), pytest.raises(ok.errors.OpTypeError, match=r"^op 'Neg': backend .* cannot hold") as info:
+        ok.ops.neg(np.array([1.0], np.float32))
+    assert info.value.op == "Neg"
