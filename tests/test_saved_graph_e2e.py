@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from importlib import metadata
 from pathlib import Path
@@ -38,9 +39,22 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE = ["opkernel", "opkernel-cpu"]
 
 
+#: Where this environment installs distributions.  Looked up there only: under
+#: ``python -m pytest`` the working directory is on sys.path, and a source tree's
+#: ``opkernel.egg-info`` (left by ``pip install -e .``) would be found first.
+SITE_DIRS = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+
+
+def _dist(name: str) -> metadata.Distribution:
+    found = next(iter(metadata.distributions(name=name, path=SITE_DIRS)), None)
+    if found is None:
+        raise metadata.PackageNotFoundError(name)
+    return found
+
+
 def _installed(name: str) -> bool:
     try:
-        metadata.distribution(name)
+        _dist(name)
     except metadata.PackageNotFoundError:
         return False
     return True
@@ -59,7 +73,7 @@ def _closure(names: list[str]) -> list[str]:
     todo = list(names)
     while todo:
         name = todo.pop()
-        dist = metadata.distribution(name)
+        dist = _dist(name)
         key = dist.metadata["Name"].lower().replace("_", "-")
         if key in seen:
             continue
@@ -86,7 +100,7 @@ class Venv:
         for name in _closure(list(names)):
             if name in self.installed:
                 continue
-            dist = metadata.distribution(name)
+            dist = _dist(name)
             tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
             made = []
             for top in sorted(tops - {"__pycache__"}):
