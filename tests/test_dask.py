@@ -530,3 +530,28 @@ def test_larger_than_worker_memory_spills_and_the_client_holds_none(client: Any,
         for n in (0, 7, 15):  # whole images: every chunk edge and both array edges
             want = ok.execute("MaxPool", inp[n: n + 1], **attrs).numpy()
             np.testing.assert_array_equal(out[n: n + 1], want)
+
+
+def test_the_demo_runs_with_its_default_workers_and_backends(tmp_path: Any) -> None:
+    """examples/dask_median.py (`make dask-demo`) on a small stack, with its default worker
+    memory limit and each worker's default backend (opencl where installed: a worker whose
+    limit leaves no room for the backend is killed by its nanny, and the demo then fails)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from isolated import child_env
+
+    demo = Path(__file__).resolve().parents[1] / "examples" / "dask_median.py"
+    # A cold program cache: each opencl worker compiles the median pool with PoCL's LLVM,
+    # the memory peak that killed 256 MiB workers (the demo's former default).
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(demo), "--images", "4", "--samples", "3", "--workdir", str(work)],
+        capture_output=True, text=True, timeout=240, env=child_env(XDG_CACHE_HOME=str(cache)),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "3 random tiles equal the single-process op" in done.stdout
