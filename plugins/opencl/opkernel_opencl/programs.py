@@ -485,15 +485,7 @@ class ProgramCache:
 
     def program(self, family_name: str, dtype: str, op: str) -> Any:
         fam = _families[family_name]
-        src, opts = self.source(fam, dtype), self.options(fam)
-        key = (src, opts)
-        prg = self._programs.get(key)
-        if prg is None:
-            with self._lock:
-                prg = self._programs.get(key)
-                if prg is None:
-                    prg = self._programs[key] = self._build(src, opts, f"{family_name}[{dtype}]", op)
-        return prg
+        return self.build_source(self.source(fam, dtype), self.options(fam), f"{family_name}[{dtype}]", op)
 
     def kernel(self, family_name: str, dtype: str, name: str, op: str) -> Any:
         """The kernel ``name`` of family ``family_name`` built for ``dtype``."""
@@ -508,8 +500,8 @@ class ProgramCache:
         return k
 
     def build_source(self, src: str, opts: str, what: str, op: str) -> Any:
-        """The program of ``src`` built with ``opts`` (an op package's device program,
-        ``device_kernels``): once per (source, options), through the disk cache."""
+        """The program of ``src`` built with ``opts`` (a family's, or an op package's device
+        program, ``device_kernels``): once per (source, options), through the disk cache."""
         key = (src, opts)
         prg = self._programs.get(key)
         if prg is None:
