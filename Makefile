@@ -6,9 +6,11 @@ PIP    := $(BIN)/python -m pip
 # Backends the test suite must find; a missing one fails the run instead of skipping.
 REQUIRED_BACKENDS ?= cpu,opencl
 
-# The OpenCL plugin's [pocl] extra brings a real OpenCL device that runs on the CPU.
+# The OpenCL plugin's [pocl] and [intel] extras bring two OpenCL implementations that run on
+# the CPU (PoCL cannot compile for every x86-64 CPU; Intel's runtime can): the backend uses the
+# best device that passes its probe, and the tests run on every one that does.
 # The CUDA plugin installs without a GPU; its backend then reports itself unavailable.
-PACKAGES := -e . -e ./plugins/cpu -e './plugins/opencl[pocl]' -e ./plugins/cuda -e ./examples/median_pool
+PACKAGES := -e . -e ./plugins/cpu -e './plugins/opencl[pocl,intel]' -e ./plugins/cuda -e ./examples/median_pool
 # NVRTC and the CUDA headers as wheels: the tests compile every CUDA kernel for sm_80 and sm_90.
 CUDA_COMPILE_DEPS := nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
 .PHONY: demo dask-demo test typecheck install install-test bench clean
@@ -50,8 +52,19 @@ typecheck: install-test
 	MYPYPATH=$(MYPY_LINKS):plugins/cpu:plugins/opencl:plugins/cuda:examples/median_pool \
 		$(BIN)/python -m mypy $(addprefix -p ,$(MYPY_PACKAGES))
 
+# The whole suite runs with the default OpenCL device (the best one that passes its probe);
+# then the OpenCL part of it runs again on every other OpenCL device that passes its probe
+# (PoCL and Intel's CPU runtime where both work here): docs/opencl.md, "Which device".
+TEST_ENV := OPKERNEL_STRICT_PLUGINS=1 OPKERNEL_REQUIRE_NVRTC=1
+OPENCL_TESTS ?= opencl or program_cache or device_kernel_api
 test: typecheck
-	OPKERNEL_STRICT_PLUGINS=1 OPKERNEL_REQUIRE_NVRTC=1 $(BIN)/python -m pytest -q --opkernel-backends=$(REQUIRED_BACKENDS) $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -q --opkernel-backends=$(REQUIRED_BACKENDS) $(PYTEST_ARGS)
+	@devices="$$($(BIN)/python -m opkernel_opencl.devices --others)" || exit 1; \
+	for device in $$devices; do \
+		echo "== the OpenCL tests on OpenCL device $$device (OPKERNEL_OPENCL_DEVICE=$$device)"; \
+		OPKERNEL_OPENCL_DEVICE=$$device $(TEST_ENV) $(BIN)/python -m pytest -q --opkernel-backends=opencl \
+			-k '$(OPENCL_TESTS)' $(PYTEST_ARGS) || exit 1; \
+	done
 
 # The benchmark suite (docs/benchmarks.md); torch is optional: $(PIP) install torch==2.13.0
 bench: install

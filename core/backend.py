@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .dtypes import DType
+from .probes import DeviceStatus
 
 __all__ = ["Backend", "resolve_array_types"]
 
@@ -82,9 +83,19 @@ class Backend:
     def availability(cls) -> str | None:
         """``None`` when the backend can be used here, else the reason it cannot.
 
-        Must not raise and must stay cheap: it runs during discovery.
+        Must not raise.  It runs during discovery, so a backend that proves its
+        device with a probe (compile and run a small program) keeps the verdict in
+        ``opkernel.probes``, which caches it per device fingerprint.
         """
         return None
+
+    @classmethod
+    def devices(cls) -> list[DeviceStatus]:
+        """Every device this backend can see, each with its probe's verdict, the one
+        it uses marked ``chosen`` (``opkernel info``, and the test suite, which runs
+        on every working device).  May probe devices the backend would not use; must
+        not raise.  The default: no devices to report (a host backend)."""
+        return []
 
     def from_numpy(self, array: np.ndarray) -> Any:
         """A native array holding ``array``'s data.

@@ -1,6 +1,6 @@
 """The ``opkernel`` command (also ``python -m opkernel``).
 
-    opkernel info                         version, plugins, backends, overrides, plugin errors
+    opkernel info [--reprobe]             version, plugins, backends, devices and their probes, overrides, plugin errors
     opkernel kernels [--op N] [--backend B]  op x backend x type constraints, gradients, providers
     opkernel kernels --backend B --gradients  can each gradient run on B, which kernels does it lack
     opkernel compat OLD.json NEW.json      is the new OpDef compatible? (exit status 1 when breaking,
@@ -40,7 +40,26 @@ def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) ->
     Console(width=160).print(table)
 
 
+def _device_rows() -> list[list[str]]:
+    rows = []
+    for name, (cls, _) in sorted(plugins.backend_classes().items()):
+        try:
+            found = cls.devices()
+        except Exception as e:  # devices() must not raise; show it if it does
+            rows.append([name, "-", "-", "-", "-", f"device report failed: {type(e).__name__}: {e}", ""])
+            continue
+        for d in found:
+            how = "cached" if d.cached else f"probed in {d.seconds:.2f} s"
+            probe = f"passed ({how})" if d.reason is None else f"failed ({how}): {d.reason}"
+            rows.append([name, d.id, d.name, d.platform, d.kind, probe, "yes" if d.chosen else ""])
+    return rows
+
+
 def cmd_info(args: argparse.Namespace) -> int:
+    if args.reprobe:
+        from . import probes
+
+        probes.reprobe()
     print(f"opkernel {__version__}  (plugin API {hookspecs.PLUGIN_API_VERSION})\n")
     _table(
         "Plugins",
@@ -63,6 +82,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         state = "available" + (" (active)" if name == active else "") if reason is None else f"unavailable: {reason}"
         rows.append([name, str(priority), state, details])
     _table("Backends", ["backend", "priority", "status", "details"], rows)
+    devices = _device_rows()
+    if devices:
+        _table("Devices (each proven by a probe: a small program compiled, run and checked there)",
+               ["backend", "id", "device", "platform", "kind", "probe", "used"], devices)
     overrides = plugins.overrides()
     if overrides:  # a plugin replacing another distribution's kernel or backend is never silent
         _table(
@@ -149,7 +172,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="opkernel", description="Inspect installed opkernel plugins, backends and kernels.")
     parser.add_argument("--version", action="version", version=f"opkernel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="version, plugins, backends and their availability, plugin errors").set_defaults(fn=cmd_info)
+    info = sub.add_parser(
+        "info", help="version, plugins, backends and their availability, every device and its probe, plugin errors"
+    )
+    info.add_argument(
+        "--reprobe", action="store_true",
+        help="probe every device again instead of using the verdicts cached per device fingerprint (and cache the new ones)",
+    )
+    info.set_defaults(fn=cmd_info)
     k = sub.add_parser("kernels", help="table of registered kernels: op x backend x type constraints")
     k.add_argument("--op", help="only this op")
     k.add_argument("--backend", help="only this backend (generic kernels are always shown)")

@@ -23,9 +23,15 @@ import pytest
 TESTS = Path(__file__).parent
 
 
+#: Settings a child keeps: which device a backend uses is a fact of the run (the Makefile runs
+#: the OpenCL tests once per working OpenCL device), not a setting under test.
+KEPT = ("OPKERNEL_OPENCL_DEVICE", "OPKERNEL_CUDA_DEVICE")
+
+
 def child_env(backend: str | None = None, **env: str) -> dict[str, str]:
-    """The environment for a child: this one without any OPKERNEL_* setting, plus ``env``."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("OPKERNEL_")}
+    """The environment for a child: this one without any OPKERNEL_* setting but the device
+    choices (``KEPT``), plus ``env``."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OPKERNEL_") or k in KEPT}
     if backend is not None:
         clean["OPKERNEL_BACKEND"] = backend
     clean.update(env)

@@ -27,6 +27,7 @@ from opkernel.errors import InternalError, InvalidArgumentError, ResourceExhaust
 from opkernel.testing import isolated_registries
 
 import optable
+from isolated import run_isolated
 from optable import OpCase
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ finally:
         sys.path.remove(str(ROOT / "plugins" / "cuda"))
 
 REASONS = ("cupy not installed", "no CUDA driver", "no CUDA device", "the CUDA driver could not be queried",
-           driver.ENV_DEVICE)
+           driver.ENV_DEVICE, "NVRTC could not compile", "the probe", "cupy cannot be imported")
 
 
 needs_install = pytest.mark.skipif(not INSTALLED, reason="opkernel-cuda is not installed (pip install -e plugins/cuda)")
@@ -115,11 +116,37 @@ class FakeDriver:
     def cuGetErrorName(self, code: int, ref: Any) -> int:
         return 1
 
+    def cuDeviceGet(self, ref: Any, index: int) -> int:
+        ref._obj.value = index
+        return 0
+
+    def cuDeviceGetName(self, buf: Any, size: int, dev: Any) -> int:
+        buf.value = b"NVIDIA H200"
+        return 0
+
+    def cuDeviceGetAttribute(self, ref: Any, attr: int, dev: Any) -> int:
+        ref._obj.value = {75: 9, 76: 0}[attr]
+        return 0
+
+    def cuDriverGetVersion(self, ref: Any) -> int:
+        ref._obj.value = 13000
+        return 0
+
 
 @pytest.fixture
-def fake_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def fake_driver(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Any]:
     monkeypatch.setattr(driver.importlib.util, "find_spec", lambda name: object())
-    holder: dict[str, Any] = {"lib": FakeDriver()}
+    monkeypatch.setenv("OPKERNEL_PROBE_CACHE_DIR", str(tmp_path / "probes"))
+    from opkernel import probes
+
+    monkeypatch.setattr(probes, "_memo", {})
+    holder: dict[str, Any] = {"lib": FakeDriver(), "probe": None, "probed": []}
+
+    def in_child(index: int) -> str | None:
+        holder["probed"].append(index)
+        return holder["probe"]  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(driver, "_probe_in_child", in_child)
 
     def load(name: str) -> Any:
         lib = holder["lib"]
@@ -148,6 +175,47 @@ def test_probe_reasons(fake_driver: dict[str, Any], monkeypatch: pytest.MonkeyPa
     assert driver.probe("") == "no CUDA driver (libcuda.so.1 not found)"
     monkeypatch.setattr(driver.importlib.util, "find_spec", lambda name: None)
     assert (driver.probe("") or "").startswith("cupy not installed")
+
+
+def test_a_device_counts_only_after_its_probe_passes(fake_driver: dict[str, Any]) -> None:
+    fake_driver["probe"] = "NVRTC could not compile the probe kernel for this device (CompileException: ...)"
+    assert driver.probe("") == fake_driver["probe"]
+    assert fake_driver["probed"] == [0]
+    assert driver.probe("") == fake_driver["probe"]  # cached per fingerprint: not probed again
+    assert fake_driver["probed"] == [0]
+    [status] = driver.statuses("")
+    assert status.id == "0" and status.name == "NVIDIA H200" and "compute capability 9.0" in status.platform
+    assert status.reason == fake_driver["probe"] and not status.chosen and status.kind == "gpu"
+
+
+def test_the_probe_child_process_is_read_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    def answer(stdout: str, code: int = 0, stderr: str = "") -> Any:
+        return lambda *a, **k: subprocess.CompletedProcess(a[0], code, stdout, stderr)
+
+    monkeypatch.setattr(driver.subprocess, "run", answer('{"reason": null}\n'))
+    assert driver._probe_in_child(0) is None
+    monkeypatch.setattr(driver.subprocess, "run", answer('warming up\n{"reason": "the probe kernel gave wrong answers"}\n'))
+    assert driver._probe_in_child(0) == "the probe kernel gave wrong answers"
+    monkeypatch.setattr(driver.subprocess, "run", answer("", -11, "Segmentation fault"))
+    assert driver._probe_in_child(0) == "the probe's process exited with status -11 (Segmentation fault)"
+
+    def hang(*a: Any, **k: Any) -> Any:
+        raise subprocess.TimeoutExpired(a[0], driver.PROBE_TIMEOUT)
+
+    monkeypatch.setattr(driver.subprocess, "run", hang)
+    assert "did not finish within" in (driver._probe_in_child(0) or "")
+
+
+def test_the_probe_without_a_gpu_says_why() -> None:
+    """The real probe, in its own process, on a machine whose driver has no device (or no
+    driver): a reason, never an exception or a crash."""
+    out = run_isolated(
+        "from opkernel_cuda import driver\nprint(repr(driver._probe_in_child(0)))", what="the CUDA probe", timeout=300
+    )
+    reason = out.stdout.strip().splitlines()[-1]
+    assert reason != "None" and ("did not run" in reason or "cupy cannot be imported" in reason or "NVRTC" in reason), reason
 
 
 def test_availability_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:

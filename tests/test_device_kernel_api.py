@@ -155,7 +155,7 @@ def test_an_unaligned_offset_is_an_error_with_the_fix(be: Any, scale: Any) -> No
     (lambda k, y, x: k.launch1d(8, y, x.astype(np.int32), np.float32(2), np.int32(8)), OpTypeError, r"argument 1 \(__global float\* x\) points to float32, got an array of int32"),
     (lambda k, y, x: k.launch1d(8, y, np.float32(1), np.float32(2), np.int32(8)), OpTypeError, r"argument 1 \(__global float\* x\) takes a device array"),
     (lambda k, y, x: k.launch(10, y, y, np.float32(1), np.int32(8), local_size=4), InvalidArgumentError, r"global size \[10\] must be a multiple of the local size \[4\]"),
-    (lambda k, y, x: k.launch(8192, y, y, np.float32(1), np.int32(8), local_size=8192), InvalidArgumentError, r"a work-group of \[8192\] is 8192 work-items; at most \d+"),
+    (lambda k, y, x: k.launch(1 << 20, y, y, np.float32(1), np.int32(8), local_size=1 << 20), InvalidArgumentError, r"a work-group of \[1048576\] is 1048576 work-items; at most \d+"),
     (lambda k, y, x: k.launch((8, 8, 8, 8), y, y, np.float32(1), np.int32(8)), InvalidArgumentError, r"global size must be 1 to 3 dimensions"),
     (lambda k, y, x: k.launch(8, y, y, np.float32(1), np.int32(8), local_size=(4, 2)), InvalidArgumentError, r"local size must be 1 dimension"),
     (lambda k, y, x: k.launch(-1, y, y, np.float32(1), np.int32(8)), InvalidArgumentError, r"global size must be .* integers >= 0"),

@@ -44,7 +44,10 @@ def be() -> Iterator[Any]:
 
 @pytest.fixture
 def fresh_availability(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    from opkernel_opencl import devices
+
     monkeypatch.setattr(OpenCLBackend, "_availability", {})
+    monkeypatch.setattr(devices, "_selected", {})
     yield
 
 
@@ -81,7 +84,7 @@ def test_no_platform_is_an_availability_reason(fresh_availability: None, monkeyp
 
 
 def test_device_selection_by_index_and_name(be: Any, fresh_availability: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ENV_DEVICE, "0:0")
+    monkeypatch.setenv(ENV_DEVICE, be.device_id)
     assert OpenCLBackend.availability() is None
     monkeypatch.setenv(ENV_DEVICE, be.device_name[:6].lower())
     assert OpenCLBackend.availability() is None

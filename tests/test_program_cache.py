@@ -37,6 +37,24 @@ def _opencl_reason() -> str | None:
 
 needs_opencl = pytest.mark.skipif(_opencl_reason() is not None, reason=f"backend 'opencl' unavailable: {_opencl_reason()}")
 
+
+def _pocl_reason() -> str | None:
+    """Why no PoCL device works here, or None.  The tests of PoCL's own cache directory
+    run on PoCL's device (``OPKERNEL_OPENCL_DEVICE=pocl``) whatever the default device."""
+    if _opencl_reason() is not None:
+        return f"backend 'opencl' unavailable: {_opencl_reason()}"
+    from opkernel_opencl.backend import OpenCLBackend
+    from opkernel_opencl.devices import POCL_PLATFORM
+
+    pocl = [d for d in OpenCLBackend.devices() if d.platform == POCL_PLATFORM]
+    if not pocl:
+        return "no PoCL device here"
+    return None if any(d.works for d in pocl) else f"PoCL's device does not work here: {pocl[0].reason}"
+
+
+needs_pocl = pytest.mark.skipif(_pocl_reason() is not None, reason=str(_pocl_reason()))
+POCL = {"OPKERNEL_OPENCL_DEVICE": "pocl"}
+
 # A process that uses the cache the way a user does: Add and Sub on the OpenCL device.
 # POCL_CACHE_DIR and PYOPENCL_NO_CACHE (which this process may have set) are dropped, so
 # that the caches are wherever the backend puts them.
@@ -195,14 +213,14 @@ def _planted_library(tmp: Path, marker: Path) -> Path:
     return lib
 
 
-@needs_opencl
+@needs_pocl
 def test_a_planted_shared_object_is_never_loaded(tmp_path: Path) -> None:
     marker = tmp_path / "constructor-ran"
     lib = _planted_library(tmp_path, marker)
     # PoCL's layout of these programs, from a run where the user pointed PoCL at a directory
     learned = tmp_path / "learned"
     learned.mkdir(mode=0o700)
-    run_child(tmp_path, "learn PoCL's layout", cache=tmp_path / "unused", prelude=f"os.environ['POCL_CACHE_DIR'] = {str(learned)!r}")
+    run_child(tmp_path, "learn PoCL's layout", cache=tmp_path / "unused", prelude=f"os.environ['POCL_CACHE_DIR'] = {str(learned)!r}", **POCL)
     libs = [p.relative_to(learned) for p in learned.rglob("*.so")]
     if not libs:
         pytest.skip("the OpenCL driver keeps no shared objects in POCL_CACHE_DIR")
@@ -211,7 +229,7 @@ def test_a_planted_shared_object_is_never_loaded(tmp_path: Path) -> None:
         shutil.copytree(learned, base, dirs_exist_ok=True)
         for rel in libs:
             shutil.copyfile(lib, base / rel)
-    run_child(tmp_path, "planted shared objects")
+    run_child(tmp_path, "planted shared objects", **POCL)
     assert not marker.exists(), "a planted shared object's constructor ran"
 
 
@@ -258,7 +276,8 @@ def test_pyopencl_kernels_on_the_backend_do_not_use_pyopencl_cache(tmp_path: Pat
     env = {"OPKERNEL_OPENCL_CACHE_DIR": str(tmp_path / "cache"), "XDG_CACHE_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
     out = run_isolated(code, what="pyopencl array arithmetic", env=env, timeout=240)
     assert out.stdout.strip() == "[1.0, 4.0, 7.0, 10.0]"
-    assert files_under(tmp_path / "xdg") == [], "pyopencl wrote its cache"
+    # opkernel's own caches (device probes, the ICD directory) live under xdg/opkernel
+    assert [f for f in files_under(tmp_path / "xdg") if f.relative_to(tmp_path / "xdg").parts[0] != "opkernel"] == [], "pyopencl wrote its cache"
 
 
 @needs_opencl
@@ -294,7 +313,7 @@ def test_a_pocl_cache_directory_others_can_write_is_not_used(tmp_path: Path) -> 
     assert files_under(shared) == []
 
 
-@needs_opencl
+@needs_pocl
 def test_pocl_directories_are_per_process_and_swept_after_a_kill(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir(mode=0o700)
@@ -307,7 +326,7 @@ def test_pocl_directories_are_per_process_and_swept_after_a_kill(tmp_path: Path)
         "print(os.environ['POCL_CACHE_DIR'], flush=True)\n"
         "os._exit(0)  # no clean-up, as after SIGKILL\n"
     )
-    env = {"TMPDIR": str(tmp), "OPKERNEL_OPENCL_CACHE_DIR": "off", "HOME": str(tmp_path)}
+    env = {"TMPDIR": str(tmp), "OPKERNEL_OPENCL_CACHE_DIR": "off", "HOME": str(tmp_path), **POCL}
     left = Path(run_isolated(killed, what="a process that dies without clean-up", env=env, timeout=240).stdout.strip())
     assert left.parent == tmp and left.is_dir() and stat.S_IMODE(left.stat().st_mode) == 0o700
     assert any(left.rglob("program.bc"))  # PoCL used it

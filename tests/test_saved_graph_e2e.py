@@ -60,8 +60,11 @@ def _installed(name: str) -> bool:
     return True
 
 
-# opkernel-opencl[pocl]: PoCL's CPU device where it came from pip (a machine may use a system OpenCL driver instead)
-OPENCL = ["opkernel-opencl"] + (["pocl-binary-distribution"] if _installed("pocl-binary-distribution") else [])
+# opkernel-opencl[pocl,intel]: PoCL's and Intel's CPU devices where they came from pip (a machine may use a
+# system OpenCL driver instead; PoCL's cannot compile for every CPU, Intel's runtime can)
+OPENCL = ["opkernel-opencl"] + [
+    d for d in ("pocl-binary-distribution", "intel-opencl-rt", "intel-cmplr-lib-rt", "tbb") if _installed(d)
+]
 MEDIANPOOL = ROOT / "examples" / "median_pool" / "opkernel_medianpool"
 
 
@@ -103,6 +106,14 @@ class Venv:
             dist = _dist(name)
             tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
             made = []
+            for f in dist.files or []:
+                if str(f).startswith(".."):  # data files outside site-packages (Intel's runtime in lib/): file by file
+                    source = Path(str(dist.locate_file(f))).resolve()
+                    target = Path(os.path.normpath(self.site / str(f)))
+                    if source.is_file() and not target.exists() and not target.is_symlink():
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.symlink_to(source)
+                        made.append(target)
             for top in sorted(tops - {"__pycache__"}):
                 source = Path(str(dist.locate_file(top)))
                 target = self.site / top

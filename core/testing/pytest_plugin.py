@@ -94,8 +94,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | list[str]:
     if not any("backend" in getattr(item, "fixturenames", ()) and _uses_our_backend(item) for item in items):
         return []
-    rows = [f"{n} ({'available' if r is None else 'unavailable: ' + r})" for n, _, r in _status()]
+    rows = [f"{n} ({'available' + _device_of(n) if r is None else 'unavailable: ' + r})" for n, _, r in _status()]
     return "opkernel backends: " + (", ".join(rows) or "none installed")
+
+
+def _device_of(name: str) -> str:
+    """``" on device 0:0 'name' (platform)"``: the device a backend that reports devices uses."""
+    from .. import plugins
+
+    cls = plugins.backend_classes()[name][0]
+    chosen = [d for d in cls.devices() if d.chosen]
+    return f" on device {chosen[0].id} {chosen[0].name!r} ({chosen[0].platform})" if chosen else ""
 
 
 @pytest.fixture

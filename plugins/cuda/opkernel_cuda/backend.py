@@ -21,6 +21,8 @@ from opkernel.errors import InternalError, InvalidArgumentError, OpTypeError, Re
 from . import driver, runtime
 
 if TYPE_CHECKING:
+    from opkernel.probes import DeviceStatus
+
     from .device_kernels import Program
 
 #: dtypes a cupy array can hold (no bfloat16, strings or quantized types).
@@ -48,6 +50,11 @@ class CudaBackend(ok.Backend):
             except Exception as e:  # never raise from here
                 cls._availability[spec] = f"CUDA availability check failed: {type(e).__name__}: {e}"
         return cls._availability[spec]
+
+    @classmethod
+    def devices(cls) -> list[DeviceStatus]:
+        """Every CUDA device with its probe's verdict (the probe runs in a child process)."""
+        return driver.statuses(os.environ.get(driver.ENV_DEVICE, ""))
 
     def __init__(self) -> None:
         import cupy

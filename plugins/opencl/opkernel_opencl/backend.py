@@ -25,12 +25,13 @@ import opkernel as ok
 from opkernel.errors import BackendUnavailableError, InternalError, InvalidArgumentError, ResourceExhaustedError
 from opkernel.hostmem import host_available_bytes
 
+from .devices import ENV_DEVICE
 from .programs import ProgramCache, configure_environment
 
 if TYPE_CHECKING:
-    from .device_kernels import Program
+    from opkernel.probes import DeviceStatus
 
-ENV_DEVICE = "OPKERNEL_OPENCL_DEVICE"
+    from .device_kernels import Program
 
 #: Host arrays up to this many bytes keep a host copy next to the device buffer.
 HOST_COPY_BYTES = 1 << 16
@@ -70,42 +71,13 @@ class DeviceOutOfMemory(MemoryError):
         self.cause = cause
 
 
-def _find_device(cl: Any, spec: str) -> tuple[Any, str | None]:
-    """(device, None), or (None, why not).  ``spec`` is ``platform:device`` or a name substring."""
+def _select(cl: Any, spec: str) -> tuple[Any, str | None]:
+    """(the device to use, None), or (None, why none can be used): ``devices.select``."""
     if not _platform_pid:
         _platform_pid.append(os.getpid())
-    try:
-        platforms = cl.get_platforms()
-    except Exception as e:  # no ICD loader entry at all
-        return None, (
-            f"no OpenCL platform found ({type(e).__name__}: {e}); install a device driver (an ICD), "
-            "or pip install 'opkernel-opencl[pocl]' for a CPU device"
-        )
-    found: list[tuple[int, int, Any, Any]] = []
-    for pi, p in enumerate(platforms):
-        try:
-            devices = p.get_devices()
-        except Exception:  # a platform with no device raises DEVICE_NOT_FOUND
-            devices = []
-        found.extend((pi, di, p, d) for di, d in enumerate(devices))
-    if not found:
-        names = ", ".join(repr(p.name) for p in platforms)
-        return None, f"OpenCL platform(s) {names} have no device"
-    listing = "; ".join(f"{pi}:{di} {d.name.strip()!r} ({p.name.strip()})" for pi, di, p, d in found)
-    spec = spec.strip()
-    if spec:
-        if ":" in spec and all(part.strip().isdigit() for part in spec.split(":", 1)):
-            want = tuple(int(part) for part in spec.split(":", 1))
-            chosen = [d for pi, di, _, d in found if (pi, di) == want]
-        else:
-            low = spec.lower()
-            chosen = [d for _, _, p, d in found if low in d.name.lower() or low in p.name.lower()]
-        if not chosen:
-            return None, f"no OpenCL device matches {ENV_DEVICE}={spec!r}; devices: {listing}"
-        return chosen[0], None
-    rank = {cl.device_type.GPU: 0, cl.device_type.ACCELERATOR: 1}
-    found.sort(key=lambda f: rank.get(f[3].type & (cl.device_type.GPU | cl.device_type.ACCELERATOR), 2))
-    return found[0][3], None
+    from .devices import select
+
+    return select(cl, spec)
 
 
 #: The methods through which work reaches the driver, disabled in a forked child (``_disown``).
@@ -160,6 +132,7 @@ class OpenCLBackend(ok.Backend):
 
     @classmethod
     def availability(cls) -> str | None:
+        """None when a device passed its probe (``devices``), else why none can be used."""
         forked = _fork_reason()
         if forked is not None:
             return forked
@@ -173,11 +146,26 @@ class OpenCLBackend(ok.Backend):
             reason: str | None = f"pyopencl cannot be imported ({type(e).__name__}: {e}); pip install opkernel-opencl"
         else:
             try:
-                reason = _find_device(cl, spec)[1]
+                reason = _select(cl, spec)[1]
             except Exception as e:  # never raise from here
                 reason = f"OpenCL device query failed: {type(e).__name__}: {e}"
         cls._availability[spec] = reason
         return reason
+
+    @classmethod
+    def devices(cls) -> list[DeviceStatus]:
+        """Every OpenCL device of every platform with its probe's verdict."""
+        if _fork_reason() is not None:
+            return []
+        try:
+            configure_environment()
+            import pyopencl as cl
+
+            from .devices import statuses
+
+            return statuses(cl, os.environ.get(ENV_DEVICE, ""))
+        except Exception:  # never raise from a report: availability() says why
+            return []
 
     def __init__(self) -> None:
         forked = _fork_reason()
@@ -188,9 +176,11 @@ class OpenCLBackend(ok.Backend):
         import pyopencl.array as cl_array
         import pyopencl.tools as cl_tools
 
-        device, reason = _find_device(cl, os.environ.get(ENV_DEVICE, ""))
-        if device is None:
+        chosen, reason = _select(cl, os.environ.get(ENV_DEVICE, ""))
+        if chosen is None:
             raise RuntimeError(reason)
+        device = chosen.device
+        self.device_id = chosen.id
         type(self).array_types = (cl_array.Array,)
         self.cl = cl
         self.Array = cl_array.Array
@@ -558,6 +548,7 @@ class OpenCLBackend(ok.Backend):
         d = self.device
         return {
             "device": self.device_name,
+            "id": self.device_id,
             "platform": d.platform.name.strip(),
             "opencl": d.version.strip(),
             "driver": d.driver_version.strip(),

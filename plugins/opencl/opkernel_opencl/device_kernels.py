@@ -149,14 +149,23 @@ class Kernel:
         self.max_work_group = min(be.max_work_group, int(handle.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, be.device)))
         self._align = max(1, int(be.device.mem_base_addr_align) // 8)
         self.args: tuple[_Arg, ...] | None
+        stored = getattr(program.handle, "opkernel_arg_info", None)  # a program loaded from a binary
         try:
-            info = cl.kernel_arg_info
-            self.args = tuple(
-                _Arg(i, handle.get_arg_info(i, info.NAME), handle.get_arg_info(i, info.TYPE_NAME),
-                     int(handle.get_arg_info(i, info.ADDRESS_QUALIFIER)),
-                     bool(int(handle.get_arg_info(i, info.TYPE_QUALIFIER)) & cl.kernel_arg_type_qualifier.CONST))
-                for i in range(self.num_args)
-            )
+            if stored is not None and name in stored:
+                self.args = tuple(
+                    _Arg(i, n, t, space, bool(qual & cl.kernel_arg_type_qualifier.CONST))
+                    for i, (n, t, space, qual) in enumerate(stored[name])
+                )
+                if len(self.args) != self.num_args:
+                    raise cl.Error("stored argument info does not match the kernel")
+            else:
+                info = cl.kernel_arg_info
+                self.args = tuple(
+                    _Arg(i, handle.get_arg_info(i, info.NAME), handle.get_arg_info(i, info.TYPE_NAME),
+                         int(handle.get_arg_info(i, info.ADDRESS_QUALIFIER)),
+                         bool(int(handle.get_arg_info(i, info.TYPE_QUALIFIER)) & cl.kernel_arg_type_qualifier.CONST))
+                    for i in range(self.num_args)
+                )
         except cl.Error:  # a driver without argument info (a program loaded from a binary): counts only
             self.args = None
         # The argument types of the common call (a numpy scalar of each by-value parameter's

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -72,6 +73,9 @@ def configure_environment() -> None:
     global _pocl_dir, _pocl_owned
     if _pocl_dir is not None:
         return
+    from .icd import expose_runtimes
+
+    expose_runtimes()  # Intel's CPU runtime from pip ([intel]), beside the drivers the user has
     # pyopencl's own cache (used on drivers that do not cache builds themselves) unpickles
     # its index files; the backend bypasses it, and so does pyopencl's own kernels' builds
     os.environ.setdefault("PYOPENCL_NO_CACHE", "1")
@@ -188,6 +192,36 @@ inline int fdiv(int n, int m, int s) {
 """
 
 
+def build_quietly(cl: Any, context: Any, src: str, opts: str) -> tuple[Any, str]:
+    """``(program, "")`` built from OpenCL C ``src`` with ``opts`` on ``context``'s devices, or
+    ``(None, compiler log)``.  pyopencl's own cache is bypassed (it unpickles the files of
+    its directory), and so is its ``CompilerWarning``: a successful build's log (Intel's
+    runtime writes one for every build) is nothing a user can act on."""
+    return _build_raw(cl, cl._cl._Program(context, src), opts)
+
+
+def _build_raw(cl: Any, raw: Any, opts: str) -> tuple[Any, str]:
+    build = getattr(raw, "_build", None)  # clBuildProgram itself, which pyopencl wraps to warn
+    try:
+        if build is not None:
+            build(options=opts.encode(), devices=None)
+        else:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", getattr(cl, "CompilerWarning", UserWarning))
+                raw.build(opts.encode())
+    except cl.Error as e:
+        logs = []
+        try:
+            for dev in raw.get_info(cl.program_info.DEVICES):
+                logs.append(str(raw.get_build_info(dev, cl.program_build_info.LOG)))
+        except cl.Error:
+            pass
+        return None, "\n".join([str(e), *logs])
+    return cl.Program(raw), ""
+
+
 class ProgramBuildError(InternalError):
     """An OpenCL program failed to build: the message shows the op, the offending
     source lines and the compiler log."""
@@ -207,6 +241,37 @@ def _error_lines(source: str, log: str) -> str:
 
 def _is_pocl(backend: OpenCLBackend) -> bool:
     return bool(backend.device.platform.name.strip() == "Portable Computing Language")
+
+
+_ARG_INFO = "-cl-kernel-arg-info"
+
+
+ArgInfo = dict[str, list[tuple[str, str, int, int]]]
+
+
+def arg_info(cl: Any, prg: Any) -> ArgInfo | None:
+    """Per kernel of ``prg``, each argument's (name, type name, address qualifier, type
+    qualifier) as clGetKernelArgInfo gives them; None when the driver does not say."""
+    info: ArgInfo = {}
+    try:
+        for name in (n for n in str(prg.get_info(cl.program_info.KERNEL_NAMES)).split(";") if n):
+            k = cl.Kernel(prg, name)
+            q = cl.kernel_arg_info
+            info[name] = [
+                (str(k.get_arg_info(i, q.NAME)), str(k.get_arg_info(i, q.TYPE_NAME)),
+                 int(k.get_arg_info(i, q.ADDRESS_QUALIFIER)), int(k.get_arg_info(i, q.TYPE_QUALIFIER)))
+                for i in range(int(k.get_info(cl.kernel_info.NUM_ARGS)))
+            ]
+    except cl.Error:
+        return None
+    return info
+
+
+def _decode_arg_info(raw: bytes) -> ArgInfo:
+    data = json.loads(raw.decode())
+    if not isinstance(data, dict):
+        raise ValueError("not a mapping")
+    return {str(k): [(str(a), str(b), int(c), int(d)) for a, b, c, d in v] for k, v in data.items()}
 
 
 class BinaryStore:
@@ -339,14 +404,26 @@ class BinaryStore:
             return None
         cl = self._be.cl
         binary = blobs.get("binary")
-        try:
-            if binary is None:
-                raise ValueError("no binary")
-            prg = cl.Program(self._be.context, [self._be.device], [binary]).build(options=opts)
-        except (cl.Error, ValueError):  # a binary this driver no longer accepts
+        prg = None
+        if binary is not None:
+            try:
+                raw = cl._cl._Program(self._be.context, [self._be.device], [binary])
+            except cl.Error:
+                raw = None
+            prg = None if raw is None else _build_raw(cl, raw, opts)[0]
+        if prg is None:  # a binary this driver no longer accepts
             self.rejected += 1
             self._drop(key)
             return None
+        if _ARG_INFO in opts.split() and "arginfo" in blobs:
+            # Intel's CPU runtime drops argument info from a program built from its binary:
+            # the entry keeps what the source build said (launch checks need it)
+            try:
+                prg.opkernel_arg_info = _decode_arg_info(blobs["arginfo"])
+            except (ValueError, TypeError, KeyError):
+                self.rejected += 1
+                self._drop(key)
+                return None
         self.loaded += 1
         return prg
 
@@ -363,8 +440,15 @@ class BinaryStore:
             binary = bytes(prg.get_info(cl.program_info.BINARIES)[0])
         except cl.Error:
             return
-        if binary:
-            self._put(key, {"binary": binary})
+        if not binary:
+            return
+        blobs = {"binary": binary}
+        if _ARG_INFO in opts.split():
+            info = arg_info(cl, prg)
+            if info is None:
+                return
+            blobs["arginfo"] = json.dumps(info, sort_keys=True).encode()
+        self._put(key, blobs)
 
     def _seed(self, key: str, blobs: dict[str, bytes]) -> None:
         root = _pocl_dir
@@ -515,16 +599,15 @@ class ProgramCache:
         cl = self._be.cl
         prg = None if self.store is None else self.store.load(src, opts)
         if prg is None:
-            try:
-                # from source with pyopencl's cache bypassed: it would unpickle files from its directory
-                prg = cl.Program(cl._cl._Program(self._be.context, src)).build(options=opts)
-            except cl.Error as e:
-                log = str(e)
+            prg, log = build_quietly(cl, self._be.context, src, opts)
+            if prg is None:
+                # pyopencl's error is not chained: it does not pickle (a Dask worker's error
+                # would lose its class), and the log here says all it said
                 raise ProgramBuildError(
                     f"op {op!r}: the OpenCL program {what} failed to build on device {self._be.device_name!r} "
                     f"(options {opts!r}).\n{_error_lines(src, log)}\ncompiler log:\n{log}",
                     op=op, backend="opencl", source=src, log=log,
-                ) from e
+                )
             if self.store is not None:
                 self.store.built(src, opts, prg)
         self.builds += 1
