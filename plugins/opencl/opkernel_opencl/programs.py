@@ -315,6 +315,8 @@ class BinaryStore:
         self.loaded = 0  # programs found in verified entries
         self.rejected = 0  # entries that failed verification (removed, rebuilt)
         if self.pocl:
+            # What PoCL compiled before this store (the device probe's program) is not ours
+            self._new_program_dirs()
             atexit.register(self.flush)
 
     @classmethod
