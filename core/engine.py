@@ -24,6 +24,7 @@ import threading
 import time
 import warnings
 from collections import namedtuple
+import contextlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -49,7 +50,7 @@ from .errors import (
 from .kernels import GENERIC, KernelDef, OpKernelConstruction, OpKernelContext
 from .op_registry import ArgDef, OpDef
 from .shapes import output_size_inputs
-from .tensor import Tensor, Variable
+from .tensor import Tensor, Variable, update_lock
 
 __all__ = [
     "available_backends",
@@ -624,20 +625,31 @@ class _Signature:
         )
 
     def _call(self, *inputs: Tensor) -> Any:
-        for i in self.refs:
-            inputs[i]._unshare()  # type: ignore[attr-defined]
-        flat = [x._value for x in inputs]
-        try:
-            outs = self.run(flat)
-        except Exception as e:
-            translated = _translated(e, self.backend, self.op_def.name)
-            if translated is e:
-                raise
-            raise translated from e
-        for i in self.refs:
-            if flat[i] is not inputs[i]._value:  # a generic kernel's update ran on a fallback backend
-                inputs[i]._value = flat[i]
-            inputs[i]._version += 1  # type: ignore[attr-defined]
+        if not self.refs:
+            flat = [x._value for x in inputs]
+            try:
+                outs = self.run(flat)
+            except Exception as e:
+                translated = _translated(e, self.backend, self.op_def.name)
+                if translated is e:
+                    raise
+                raise translated from e
+            return _finish(self, self.backend, outs, inputs)
+        with update_lock(*[inputs[i] for i in self.refs]):  # type: ignore[arg-type]  # Ref inputs are Variables
+            for i in self.refs:
+                inputs[i]._unshare()  # type: ignore[attr-defined]
+            flat = [x._value for x in inputs]
+            try:
+                outs = self.run(flat)
+            except Exception as e:
+                translated = _translated(e, self.backend, self.op_def.name)
+                if translated is e:
+                    raise
+                raise translated from e
+            for i in self.refs:
+                if flat[i] is not inputs[i]._value:  # a generic kernel's update ran on a fallback backend
+                    inputs[i]._value = flat[i]
+                inputs[i]._version += 1  # type: ignore[attr-defined]
         return _finish(self, self.backend, outs, inputs)
 
 
@@ -1537,14 +1549,15 @@ def _fast_multi_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]
         native: Any = (be.array_types or (None,))[0]
 
         def call_ref(*xs: Tensor) -> Any:
-            for i in refs:
-                xs[i]._unshare()  # type: ignore[attr-defined]
-            try:
-                v: Any = fn(*[x._value for x in xs], **kw)
-            except Exception as e:
-                _raise_translated(e, be, name)
-            for i in refs:
-                xs[i]._version += 1  # type: ignore[attr-defined]
+            with update_lock(*[xs[i] for i in refs]):  # type: ignore[arg-type]  # Ref inputs are Variables
+                for i in refs:
+                    xs[i]._unshare()  # type: ignore[attr-defined]
+                try:
+                    v: Any = fn(*[x._value for x in xs], **kw)
+                except Exception as e:
+                    _raise_translated(e, be, name)
+                for i in refs:
+                    xs[i]._version += 1  # type: ignore[attr-defined]
             t = Tensor(v if type(v) is native and v.dtype is npdt else conv(v, dt), dt, be)
             if RECORDING[0]:
                 record_op(op_def, attrs, xs, (t,))
@@ -1553,14 +1566,15 @@ def _fast_multi_call(sig: _Signature, fn: Callable[..., Any], kw: dict[str, Any]
         return call_ref
 
     def call(*xs: Tensor) -> Any:
-        for i in refs:
-            xs[i]._unshare()  # type: ignore[attr-defined]
-        try:
-            result: Any = fn(*[x._value for x in xs], **kw)
-        except Exception as e:
-            _raise_translated(e, be, name)
-        for i in refs:
-            xs[i]._version += 1  # type: ignore[attr-defined]
+        with update_lock(*[xs[i] for i in refs]):  # type: ignore[arg-type]  # Ref inputs are Variables
+            for i in refs:
+                xs[i]._unshare()  # type: ignore[attr-defined]
+            try:
+                result: Any = fn(*[x._value for x in xs], **kw)
+            except Exception as e:
+                _raise_translated(e, be, name)
+            for i in refs:
+                xs[i]._version += 1  # type: ignore[attr-defined]
         if not isinstance(result, (tuple, list)) or len(result) != n:
             _flatten_outputs(op_def, result, [None] * n)  # raises the kernel-contract error
         outs = [Tensor(conv(v, dt), dt, be) for v, dt in zip(result, out_dtypes)]
@@ -1703,15 +1717,16 @@ class _FallbackSignature(_Signature):
         # from_numpy may hand over the variable's memory, which the kernel would then
         # update in place, bypassing the copy-on-write that protects read_value()
         # snapshots and .numpy() arrays); the update comes back as the variable's new value.
-        moved = [
-            Variable._view(fb.from_numpy(np.array(be.to_numpy(x._value))), x._dtype, fb) if i in refs else _moved(x, fb)
-            for i, x in enumerate(inputs)
-        ]
-        result = route.call(*moved)  # type: ignore[union-attr]
-        for i in refs:  # the update made on the fallback backend, written back as the variable's new value
-            var = inputs[i]
-            var._value = be.from_numpy(fb.to_numpy(moved[i]._value))
-            var._version += 1  # type: ignore[attr-defined]
+        with update_lock(*[inputs[i] for i in sorted(refs)]) if refs else contextlib.nullcontext():  # type: ignore[arg-type]
+            moved = [
+                Variable._view(fb.from_numpy(np.array(be.to_numpy(x._value))), x._dtype, fb) if i in refs else _moved(x, fb)
+                for i, x in enumerate(inputs)
+            ]
+            result = route.call(*moved)  # type: ignore[union-attr]
+            for i in refs:  # the update made on the fallback backend, written back as the variable's new value
+                var = inputs[i]
+                var._value = be.from_numpy(fb.to_numpy(moved[i]._value))
+                var._version += 1  # type: ignore[attr-defined]
         result = _map_outputs(result, lambda t: _moved(t, be))
         with _lock:
             config._fallbacks[key] = config._fallbacks.get(key, 0) + 1

@@ -40,7 +40,7 @@ from .dtypes import DType, as_dtype
 from .errors import InvalidArgumentError, OpkernelError, OpTypeError, ShapeError
 from .graph import Edge, Graph, GraphError, Node, TensorSpec
 from .shapes import TensorShape, output_size_inputs, run_shape_fn
-from .tensor import Tensor, Variable
+from .tensor import Tensor, Variable, update_lock
 
 __all__ = [
     "function", "Function", "ConcreteFunction", "TensorSpec", "SymbolicTensor", "SymbolicTensorError",
@@ -1141,7 +1141,7 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
             raise cf._node_error(err, be, i) from err
     native: Any = (be.array_types or (None,))[0]
     env: dict[str, Any] = {
-        "Tensor": Tensor, "be": be, "conv": be.as_output, "native": native, "_flat": _flat_result, "_outputs": _outputs,
+        "Tensor": Tensor, "be": be, "conv": be.as_output, "native": native, "_flat": _flat_result, "_outputs": _outputs, "_update_lock": update_lock,
     }
     for k, c in enumerate(consts):
         env[f"c{k}"] = c._value
@@ -1183,14 +1183,18 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
             kw = engine.kernel_kwargs(fn, sig.attrs)
             env[f"f{i}"], env[f"k{i}"], env[f"m{i}"] = fn, kw, sig.op_def
             refs = [node.inputs[p].index for p in sig.refs]
-            code += [f"v{r}._unshare()" for r in refs]
+            update = [f"v{r}._unshare()" for r in refs]
             args = [ref(e, True) for e in node.inputs] + ([f"**k{i}"] if kw else [])
             call = f"f{i}({', '.join(args)})"
             if len(outs) == 1:
-                code.append(f"{outs[0]} = {call}")
+                update.append(f"{outs[0]} = {call}")
             else:
-                code.append(f"{', '.join(outs)}, = _outputs({call}, {len(outs)}, m{i})")
-            code += [f"v{r}._version += 1" for r in refs]
+                update.append(f"{', '.join(outs)}, = _outputs({call}, {len(outs)}, m{i})")
+            update += [f"v{r}._version += 1" for r in refs]
+            if refs:  # an update is atomic per variable, as in eager calls (tensor.update_lock)
+                code.append(f"with _update_lock({', '.join(f'v{r}' for r in refs)}):")
+                update = ["    " + line for line in update]
+            code += update
             for k, o in enumerate(outs):
                 dt = sig.out_dtypes[k]
                 env[f"d{i}_{k}"], env[f"n{i}_{k}"] = dt, dt.np
