@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import secrets
 import struct
 import zipfile
 import zlib
@@ -311,9 +312,12 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     }
     text = json.dumps(doc, indent=1, allow_nan=False)
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # A temporary file of this call's own (a random name, created exclusively, with the
+    # mode the umask gives), so two saves to one path at once, from threads or processes,
+    # never write the same file: the last rename wins, whole.
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
     try:
-        with zipfile.ZipFile(tmp, "w") as zf:
+        with open(tmp, "xb") as raw, zipfile.ZipFile(raw, "w") as zf:
             # Fixed member dates: the same graph and values give the same bytes.
             zf.writestr(zipfile.ZipInfo(GRAPH_MEMBER), text, compress_type=zipfile.ZIP_DEFLATED)
             for member, array in writer.tensors.items():

@@ -450,3 +450,32 @@ def test_traces_a_loaded_function_could_not_tell_apart_are_refused(tmp_path: Pat
         assert len(relaxed.concrete_functions) == relaxed.tracing_count == 2
         ok.save(relaxed, tmp_path / "relaxed.okg")
         assert len(ok.load(tmp_path / "relaxed.okg").graphs) == 2
+
+
+def test_saves_to_one_path_from_threads_each_write_their_own_file(tmp_path: Path) -> None:
+    """Each save writes a temporary file of its own and renames it: two threads saving
+    different graphs to one path never raise and leave one whole graph (they shared one
+    temporary file, so the file left could hold a failed save's graph or a bad CRC)."""
+    import threading
+
+    path = tmp_path / "g.okg"
+    small = ok.function(lambda x: ok.ops.add(x, x)).get_concrete_function(ok.TensorSpec([2], "float32"))
+    big = dense_graph()
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def save(obj: Any) -> None:
+        start.wait(30)
+        try:
+            for _ in range(30):
+                ok.save(obj, path)
+        except BaseException as e:  # noqa: BLE001 - any error fails the test below
+            errors.append(e)
+
+    threads = [threading.Thread(target=save, args=(g,)) for g in (small, big)]
+    [t.start() for t in threads]
+    [t.join(60) for t in threads]
+    assert errors == []
+    loaded = ok.load(path)  # a whole graph, either one
+    assert loaded is not None
+    assert [p.name for p in tmp_path.iterdir()] == ["g.okg"]  # no temporary file left
