@@ -161,6 +161,36 @@ def test_reductions(run: Runner) -> None:
     _close(run.many(cases), cases)
 
 
+def test_mean_accumulates_as_the_op_and_keeps_its_empty_rule(run: Runner) -> None:
+    """Partial sums in Mean's accumulator type (64-bit integers, float32 for float16),
+    and the op's answer for an empty axis (NaN; 0 for integers).  Summed in the input's
+    type, int32 [2**30] * 8 gave 0, float16 ones(100000) gave NaN (an inf sum) and an
+    empty axis gave 0.0."""
+    cases: list[Case] = [
+        ("Mean", (np.full(8, 2**30, np.int32), np.array([0], np.int32)), ((1,),), {}),
+        ("Mean", (np.full(8, -(2**30) - 1, np.int32), np.array([0], np.int32)), ((3,),), {}),
+        ("Mean", (np.full(8, 2**63 // 4, np.int64), np.array([0], np.int64)), ((2,),), {}),
+        ("Mean", (np.full(6, 200, np.uint8), np.array([0], np.int32)), ((4,),), {}),
+        ("Mean", (np.ones(100_000, np.float16), np.array([0], np.int32)), ((1000,),), {}),
+        ("Mean", (np.zeros((0, 3), np.float32), np.array([0], np.int32)), (((0,), (2, 1)),), {}),
+        ("Mean", (np.zeros((0, 3), np.int32), np.array([0], np.int32)), (((0,), (3,)),), {"keep_dims": True}),
+    ]
+    for (got, want), case in zip(run.many(cases), cases):
+        np.testing.assert_array_equal(got, want, err_msg=f"{case[0]} {case[1][0].dtype} {case[1][0].shape}")
+
+
+def test_softmax_over_a_split_last_axis_normalises_the_whole_row(run: Runner) -> None:
+    """Softmax and LogSoftmax work over the last axis: it is never split (Batch(-1)), so a
+    rank-1 input in chunks sums to 1, not to the number of chunks."""
+    x1, x3 = _data((12,)), _data((4, 3, 10))
+    cases: list[Case] = []
+    for op in ("Softmax", "LogSoftmax"):
+        cases += [(op, (x1,), ((5,),), {}), (op, (x3,), ((2, 2, 3),), {})]
+    pairs = run.many(cases)
+    _close(pairs, cases)
+    assert abs(float(pairs[0][0].sum()) - 1.0) < 1e-5
+
+
 def test_boolean_and_integer_reductions(run: Runner) -> None:
     cases: list[Case] = []
     for op in ("All", "Any"):

@@ -237,13 +237,38 @@ def _reduce_block(x: Any, axis: tuple[int, ...] | int | None = None, keepdims: b
     return _worker.run(op, attrs + (("keep_dims", bool(keepdims)),), x, np.asarray(axes, dtype=idx))
 
 
+def _mean_accumulator(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """What Mean sums in, as the op does (TensorFlow's reduction_ops.h): 64 bits for the
+    integers, float32 for the 16-bit floats, else the type itself."""
+    if dtype.kind == "i":
+        return np.dtype(np.int64)
+    if dtype.kind in "ub":
+        return np.dtype(np.uint64)
+    if dtype.kind == "f" and dtype.itemsize < 4 or dtype.name == "bfloat16":
+        return np.dtype(np.float32)
+    return dtype
+
+
+def _mean_chunk(x: Any, axis: Any = None, keepdims: bool = False, *, attrs: Any, idx: Any,
+                computing_meta: bool = False) -> Any:
+    """A chunk's partial sum, in Mean's accumulator type."""
+    acc = _mean_accumulator(np.dtype(x.dtype))
+    return _reduce_block(np.asarray(x).astype(acc, copy=False), axis, keepdims, op="Sum",
+                         attrs=tuple(kv for kv in attrs if kv[0] != "T"), idx=idx)
+
+
 def _mean_aggregate(x: Any, axis: Any = None, keepdims: bool = False, *, attrs: Any, idx: Any, count: int,
-                    computing_meta: bool = False) -> Any:
-    total = _reduce_block(x, axis, keepdims, op="Sum", attrs=attrs, idx=idx)
+                    out: Any, computing_meta: bool = False) -> Any:
+    total = _mean_chunk(x, axis, keepdims, attrs=attrs, idx=idx)
     if np.issubdtype(total.dtype, np.integer):
-        q = np.abs(total) // count
-        return np.where(total < 0, -q, q).astype(total.dtype)
-    return np.asarray(total / count).astype(total.dtype)
+        if count == 0:  # the op's mean of nothing: 0 for integers
+            return np.zeros_like(total, dtype=out)
+        if np.issubdtype(total.dtype, np.unsignedinteger):
+            return np.asarray(total // count).astype(out)
+        q = np.abs(total) // count  # toward zero, as C++'s integer division
+        return np.where(total < 0, -q, q).astype(out)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the mean of nothing is nan, as the op's
+        return np.asarray(np.true_divide(total, count)).astype(out)
 
 
 def _reduction(call: _Call, rule: Reduction) -> da.Array:
@@ -254,10 +279,10 @@ def _reduction(call: _Call, rule: Reduction) -> da.Array:
     idx = np.asarray(call.groups[rule.axes_input]).dtype
     keep = bool(call.attrs.get("keep_dims", False))
     attrs = tuple(kv for kv in call.frozen() if kv[0] != "keep_dims")
-    if rule.kind == "mean":
+    if rule.kind == "mean":  # partial sums in the op's accumulator type, one division at the end
         count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-        chunk = partial(_reduce_block, op="Sum", attrs=attrs, idx=idx)
-        aggregate: Callable[..., Any] = partial(_mean_aggregate, attrs=attrs, idx=idx, count=max(count, 1))
+        chunk = partial(_mean_chunk, attrs=attrs, idx=idx)
+        aggregate: Callable[..., Any] = partial(_mean_aggregate, attrs=attrs, idx=idx, count=count, out=call.out_dtype.np)
         combine = chunk
     else:
         chunk = combine = aggregate = partial(_reduce_block, op=call.name, attrs=attrs, idx=idx)
@@ -483,7 +508,7 @@ def _batch_block(*blocks: Any, op: str, attrs: Any, layout: tuple[int | None, ..
 
 def _batch(call: _Call, rule: Batch) -> da.Array:
     x = _as_dask(call.groups[0])
-    nb = rule.axes
+    nb = rule.batch_axes(x.ndim)
     if x.ndim < nb or len(call.out_shape) < nb:
         raise ShapeError(f"op '{call.name}': Batch({nb}) needs inputs of rank >= {nb}, got {x.shape}", op=call.name)
     batch = _LETTERS[:nb]

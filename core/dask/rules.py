@@ -92,15 +92,21 @@ class Contraction:
 @dataclass(frozen=True)
 class Batch:
     """Independent along the leading ``axes`` axes of every input: the other axes
-    are put in one chunk, and the op runs on each batch chunk.  Inputs after the
-    first that have fewer dimensions (a bias, a filter) are passed whole.  The
-    op's outputs keep the leading axes."""
+    are put in one chunk, and the op runs on each batch chunk.  A negative ``axes``
+    counts from the end: ``Batch(-1)`` is every axis but the last (Softmax over the
+    last axis), so a rank-1 input is one chunk.  Inputs after the first that have
+    fewer dimensions (a bias, a filter) are passed whole.  The op's outputs keep the
+    leading axes."""
 
     axes: int = 1
 
     def __post_init__(self) -> None:
-        if self.axes < 1:
-            raise InvalidArgumentError(f"Batch axes must be >= 1, got {self.axes}")
+        if self.axes == 0:
+            raise InvalidArgumentError("Batch axes must be >= 1 (the leading axes) or <= -1 (all but the last -axes), got 0")
+
+    def batch_axes(self, ndim: int) -> int:
+        """How many leading axes of a rank-``ndim`` input are batch axes."""
+        return self.axes if self.axes > 0 else max(ndim + self.axes, 0)
 
 
 Rule = Union[Elementwise, Reduction, Window, Contraction, Batch]
@@ -127,8 +133,8 @@ RULES: dict[str, Rule] = {
     ),
     "MatMul": Contraction(),
     "BatchMatMul": Contraction("adj_x", "adj_y", batched=True),
-    "Softmax": Batch(),
-    "LogSoftmax": Batch(),
+    "Softmax": Batch(-1),  # over the last axis: every other axis may be split
+    "LogSoftmax": Batch(-1),
     "BiasAdd": Batch(),
 }
 
