@@ -422,6 +422,20 @@ def _bad_leaf(value: Any, strings: bool) -> tuple[str, Any] | None:
     return None
 
 
+def _check_object_array(arr: np.ndarray, what: str, op: str | None) -> None:
+    """An object array becomes a string tensor only when it holds str and bytes alone, as
+    TensorFlow takes it; numbers, None, lists and other objects are refused."""
+    for k, x in enumerate(arr.flat):
+        if not isinstance(x, (str, bytes, np.str_, np.bytes_)):
+            where = f"[{', '.join(str(int(i)) for i in np.unravel_index(k, arr.shape))}]" if arr.ndim else ""
+            raise OpTypeError(
+                f"{what}: cannot convert a numpy object array to a tensor: its element {where or '(0-d)'} is "
+                f"{_kind_name(x)} {_shown(x)}; an object array must hold str or bytes only (a string tensor), "
+                "other values need a numeric array (e.g. np.array(values, dtype=np.float32))",
+                op=op,
+            )
+
+
 def _only_ints(value: Any) -> bool:
     """Whether every element of a nested list or tuple is a Python int (not a bool)."""
     if isinstance(value, (list, tuple)):
@@ -464,7 +478,10 @@ def _literal_array(value: Any, what: str, op: str | None, strings: bool = False)
     array, which became a string tensor, or read None as NaN), integers beyond uint64,
     and ragged nested lists.  ``strings``: the value is meant for a string tensor."""
     if isinstance(value, (np.ndarray, np.generic)):
-        return np.asarray(value)
+        arr = np.asarray(value)
+        if arr.dtype.kind == "O":  # a string tensor's host form, when every element is str or bytes
+            _check_object_array(arr, what, op)
+        return arr
     try:
         arr = np.asarray(value)
     except ValueError as e:

@@ -244,3 +244,21 @@ def test_small_calls_of_value_sized_ops_still_work(backend: str) -> None:
     assert ok.ops.range(0.0, 1.0, 0.25).numpy().tolist() == [0.0, 0.25, 0.5, 0.75]
     assert ok.ops.broadcast_to([1.0], [3]).numpy().tolist() == [1.0] * 3
     assert isinstance(ResourceExhaustedError("x"), (MemoryError, OpkernelError))
+
+
+@pytest.mark.parametrize("value", [
+    np.array([1, 2], object), np.array([1.5, "x"], object), np.array([[1], None], object), np.array(None, object),
+    np.array([b"a", [1]], object),
+], ids=["ints", "float-then-str", "list-and-none", "none-0d", "bytes-then-list"])
+def test_object_arrays_of_non_strings_are_refused(backend: str, value: np.ndarray) -> None:
+    """An object array is a string tensor's host form only when it holds str and bytes
+    alone (TensorFlow refuses the rest); it became a "string" tensor of reprs."""
+    with pytest.raises(OpTypeError, match=r"ok\.tensor: cannot convert a numpy object array to a tensor: its element .* an object array must hold str or bytes only"):
+        ok.tensor(value)
+    with pytest.raises(OpTypeError, match=r"op 'Identity', input 'input': cannot convert a numpy object array"):
+        ok.ops.identity(value)
+
+
+def test_object_arrays_of_strings_are_string_tensors() -> None:
+    t = ok.tensor(np.array(["a", b"b"], object), backend="cpu")
+    assert t.dtype == ok.string and t.numpy().tolist() == ["a", b"b"]
