@@ -1228,16 +1228,36 @@ def inspect(path: str | os.PathLike[str]) -> SavedGraphInfo:
         archive.close()
 
 
+#: C0 and C1 control characters, DEL, and the bidirectional overrides that reorder text.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character shown as its escape (a newline too: a string
+    from a file must not start a line of its own that looks like ours)."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def inspect_main(path: str, table: Callable[[str, Sequence[str], Sequence[Sequence[str]]], None],
                  write: Callable[[str], None] = print) -> int:
     """``opkernel inspect PATH``: exit 0 when the graph loads here, 1 when an op is
-    missing or incompatible, 2 when the file cannot be read."""
+    missing or incompatible, 2 when the file cannot be read.  Every string shown is
+    printable: control characters from the file (a terminal's escape sequences in a
+    version, an op or attr name) are shown escaped (``\x1b``), never sent raw."""
     import sys
+
+    raw_write, raw_table = write, table
+
+    def write(text: str) -> None:
+        raw_write(printable(text))
+
+    def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        raw_table(printable(title), headers, [[printable(str(c)) for c in row] for row in rows])
 
     try:
         info = inspect(path)
     except (OSError, OpkernelError) as e:
-        print(f"opkernel inspect: {e}", file=sys.stderr)
+        print(printable(f"opkernel inspect: {e}"), file=sys.stderr)
         return 2
     sigs = "; ".join("(" + ", ".join(f"{s.dtype.name}{_show_shape(s.shape)}" for s in sig) + ")" for sig in info.signatures)
     write(f"{info.path}: a saved {info.kind} (format {FORMAT} {FORMAT_VERSION}, opkernel {info.opkernel_version or '?'})")

@@ -479,3 +479,25 @@ def test_saves_to_one_path_from_threads_each_write_their_own_file(tmp_path: Path
     loaded = ok.load(path)  # a whole graph, either one
     assert loaded is not None
     assert [p.name for p in tmp_path.iterdir()] == ["g.okg"]  # no temporary file left
+
+
+def test_inspect_shows_strings_from_the_file_escaped(saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Terminal escape sequences (and newlines) in a file's version, op names and other
+    strings reach the terminal escaped, never raw."""
+    from opkernel import cli
+
+    evil = "\x1b]0;pwned\x07\x1b[2J\nloads here: yes\u202e"
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["opkernel_version"] = evil
+        for op in doc["ops"].values():
+            op["provider"]["version"] = evil
+
+    path = rewrite(saved, tmp_path / "evil.okg", edit)
+    cli.main(["inspect", str(path)])
+    captured = capsys.readouterr()
+    shown = captured.out + captured.err
+    assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
+    assert "\\x1b]0;pwned\\x07" in shown
+    assert not any(line.startswith("loads here: yes") and "\\n" in line for line in shown.splitlines())
+    assert sum(line.startswith("loads here:") for line in shown.splitlines()) <= 1
