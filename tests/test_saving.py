@@ -489,9 +489,7 @@ def test_inspect_shows_strings_from_the_file_escaped(saved: Path, tmp_path: Path
     evil = "\x1b]0;pwned\x07\x1b[2J\nloads here: yes\u202e"
 
     def edit(doc: dict[str, Any]) -> None:
-        doc["opkernel_version"] = evil
-        for op in doc["ops"].values():
-            op["provider"]["version"] = evil
+        doc["opkernel_version"] = evil  # shown in the header line (a provider's version is checked at read)
 
     path = rewrite(saved, tmp_path / "evil.okg", edit)
     cli.main(["inspect", str(path)])
