@@ -1243,16 +1243,14 @@ def inspect_main(path: str, table: Callable[[str, Sequence[str], Sequence[Sequen
     """``opkernel inspect PATH``: exit 0 when the graph loads here, 1 when an op is
     missing or incompatible, 2 when the file cannot be read.  Every string shown is
     printable: control characters from the file (a terminal's escape sequences in a
-    version, an op or attr name) are shown escaped (``\x1b``), never sent raw."""
+    version, an op or attr name) are shown escaped (``\\x1b``), never sent raw."""
+    return _inspect_shown(path, lambda title, headers, rows: table(
+        printable(title), headers, [[printable(str(c)) for c in row] for row in rows]), lambda text: write(printable(text)))
+
+
+def _inspect_shown(path: str, table: Callable[[str, Sequence[str], Sequence[Sequence[str]]], None],
+                   write: Callable[[str], None]) -> int:
     import sys
-
-    raw_write, raw_table = write, table
-
-    def write(text: str) -> None:
-        raw_write(printable(text))
-
-    def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-        raw_table(printable(title), headers, [[printable(str(c)) for c in row] for row in rows])
 
     try:
         info = inspect(path)

@@ -1395,3 +1395,16 @@ def test_max_pool_with_argmax_empty_and_trivial_windows(shape: tuple[int, ...], 
     np.testing.assert_array_equal(dx.numpy(), ref_max_pool_grad_with_argmax(x, dy, out.argmax.numpy(), **attrs))
     gg = ops.max_pool_grad_grad_with_argmax(x, x, out.argmax, **attrs)
     assert gg.shape == out.output.shape
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("op", ["relu", "relu6"])
+def test_relu_of_negative_zero_is_positive_zero(backend: str, dtype: str, op: str) -> None:
+    """+0.0 everywhere (docs/conformance.md); numpy's float16 and bfloat16 maximum kept
+    -0.0 on the cpu backend."""
+    if not ok.engine.backend_instance(backend).supports_dtype(ok.as_dtype(dtype)):
+        pytest.skip(f"{backend} holds no {dtype}")
+    for n in (1, 9, 5000):
+        x = ok.tensor(np.full(n, -0.0, np.float32).astype(ok.as_dtype(dtype).np))
+        y = np.asarray(getattr(ok.ops, op)(x).numpy(), np.float32)
+        assert not np.signbit(y).any() and (y == 0).all(), (dtype, n)

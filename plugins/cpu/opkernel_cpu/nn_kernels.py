@@ -72,8 +72,17 @@ def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
             if zeros is None:
                 zeros = _ZERO_ROWS.setdefault(x.dtype, np.zeros(1024, x.dtype))
             rows = None if out is None else out.reshape(-1, width)  # a view: out is contiguous like x
-            return np.maximum(x.reshape(-1, width), zeros[:width], out=rows).reshape(x.shape)  # type: ignore[no-any-return]
-    return xp_of(x).maximum(x, x.dtype.type(0), out=out)  # type: ignore[no-any-return]
+            return _positive_zero(np.maximum(x.reshape(-1, width), zeros[:width], out=rows).reshape(x.shape))
+    return _positive_zero(xp_of(x).maximum(x, x.dtype.type(0), out=out))
+
+
+def _positive_zero(y: np.ndarray) -> np.ndarray:
+    """``y`` with -0.0 made +0.0, for the 16-bit floats: numpy's float16 and bfloat16
+    maximum keeps its first argument on a tie, so max(-0.0, 0) was -0.0 (float32 and
+    float64 give +0.0, TensorFlow's answer: docs/conformance.md)."""
+    if y.dtype.itemsize == 2 and y.dtype.kind in "fV":  # V: ml_dtypes' bfloat16
+        y += y.dtype.type(0)  # -0.0 + 0.0 is +0.0; every other value, NaN included, is unchanged
+    return y
 
 
 def relu(features: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -100,7 +109,7 @@ def relu_grad(gradients: np.ndarray, features: np.ndarray, **attrs: Any) -> np.n
 
 def relu6(features: np.ndarray, **attrs: Any) -> np.ndarray:
     xp = xp_of(features)
-    return xp.minimum(xp.maximum(features, features.dtype.type(0)), features.dtype.type(6))  # type: ignore[no-any-return]
+    return _positive_zero(xp.minimum(xp.maximum(features, features.dtype.type(0)), features.dtype.type(6)))
 
 
 # ``x < 0`` selects the exponential branch, so -0.0 passes through as in TensorFlow
