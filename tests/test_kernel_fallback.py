@@ -333,3 +333,16 @@ def test_a_generic_kernel_updating_a_ref_beside_a_list_input_updates_the_variabl
             assert var.backend == backend and var.numpy().tolist() == [4.0, 5.0], backend
             assert snapshot.numpy().tolist() == [1.0, 2.0], backend
             assert var._version == version + 1, backend
+
+
+def test_check_op_inside_a_scoped_fallback_checks_its_threads_under_it(twin: str) -> None:
+    """check_op's worker threads run in copies of the caller's context, so a scoped
+    fallback reaches them ("threads agree" failed: the threads had no fallback)."""
+    from opkernel.testing import check_op
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KernelFallbackWarning)
+        with ok.kernel_fallback("cpu"):
+            report = check_op("Exp", [np.array([0.5, -1.0, 2.0], np.float32)], backends=[twin], check_gradients=False)
+    assert report.passed, str(report)
+    assert any("threads agree" in r.check for r in report.results if r.passed and not r.skipped), str(report)

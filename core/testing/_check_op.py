@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -232,8 +233,11 @@ def _unchanged(before: list[Any], after: list[Any], refs: Sequence[bool]) -> str
 
 def _concurrent(op: str, backend: str, inputs: Sequence[Any], attrs: Mapping[str, Any], refs: Sequence[bool],
                 expected: list[np.ndarray], threads: int) -> str:
+    # Each call runs in a copy of the caller's context, so the threads see what the caller
+    # set for its own context (ok.kernel_fallback, ok.kernel_label_map, ok.use_backend).
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        futures = [pool.submit(_run, op, backend, inputs, attrs, refs) for _ in range(threads * 2)]
+        futures = [pool.submit(contextvars.copy_context().run, _run, op, backend, inputs, attrs, refs)
+                   for _ in range(threads * 2)]
         for f in futures:
             for v, e in zip(f.result(), expected):
                 assert_all_close(v.numpy(), e, rtol=0, atol=0)
