@@ -302,3 +302,13 @@ def test_sgd_takes_a_numpy_learning_rate(backend: str) -> None:
     v = ok.Variable(np.ones(2, np.float32))
     ok.nn.SGD(np.array(0.5, np.float32)).apply_gradients([(ok.tensor(np.ones(2, np.float32)), v)])
     assert v.numpy().tolist() == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("act, slope", [("elu", 1.0), ("selu", 1.0507009873554805)])
+def test_elu_and_selu_gradients_where_the_output_is_infinite_or_nan(backend: str, act: str, slope: float) -> None:
+    """TensorFlow's EluGrad and SeluGrad select on ``output < 0``: an infinite or NaN
+    output takes the right side's slope.  0/1 masks times the output gave NaN (0 * inf)."""
+    x = ok.Variable(np.array([np.inf, np.nan, 2.0, 0.0], np.float32))
+    with ok.GradientTape() as tape:
+        y = getattr(ok.ops, act)(x)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.full(4, slope, np.float32), rtol=1e-6)

@@ -679,10 +679,9 @@ def _elu_grad(op: Any, grad: Tensor) -> list[Any]:
 def _selu_grad(op: Any, grad: Tensor) -> list[Any]:
     # d/dx = scale * alpha * exp(x) = y + scale * alpha where y < 0, else scale: TensorFlow's
     # SeluGrad (relu_op_functor.h) tests the output, so x = 0 gets scale, the right side's slope.
+    # A select, not 0/1 masks: a mask times an infinite or NaN output was NaN (0 * inf).
     ops, y = _ops(), op.outputs[0]
-    neg = _mask(ops.less(y, 0), grad)
-    slope = ops.add(ops.mul(ops.sub(1, neg), SELU_SCALE), ops.mul(neg, ops.add(y, SELU_SCALE * SELU_ALPHA)))
-    return [ops.mul(grad, slope)]
+    return [ops.select_v2(ops.less(y, 0), ops.mul(grad, ops.add(y, SELU_SCALE * SELU_ALPHA)), ops.mul(grad, SELU_SCALE))]
 
 
 def _softplus_grad(op: Any, grad: Tensor) -> list[Any]:
@@ -770,9 +769,9 @@ def _activation_grad_from_output(activation: str, grad: Tensor, y: Tensor) -> Te
         return ops.relu_grad(grad, y)  # type: ignore[no-any-return]
     if activation == "Relu6":  # 0 < y < 6 exactly where 0 < x < 6
         return ops.mul(grad, ops.mul(_mask(ops.greater(y, 0), grad), _mask(ops.less(y, 6), grad)))  # type: ignore[no-any-return]
-    if activation == "Elu":  # 1 where y > 0 (exactly where x > 0), else exp(x) = y + 1: differentiable in y
-        pos = _mask(ops.greater(y, 0), grad)
-        return ops.mul(grad, ops.add(pos, ops.mul(ops.sub(1, pos), ops.add(y, 1))))  # type: ignore[no-any-return]
+    if activation == "Elu":  # exp(x) = y + 1 where y < 0 (exactly where x < 0), else 1: TensorFlow's EluGrad
+        # A select, not 0/1 masks: a mask times an infinite or NaN output was NaN (0 * inf).
+        return ops.select_v2(ops.less(y, 0), ops.mul(grad, ops.add(y, 1)), grad)  # type: ignore[no-any-return]
     return UNARY_GRAD_RULES[activation](ops, grad, None, y)  # type: ignore[no-any-return]  # Sigmoid, Tanh: in y only
 
 
