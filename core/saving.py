@@ -26,6 +26,7 @@ import math
 import os
 import re
 import secrets
+import stat
 import struct
 import zipfile
 import zlib
@@ -346,15 +347,19 @@ class _Archive:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._read: dict[tuple[Any, ...], np.ndarray[Any, Any]] = {}  # read_tensor's arrays, by member
+        self.file = self._open_regular(path)
         try:
-            self.size = path.stat().st_size
+            self.size = os.fstat(self.file.fileno()).st_size
             entries = self._entries()
             if entries > MAX_MEMBERS:  # refused before zipfile builds an object per member
                 raise _TooMany(f"holds {entries} members; at most {MAX_MEMBERS} are read")
-            self.zf = zipfile.ZipFile(path)
+            self.zf = zipfile.ZipFile(self.file)
         except _TooMany as e:
+            self.file.close()
             raise self.error(str(e)) from None
         except _ARCHIVE_ERRORS as e:
+            self.file.close()
             raise self.error(f"not an opkernel saved graph (not a readable zip archive: {e})") from e
         infos = self.zf.infolist()
         self.members = {i.filename: i for i in infos}
@@ -364,8 +369,30 @@ class _Archive:
         elif GRAPH_MEMBER not in self.members:
             problem = f"no {GRAPH_MEMBER} in the archive (members: {sorted(self.members)[:5]})"
         if problem is not None:
-            self.zf.close()
+            self.close()
             raise self.error(problem)
+
+    def _open_regular(self, path: Path) -> Any:
+        """``path`` opened for reading, when it is a regular file: a directory, a device
+        (a link to /dev/zero reads without end) or a FIFO (whose open or read blocks until
+        a writer comes) is refused before anything is read.  The checks run on the opened
+        file itself, so the file read is the file checked."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        except IsADirectoryError:
+            raise self.error("is a directory, not a saved graph (.okg file)") from None
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                        "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+                raise self.error(f"is {kind}, not a saved graph (.okg file); only regular files are read")
+            if hasattr(os, "set_blocking"):
+                os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
 
     def _entries(self) -> int:
         """The member count the central directory's end record states (0 when it cannot
@@ -373,8 +400,7 @@ class _Archive:
         end_record = getattr(zipfile, "_EndRecData", None)
         if end_record is None:  # not CPython's zipfile
             return 0
-        with open(self.path, "rb") as fp:
-            end = end_record(fp)
+        end = end_record(self.file)
         if end is None:
             raise zipfile.BadZipFile("File is not a zip file")
         return int(end[getattr(zipfile, "_ECD_ENTRIES_TOTAL", 4)])
@@ -384,6 +410,7 @@ class _Archive:
 
     def close(self) -> None:
         self.zf.close()
+        self.file.close()
 
     def _member(self, name: str, limit: int) -> bytes:
         info = self.members[name]
@@ -436,6 +463,17 @@ class _Archive:
         return int(info.file_size)
 
     def read_tensor(self, where: str, ref: _TensorRef) -> np.ndarray[Any, Any]:
+        """The tensor ``ref`` names, read once per member, dtype and shape: references to
+        one member share one read-only array (600 constants naming one ``.npy`` were 600
+        reads and 600 arrays)."""
+        key = (ref.member, ref.dtype.name, ref.shape)
+        found = self._read.get(key)
+        if found is None:
+            found = self._read[key] = self._read_tensor(where, ref)
+            found.flags.writeable = False
+        return found
+
+    def _read_tensor(self, where: str, ref: _TensorRef) -> np.ndarray[Any, Any]:
         stored = _storage(ref.dtype)
         nbytes = math.prod(ref.shape) * stored.itemsize
         try:
@@ -1096,14 +1134,18 @@ def _check_sizes(archive: _Archive, doc: _Document) -> int:
     refs = [(f"variables[{k}]", v.ref) for k, v in enumerate(doc.variables)]
     refs += [(f"functions[{g}].graph.constants[{k}]", c) for g, graph in enumerate(doc.graphs)
              for k, c in enumerate(graph.constants)]
+    counted: set[tuple[Any, ...]] = set()
     for where, ref in refs:
         held = archive.check_tensor(where, ref)
         need = math.prod(ref.shape) * _storage(ref.dtype).itemsize
         if need > held:
             raise archive.error(f"{where}: shape {list(ref.shape)} of {ref.dtype.name} needs {_amount(need)}; "
                                 f"the file holds {_amount(held)} for it")
-        total += need
-        largest = max(largest, need)
+        key = (ref.member, ref.dtype.name, ref.shape)
+        if key not in counted:  # references to one member share one array (read_tensor)
+            counted.add(key)
+            total += need
+            largest = max(largest, need)
     room = host_available_bytes()
     if room is not None and total + largest > room:  # each tensor is read, then converted: one extra copy at a time
         raise ResourceExhaustedError(
@@ -1219,7 +1261,8 @@ def inspect(path: str | os.PathLike[str]) -> SavedGraphInfo:
     archive, doc = _read(path)
     try:
         refs = [v.ref for v in doc.variables] + [c for g in doc.graphs for c in g.constants]
-        tensor_bytes = sum(math.prod(r.shape) * _storage(r.dtype).itemsize for r in refs)
+        unique = {(r.member, r.dtype.name, r.shape): r for r in refs}  # one array per member (read_tensor)
+        tensor_bytes = sum(math.prod(r.shape) * _storage(r.dtype).itemsize for r in unique.values())
         return SavedGraphInfo(
             archive.path, doc.kind, doc.opkernel_version, [tuple(g.inputs) for g in doc.graphs],
             _statuses(doc), len(doc.variables), tensor_bytes, sum(len(g.nodes) for g in doc.graphs),

@@ -21,6 +21,8 @@ from opkernel.errors import GraphFormatError, IncompatibleOpError, InvalidArgume
 from opkernel.graph import Edge, Graph, Node, TensorSpec
 from opkernel.testing import isolated_registries
 
+from isolated import run_isolated
+
 F32 = ok.float32
 W = np.arange(6, dtype=np.float32).reshape(3, 2)
 BIAS = np.array([1.0, -100.0], np.float32)
@@ -499,3 +501,60 @@ def test_inspect_shows_strings_from_the_file_escaped(saved: Path, tmp_path: Path
     assert "\\x1b]0;pwned\\x07" in shown
     assert not any(line.startswith("loads here: yes") and "\\n" in line for line in shown.splitlines())
     assert sum(line.startswith("loads here:") for line in shown.splitlines()) <= 1
+
+
+@pytest.mark.parametrize("kind", ["directory", "device", "fifo"])
+def test_load_and_inspect_read_regular_files_only(tmp_path: Path, kind: str) -> None:
+    """A directory, a link to /dev/zero (read without end: a raw MemoryError) and a FIFO
+    (blocked forever) are GraphFormatErrors naming what they are; inspect exits 2.  In a
+    child process with a timeout: a regression would hang."""
+    import os
+
+    path = tmp_path / "thing.okg"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    else:
+        os.mkfifo(path)
+    what = {"directory": "a directory", "device": "a device", "fifo": "a FIFO"}[kind]
+    code = (
+        "import subprocess, sys, opkernel as ok\n"
+        "from opkernel.errors import GraphFormatError\n"
+        f"try:\n    ok.load({str(path)!r})\nexcept GraphFormatError as e:\n    print('load:', e)\n"
+        f"r = subprocess.run([sys.executable, '-m', 'opkernel', 'inspect', {str(path)!r}], capture_output=True, text=True, timeout=60)\n"
+        "print('inspect:', r.returncode, r.stderr.strip())\n"
+    )
+    out = run_isolated(code, what=f"ok.load of {what}", timeout=120).stdout
+    assert f"load: {path}: is {what}, not a saved graph" in out
+    assert f"inspect: 2 opkernel inspect: {path}: is {what}" in out
+
+
+def test_references_to_one_member_are_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Constants naming one .npy member share one read-only array (each reference read the
+    member again: a 1 MiB file of 600 such constants cost about 600 MiB)."""
+    def f(x: Any) -> Any:
+        for k in range(5):
+            x = ok.ops.add(x, np.full(3, k, np.float32))
+        return x
+
+    src = tmp_path / "c.okg"
+    ok.save(ok.function(f).get_concrete_function(ok.TensorSpec([3], "float32")), src)
+
+    def share(doc: dict[str, Any]) -> None:
+        for c in doc["functions"][0]["graph"]["constants"]:
+            c["data"] = "tensors/f0_c0.npy"  # every constant is the first one (zeros)
+
+    path = rewrite(src, tmp_path / "shared.okg", share)
+    reads: list[str] = []
+    real = saving._Archive._read_tensor
+
+    def counting(self: Any, where: str, ref: Any) -> Any:
+        reads.append(ref.member)
+        return real(self, where, ref)
+
+    monkeypatch.setattr(saving._Archive, "_read_tensor", counting)
+    loaded = ok.load(path)
+    assert reads == ["tensors/f0_c0.npy"]
+    np.testing.assert_array_equal(loaded(np.ones(3, np.float32)).numpy(), np.ones(3, np.float32))
+    assert saving.inspect(path).tensor_bytes == 12  # counted once
