@@ -338,6 +338,10 @@ _ARCHIVE_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueErro
                    NotImplementedError, zlib.error, RuntimeError, UnicodeDecodeError, IndexError, KeyError)
 
 
+#: The most bytes the non-zero dimensions of a stored tensor may span (numpy's limit: intp).
+_MAX_EXTENT = 2**63 - 1
+
+
 class _TooMany(Exception):
     """An archive listing more members than are read."""
 
@@ -453,6 +457,10 @@ class _Archive:
     def check_tensor(self, where: str, ref: _TensorRef) -> int:
         """The bytes ``ref``'s member holds, checked against its header and the archive
         (stored, not compressed; inside the file) before anything is allocated."""
+        extent = math.prod(d for d in ref.shape if d) * _storage(ref.dtype).itemsize
+        if extent > _MAX_EXTENT:  # numpy cannot make such an array, even with a zero dimension
+            raise self.error(f"{where}: shape {list(ref.shape)} of {ref.dtype.name} is too large for an array: its "
+                             f"non-zero dimensions span {extent} bytes, more than {_MAX_EXTENT}")
         info = self.members.get(ref.member)
         if info is None:
             raise self.error(f"{where}: the archive has no member {ref.member!r}")

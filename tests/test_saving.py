@@ -558,3 +558,25 @@ def test_references_to_one_member_are_read_once(tmp_path: Path, monkeypatch: pyt
     assert reads == ["tensors/f0_c0.npy"]
     np.testing.assert_array_equal(loaded(np.ones(3, np.float32)).numpy(), np.ones(3, np.float32))
     assert saving.inspect(path).tensor_bytes == 12  # counted once
+
+
+def test_a_stored_tensor_whose_dimensions_overflow_is_a_format_error(tmp_path: Path) -> None:
+    """Shape [0, 2**62, 2**62]: no element, but numpy cannot make the array (a raw
+    ValueError 'array is too big' escaped ok.load)."""
+    import io
+
+    shape = [0, 2**62, 2**62]
+    src = tmp_path / "k.okg"
+    ok.save(ok.function(lambda x: ok.ops.add(x, np.ones(3, np.float32))).get_concrete_function(ok.TensorSpec([3], "float32")), src)
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["functions"][0]["graph"]["constants"][0]["shape"] = shape
+
+    def members(m: dict[str, bytes]) -> None:
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": tuple(shape)})
+        m["tensors/f0_c0.npy"] = buf.getvalue()
+
+    path = rewrite(src, tmp_path / "huge.okg", edit, members)
+    with pytest.raises(GraphFormatError, match=r"constants\[0\]: shape \[0, 4611686018427387904, 4611686018427387904\] of float32 is too large for an array"):
+        ok.load(path)
