@@ -1160,7 +1160,7 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
             return f"c{e.index}"
         return f"v{e.index}._value" if native_value else f"v{e.index}"
 
-    groups: list[tuple[int, list[str]]] = []
+    groups: list[tuple[int, list[str], list[str]]] = []
     for step, (i, sig) in enumerate(steps):
         node = graph.nodes[i]
         outs = [f"a{i}_{k}" for k in range(len(node.outputs))]
@@ -1210,7 +1210,7 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
                 code.append(f"{', '.join(outs)}, = [t._value for t in {call}]")
             else:
                 code.append(call)
-        groups.append((i, code))
+        groups.append((i, code, outs))
         for e in node.inputs:
             if e.kind == "node":
                 last_use[names[(e.index, e.output)]] = step
@@ -1227,13 +1227,14 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
         dead_after.setdefault(s_last, []).append(name)
     lines = [f"def replay({', '.join(f'x{k}' for k in range(len(graph.inputs)))}):"]
     line_nodes: dict[int, int] = {}
-    for step, (i, code) in enumerate(groups):
+    for step, (i, code, outs) in enumerate(groups):
         for text in code:
             lines.append("    " + text)
             line_nodes[len(lines)] = i
         # Values no later step reads are dropped at once: a view of a variable held past its
-        # last use would make the next in-place update copy the variable.
-        gone = dead_after.get(step, []) + [n for n in names.values() if n.startswith(f"a{i}_") and n not in last_use]
+        # last use would make the next in-place update copy the variable.  (This step's own
+        # outputs, not a scan of every name: that made the first call quadratic in nodes.)
+        gone = dead_after.get(step, []) + [n for n in outs if n not in last_use]
         if gone:
             lines.append(f"    del {', '.join(gone)}")
     lines.append(f"    return ({''.join(r + ', ' for r in returns)})")
