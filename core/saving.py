@@ -74,6 +74,9 @@ MAX_MEMBERS = 100_000
 MAX_RANK = 254  # TensorFlow's TensorShape limit
 MAX_NESTING = 64  # output_structure depth
 MAX_NPY_HEADER = 4096
+#: Inputs of one node (AddN's fan-in): compiling a call costs a few KiB per argument, so
+#: 400k inputs in an 11 KiB file took 1.3 GiB at the first call.
+MAX_NODE_INPUTS = 16_384
 _INT64_MAX = 2**63 - 1
 _INT64_MIN = -(2**63)
 
@@ -741,9 +744,12 @@ def _node(where: str, value: Any, ops: Mapping[str, _SavedOp]) -> _SavedNode:
         if attr_type not in _ATTR_TYPES:
             _fail(f"{spot}.type", f"unknown attr type {attr_type!r} (known: {', '.join(sorted(_ATTR_TYPES))})")
         attrs[name] = (attr_type, entry["value"])
+    inputs = _list(f"{where}.inputs", data["inputs"])
+    if len(inputs) > MAX_NODE_INPUTS:
+        _fail(f"{where}.inputs", f"op {op!r} has {len(inputs)} inputs; at most {MAX_NODE_INPUTS} per node are read")
     return _SavedNode(
         op, attrs,
-        [_edge(f"{where}.inputs[{k}]", e) for k, e in enumerate(_list(f"{where}.inputs", data["inputs"]))],
+        [_edge(f"{where}.inputs[{k}]", e) for k, e in enumerate(inputs)],
         [_spec(f"{where}.outputs[{k}]", s) for k, s in enumerate(_list(f"{where}.outputs", data["outputs"]))],
         _str(f"{where}.label", data.get("label"), optional=True),
     )

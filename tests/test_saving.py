@@ -580,3 +580,19 @@ def test_a_stored_tensor_whose_dimensions_overflow_is_a_format_error(tmp_path: P
     path = rewrite(src, tmp_path / "huge.okg", edit, members)
     with pytest.raises(GraphFormatError, match=r"constants\[0\]: shape \[0, 4611686018427387904, 4611686018427387904\] of float32 is too large for an array"):
         ok.load(path)
+
+
+def test_a_node_with_too_many_inputs_is_refused_before_compiling(tmp_path: Path) -> None:
+    """An AddN of 400k inputs in an 11 KiB file took 1.3 GiB at the first call, then a raw
+    MemoryError from compile(): fan-in is bounded at load."""
+    src = tmp_path / "a.okg"
+    ok.save(ok.function(lambda x: ok.ops.add_n([x, x])).get_concrete_function(ok.TensorSpec([2], "float32")), src)
+
+    def edit(doc: dict[str, Any]) -> None:
+        node = doc["functions"][0]["graph"]["nodes"][0]
+        node["inputs"] = node["inputs"][:1] * (saving.MAX_NODE_INPUTS + 1)
+        node["attrs"]["N"]["value"] = saving.MAX_NODE_INPUTS + 1
+
+    path = rewrite(src, tmp_path / "wide.okg", edit)
+    with pytest.raises(GraphFormatError, match=rf"nodes\[0\]\.inputs: op 'AddN' has {saving.MAX_NODE_INPUTS + 1} inputs; at most {saving.MAX_NODE_INPUTS}"):
+        ok.load(path)
