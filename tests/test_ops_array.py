@@ -462,3 +462,21 @@ def test_shape_fn_errors(op: str, shapes: list[Any], attrs: dict[str, Any], tens
     with pytest.raises(ShapeError, match=match) as e:
         _infer(op, shapes, attrs, tensors)
     assert e.value.op == op
+
+
+def test_string_zeros_are_empty_strings() -> None:
+    """TensorFlow's zero string is b'': ZerosLike, Pad and StridedSliceGrad of strings gave
+    the integer 0 in their object arrays."""
+    with ok.use_backend("cpu"):
+        s = ok.tensor(np.array([b"ab", b"c"], object))
+        assert ok.ops.zeros_like(s).numpy().tolist() == [b"", b""]
+        assert ok.ops.pad(s, [[1, 1]]).numpy().tolist() == [b"", b"ab", b"c", b""]
+        assert ok.ops.strided_slice_grad([3], [0], [2], [1], s).numpy().tolist() == [b"ab", b"c", b""]
+
+
+def test_floor_div_of_complex_has_no_kernel() -> None:
+    """As in TensorFlow, FloorDiv has no complex kernel (numpy's floor raised a raw TypeError)."""
+    from opkernel.errors import KernelNotFoundError
+
+    with ok.use_backend("cpu"), pytest.raises(KernelNotFoundError, match=r"op 'FloorDiv' with T=complex64"):
+        ok.ops.floor_div(np.array([1 + 2j], np.complex64), np.array([1 + 1j], np.complex64))

@@ -102,6 +102,18 @@ def squeeze(input: np.ndarray, squeeze_dims: list[int], **attrs: Any) -> np.ndar
     return xp_of(input).squeeze(input, axis=tuple(sorted(axes)))  # type: ignore[no-any-return]
 
 
+def zeros(xp: Any, shape: Any, dtype: Any) -> Any:
+    """An array of ``dtype``'s zero: ``b""`` for strings (object arrays), as TensorFlow's
+    zero string; numpy's zeros of an object dtype hold the integer 0."""
+    if np.dtype(dtype).kind == "O":
+        return np.full(shape, b"", dtype=object)
+    return xp.zeros(shape, dtype)
+
+
+def zeros_like(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    return zeros(xp_of(x), x.shape, x.dtype)  # type: ignore[no-any-return]
+
+
 def pad(input: np.ndarray, paddings: np.ndarray, **attrs: Any) -> np.ndarray:
     pads = np.asarray(paddings)
     if pads.shape != (input.ndim, 2):
@@ -110,6 +122,8 @@ def pad(input: np.ndarray, paddings: np.ndarray, **attrs: Any) -> np.ndarray:
         raise _error("Pad")(f"paddings must be non-negative, got {pads.tolist()}")
     if input.ndim == 0:  # numpy's pad rejects an empty pad_width: a 0-d input pads to a copy of itself
         return xp_of(input).array(input, copy=True)  # type: ignore[no-any-return]
+    if input.dtype.kind == "O":  # strings pad with the empty string, TensorFlow's zero
+        return np.pad(input, pads.tolist(), mode="constant", constant_values=b"")
     return xp_of(input).pad(input, pads.tolist(), mode="constant")  # type: ignore[no-any-return]
 
 
@@ -249,7 +263,7 @@ def strided_slice_grad(
     plan = _plan("StridedSliceGrad", tuple(dims), begin, end, strides, attrs)
     if tuple(dy.shape) != tuple(plan.final_shape):
         raise _error("StridedSliceGrad")(f"dy must have shape {list(plan.final_shape)}, got {list(dy.shape)}")
-    out = xp_of(dy).zeros(dims, dtype=dy.dtype)
+    out = zeros(xp_of(dy), dims, dy.dtype)
     index = plan.numpy_index()
     out[index] = dy.reshape(out[index].shape)
     return out  # type: ignore[no-any-return]
@@ -361,7 +375,7 @@ def register_all() -> None:
         ("Tile", tile, None, ("multiples",)),
         ("Fill", fill, None, ("dims",)),
         # zeros/ones(shape) rather than *_like: the same result at a fraction of the call cost
-        ("ZerosLike", lambda x, **a: xp_of(x).zeros(x.shape, x.dtype), None, ()),
+        ("ZerosLike", zeros_like, None, ()),
         ("OnesLike", lambda x, **a: xp_of(x).ones(x.shape, x.dtype), None, ()),
         ("ConcatV2", concat_v2, None, ("axis",)),
         ("ConcatOffset", concat_offset, None, ("concat_dim", "shape")),

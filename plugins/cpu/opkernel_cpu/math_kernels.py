@@ -549,7 +549,7 @@ def register_all() -> None:
         ("Sub", _binary("Sub", np.subtract), None, ()),
         ("Mul", _binary("Mul", np.multiply), None, ()),
         ("RealDiv", real_div, None, ()),
-        ("FloorDiv", floor_div, None, ()),
+        ("FloorDiv", floor_div, real, ()),  # no complex: floor is not defined there (TensorFlow has no such kernel)
         ("FloorMod", floor_mod, None, ()),
         ("Pow", pow_, None, ()),
         ("Maximum", _binary("Maximum", np.maximum), None, ()),

@@ -128,7 +128,7 @@ def rows(xp: LazyModule, special: LazyModule) -> list[Row]:
         ("Sub", binary("Sub", xp.subtract), None, ()),
         ("Mul", binary("Mul", xp.multiply), None, ()),
         ("RealDiv", division["RealDiv"], None, ()),
-        ("FloorDiv", division["FloorDiv"], None, ()),
+        ("FloorDiv", division["FloorDiv"], real, ()),  # no complex, as on cpu
         ("FloorMod", division["FloorMod"], None, ()),
         ("Pow", division["Pow"], None, ()),
         ("Maximum", binary("Maximum", xp.maximum), None, ()),
