@@ -64,24 +64,76 @@ _gradients: dict[str, GradientDef] = {}
 # (newer, older): every entry that replaced another (override=True); unregistering the
 # newer one puts the older one back.
 _superseded: list[tuple[GradientDef, GradientDef]] = []
+# (owner's, squatter's): a gradient registered for another party's op before that party
+# came, replaced by the op's own provider's (the plugin layer refuses the squatter).
+_displaced: list[tuple[GradientDef, GradientDef]] = []
+
+
+def _no_owner(op: str) -> str | None:
+    return None
+
+
+# The party that owns an op's gradient: the origin (distribution, or plugin) of the op's
+# provider.  The plugin layer installs the real lookup (set_owner_lookup), so this room
+# needs no upward import.
+_owner: Callable[[str], str | None] = _no_owner
+
+
+def set_owner_lookup(fn: Callable[[str], str | None]) -> None:
+    """Install ``fn(op)``: the origin that may register the op's gradient over another
+    party's without ``override=True`` (the op's own provider)."""
+    global _owner
+    _owner = fn
+
+
+def origin(provider: Provider) -> str:
+    """The party behind ``provider``: its distribution, else its plugin (or script)."""
+    return provider.distribution or provider.plugin
 
 
 def _add(entry: GradientDef, override: bool) -> None:
     with _lock:
         old = _gradients.get(entry.op)
         if old is not None and old.fn is not entry.fn:
-            if not override:
+            owner = _owner(entry.op)
+            if not override and owner is not None and origin(entry.provider) == owner != origin(old.provider):
+                # The op's own provider comes after another party registered its gradient:
+                # the owner's wins, and the squatter is named (never the other way round).
+                warnings.warn(
+                    f"op {entry.op!r}: {old.provider} registered a gradient for an op it does not provide, "
+                    f"without override=True; the op's provider {entry.provider} replaces it",
+                    stacklevel=3,
+                )
+                _displaced.append((entry, old))
+            elif not override:
                 raise AlreadyExistsError(
                     f"op {entry.op!r}: a gradient is already registered by {old.provider}; "
                     f"{entry.provider} tried to register another. Pass override=True to replace it.",
                     op=entry.op,
                 )
-            warnings.warn(
-                f"op {entry.op!r}: gradient from {old.provider} overridden by {entry.provider}",
-                stacklevel=3,
-            )
-            _superseded.append((entry, old))
+            else:
+                warnings.warn(
+                    f"op {entry.op!r}: gradient from {old.provider} overridden by {entry.provider}",
+                    stacklevel=3,
+                )
+                _superseded.append((entry, old))
         _gradients[entry.op] = entry
+
+
+def overrides() -> list[tuple[GradientDef, GradientDef]]:
+    """Every (overriding, overridden) pair in use across parties: a gradient registered with
+    ``override=True`` over another distribution's (or plugin's)."""
+    with _lock:
+        return [
+            (new, old) for new, old in _superseded
+            if _gradients.get(new.op) is new and origin(new.provider) != origin(old.provider)
+        ]
+
+
+def displaced() -> list[tuple[GradientDef, GradientDef]]:
+    """Every (owner's, squatter's) pair: squatters whose gradient the op's provider replaced."""
+    with _lock:
+        return list(_displaced)
 
 
 def register_gradient(op_name: str, *, override: bool = False, materialize_grads: bool = True) -> Callable[[F], F]:
@@ -174,6 +226,7 @@ def remove_provider(provider: Provider) -> None:
             if older is not None:
                 _gradients[name] = older  # the gradient it overrode returns
         _superseded[:] = [(n, o) for n, o in _superseded if provider not in (n.provider, o.provider)]
+        _displaced[:] = [(n, o) for n, o in _displaced if provider not in (n.provider, o.provider)]
 
 
 class Snapshot(dict[str, GradientDef]):
@@ -181,12 +234,14 @@ class Snapshot(dict[str, GradientDef]):
     override unregistered after :func:`restore` still gives back the one it replaced)."""
 
     superseded: list[tuple[GradientDef, GradientDef]]
+    displaced: list[tuple[GradientDef, GradientDef]]
 
 
 def snapshot() -> Snapshot:
     with _lock:
         snap = Snapshot(_gradients)
         snap.superseded = list(_superseded)
+        snap.displaced = list(_displaced)
         return snap
 
 
@@ -196,6 +251,8 @@ def restore(snap: dict[str, GradientDef]) -> None:
         _gradients.update(snap)
         if isinstance(snap, Snapshot):
             _superseded[:] = snap.superseded
+            _displaced[:] = snap.displaced
         else:
             present = {id(e) for e in _gradients.values()}
             _superseded[:] = [(new, old) for new, old in _superseded if id(new) in present]
+            _displaced[:] = [(new, old) for new, old in _displaced if id(new) in present]

@@ -487,6 +487,7 @@ def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
                             culprits.update(_add_backends(result or [], provider))
         _check_provider(provider)
         culprits.update(_kernel_takeovers(provider))
+        culprits.update(_gradient_squatters(provider))
         for override in _overrides_involving(provider):
             if _env_flag("OPKERNEL_STRICT_PLUGINS"):
                 culprits.setdefault(override.provider, f"{override}; OPKERNEL_STRICT_PLUGINS=1 refuses overrides")
@@ -611,7 +612,20 @@ def _overrides() -> list[Override]:
         winner = _backends.get(name)
         if winner is not None and winner[0].override:
             found += [Override(f"backend {name!r}", winner[1], p) for c, p in claims if c is not winner[0]]
+    found += [Override(f"gradient of op {new.op!r}", new.provider, old.provider) for new, old in gradients.overrides()]
     return list(dict.fromkeys(found))
+
+
+def _gradient_squatters(provider: Provider) -> dict[Provider, str]:
+    """Earlier parties whose gradient for one of ``provider``'s ops ``provider`` replaced:
+    they registered the gradient of an op they do not provide, without override=True."""
+    return {
+        old.provider: (
+            f"it registered the gradient of op {new.op!r}, which {provider} provides, without override=True; "
+            f"{provider}'s gradient replaces it and the squatter is refused"
+        )
+        for new, old in gradients.displaced() if new.provider == provider and old.provider != provider
+    }
 
 
 def _owners(op: str, backend: str) -> frozenset[str]:
@@ -626,6 +640,17 @@ def _owners(op: str, backend: str) -> frozenset[str]:
 
 
 kernels.set_owner_lookup(_owners)
+
+
+def _gradient_owner(op: str) -> str | None:
+    """The origin that provides ``op``, and so owns its gradient (None: an unknown op)."""
+    if not op_registry.is_registered(op):
+        return None
+    provider = op_registry._origin(op)[0]
+    return None if provider is None else kernels.origin_of(provider)
+
+
+gradients.set_owner_lookup(_gradient_owner)
 
 
 # ------------------------------------------------------- registration checks

@@ -429,3 +429,106 @@ def test_a_module_in_the_current_directory_does_not_pass_for_an_installed_module
     out = run(code, site, cwd=cwd, what="a shadowed plain module").stdout
     assert "REFUSED" in out and str(cwd / "trustplain_ops.py") in out and "trust-plain 2.0" in out
     assert "LOADED ['Trust>PlainGenuine']" in run(code, site, what="the installed plain module").stdout
+
+
+# ------------------------------------------------------------------ gradients
+
+GRAD_CHECK = """
+import numpy as np
+import opkernel as ok
+from opkernel import plugins
+with ok.use_backend("cpu"):
+    x = ok.Variable(np.ones((2, 2), np.float32))
+    with ok.GradientTape() as tape:
+        y = ok.ops.sum(ok.ops.mat_mul(x, x), [0, 1])
+    g = tape.gradient(y, x).numpy()
+print("CORRECT" if np.array_equal(g, np.full((2, 2), 4.0, np.float32)) else "WRONG", g.tolist())
+print("ERRORS", [(f.plugin, str(f.error)) for f in plugins.plugin_errors()])
+print("OVERRIDES", [str(o) for o in plugins.overrides()])
+"""
+
+EVIL_GRADIENT = """
+import opkernel as ok
+
+@ok.hookimpl
+def opkernel_register_gradients():
+    @ok.register_gradient("MatMul", override=True)
+    def wrong(op, grad):
+        return [ok.ops.zeros_like(op.inputs[0]), ok.ops.zeros_like(op.inputs[1])]
+"""
+
+
+def test_an_overriding_gradient_is_warned_listed_and_refused_in_strict_mode(tmp_path: Path) -> None:
+    """register_gradient('MatMul', override=True) from a plugin replaced MatMul's gradient
+    silently, even under OPKERNEL_STRICT_PLUGINS=1, and was not listed as an override."""
+    install(tmp_path, "evil-gradient", "evil", "evil_gradient", EVIL_GRADIENT)
+    done = run(GRAD_CHECK, tmp_path, what="MatMul gradient override")
+    assert "WRONG" in done.stdout  # it asked to win, and does, but not silently:
+    assert any("PluginWarning" in line and "evil-gradient 6.6.6" in line for line in done.stderr.splitlines()), done.stderr
+    assert "OVERRIDES [\"gradient of op 'MatMul'" in done.stdout
+    strict = run(
+        "import opkernel as ok\ntry:\n    ok.available_backends()\nexcept ok.errors.PluginError as e:\n"
+        "    print('REFUSED', e)\n" + GRAD_CHECK,
+        tmp_path, strict=True, what="MatMul gradient override under OPKERNEL_STRICT_PLUGINS=1",
+    ).stdout
+    assert "REFUSED" in strict and "OPKERNEL_STRICT_PLUGINS=1 refuses overrides" in strict
+    assert "CORRECT" in strict and "OVERRIDES []" in strict
+
+
+SQUATTER = """
+import opkernel as ok
+
+@ok.hookimpl
+def opkernel_register_gradients():
+    @ok.register_gradient("Victim>Double")
+    def wrong(op, grad):
+        return [ok.ops.zeros_like(grad)]
+"""
+
+VICTIM = """
+import opkernel as ok
+
+@ok.hookimpl
+def opkernel_register_ops():
+    ok.register_op("Victim>Double").input("x: float").output("y: float").set_shape_fn(ok.shape_fns.unchanged_shape)
+
+@ok.hookimpl
+def opkernel_register_kernels():
+    @ok.register_kernel("Victim>Double", backend="cpu")
+    def double(x):
+        return x * 2
+
+@ok.hookimpl
+def opkernel_register_gradients():
+    @ok.register_gradient("Victim>Double")
+    def grad(op, g):
+        return [ok.ops.mul(g, 2.0)]
+"""
+
+VICTIM_CHECK = """
+import numpy as np
+import opkernel as ok
+from opkernel import plugins
+with ok.use_backend("cpu"):
+    x = ok.Variable(np.ones(3, np.float32))
+    with ok.GradientTape() as tape:
+        y = ok.execute("Victim>Double", x)
+    print("GRAD", tape.gradient(y, x).numpy().tolist())
+print("ERRORS", [(f.plugin, str(f.error)) for f in plugins.plugin_errors()])
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_gradient_squatter_never_stops_the_ops_own_package(tmp_path: Path, strict: bool) -> None:
+    """A plugin loading first that registers the gradient of another package's op made that
+    package fail to load, with an error blaming the package; now the op's provider replaces
+    the squatter's gradient and the squatter is the plugin refused."""
+    install(tmp_path, "squatter", "aaa", "squatter_plugin", SQUATTER)
+    install(tmp_path, "victim-ops", "zzz", "victim_ops", VICTIM)
+    first = "import opkernel as ok\ntry:\n    ok.available_backends()\nexcept ok.errors.PluginError as e:\n    print('REFUSED', e)\n"
+    out = run(first + VICTIM_CHECK, tmp_path, strict=strict, what="a gradient squatter").stdout
+    assert "GRAD [2.0, 2.0, 2.0]" in out  # the op's own gradient
+    errors = out.split("ERRORS", 1)[1]
+    assert "('aaa', \"plugin 'aaa': it registered the gradient of op 'Victim>Double', which zzz" in errors
+    assert "'zzz'" not in errors.replace("which zzz", "")  # the op's package loaded
+    assert ("REFUSED plugin 'aaa'" in out) == strict
