@@ -33,7 +33,8 @@ sys.path.insert(0, {bench!r})
 import opkernel as ok
 from harness import Timed, interleaved
 from models import MLP, TINY_MLP, BATCH, TINY_BATCH, mlp_step_numpy, mlp_step_opkernel
-out = {{"core": ok.__file__}}
+import os
+out = {{"core": os.path.realpath(ok.__file__)}}
 for sizes, batch in ((MLP, BATCH), (TINY_MLP, TINY_BATCH)):
     name = "-".join(map(str, sizes))
     with ok.use_backend({backend!r}):
@@ -69,7 +70,7 @@ def main() -> None:
                     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim), env.get("PYTHONPATH", "")]))
                 done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
                 result = json.loads(done.stdout.strip().splitlines()[-1])
-                expected = str(tree / "core") if which == "base" else str(ROOT / "core")
+                expected = os.path.realpath(tree / "core") if which == "base" else os.path.realpath(ROOT / "core")
                 assert result.pop("core").startswith(expected), (which, expected)
                 runs[which].append(result)
         print(f"# core at {args.base} (base) vs this checkout (new), backend {args.backend}, {args.rounds} rounds (medians)")
