@@ -178,7 +178,15 @@ def _bind(op_def: OpDef, inputs: Sequence[Any], attrs: dict[str, Any]) -> _Call:
 
 
 def _as_dask(x: Any) -> da.Array:
-    return x if _is_dask(x) else da.from_array(x, chunks=-1)
+    """``x`` as a dask array whose chunks along every non-empty axis are non-empty: Dask's
+    blockwise takes a chunk of one element for a broadcast one, so (0, 1) against (1,)
+    made an Add of two one-element arrays two elements long.  An empty axis keeps one
+    empty chunk."""
+    if not _is_dask(x):
+        return da.from_array(x, chunks=-1)
+    if any(0 in c and n for c, n in zip(x.chunks, x.shape)):
+        x = x.rechunk(tuple(tuple(k for k in c if k) or (0,) for c in x.chunks))
+    return x
 
 
 def _meta(call: _Call, ndim: int | None = None) -> np.ndarray:
@@ -320,13 +328,17 @@ def _arg_reduction(call: _Call, rule: Reduction, x: da.Array) -> da.Array:
     cname, name = f"{_slug(call.name)}-chunk-{tok}", f"{_slug(call.name)}-{tok}"
     offsets = np.cumsum((0,) + x.chunks[axis])
     chunk_fn = partial(_arg_chunk, op=call.name, attrs=attrs, axis=axis, idx=idx)
+    # A zero-size chunk along the axis has no winner: only the others compete (all of them
+    # when every chunk is empty, so the op says what it says of an empty axis).
+    along = [j for j, n in enumerate(x.chunks[axis]) if n] or list(range(x.numblocks[axis]))
     dsk: dict[Any, Any] = {}
     for block in np.ndindex(*x.numblocks):
-        dsk[(cname, *block)] = (chunk_fn, (x.name, *block), int(offsets[block[axis]]))
+        if block[axis] in along:
+            dsk[(cname, *block)] = (chunk_fn, (x.name, *block), int(offsets[block[axis]]))
     combine = partial(_arg_combine, op=call.name, attrs=attrs, axis=axis, idx=idx, out=call.out_dtype.np)
     out_blocks = [n for i, n in enumerate(x.numblocks) if i != axis]
     for out in np.ndindex(*out_blocks):
-        cands = [(cname, *out[:axis], j, *out[axis:]) for j in range(x.numblocks[axis])]
+        cands = [(cname, *out[:axis], j, *out[axis:]) for j in along]
         dsk[(name, *out)] = (combine, cands)
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[x])
     chunks = tuple(c for i, c in enumerate(x.chunks) if i != axis)
@@ -370,8 +382,14 @@ def plan_axis(size: int, k_eff: int, stride: int, padding: str, pads: tuple[int,
         need_a, need_b = o0 * stride - before, (o1 - 1) * stride - before + k_eff
         if padding == "EXPLICIT":
             a = max(need_a, 0)
+            if a >= size:  # every window of the block lies in the bottom padding: start on its
+                # stride grid at the last such row inside the array (its windows slide into the padding)
+                a = max(need_a - -(-(need_a - size + 1) // stride) * stride, 0)
             b = min(need_b, size)
-            slices.append(_Slice(o0, o1, a, b, o0 if a else 0, (pads[0] if a == 0 else 0, pads[1] if b == size else 0)))
+            if b <= a:  # every window lies in the top padding: one real row keeps the slice non-empty
+                b = min(a + 1, size)
+            first = 0 if a == 0 else (a + before) // stride  # the slice's first window is this output
+            slices.append(_Slice(o0, o1, a, b, first, (pads[0] if a == 0 else 0, pads[1] if b == size else 0)))
             continue
         a = max(need_a, 0) // stride * stride
         if need_b >= size:
