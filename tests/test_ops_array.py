@@ -480,3 +480,21 @@ def test_floor_div_of_complex_has_no_kernel() -> None:
 
     with ok.use_backend("cpu"), pytest.raises(KernelNotFoundError, match=r"op 'FloorDiv' with T=complex64"):
         ok.ops.floor_div(np.array([1 + 2j], np.complex64), np.array([1 + 1j], np.complex64))
+
+
+def test_slice_gradient_of_a_scalar(backend: str) -> None:
+    """Slicing a 0-d tensor (empty begin and size) passes the gradient through (numpy read
+    the empty shapes as float64 and raised a raw casting error)."""
+    x = ok.Variable(np.float32(3))
+    with ok.GradientTape() as tape:
+        y = ok.ops.slice(x, np.zeros(0, np.int32), np.zeros(0, np.int32))
+    assert float(tape.gradient(y, x).numpy()) == 1.0
+
+
+def test_strided_slice_grad_of_a_scalar_string() -> None:
+    """A 0-d dy into a 0-d output: one element of an object array is a bare bytes (a raw
+    AttributeError before)."""
+    empty = np.zeros(0, np.int32)
+    with ok.use_backend("cpu"):
+        out = ok.ops.strided_slice_grad(empty, empty, empty, empty, np.array(b"x", object)).numpy()
+    assert out.shape == () and out[()] == b"x"

@@ -1408,3 +1408,20 @@ def test_relu_of_negative_zero_is_positive_zero(backend: str, dtype: str, op: st
         x = ok.tensor(np.full(n, -0.0, np.float32).astype(ok.as_dtype(dtype).np))
         y = np.asarray(getattr(ok.ops, op)(x).numpy(), np.float32)
         assert not np.signbit(y).any() and (y == 0).all(), (dtype, n)
+
+
+def test_softmax_cross_entropy_takes_labels_that_broadcast_to_a_matrix(backend: str) -> None:
+    """TensorFlow's rule: features and labels broadcast to 2-D, so one [classes] row of
+    labels serves every example (refused before: 'must be 2-D')."""
+    f = np.array([[1, 2, 3], [0, 0, 1]], np.float32)
+    labels = np.array([0.2, 0.3, 0.5], np.float32)
+    x = ok.Variable(f)
+    with ok.GradientTape() as tape:
+        loss, backprop = ok.ops.softmax_cross_entropy_with_logits(x, labels)
+        total = ok.ops.sum(loss, [0])
+    logp = f - np.log(np.exp(f).sum(1, keepdims=True))
+    np.testing.assert_allclose(loss.numpy(), -(labels * logp).sum(1), rtol=1e-5)
+    np.testing.assert_allclose(backprop.numpy(), np.exp(logp) - labels, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tape.gradient(total, x).numpy(), np.exp(logp) - labels, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ok.errors.InvalidArgumentError, match="must be 2-D or broadcast to 2-D"):
+        ok.ops.softmax_cross_entropy_with_logits(np.zeros(3, np.float32), np.zeros(3, np.float32))

@@ -836,7 +836,7 @@ def _slice_grad(op: Any, grad: Any) -> list[Any]:
     if None in tuple(x.shape) or None in tuple(grad.shape):
         room = ops.sub(_shape_of(x, begin.dtype), _shape_of(grad, begin.dtype))
     else:
-        room = _shape_const(np.subtract(x.shape, grad.shape, dtype=np.int64), begin.dtype)
+        room = _shape_const([int(a) - int(b) for a, b in zip(x.shape, grad.shape)], begin.dtype)
     after = ops.sub(room, begin)
     paddings = ops.pack([begin, after], axis=1)
     return [ops.pad(grad, paddings), None, None]

@@ -329,9 +329,9 @@ def _bias_add_grad_shape(c: InferenceContext) -> None:
 
 
 def _xent_shape(c: InferenceContext) -> None:
-    features = c.with_rank(c.input(0), 2)
-    labels = c.with_rank(c.input(1), 2)
-    both = c.broadcast(features, labels)
+    # TensorFlow's rule: features and labels broadcast against each other to a matrix
+    # (labels of [classes] serve every example).
+    both = c.with_rank(c.broadcast(c.input(0), c.input(1)), 2)
     c.set_output(0, c.vector(c.dim(both, 0)))
     c.set_output(1, both)
 

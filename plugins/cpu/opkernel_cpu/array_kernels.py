@@ -265,7 +265,8 @@ def strided_slice_grad(
         raise _error("StridedSliceGrad")(f"dy must have shape {list(plan.final_shape)}, got {list(dy.shape)}")
     out = zeros(xp_of(dy), dims, dy.dtype)
     index = plan.numpy_index()
-    out[index] = dy.reshape(out[index].shape)
+    value = dy.reshape(np.shape(out[index]))  # np.shape: one element of an object array is a bare bytes
+    out[index] = value[()] if value.ndim == 0 else value
     return out  # type: ignore[no-any-return]
 
 

@@ -162,14 +162,15 @@ def softmax_cross_entropy_with_logits(
     features: np.ndarray, labels: np.ndarray, T: ok.DType, **attrs: Any
 ) -> tuple[np.ndarray, np.ndarray]:
     op = "SoftmaxCrossEntropyWithLogits"
-    if features.ndim != 2 or labels.ndim != 2:
-        raise _error(op, f"features and labels must be 2-D, got shapes {list(features.shape)} and {list(labels.shape)}")
     try:
         shape = np.broadcast_shapes(features.shape, labels.shape)
     except ValueError:
         raise _error(
             op, f"features and labels must be broadcastable, got shapes {list(features.shape)} and {list(labels.shape)}"
         ) from None
+    if len(shape) != 2:  # TensorFlow's rule: 2-D, or broadcast to 2-D (a [classes] labels row for every example)
+        raise _error(op, f"features and labels must be 2-D or broadcast to 2-D, got shapes {list(features.shape)} and "
+                       f"{list(labels.shape)}")
     wt = _work_type(T)
     xp = xp_of(features, labels)
     if shape[1] == 0:  # no classes: each loss is an empty sum, 0, as TensorFlow gives it

@@ -97,12 +97,13 @@ def _softmax(op: str, logs: int) -> Any:
 
 def softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, **attrs: Any) -> tuple[Any, Any]:
     op = "SoftmaxCrossEntropyWithLogits"
-    if features.ndim != 2 or labels.ndim != 2:
-        raise fail(op, f"features and labels must be 2-D, got shapes {list(features.shape)} and {list(labels.shape)}")
     try:
         shape = tuple(np.broadcast_shapes(features.shape, labels.shape))
     except ValueError:
         raise fail(op, f"features and labels must be broadcastable, got shapes {list(features.shape)} and {list(labels.shape)}") from None
+    if len(shape) != 2:  # TensorFlow's rule: 2-D, or broadcast to 2-D (a [classes] labels row for every example)
+        raise fail(op, f"features and labels must be 2-D or broadcast to 2-D, got shapes {list(features.shape)} and "
+                       f"{list(labels.shape)}")
     be = BE()
     if features.shape != shape:
         features = gather_view(be, op, features, lambda g: np.broadcast_to(g, shape))
