@@ -717,3 +717,15 @@ def test_complex_parts_are_new_arrays(backend: str) -> None:
 def test_conj_takes_complex_types_only(backend: str) -> None:
     with pytest.raises(ok.errors.OpTypeError, match="Conj"):
         ok.ops.conj(np.ones(2, np.float32))
+
+
+def test_float16_floor_div_floors_the_half_quotient(backend: str) -> None:
+    """TensorFlow's half FloorDiv floors the quotient rounded to half: 1026 // 1.0009765625
+    is 1025 (OpenCL floored the float32 quotient, 1024.999, to 1024)."""
+    if not ok.engine.backend_instance(backend).supports_dtype(ok.float16):
+        pytest.skip(f"{backend} holds no float16")
+    a = np.array([1026, -1026, 7, 2049, 0, 5], np.float16)
+    b = np.array([1.0009765625, 1.0009765625, 0.1, 3, 0, -0.0], np.float16)
+    want = np.floor((a.astype(np.float32) / b.astype(np.float32)).astype(np.float16))
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(ok.ops.floor_div(a, b).numpy(), want)

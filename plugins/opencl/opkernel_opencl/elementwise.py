@@ -197,11 +197,25 @@ def _host_or_device(be: OpenCLBackend, x: Any) -> np.ndarray:
 
 
 def _division(op: str) -> Check:
-    def check(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> None:
+    def check(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> Any:
         if dtype in INTS and not np.all(_host_or_device(be, xs[1])):
             raise fail(op, "Integer division by zero")
+        if op == "FloorDiv" and dtype == "float16":
+            # TensorFlow's half FloorDiv floors the quotient rounded to half (Eigen's
+            # half division), not the float32 one: 1026 // 1.0009765625 is 1025, not 1024.
+            quotient = run_half(be, _SPECS["RealDiv"], xs)
+            return run_half(be, _SPECS["FloorDiv"], [quotient, _half_one(be)])
+        return None
 
     return check
+
+
+def _half_one(be: OpenCLBackend) -> Any:
+    """A one-element float16 array holding 1, made once per backend (floor(q / 1) = floor(q))."""
+    one = getattr(be, "_ok_half_one", None)
+    if one is None:
+        one = be._ok_half_one = be.from_numpy(np.ones(1, np.float16))  # type: ignore[attr-defined]
+    return one
 
 
 def check_pow(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> None:
@@ -591,6 +605,9 @@ def _declare(spec: Ew) -> None:
 
 for _spec, _ in _ROWS:
     _declare(_spec)
+
+#: The specs by op name (a kernel that composes others: float16 FloorDiv).
+_SPECS = {_spec.op: _spec for _spec, _ in _ROWS}
 
 
 def register_all() -> None:
