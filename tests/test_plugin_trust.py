@@ -431,6 +431,53 @@ def test_a_module_in_the_current_directory_does_not_pass_for_an_installed_module
     assert "LOADED ['Trust>PlainGenuine']" in run(code, site, what="the installed plain module").stdout
 
 
+def test_a_module_in_the_current_directory_does_not_pass_for_an_editable_install(tmp_path: Path) -> None:
+    """An editable install lists no module file in its RECORD; its project directory
+    (PEP 610's direct_url.json) must hold the module.  A same-named module in the current
+    directory ran and replaced the package, even under OPKERNEL_STRICT_PLUGINS=1."""
+    import json as _json
+
+    site, project, cwd = tmp_path / "site", tmp_path / "project", tmp_path / "work"
+    genuine = """
+        import opkernel as ok
+
+        @ok.hookimpl
+        def opkernel_register_ops():
+            ok.register_op("Edit>Genuine").input("x: float").output("y: float")
+        """
+    for d in (site, project, cwd):
+        d.mkdir()
+    (project / "editable_ops.py").write_text(textwrap.dedent(genuine))
+    (cwd / "editable_ops.py").write_text(textwrap.dedent(genuine).replace("Genuine", "Impostor"))
+    info = site / "editable_ops-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: editable-ops\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[opkernel]\neditable = editable_ops\n")
+    (info / "direct_url.json").write_text(_json.dumps({"url": project.as_uri(), "dir_info": {"editable": True}}))
+    names = ("METADATA", "entry_points.txt", "direct_url.json", "RECORD")
+    (info / "RECORD").write_text("".join(f"{info.name}/{n},,\n" for n in names))
+    code = """
+        import opkernel as ok
+        from opkernel import op_registry, plugins
+        try:
+            ok.available_backends()
+        except ok.errors.PluginError as e:
+            print("STRICT", e)
+        print("OPS", sorted(n for n in op_registry.op_names() if n.startswith("Edit>")))
+        print("ERRORS", [str(f.error) for f in plugins.plugin_errors()])
+        """
+    env_path = os.pathsep.join([str(site), str(project)])
+    for strict in (False, True):
+        env = {"PYTHONPATH": env_path}
+        if strict:
+            env["OPKERNEL_STRICT_PLUGINS"] = "1"
+        out = run_isolated(textwrap.dedent(code), timeout=180, cwd=cwd, env=env, what="a shadowed editable install").stdout
+        assert "OPS []" in out and "Edit>Impostor" not in out, out
+        assert str(cwd / "editable_ops.py") in out and "editable install of editable-ops 1.0" in out, out
+    out = run_isolated(textwrap.dedent(code), timeout=180, cwd=tmp_path, env={"PYTHONPATH": env_path}, what="the editable install").stdout
+    assert "OPS ['Edit>Genuine']" in out and "ERRORS []" in out, out
+
+
 # ------------------------------------------------------------------ gradients
 
 GRAD_CHECK = """
