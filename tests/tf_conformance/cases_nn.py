@@ -64,6 +64,11 @@ _RELU_NEG_ZERO = ("TensorFlow's sign of Relu(-0.0) and Relu6(-0.0) depends on wh
                   "opkernel gives +0.0 everywhere, TensorFlow's answer for whole packets (compared in the *_specials "
                   "and Relu/float32_gradient_at_zero cases)")
 DIFFERENCES.update({
+    "Selu/float32_tiny_negative_gradient":
+        "TensorFlow's Selu computes scale * alpha * (exp(x) - 1), which is 0 for a negative x of magnitude below "
+        "2**-25 (exp(x) rounds to 1 in float32), so its SeluGrad (which tests the output for < 0) takes the right side's slope, "
+        "scale (1.0507), there; opkernel computes expm1(x), whose output stays negative and whose gradient is "
+        "the left side's, scale * alpha * exp(x) (1.7581): the derivative of the function at those points",
     "Relu/negative_zero_scalar_tail": _RELU_NEG_ZERO,
     "Relu6/negative_zero_scalar_tail": _RELU_NEG_ZERO,
     "MaxPoolGradGradWithArgmax": _NO_CPU_KERNEL,
@@ -229,6 +234,9 @@ def _activation_cases() -> list[Case]:
                     grad=True, seed=8))
     out.append(Case("Selu/float64_gradient_at_zero", "Selu", (_a([-1.0, -0.0, 0.0, 1.0], "float64"),),
                     grad=True, seed=9))
+    # Tiny negative inputs: TensorFlow's exp(x) - 1 rounds to 0 there (see DIFFERENCES).
+    out.append(Case("Selu/float32_tiny_negative_gradient", "Selu", (_a([-1e-8, -3e-9, -1e-12, -1e-30], "float32"),),
+                    grad=True, seed=10))
 
     # ReluGrad(gradients, features): gradients where features > 0.
     for j, dt in enumerate(["float32", "float64", "float16", "int32", "int64", "uint8"]):
