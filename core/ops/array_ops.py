@@ -10,6 +10,7 @@ the gradient.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -971,15 +972,23 @@ def register_gradients() -> None:
         not_differentiable(name)
 
 
-def _parse_number(text: str, floating: bool) -> int | float:
+_NAN_PAYLOAD = re.compile(r"[+-]?nan\([0-9A-Za-z_]*\)", re.IGNORECASE)
+
+
+def _parse_number(text: str, floating: bool, unsigned: bool = False) -> int | float:
     """One string as TensorFlow's StringToNumber reads it (strtod / safe_strto*): ASCII
-    only, surrounding whitespace allowed; floats also in hex ("0x1p3") and as inf/nan
-    words; integers in decimal only.  Python's own syntax is wider (digit separators
+    only, surrounding whitespace allowed; floats also in hex ("0x1p3"), as inf/nan words
+    and as C's "nan(payload)"; integers in decimal only, unsigned ones without a minus
+    sign (safe_strtou32 refuses "-0").  Python's own syntax is wider (digit separators
     "1_000", non-ASCII digits), so those are refused first.  ValueError if unreadable."""
     body = text.strip()
+    if floating and body.isascii() and _NAN_PAYLOAD.fullmatch(body):
+        return float("nan")
     if not body.isascii() or "_" in body:
         raise ValueError(text)
     if not floating:
+        if unsigned and body.startswith("-"):
+            raise ValueError(text)
         return int(body)
     try:
         return float(body)
@@ -998,7 +1007,7 @@ def parse_numbers(strings: np.ndarray, out_type: DType) -> np.ndarray:
     for i, s in enumerate(flat_in):
         text = s.decode("utf-8", "replace") if isinstance(s, bytes) else str(s)
         try:
-            value = _parse_number(text, out_type.is_floating)
+            value = _parse_number(text, out_type.is_floating, out_type.is_unsigned)
         except ValueError:
             raise InvalidArgumentError(
                 f"op 'StringToNumber': could not convert string {text!r} to {out_type.name}", op="StringToNumber"
