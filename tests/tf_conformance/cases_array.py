@@ -467,6 +467,13 @@ def _gather() -> list[Case]:
         Case("GatherV2/noncontiguous", "GatherV2", (noncontiguous(p), _i32(1, 3), np.int32(1))),
         Case("GatherV2/special", "GatherV2", (_SPECIAL, _i32(0, 3, 6, 3), np.int32(0))),
         Case("GatherV2/index_out_of_range", "GatherV2", (p, _i32(0, 5), np.int32(0))),
+        # Nothing gathered (an empty slice or outer part): TensorFlow reads no index, so none is checked.
+        Case("GatherV2/empty_slices_skip_index_check", "GatherV2",
+             (np.zeros((2, 3, 0), np.float32), _i32(7, 9).reshape(2, 1), np.int32(1)), {"batch_dims": 1}),
+        Case("GatherV2/empty_outer_skips_index_check", "GatherV2",
+             (np.zeros((0, 3, 2), np.float32), _i32(9), np.int32(1))),
+        Case("GatherV2/empty_axis_checks_index", "GatherV2",
+             (np.zeros((2, 0), np.float32), _i32(0, 0).reshape(2, 1), np.int32(1)), {"batch_dims": 1}),
         Case("GatherV2/int64_index_wraps_32", "GatherV2", (p, _i64(2**32 + 1), np.int32(0)),
              why="2**32 + 1 must be out of range, not row 1"),
         Case("GatherV2/index_negative", "GatherV2", (p, _i32(-1), np.int32(0))),

@@ -290,8 +290,11 @@ def gather_v2(params: np.ndarray, indices: np.ndarray, axis: np.ndarray, batch_d
         raise _error("GatherV2")(
             f"the first batch_dims={bd} dimensions of params {list(params.shape)} and indices {list(indices.shape)} must match"
         )
-    _check_indices(indices, params.shape[a], "GatherV2")
     xp = xp_of(params, indices)
+    out_shape = params.shape[:a] + indices.shape[bd:] + params.shape[a + 1 :]
+    if 0 in out_shape:  # nothing is gathered, so no index is read or checked (TensorFlow's kernel neither)
+        return xp.empty(out_shape, params.dtype)  # type: ignore[no-any-return]
+    _check_indices(indices, params.shape[a], "GatherV2")
     if bd == 0:
         return xp.take(params, indices, axis=a)  # type: ignore[no-any-return]
     n_b = int(np.prod(params.shape[:bd], dtype=np.int64))

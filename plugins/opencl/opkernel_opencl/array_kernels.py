@@ -417,6 +417,9 @@ def gather_v2(params: Any, indices: Any, axis: np.ndarray, batch_dims: int, Tind
     if params.shape[:bd] != indices.shape[:bd]:
         raise fail(op, f"the first batch_dims={bd} dimensions of params {list(params.shape)} and indices {list(indices.shape)} must match")
     be = BE()
+    shape = tuple(params.shape[:a]) + tuple(indices.shape[bd:]) + tuple(params.shape[a + 1 :])
+    if 0 in shape:  # nothing is gathered, so no index is read or checked (TensorFlow's kernel neither)
+        return be.new_array(shape, params.dtype)
     _check_indices(be, indices, params.shape[a], op)
     O = int(math.prod(params.shape[bd:a]))
     A = params.shape[a]
