@@ -493,7 +493,7 @@ def _cast_cases() -> list[Case]:
     # saturate through int32, the scalar tail wraps: uint8(65535.0) is 255 or 0 by the
     # array's length), so it is no reference.  opkernel saturates and sends NaN to 0, as
     # TensorFlow's GPU kernels do: tests/test_tf_math_divergences.py checks it.  Two such
-    # casts the randomized differential test met are compared, as listed differences:
+    # casts are compared all the same, as listed differences:
     out.append(Case("Cast/float32_to_uint32_out_of_range", "Cast", (np.array([-1.0, 5e9, -3e9], np.float32),), {"DstT": "uint32"}))
     out.append(Case("Cast/float16_to_int8_out_of_range", "Cast", (np.array([200.0, -200.0, 1000.0], np.float16),), {"DstT": "int8"}))
     out.append(Case("Cast/float32_to_bool_special", "Cast", (_special("float32"),), {"DstT": "bool"}))
