@@ -36,7 +36,7 @@ CURRENT_PROVIDER: ContextVar[Provider | None] = ContextVar("opkernel_provider", 
 # Op-library modules (opkernel.ops.math_ops, plugins) are callers like any other.
 _MACHINERY = (
     "opkernel._provenance", "opkernel.op_registry", "opkernel.spec", "opkernel.kernels", "opkernel.gradients",
-    "opkernel.plugins", "opkernel.engine", "opkernel.ops._builtin", "pluggy", "contextlib", "functools",
+    "opkernel.plugins", "opkernel.engine", "opkernel.ops._builtin", "opkernel.dask.rules", "pluggy", "contextlib", "functools",
     "importlib",
 )
 

@@ -526,7 +526,10 @@ def test_wrappers_and_declared_rules(fresh_registry: None) -> None:
     assert ok.dask.rule_for("Addons>MedianPool2D") == ok.dask.Window(ksize="ksize")
     old = dask_rules._DECLARED.copy()
     try:
-        ok.dask.declare("Transpose", ok.dask.Batch(1))  # a wrong rule: the shape check catches it
+        with pytest.raises(ok.errors.AlreadyExistsError, match=r"op 'Transpose' is provided by builtin .* override=True"):
+            ok.dask.declare("Transpose", ok.dask.Batch(1))  # another party's op: not silently
+        with pytest.warns(UserWarning, match=r"op 'Transpose': partitioning rule declared by .* overrides builtin"):
+            ok.dask.declare("Transpose", ok.dask.Batch(1), override=True)  # a wrong rule: the shape check catches it
         with pytest.raises(ok.errors.InvalidArgumentError, match="does not fit"):
             ok.dask.apply("Transpose", da.ones((4, 3), chunks=2), np.array([1, 0]))
     finally:

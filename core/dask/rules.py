@@ -145,7 +145,7 @@ class NoPartitioningRuleError(InvalidArgumentError):
     """The op has no partitioning rule, so ``ok.dask.apply`` cannot split it."""
 
 
-def declare(op: str, rule: Rule) -> Rule:
+def declare(op: str, rule: Rule, *, override: bool = False) -> Rule:
     """Declare how op ``op`` partitions over chunks (for ``ok.dask.apply``).
 
     An op package calls it from its ``opkernel_register_ops`` hook, next to the
@@ -154,15 +154,43 @@ def declare(op: str, rule: Rule) -> Rule:
         ok.dask.declare("Addons>MedianPool2D", ok.dask.Window(ksize="ksize"))
 
     A declaration replaces an earlier one for the same op (and overrides the
-    built-in table).  Returns ``rule``.
+    built-in table).  An op's rule belongs to the op's provider, as its gradient
+    does: declaring the rule of an op that another distribution (or script)
+    registered needs ``override=True``, and is then warned about (PluginWarning)
+    naming both; without it, an AlreadyExistsError.  Returns ``rule``.
     """
     if not isinstance(op, str) or not op:
         raise InvalidArgumentError(f"declare() takes an op name, got {op!r}")
     if not isinstance(rule, _RULE_TYPES):
         names = ", ".join(t.__name__ for t in _RULE_TYPES)
         raise InvalidArgumentError(f"op {op!r}: a partitioning rule must be one of {names}, got {rule!r}", op=op)
+    _check_owner(op, override)
     _DECLARED[op] = rule
     return rule
+
+
+def _check_owner(op: str, override: bool) -> None:
+    """AlreadyExistsError, or a warning with ``override``, when ``op`` is another party's."""
+    import warnings
+
+    from .. import op_registry, plugins
+    from .._provenance import current_provider
+    from ..errors import AlreadyExistsError
+
+    plugins.ensure_loaded()  # the installed ops and their providers (a plugin's own hook sees what is loaded so far)
+    if not op_registry.is_registered(op):
+        return  # an op not registered yet: nobody to take it from
+    owner = op_registry.get_op_def(op).provider
+    me = current_provider()
+    if owner is None or (owner.distribution or owner.plugin) == (me.distribution or me.plugin):
+        return
+    if not override:
+        raise AlreadyExistsError(
+            f"op {op!r} is provided by {owner}; {me} may declare its partitioning rule only with "
+            f"override=True (ok.dask.declare({op!r}, rule, override=True))",
+            op=op,
+        )
+    warnings.warn(f"op {op!r}: partitioning rule declared by {me} overrides {owner}'s", plugins.PluginWarning, stacklevel=3)
 
 
 def rule_for(op: str) -> Rule:
