@@ -20,7 +20,25 @@ import tempfile
 import threading
 import warnings
 
-__all__ = ["UnsafeCacheWarning", "unsafe_reason", "private_dir", "read_entry", "write_entry"]
+__all__ = ["UnsafeCacheWarning", "unsafe_reason", "private_dir", "read_entry", "write_entry", "cache_root", "configured_dir"]
+
+_OFF = {"off", "0", "none", "no", "false", ""}
+
+
+def cache_root() -> str:
+    """Where opkernel's caches live: ``$XDG_CACHE_HOME/opkernel``, default ``~/.cache/opkernel``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "opkernel")
+
+
+def configured_dir(env: str, name: str) -> str | None:
+    """The cache directory the variable ``env`` names (``off``, ``0``, ``no``...: None, no
+    disk cache), or ``cache_root()/name`` when it is unset.  Not yet checked: pass the
+    answer to ``private_dir``."""
+    value = os.environ.get(env)
+    if value is None:
+        return os.path.join(cache_root(), name)
+    return None if value.strip().lower() in _OFF else os.path.abspath(os.path.expanduser(value))
 
 
 class UnsafeCacheWarning(UserWarning):

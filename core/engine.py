@@ -24,7 +24,6 @@ import threading
 import time
 import warnings
 from collections import namedtuple
-import contextlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -643,31 +642,26 @@ class _Signature:
 
     def _call(self, *inputs: Tensor) -> Any:
         if not self.refs:
-            flat = [x._value for x in inputs]
-            try:
-                outs = self.run(flat)
-            except Exception as e:
-                translated = _translated(e, self.backend, self.op_def.name)
-                if translated is e:
-                    raise
-                raise translated from e
-            return _finish(self, self.backend, outs, inputs)
+            return _finish(self, self.backend, self._run_translated([x._value for x in inputs]), inputs)
         with update_lock(*[inputs[i] for i in self.refs]):  # type: ignore[arg-type]  # Ref inputs are Variables
             for i in self.refs:
                 inputs[i]._unshare()  # type: ignore[attr-defined]
             flat = [x._value for x in inputs]
-            try:
-                outs = self.run(flat)
-            except Exception as e:
-                translated = _translated(e, self.backend, self.op_def.name)
-                if translated is e:
-                    raise
-                raise translated from e
+            outs = self._run_translated(flat)
             for i in self.refs:
                 if flat[i] is not inputs[i]._value:  # a generic kernel's update ran on a fallback backend
                     inputs[i]._value = flat[i]
                 inputs[i]._version += 1  # type: ignore[attr-defined]
         return _finish(self, self.backend, outs, inputs)
+
+    def _run_translated(self, flat: list[Any]) -> list[Any]:
+        try:
+            return self.run(flat)
+        except Exception as e:
+            translated = _translated(e, self.backend, self.op_def.name)
+            if translated is e:
+                raise
+            raise translated from e
 
 
 class OpHandle:
@@ -1734,7 +1728,7 @@ class _FallbackSignature(_Signature):
         # from_numpy may hand over the variable's memory, which the kernel would then
         # update in place, bypassing the copy-on-write that protects read_value()
         # snapshots and .numpy() arrays); the update comes back as the variable's new value.
-        with update_lock(*[inputs[i] for i in sorted(refs)]) if refs else contextlib.nullcontext():  # type: ignore[arg-type]
+        with update_lock(*[inputs[i] for i in refs]):  # type: ignore[arg-type]  # none: an empty lock
             moved = [
                 Variable._view(fb.from_numpy(np.array(be.to_numpy(x._value))), x._dtype, fb) if i in refs else _moved(x, fb)
                 for i, x in enumerate(inputs)

@@ -31,12 +31,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .cachedirs import private_dir, read_entry, write_entry
+from .cachedirs import configured_dir, private_dir, read_entry, write_entry
 
 __all__ = ["DeviceStatus", "ENV_CACHE", "cache_dir", "verdict", "reprobe", "stats"]
 
 ENV_CACHE = "OPKERNEL_PROBE_CACHE_DIR"
-_OFF = {"off", "0", "none", "no", "false", ""}
 _MAGIC = b"opkernel-probe 1"
 
 
@@ -74,11 +73,7 @@ _counts = {"probes": 0, "cache_hits": 0}
 
 def cache_dir() -> str | None:
     """Where verdicts are kept between processes, or None when that is off."""
-    value = os.environ.get(ENV_CACHE)
-    if value is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        return os.path.join(base, "opkernel", "probes")
-    return None if value.strip().lower() in _OFF else os.path.abspath(os.path.expanduser(value))
+    return configured_dir(ENV_CACHE, "probes")
 
 
 def _key(backend: str, fingerprint: str) -> str:

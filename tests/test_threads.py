@@ -267,18 +267,28 @@ UPDATES, ELEMENTS = 200, 300_000  # large enough that an unlocked read-add-write
 
 def _hammer(update: Any, backend: str, threads: int = 4) -> None:
     """``update()`` UPDATES times in each of ``threads`` threads started together, each
-    thread on ``backend`` (a thread does not inherit its creator's ``use_backend``)."""
+    thread on ``backend`` (a thread does not inherit its creator's ``use_backend``).
+    Daemon threads joined with a timeout: a deadlock fails the test, never hangs the run."""
     start = threading.Barrier(threads)
+    errors: list[BaseException] = []
 
     def work() -> None:
-        with ok.use_backend(backend):
-            start.wait(TIMEOUT)
-            for _ in range(UPDATES):
-                update()
+        try:
+            with ok.use_backend(backend):
+                start.wait(TIMEOUT)
+                for _ in range(UPDATES):
+                    update()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
 
-    with ThreadPoolExecutor(threads) as pool:
-        for f in [pool.submit(work) for _ in range(threads)]:
-            f.result(TIMEOUT * 4)
+    workers = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(TIMEOUT * 4)
+    assert not any(t.is_alive() for t in workers), f"updates still running after {TIMEOUT * 4} s: a deadlock"
+    if errors:
+        raise errors[0]
 
 
 @pytest.mark.parametrize("how", ["method", "op", "op-use_locking", "traced"])

@@ -25,7 +25,7 @@ import os
 import threading
 from typing import Any, Callable
 
-from opkernel.cachedirs import private_dir, read_entry, write_entry
+from opkernel.cachedirs import cache_root, private_dir, read_entry, write_entry
 
 from .lazy import LazyFunction
 from .sources import OPTIONS, SOURCES, expression, source
@@ -164,8 +164,7 @@ def kernel_cache_dir() -> str | None:
     chosen = os.environ.get("CUPY_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cupy", "kernel_cache")
     if private_dir(chosen, "cuda backend (CUPY_CACHE_DIR, cupy's kernel cache)") is not None:
         return os.path.abspath(os.path.expanduser(chosen))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return private_dir(os.path.join(base, "opkernel", "cuda"), "cuda backend (the private kernel cache)")
+    return private_dir(os.path.join(cache_root(), "cuda"), "cuda backend (the private kernel cache)")
 
 
 def verified_kernel_cache(base: type, where: str) -> Any:

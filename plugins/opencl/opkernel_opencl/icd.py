@@ -28,7 +28,7 @@ import shutil
 import tempfile
 from typing import NamedTuple
 
-from opkernel.cachedirs import private_dir, unsafe_reason
+from opkernel.cachedirs import cache_root, private_dir, unsafe_reason
 
 __all__ = ["Runtime", "installed_runtimes", "expose_runtimes", "SYSTEM_VENDORS"]
 
@@ -64,11 +64,6 @@ def installed_runtimes() -> list[Runtime]:
                     found.append(Runtime(icd, path))
                     break
     return found
-
-
-def _cache_base() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "opkernel", _SUBDIR)
 
 
 def _ours(path: str) -> bool:
@@ -134,7 +129,7 @@ def expose_runtimes() -> str | None:
         return None
     files = _wanted(runtimes)
     digest = hashlib.sha256("\0".join(rt.library for rt in runtimes).encode()).hexdigest()[:16]
-    where = private_dir(os.path.join(_cache_base(), digest), "opencl backend (the ICD directory of pip-installed OpenCL runtimes)")
+    where = private_dir(os.path.join(cache_root(), _SUBDIR, digest), "opencl backend (the ICD directory of pip-installed OpenCL runtimes)")
     if where is None or not _fill(where, files):
         where = _temporary(files)
         if where is None:

@@ -34,23 +34,18 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from opkernel.cachedirs import private_dir, read_entry, unsafe_reason, write_entry
+from opkernel.cachedirs import configured_dir, private_dir, read_entry, unsafe_reason, write_entry
 from opkernel.errors import InternalError
 
 if TYPE_CHECKING:
     from .backend import OpenCLBackend
 
 ENV_CACHE = "OPKERNEL_OPENCL_CACHE_DIR"
-_OFF = {"off", "0", "none", "no", "false", ""}
 
 
 def cache_dir() -> str | None:
     """The on-disk program cache directory, or None when caching is off."""
-    value = os.environ.get(ENV_CACHE)
-    if value is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        return os.path.join(base, "opkernel", "opencl")
-    return None if value.strip().lower() in _OFF else os.path.abspath(os.path.expanduser(value))
+    return configured_dir(ENV_CACHE, "opencl")
 
 
 _pocl_dir: str | None = None
