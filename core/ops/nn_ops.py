@@ -76,14 +76,14 @@ def window_output_size(
     effective = (filter_size - 1) * dilation + 1
     if padding == "VALID":
         before = after = 0
-        out = (input_size - effective + stride) // stride
+        out = _c_div(input_size - effective + stride, stride)
     elif padding == "SAME":
         out = (input_size + stride - 1) // stride
         total = max((out - 1) * stride + effective - input_size, 0)
         before, after = total // 2, total - total // 2
     elif padding == "EXPLICIT":
         before, after = pads
-        out = (input_size + before + after - effective + stride) // stride
+        out = _c_div(input_size + before + after - effective + stride, stride)
     else:
         raise ValueError(f"padding must be 'SAME', 'VALID' or 'EXPLICIT', got {padding!r}")
     if out < 0:
@@ -92,6 +92,13 @@ def window_output_size(
             f"effective filter size {effective}, stride {stride}, padding {before}+{after}]"
         )
     return out, before, after
+
+
+def _c_div(a: int, b: int) -> int:
+    """a / b rounded toward zero, as C's integer division in TensorFlow's GetWindowedOutputSize:
+    a window that overhangs the input by less than a stride gives an empty output, not an error."""
+    q = abs(a) // b
+    return q if a >= 0 else -q
 
 
 def spatial_attr(values: Sequence[int], data_format: str, name: str) -> tuple[int, int]:

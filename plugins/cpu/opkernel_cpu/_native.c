@@ -428,6 +428,7 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
             }                                                                                           \
         for (int u = 0; u < nv; u++) {                                                                  \
             S##_load(&gv, gy + c0 + u * S##_VL);                                                        \
+            gv = gv + (T)0; /* the sum TensorFlow forms: a -0.0 gradient lands as +0.0 */              \
             if (assign)                                                                                 \
                 for (IT t = 0; t < (IT)taps; t++) {                                                     \
                     S##_vt out = (S##_vt)((S##_vi)gv & (S##_vi)(at[u] == t));                           \
@@ -459,7 +460,7 @@ static inline npy_intp window_offsets(const Geometry *g, npy_intp b, npy_intp oy
             }                                                                                           \
         }                                                                                               \
         if (assign)                                                                                     \
-            for (npy_intp t = 0; t < taps; t++) dx[offs[t] + k] = t == at ? gy[k] : (T)0;              \
+            for (npy_intp t = 0; t < taps; t++) dx[offs[t] + k] = t == at ? gy[k] + (T)0 : (T)0;       \
         else                                                                                            \
             dx[offs[at] + k] += gy[k];                                                                  \
     }                                                                                                   \

@@ -149,13 +149,18 @@ def tile(input: np.ndarray, multiples: np.ndarray, **attrs: Any) -> np.ndarray:
     return xp_of(input).tile(input, m) if m else input.copy()
 
 
+def _legacy_scalar(value: Any) -> bool:
+    """A scalar, or a 1-element vector: TensorFlow's Fill takes either (IsLegacyScalar)."""
+    return np.ndim(value) == 0 or np.shape(value) == (1,)
+
+
 def fill(dims: np.ndarray, value: np.ndarray, **attrs: Any) -> np.ndarray:
     d = _ints(dims, "Fill", "dims")
     if any(v < 0 for v in d):
         raise _error("Fill")(f"dims must be non-negative, got {d}")
-    if np.ndim(value) != 0:
-        raise _error("Fill")(f"value must be a scalar, got shape {list(np.shape(value))}")
-    return xp_of(value).full(d, value, dtype=value.dtype)  # type: ignore[no-any-return]
+    if not _legacy_scalar(value):
+        raise _error("Fill")(f"value must be a scalar (or a 1-element vector), got shape {list(np.shape(value))}")
+    return xp_of(value).full(d, value.reshape(()), dtype=value.dtype)  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- joining and splitting

@@ -177,7 +177,9 @@ def softmax_cross_entropy_with_logits(
         return xp.zeros(shape[:1], T.np), xp.empty(shape, T.np)
     logp = _log_softmax(xp.broadcast_to(features.astype(wt, copy=False), shape))
     y = xp.broadcast_to(labels.astype(wt, copy=False), shape)
-    loss = -(y * logp).sum(axis=-1)
+    # sum(y * (lse - shifted)) as TensorFlow's xent_op.h: 0.0 - logp is that, +0.0 where logp is
+    # 0 (a single class), so the loss is +0.0 there; -(sum(y * logp)) would be -0.0.
+    loss = (y * (0.0 - logp)).sum(axis=-1)
     backprop = np.exp(logp) - y
     return loss.astype(T.np, copy=False), backprop.astype(T.np, copy=False)
 
@@ -927,6 +929,8 @@ def max_pool_grad_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np
     n, _, _, c = x.shape
     _check_out(op, "orig_output", _to_nhwc(orig_output, data_format).shape, (n, win.oh, win.ow, c), data_format)
     _check_out(op, "grad", _to_nhwc(grad, data_format).shape, x.shape, data_format)
+    if n * win.oh * win.ow * c == 0:  # nothing pooled (a VALID window larger than the input, or an empty dim)
+        return _from_nhwc(np.zeros((n, win.oh, win.ow, c), grad.dtype), data_format)
     ggp = win.padded(_to_nhwc(grad, data_format))
     return _from_nhwc(ggp.reshape(-1)[_argmax(x, win)], data_format)
 
@@ -1009,6 +1013,9 @@ def max_pool_with_argmax(
     win = _argmax_pool_window(op, x.shape, attrs)
     n, h, w, c = x.shape
     check_argmax_type(op, Targmax, x.shape, include_batch_in_index)
+    if n * win.oh * win.ow * c == 0:  # nothing pooled (an empty dim, or a VALID window larger than the input)
+        xp = xp_of(x)
+        return xp.empty((n, win.oh, win.ow, c), x.dtype), xp.empty((n, win.oh, win.ow, c), Targmax.np)
     native, window = sharding.native_module(), _native_window(win)
     if native is not None and window is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:
         y, found = np.empty((n, win.oh, win.ow, c), x.dtype), np.empty((n, win.oh, win.ow, c), np.int64)  # one pass
@@ -1129,6 +1136,8 @@ def avg_pool_grad(orig_input_shape: np.ndarray, grad: np.ndarray, T: ok.DType, *
     win = _pool_geometry(op, (n, h, w, c), attrs)
     dy = _to_nhwc(grad, data_format)
     _check_out(op, "grad", dy.shape, (n, win.oh, win.ow, c), data_format)
+    if dy.size == 0:  # nothing pooled (a VALID window larger than the input, or an empty dim)
+        return _from_nhwc(np.zeros((n, h, w, c), T.np), data_format)
     wt = _work_type(T)
     share = dy.astype(wt) / np.maximum(_counts(h, w, win), 1)
     dxp = np.zeros(win.padded_shape(n, h, w, c), wt)

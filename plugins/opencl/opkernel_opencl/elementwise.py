@@ -211,15 +211,17 @@ def _division(op: str) -> Check:
 
 
 def _half_one(be: OpenCLBackend) -> Any:
-    """A one-element float16 array holding 1, made once per backend (floor(q / 1) = floor(q))."""
+    """A 0-d float16 array holding 1 (0-d: it broadcasts to the quotient's shape, a scalar's
+    included), made once per backend (floor(q / 1) = floor(q))."""
     one = getattr(be, "_ok_half_one", None)
     if one is None:
-        one = be._ok_half_one = be.from_numpy(np.ones(1, np.float16))  # type: ignore[attr-defined]
+        one = be._ok_half_one = be.from_numpy(np.ones((), np.float16))  # type: ignore[attr-defined]
     return one
 
 
 def check_pow(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> None:
-    if dtype in SIGNED and np.any(_host_or_device(be, xs[1]) < 0):
+    # Checked where a power is computed, as TensorFlow's safe_pow: an empty result computes none.
+    if dtype in SIGNED and all(int(np.prod(x.shape)) for x in xs) and np.any(_host_or_device(be, xs[1]) < 0):
         raise fail("Pow", "Integers to negative integer powers are not allowed")
 
 
@@ -359,9 +361,10 @@ class FillKernel(ok.OpKernel):
                 raise fail("Fill", f"'dims' must be a vector, got shape {list(np.shape(dims_))}")
             if any(v < 0 for v in d):
                 raise fail("Fill", f"dims must be non-negative, got {d}")
-            if np.ndim(value) != 0:
-                raise fail("Fill", f"value must be a scalar, got shape {list(np.shape(value))}")
-            ctx.set_output(0, self.fill(tuple(d), np.asarray(value).item()))
+            if np.ndim(value) != 0 and np.shape(value) != (1,):      # TensorFlow's IsLegacyScalar
+                raise fail("Fill", f"value must be a scalar (or a 1-element vector), got shape "
+                                   f"{list(np.shape(value))}")
+            ctx.set_output(0, self.fill(tuple(d), np.asarray(value).reshape(()).item()))
         else:
             ctx.set_output(0, self.fill(ctx.inputs[0].shape, 0 if self.op == "ZerosLike" else 1))
 

@@ -44,7 +44,7 @@ def _sparse_xent_source(label: str) -> str:
   for (int c = 0; c < C; ++c) s += exp(p[c] - m);
   T ls = log(s); {label} lab = y[r];
   for (int c = 0; c < C; ++c) b[c] = (exp(p[c] - m - ls) - (c == lab ? 1 : 0)) * scale;
-  loss[r] = (lab >= 0 && lab < C) ? -(p[lab] - m - ls) : NAN;
+  loss[r] = (lab >= 0 && lab < C) ? ls - (p[lab] - m) : NAN;   /* TensorFlow's order: +0.0 for one class */
 }}
 """
 
@@ -549,7 +549,7 @@ __kernel void max_pool_rows(__global T* restrict out, __global const T* restrict
         IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue; \
         __global T* d = dx + (((long)n * H + h) * W + w) * C + c0; \
         int here = h * W + w; \
-        for (int e = 0; e < (COUNT); ++e) d[e] = at[e] == here ? g[e] : (T)0; \
+        for (int e = 0; e < (COUNT); ++e) d[e] = at[e] == here ? (T)0 + g[e] : (T)0; \
       }} \
     }} \
   }}
@@ -573,7 +573,7 @@ __kernel void max_pool_grad_scatter(__global T* dx, __global const T* x, __globa
     IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
       IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
-      dx[((n * H + h) * W + w) * C + c] = h * W + w == a ? g : (T)0;
+      dx[((n * H + h) * W + w) * C + c] = h * W + w == a ? (T)0 + g : (T)0;   /* 0 + g: a -0.0 gradient sums to +0.0, as TensorFlow's */
     }}
   }}
 }}
@@ -961,7 +961,7 @@ __kernel void max_pool_grad_with_argmax_scatter_rows(__global T* restrict dx, __
       IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
       __global T* d = dx + (((long)n * H + h) * W + w) * C;
       I here = base + (I)(h * W + w) * C;
-      for (int c = 0; c < C; ++c) d[c] = here + c == a[c] ? g[c] : (T)0;
+      for (int c = 0; c < C; ++c) d[c] = here + c == a[c] ? (T)0 + g[c] : (T)0;
     }}
   }}
 }}
@@ -996,7 +996,7 @@ __kernel void max_pool_grad_with_argmax_scatter(__global T* dx, __global const I
     IDX h = (IDX)oh * SH - PT + ii; if (h < 0 || h >= H) continue;
     for (int j = 0; j < KW; ++j) {{
       IDX w = (IDX)ow * SW - PL + j; if (w < 0 || w >= W) continue;
-      dx[((n * H + h) * W + w) * C + c] = base + (I)((h * W + w) * C + c) == a ? g : (T)0;
+      dx[((n * H + h) * W + w) * C + c] = base + (I)((h * W + w) * C + c) == a ? (T)0 + g : (T)0;
     }}
   }}
 }}
