@@ -24,52 +24,14 @@ from opkernel.ops._gen import API_NAMES
 
 import recording
 from case import Case
+from compare import mismatch as _mismatch
 from tf_suite import OUTCOMES, Reference, suite
-
-#: (rtol, atol) by dtype, when the case gives none: a few ulps of the dtype for
-#: values near 1, and TensorFlow's Eigen vs numpy/OpenCL libm differences.
-TOLERANCE = {
-    "float16": (2e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2), "float32": (1e-5, 1e-6), "float64": (1e-12, 1e-12),
-    "complex64": (1e-5, 1e-6), "complex128": (1e-12, 1e-12),
-}
-
 
 def _flat(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return [x for v in value for x in _flat(v)]
     return [value]
 
-
-def _mismatch(got: np.ndarray, want: np.ndarray, dtype: str, tol: tuple[float, float] | None) -> str | None:
-    """Why ``got`` is not ``want`` (first few positions), or None when they agree."""
-    if got.shape != want.shape:
-        return f"shape {got.shape}, TensorFlow {want.shape}"
-    if dtype == "string":
-        bad = np.array([g != w for g, w in zip(got.ravel().tolist(), want.ravel().tolist())], bool)
-    elif dtype not in TOLERANCE:
-        bad = got != want
-    elif dtype.startswith("complex"):
-        for part in (np.real, np.imag):
-            why = _mismatch(part(got), part(want), "float64", tol or TOLERANCE[dtype])
-            if why:
-                return f"{part.__name__} part: {why}"
-        return None
-    else:
-        g, w = got.astype(np.float64), want.astype(np.float64)
-        rtol, atol = tol or TOLERANCE[dtype]
-        gn, wn = np.isnan(g), np.isnan(w)
-        with np.errstate(invalid="ignore"):
-            close = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
-        inf = np.isinf(w) | np.isinf(g)
-        zero = (g == 0) & (w == 0)
-        bad = (gn != wn) | (~gn & ~close) | (inf & (g != w) & ~wn) | (zero & (np.signbit(g) != np.signbit(w)))
-    bad = np.asarray(bad)
-    if not bad.any():
-        return None
-    where = np.argwhere(bad)[:3]
-    shown = "; ".join(f"at {tuple(int(i) for i in ix)}: {got[tuple(ix)]!r} vs TensorFlow {want[tuple(ix)]!r}"
-                      for ix in where)
-    return f"{int(bad.sum())} of {bad.size} values differ ({shown})"
 
 
 def _is_ref_op(op: str) -> bool:
