@@ -804,19 +804,98 @@ def _withdraw(registration: OpRegistration) -> None:
             _bump()
 
 
-def register_op(name: str) -> OpRegistration:
+def _no_owner(name: str) -> str | None:
+    return None
+
+
+# The party (distribution, else plugin) that owns an op name: the one that declares the
+# name's namespace ('Vendor' of 'Vendor>Op', in the entry point group 'opkernel.namespaces').
+# The plugin layer installs the real lookup (set_owner_lookup): this room imports nothing above it.
+_owner: Callable[[str], str | None] = _no_owner
+# (new registration's provider, the registration it replaced, op name): registrations made
+# with override=True over another party's; removing the newer one puts the older back.
+_superseded: list[tuple[Provider, OpRegistration | OpDef, str]] = []
+# (owner's provider, squatter's provider, op name): another party's registration of an op in
+# a namespace it does not own, replaced when the owner registered it.
+_displaced: list[tuple[Provider, Provider, str]] = []
+
+
+def set_owner_lookup(fn: Callable[[str], str | None]) -> None:
+    """Install ``fn(op_name)``: the party that owns the op name's namespace, or None."""
+    global _owner
+    _owner = fn
+
+
+def party(provider: Provider | None) -> str | None:
+    """The party behind ``provider``: its distribution, else its plugin (or script)."""
+    return None if provider is None else provider.distribution or provider.plugin
+
+
+def register_op(name: str, *, override: bool = False) -> OpRegistration:
     """Register op ``name`` and return its builder; chain ``.input()``, ``.attr()``, ...
 
     Raises OpSpecError for an invalid name and AlreadyExistsError, naming both
-    providers, when the name is taken.
+    providers, when the name is taken.  An op name in a namespace another
+    distribution declares (``Vendor>Op``, entry point group ``opkernel.namespaces``)
+    is that distribution's: registering it elsewhere raises AlreadyExistsError unless
+    ``override=True``, and the owner's own registration replaces any other party's,
+    with a warning naming both.  ``override=True`` also replaces another party's
+    registration of the name, with a warning; the plugin layer lists such overrides
+    and refuses them under ``OPKERNEL_STRICT_PLUGINS=1``.
     """
     registration = OpRegistration(name)
     with _lock:
+        me, owner = party(registration.provider), _owner(name)
         if name in _pending or name in _ops:
-            raise _duplicate_error(name, registration)
+            old = _pending.get(name) or _ops[name]
+            theirs = party(old.provider)
+            if owner is not None and me == owner != theirs and not override:
+                import warnings
+
+                warnings.warn(
+                    f"op {name!r}: {old.provider} registered an op in namespace {_namespace(name)!r}, which {owner} "
+                    f"declares, without override=True; {registration.provider} replaces it",
+                    stacklevel=2,
+                )
+                _displaced.append((registration.provider, old.provider, name))  # type: ignore[arg-type]
+            elif override and theirs != me:
+                import warnings
+
+                warnings.warn(f"op {name!r}: the registration of {old.provider} overridden by "
+                              f"{registration.provider} (override=True)", stacklevel=2)
+                _superseded.append((registration.provider, old, name))
+            else:
+                raise _duplicate_error(name, registration)
+            _pending.pop(name, None)
+            _ops.pop(name, None)
+        elif owner is not None and me != owner and not override:
+            raise AlreadyExistsError(
+                f"op {name!r} is in namespace {_namespace(name)!r}, which {owner} declares (entry point group "
+                f"'opkernel.namespaces'); {registration.provider} at {registration.registered_at} may not register "
+                f"it. Name the op in a namespace of its own, or pass override=True to take the name over",
+                op=name,
+                providers=(None, registration.provider),
+            )
         _pending[name] = registration
         _bump()
     return registration
+
+
+def _namespace(name: str) -> str:
+    return name.split(">", 1)[0] if ">" in name else ""
+
+
+def overrides() -> list[tuple[Provider, Provider, str]]:
+    """Every (overriding provider, overridden provider, op) in use across parties."""
+    with _lock:
+        return [(new, old.provider, name) for new, old, name in _superseded  # type: ignore[misc]
+                if _origin(name)[0] == new and party(new) != party(old.provider)]
+
+
+def displaced() -> list[tuple[Provider, Provider, str]]:
+    """Every (owner's provider, squatter's provider, op): squatters the namespace's owner replaced."""
+    with _lock:
+        return list(_displaced)
 
 
 def _duplicate_error(name: str, new: OpRegistration) -> AlreadyExistsError:
@@ -834,7 +913,9 @@ def _origin(name: str) -> tuple[Provider | None, str]:
     pending = _pending.get(name)
     if pending is not None:
         return pending.provider, pending.registered_at
-    op_def = _ops[name]
+    op_def = _ops.get(name)
+    if op_def is None:
+        return None, "?"
     return op_def.provider, op_def.registered_at
 
 
@@ -911,12 +992,23 @@ def is_registered(name: str) -> bool:
 
 
 def remove_provider(provider: Provider) -> None:
-    """Remove every op ``provider`` registered (rolls back a failed plugin)."""
+    """Remove every op ``provider`` registered (rolls back a failed plugin); a registration
+    it overrode comes back."""
     with _lock:
         names = [n for n, r in _pending.items() if r.provider == provider]
         names += [n for n, d in _ops.items() if d.provider == provider]
         for name in names:
             _unregister(name)
+        for entry in [e for e in _superseded if e[0] == provider]:
+            _superseded.remove(entry)
+            _, old, name = entry
+            if name in names and not is_registered(name):
+                if isinstance(old, OpDef):
+                    _ops[name] = old
+                else:
+                    _pending[name] = old
+                _bump()
+        _displaced[:] = [e for e in _displaced if provider not in (e[0], e[1])]
 
 
 def _unregister(name: str) -> None:

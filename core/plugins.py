@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     import pluggy
 
 __all__ = [
+    "NAMESPACE_GROUP",
+    "namespace_owner",
+    "namespace_owners",
     "PluginInfo",
     "PluginFailure",
     "PluginWarning",
@@ -516,6 +519,7 @@ def _activate(plugin: Any, info: PluginInfo, *, warn: bool = True) -> bool:
         _check_provider(provider)
         culprits.update(_kernel_takeovers(provider))
         culprits.update(_gradient_squatters(provider))
+        culprits.update(_op_squatters(provider))
         for override in _overrides_involving(provider):
             if _env_flag("OPKERNEL_STRICT_PLUGINS"):
                 culprits.setdefault(override.provider, f"{override}; OPKERNEL_STRICT_PLUGINS=1 refuses overrides")
@@ -641,6 +645,9 @@ def _overrides() -> list[Override]:
         if winner is not None and winner[0].override:
             found += [Override(f"backend {name!r}", winner[1], p) for c, p in claims if c is not winner[0]]
     found += [Override(f"gradient of op {new.op!r}", new.provider, old.provider) for new, old in gradients.overrides()]
+    found += [Override(f"op {name!r}", new, old) for new, old, name in op_registry.overrides()]
+    for list_overrides, _ in _registries:
+        found += list_overrides()
     return list(dict.fromkeys(found))
 
 
@@ -668,6 +675,82 @@ def _owners(op: str, backend: str) -> frozenset[str]:
 
 
 kernels.set_owner_lookup(_owners)
+
+
+#: The entry point group where a distribution declares the op namespaces it owns: an entry
+#: ``Vendor = "module"`` makes every op ``Vendor>...`` (and every device program named so)
+#: that distribution's; an entry naming one op (``"Vendor>Op" = "module"``) owns that name.
+NAMESPACE_GROUP = "opkernel.namespaces"
+_namespace_table: dict[str, tuple[str, str]] | None = None
+
+
+def namespace_owners() -> dict[str, tuple[str, str]]:
+    """Declared namespace (or op name) -> (the distribution that declares it, the module its
+    entry point names); one that two distributions declare has no owner (a PluginWarning says so)."""
+    global _namespace_table
+    table = _namespace_table
+    if table is None:
+        declared: dict[str, dict[str, str]] = {}
+        for ep in entry_points(group=NAMESPACE_GROUP):
+            dist = getattr(ep, "dist", None)
+            if dist is not None:
+                declared.setdefault(ep.name.strip(), {})[dist.name] = _module_of(ep)
+        table = {}
+        for key, by_dist in sorted(declared.items()):
+            if len(by_dist) == 1:
+                table[key] = next(iter(by_dist.items()))
+            else:
+                warnings.warn(f"op namespace {key!r} is declared by {', '.join(sorted(by_dist))}: it has no owner",
+                              PluginWarning, stacklevel=2)
+        _namespace_table = table
+    return table
+
+
+def _declaration(name: str) -> tuple[str, str] | None:
+    if ">" not in name:
+        return None
+    table = namespace_owners()
+    return table.get(name) or table.get(name.split(">", 1)[0])
+
+
+def namespace_owner(name: str) -> str | None:
+    """The distribution that owns op (or device program) ``name``: the one declaring the
+    name itself or its namespace (``Vendor`` of ``Vendor>Op``) in ``opkernel.namespaces``."""
+    found = _declaration(name)
+    return None if found is None else found[0]
+
+
+def check_program_name(kind: str, name: str, module: str | None) -> None:
+    """AlreadyExistsError unless code in ``module`` may declare the device program ``name``
+    (``kind``: "OpenCL program", "CUDA program"): a name in a declared namespace belongs to the
+    declaring distribution's package (the top-level package of its entry point's module)."""
+    found = _declaration(name)
+    if found is None:
+        return
+    owner, owner_module = found
+    if module is not None and module.split(".")[0] == owner_module.split(".")[0]:
+        return
+    from .errors import AlreadyExistsError
+
+    raise AlreadyExistsError(
+        f"{kind} {name!r} is in namespace {name.split('>', 1)[0]!r}, which {owner} declares (entry point group "
+        f"{NAMESPACE_GROUP!r}); {module or 'this code'} may not declare it. Name the program in a namespace of "
+        f"its own, or declare it with register=False (built and cached, but not a name others can find)",
+        program=name,
+    )
+
+
+op_registry.set_owner_lookup(namespace_owner)
+
+
+def _op_squatters(provider: Provider) -> dict[Provider, str]:
+    """Earlier parties whose registration of an op in ``provider``'s namespace ``provider``
+    replaced: they registered an op name they do not own, without override=True."""
+    return {
+        old: (f"it registered op {name!r}, in a namespace {new} declares, without override=True; "
+              f"{new}'s op replaces it and the squatter is refused")
+        for new, old, name in op_registry.displaced() if new == provider and old != provider
+    }
 
 
 def _gradient_owner(op: str) -> str | None:
@@ -803,12 +886,26 @@ def failure_of(name: str) -> PluginFailure | None:
     )
 
 
+# Registries of the layers above this one (ok.dask's partitioning rules): each gives its
+# overrides (listed and refused in strict mode with the others) and removes a provider's
+# registrations on rollback.  They add themselves here (add_registry): no upward import.
+_registries: list[tuple[Callable[[], list[Override]], Callable[[Provider], None]]] = []
+
+
+def add_registry(overrides: Callable[[], list[Override]], remove_provider: Callable[[Provider], None]) -> None:
+    """Put a higher layer's registry under the plugin rules: ``overrides()`` lists its
+    registrations that replace another party's; ``remove_provider(p)`` drops p's."""
+    _registries.append((overrides, remove_provider))
+
+
 def discard_registrations(provider: Provider) -> None:
-    """Remove every op, kernel and gradient ``provider`` registered (the rollback of a
-    plugin or op library that failed part-way, e.g. while being imported)."""
+    """Remove every op, kernel, gradient (and higher layer's registration) ``provider``
+    registered (the rollback of a plugin or op library that failed part-way)."""
     op_registry.remove_provider(provider)
     kernels.remove_provider(provider)
     gradients.remove_provider(provider)
+    for _, remove in _registries:
+        remove(provider)
 
 
 def _rollback(plugin: Any, provider: Provider) -> None:

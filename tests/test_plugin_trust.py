@@ -38,16 +38,21 @@ print("OVERRIDES", [str(o) for o in plugins.overrides()])
 
 
 def install(
-    site: Path, dist: str, entry_point: str | None, module: str, source: str, version: str = "6.6.6"
+    site: Path, dist: str, entry_point: str | None, module: str, source: str, version: str = "6.6.6",
+    namespaces: tuple[str, ...] = (),
 ) -> None:
     """Install ``module`` (``source``) into ``site`` as distribution ``dist`` whose entry point
-    ``entry_point`` in the group ``opkernel`` (if any) names it, as pip would lay it out."""
+    ``entry_point`` in the group ``opkernel`` (if any) names it, declaring the op ``namespaces``
+    (group ``opkernel.namespaces``), as pip would lay it out."""
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(textwrap.dedent(source))
     info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text(f"[opkernel]\n{entry_point} = {module}\n" if entry_point else "")
+    text = f"[opkernel]\n{entry_point} = {module}\n" if entry_point else ""
+    if namespaces:
+        text += "[opkernel.namespaces]\n" + "".join(f"{ns} = {module}\n" for ns in namespaces)
+    (info / "entry_points.txt").write_text(text)
     record = [f"{module}.py", *(f"{info.name}/{n}" for n in ("METADATA", "entry_points.txt", "RECORD"))]
     (info / "RECORD").write_text("".join(f"{line},,\n" for line in record))
 
@@ -579,3 +584,167 @@ def test_a_gradient_squatter_never_stops_the_ops_own_package(tmp_path: Path, str
     assert "('aaa', \"plugin 'aaa': it registered the gradient of op 'Victim>Double', which zzz" in errors
     assert "'zzz'" not in errors.replace("which zzz", "")  # the op's package loaded
     assert ("REFUSED plugin 'aaa'" in out) == strict
+
+
+# ------------------------------------------------------------------ op names
+
+
+OP_SQUATTER = """
+import opkernel as ok
+
+@ok.hookimpl
+def opkernel_register_ops():
+    ok.register_op("Victim>Double", override={override}).input("x: float").output("y: float").set_shape_fn(
+        ok.shape_fns.unchanged_shape)
+
+@ok.hookimpl
+def opkernel_register_kernels():
+    @ok.register_kernel("Victim>Double", backend="cpu")
+    def wrong(x):
+        return x * 0
+"""
+
+
+@pytest.mark.parametrize("override", [False, True])
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_op_name_squatter_never_stops_the_namespaces_owner(tmp_path: Path, strict: bool, override: bool) -> None:
+    """A plugin loading first that registered another package's op name made that package
+    fail to load, with an error blaming the package.  Now a namespace declared in
+    'opkernel.namespaces' is its distribution's: without override=True the squatter's own
+    registration fails, naming the owner; with it, the owner's registration replaces the
+    squatter's when the owner loads, and the squatter is the plugin refused."""
+    install(tmp_path, "squatter", "aaa", "squatter_ops", OP_SQUATTER.format(override=override))
+    install(tmp_path, "victim-ops", "zzz", "victim_ops", VICTIM, namespaces=("Victim",))
+    first = "import opkernel as ok\ntry:\n    ok.available_backends()\nexcept ok.errors.PluginError as e:\n    print('REFUSED', e)\n"
+    out = run(first + VICTIM_CHECK, tmp_path, strict=strict, what="an op name squatter").stdout
+    assert "GRAD [2.0, 2.0, 2.0]" in out, out          # the owner's op, kernel and gradient
+    errors = out.split("ERRORS", 1)[1]
+    assert "'zzz'" not in errors.replace("victim-ops", "")   # the owner loaded
+    if override:
+        assert "it registered op 'Victim>Double', in a namespace zzz (victim-ops 6.6.6) declares" in errors, errors
+    else:
+        assert "('aaa', \"op 'Victim>Double' is in namespace 'Victim', which victim-ops declares" in errors, errors
+    assert ("REFUSED plugin 'aaa'" in out) == strict, out
+
+
+OP_OVERRIDER = """
+import opkernel as ok
+
+@ok.hookimpl
+def opkernel_register_ops():
+    ok.register_op("Victim>Double", override=True).input("x: float").output("y: float").set_shape_fn(
+        ok.shape_fns.unchanged_shape)
+
+@ok.hookimpl
+def opkernel_register_kernels():
+    @ok.register_kernel("Victim>Double", backend="cpu")
+    def triple(x):
+        return x * 3
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_taking_over_an_op_needs_override_and_is_listed(tmp_path: Path, strict: bool) -> None:
+    """override=True over another party's registered op replaces it with a warning, is listed
+    by plugins.overrides() (so by opkernel info), and is refused in strict mode."""
+    install(tmp_path, "victim-ops", "aaa", "victim_ops", VICTIM)
+    install(tmp_path, "overrider", "zzz", "overrider_ops", OP_OVERRIDER)
+    code = """
+        import warnings
+        import numpy as np
+        import opkernel as ok
+        from opkernel import plugins
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                ok.available_backends()
+            except ok.errors.PluginError as e:
+                print("REFUSED", e)
+        print("WARNED", any("overridden by zzz" in str(w.message) for w in seen))
+        with ok.use_backend("cpu"):
+            print("VALUE", ok.execute("Victim>Double", np.ones(2, np.float32)).numpy().tolist())
+        print("OVERRIDES", [str(o) for o in plugins.overrides()])
+        print("ERRORS", [(f.plugin, str(f.error)) for f in plugins.plugin_errors()])
+    """
+    out = run(code, tmp_path, strict=strict, what="an op override").stdout
+    if strict:
+        assert "VALUE [2.0, 2.0]" in out and "REFUSED" in out and "OPKERNEL_STRICT_PLUGINS=1 refuses" in out, out
+        assert "OVERRIDES []" in out
+    else:
+        assert "VALUE [3.0, 3.0]" in out and "WARNED True" in out, out
+        assert "op 'Victim>Double'" in out.split("OVERRIDES", 1)[1].split("ERRORS")[0], out
+
+
+def test_a_namespace_declared_twice_has_no_owner(tmp_path: Path) -> None:
+    install(tmp_path, "one", None, "one_mod", "", namespaces=("Shared",))
+    install(tmp_path, "two", None, "two_mod", "", namespaces=("Shared",))
+    out = run("""
+        import warnings
+        from opkernel import plugins
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            print("OWNER", plugins.namespace_owner("Shared>Op"))
+        print("WARNED", [str(w.message) for w in seen])
+    """, tmp_path, what="a namespace declared twice").stdout
+    assert "OWNER None" in out and "declared by one, two: it has no owner" in out, out
+
+
+PROGRAM_SQUATTER = """
+from opkernel_opencl import DeviceProgram
+
+PROGRAM = DeviceProgram("Victim>double", lambda **params: "__kernel void k(__global float* x) { x[0] = 0; }")
+"""
+
+PROGRAM_OWNER = VICTIM + """
+from opkernel_opencl import DeviceProgram
+
+PROGRAM = DeviceProgram("Victim>double", lambda **params: "__kernel void k(__global float* x) { x[0] *= 2; }")
+"""
+
+
+def test_a_device_program_squatter_never_stops_the_namespaces_owner(tmp_path: Path) -> None:
+    """A package declaring an OpenCL program under another package's name first made that
+    package fail at import; a name in a declared namespace is now the owner's."""
+    pytest.importorskip("opkernel_opencl")
+    install(tmp_path, "squatter", "aaa", "squatter_programs", PROGRAM_SQUATTER)
+    install(tmp_path, "victim-ops", "zzz", "victim_ops", PROGRAM_OWNER, namespaces=("Victim",))
+    out = run(VICTIM_CHECK + """
+from opkernel_opencl import device_kernels
+print("PROGRAM", device_kernels.registered()["Victim>double"].origin[0])
+""", tmp_path, what="a device program squatter").stdout
+    assert "GRAD [2.0, 2.0, 2.0]" in out and "PROGRAM victim_ops" in out, out
+    errors = out.split("ERRORS", 1)[1]
+    assert "('aaa', \"OpenCL program 'Victim>double' is in namespace 'Victim', which victim-ops declares" in errors, out
+
+
+DASK_OVERRIDER = """
+import opkernel as ok
+
+@ok.hookimpl
+def opkernel_register_ops():
+    ok.dask.declare("Transpose", ok.dask.Batch(1), override=True)
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_dask_rule_override_is_listed_and_refused_in_strict_mode(tmp_path: Path, strict: bool) -> None:
+    """A plugin's ok.dask.declare(..., override=True) of another party's op was warned about but
+    neither listed by plugins.overrides() (opkernel info) nor refused under OPKERNEL_STRICT_PLUGINS=1."""
+    install(tmp_path, "rule-overrider", "aaa", "rule_overrider", DASK_OVERRIDER)
+    code = """
+        import opkernel as ok
+        from opkernel import plugins
+        try:
+            ok.available_backends()
+        except ok.errors.PluginError as e:
+            print("REFUSED", e)
+        print("OVERRIDES", [str(o) for o in plugins.overrides()])
+        print("RULE", ok.dask.rule_for("Transpose") if "Transpose" in ok.dask.rules._DECLARED else None)
+    """
+    out = run(code, tmp_path, strict=strict, what="a dask rule override").stdout
+    if strict:
+        assert "REFUSED plugin 'aaa'" in out and "OPKERNEL_STRICT_PLUGINS=1 refuses" in out, out
+        assert "OVERRIDES []" in out and "RULE None" in out, out        # rolled back with the plugin
+    else:
+        assert "partitioning rule of op 'Transpose'" in out.split("OVERRIDES", 1)[1], out
+        assert "RULE Batch" in out, out

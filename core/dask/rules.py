@@ -9,9 +9,11 @@ import dask, so declaring costs nothing where Dask is not installed).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
+from .._provenance import Provider
 from ..errors import InvalidArgumentError
 
 __all__ = [
@@ -138,7 +140,11 @@ RULES: dict[str, Rule] = {
     "BiasAdd": Batch(),
 }
 
-_DECLARED: dict[str, Rule] = {}
+# op -> the declarations made, oldest first: (rule, declaring provider, the op's provider
+# when the declaration overrode it).  The newest is in force; removing a provider's
+# declarations (a plugin rolled back) brings the one before back.
+_DECLARED: dict[str, list[tuple[Rule, Provider | None, Provider | None]]] = {}
+_lock = threading.Lock()
 
 
 class NoPartitioningRuleError(InvalidArgumentError):
@@ -164,13 +170,17 @@ def declare(op: str, rule: Rule, *, override: bool = False) -> Rule:
     if not isinstance(rule, _RULE_TYPES):
         names = ", ".join(t.__name__ for t in _RULE_TYPES)
         raise InvalidArgumentError(f"op {op!r}: a partitioning rule must be one of {names}, got {rule!r}", op=op)
-    _check_owner(op, override)
-    _DECLARED[op] = rule
+    from .._provenance import current_provider
+
+    overridden = _check_owner(op, override)
+    with _lock:
+        _DECLARED.setdefault(op, []).append((rule, current_provider(), overridden))
     return rule
 
 
-def _check_owner(op: str, override: bool) -> None:
-    """AlreadyExistsError, or a warning with ``override``, when ``op`` is another party's."""
+def _check_owner(op: str, override: bool) -> Provider | None:
+    """AlreadyExistsError, or a warning with ``override``, when ``op`` is another party's;
+    returns the op's provider when the declaration overrides it."""
     import warnings
 
     from .. import op_registry, plugins
@@ -179,11 +189,11 @@ def _check_owner(op: str, override: bool) -> None:
 
     plugins.ensure_loaded()  # the installed ops and their providers (a plugin's own hook sees what is loaded so far)
     if not op_registry.is_registered(op):
-        return  # an op not registered yet: nobody to take it from
+        return None  # an op not registered yet: nobody to take it from
     owner = op_registry.get_op_def(op).provider
     me = current_provider()
     if owner is None or (owner.distribution or owner.plugin) == (me.distribution or me.plugin):
-        return
+        return None
     if not override:
         raise AlreadyExistsError(
             f"op {op!r} is provided by {owner}; {me} may declare its partitioning rule only with "
@@ -191,11 +201,40 @@ def _check_owner(op: str, override: bool) -> None:
             op=op,
         )
     warnings.warn(f"op {op!r}: partitioning rule declared by {me} overrides {owner}'s", plugins.PluginWarning, stacklevel=3)
+    return owner
+
+
+def _overrides() -> list[Any]:
+    """The declarations in force that override another party's op (plugins.overrides lists
+    them, and OPKERNEL_STRICT_PLUGINS=1 refuses the plugin that made one)."""
+    from ..plugins import Override
+
+    with _lock:
+        return [Override(f"partitioning rule of op {op!r}", by, owner)
+                for op, stack in _DECLARED.items() for _, by, owner in stack[-1:] if by is not None and owner is not None]
+
+
+def _remove_provider(provider: Provider) -> None:
+    with _lock:
+        for op in list(_DECLARED):
+            _DECLARED[op] = [d for d in _DECLARED[op] if d[1] != provider]
+            if not _DECLARED[op]:
+                del _DECLARED[op]
+
+
+def _register_with_plugins() -> None:
+    from .. import plugins
+
+    plugins.add_registry(_overrides, _remove_provider)
+
+
+_register_with_plugins()
 
 
 def rule_for(op: str) -> Rule:
     """The partitioning rule of op ``op``; NoPartitioningRuleError if it has none."""
-    rule = _DECLARED.get(op) or RULES.get(op)
+    declared = _DECLARED.get(op)
+    rule = declared[-1][0] if declared else RULES.get(op)
     if rule is None:
         raise NoPartitioningRuleError(
             f"op '{op}' has no partitioning rule, so ok.dask.apply cannot split it over chunks; "

@@ -428,6 +428,8 @@ _registry: dict[str, DeviceProgram] = {}
 
 
 def _register(prog: DeviceProgram) -> None:
+    # A name in a namespace a distribution declares is that distribution's (docs/plugins.md).
+    ok.plugins.check_program_name("OpenCL program", prog.name, prog.origin[0])
     known = _registry.get(prog.name)
     if known is not None and known.origin != prog.origin:
         raise AlreadyExistsError(
