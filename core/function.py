@@ -343,12 +343,25 @@ def _shape_text(shape: tuple[int | None, ...] | None) -> str:
 def _trace(
     name: str, fn: Callable[..., Any], args: Any, kwargs: Any, specs: list[TensorSpec], leaves: list[int]
 ) -> ConcreteFunction:
-    """Run ``fn`` on placeholders for the tensor leaves at positions ``leaves`` of the flat arguments."""
+    """Run ``fn`` on placeholders for the tensor leaves at positions ``leaves`` of the flat
+    arguments, and on stand-ins for the Variables among them (``_argument_variables``)."""
     be = engine.active_backend()
     tracer = _Tracer(name, be)
     flat, rebuild = _flatten_args((args, kwargs))
     for k, (pos, spec) in enumerate(zip(leaves, specs)):
         flat[pos] = SymbolicTensor(tracer, Edge("input", k), spec)
+    # A Variable argument is an input of the trace, not a capture: the function runs on a
+    # stand-in (one per distinct Variable), and each call feeds the Variables it is given.
+    originals: list[Variable] = []
+    stand_ins: list[Variable] = []
+    for pos, x in enumerate(flat):
+        if _is_argument_variable(x):
+            j = next((i for i, v in enumerate(originals) if v is x), None)
+            if j is None:
+                j = len(originals)
+                originals.append(x)
+                stand_ins.append(_stand_in(x))
+            flat[pos] = stand_ins[j]
     t_args, t_kwargs = rebuild(flat)
     with engine._lock:
         engine._SLOW_SCOPES[0] += 1
@@ -364,11 +377,55 @@ def _trace(
             engine._SLOW_SCOPES[0] -= 1
         for var, count in tracer.bumped.values():
             var._version -= count
+    variables: list[Any] = list(tracer.variables)
+    slots: list[int | None] = []
+    for v, stand_in in zip(originals, stand_ins):
+        slot = tracer._var_ids.get(id(stand_in))
+        slots.append(slot)
+        if slot is not None:  # the trace keeps the slot, not the Variable (nor its value)
+            variables[slot] = _VariableArgument(v, len(slots) - 1)
     graph = Graph(
         inputs=list(specs), nodes=tracer.nodes, outputs=outputs, output_structure=structure,
-        constants=tracer.constants, variables=tracer.variables, variable_names=tracer.variable_names,
+        constants=tracer.constants, variables=variables, variable_names=tracer.variable_names,
     )
-    return ConcreteFunction(graph, name=name, structure=py_structure, validate=False)
+    cf = ConcreteFunction(graph, name=name, structure=py_structure, validate=False)
+    cf._arg_slots = slots if originals else None
+    return cf
+
+
+def _is_argument_variable(x: Any) -> bool:
+    return isinstance(x, Variable) and not isinstance(x, SymbolicTensor) and not x._borrowed
+
+
+_VARIABLE_SLOTS = tuple(n for n in (*Tensor.__slots__, *Variable.__slots__) if n != "__weakref__")
+
+
+def _stand_in(v: Variable) -> Variable:
+    """A Variable that is ``v`` in everything but identity, for tracing: the tracer gives it
+    a slot of its own, so a Variable argument never aliases one the function captures."""
+    s = Variable.__new__(Variable)
+    for name in _VARIABLE_SLOTS:
+        if hasattr(v, name):
+            setattr(s, name, getattr(v, name))
+    return s
+
+
+class _VariableArgument:
+    """A traced function's variable slot fed by its ``index``-th distinct Variable argument
+    (what ``Graph.variables`` holds there: the dtype and shape, never a value)."""
+
+    __slots__ = ("dtype", "shape", "name", "index", "backend")
+
+    def __init__(self, v: Variable, index: int) -> None:
+        self.dtype, self.shape, self.name, self.index = v._dtype, tuple(v.shape), v.name, index
+        self.backend = v.backend
+
+    @property
+    def _dtype(self) -> DType:
+        return self.dtype
+
+    def __repr__(self) -> str:
+        return f"<variable argument {self.index}: {self.dtype.name}{list(self.shape)}>"
 
 
 def _output_structure(tracer: _Tracer, result: Any, outputs: list[Edge]) -> tuple[Any, Any]:
@@ -536,32 +593,39 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if engine._TRACER.get() is not None:
             return self.python_function(*args, **kwargs)  # inside another trace: traced inline
-        cf, tensors = self._concrete(args, kwargs)
-        return cf._call_flat(tensors)
+        cf, tensors, variables = self._concrete(args, kwargs)
+        return cf._call_flat(tensors, variables)
 
     def get_concrete_function(self, *args: Any, **kwargs: Any) -> ConcreteFunction:
-        """The ConcreteFunction these arguments (tensors or TensorSpecs) run, tracing if needed."""
-        return self._concrete(args, kwargs, specs_allowed=True)[0]
+        """The ConcreteFunction these arguments (tensors or TensorSpecs) run, tracing if needed
+        (for Variable arguments: the trace bound to those Variables, which it then captures)."""
+        cf, _, variables = self._concrete(args, kwargs, specs_allowed=True)
+        return cf if cf._arg_slots is None else cf.bound(variables)
 
-    def _concrete(self, args: Any, kwargs: Any, specs_allowed: bool = False) -> tuple[ConcreteFunction, list[Tensor]]:
+    def _concrete(
+        self, args: Any, kwargs: Any, specs_allowed: bool = False
+    ) -> tuple[ConcreteFunction, list[Tensor], list[Variable]]:
         labels = engine._LABELS.get()  # a trace records the kernel labels in force: they key it too
         label_key = tuple(sorted(labels.items())) if labels else None
         if self.input_signature is not None:
-            return self._with_signature(args, kwargs, specs_allowed, label_key)
+            return (*self._with_signature(args, kwargs, specs_allowed, label_key), [])
         fast = None if kwargs or specs_allowed else _fast_key(args)
         if fast is not None:
             if label_key is not None:
-                fast = ((label_key, *fast[0]), fast[1])
+                fast = ((label_key, *fast[0]), fast[1], fast[2])
             cf = self._fast.get(fast[0])
             if cf is not None:
-                return cf, fast[1]
+                return cf, fast[1], fast[2]
         flat, _ = _flatten_args((args, kwargs))
         key: list[Any] = [(_structure_key((args, kwargs)), label_key)]
         tensors: list[Any] = []
+        variables: list[Variable] = []
         leaves: list[int] = []
         specs: list[tuple[Any, DType]] = []
         for pos, x in enumerate(flat):
-            if isinstance(x, Variable):
+            if _is_argument_variable(x):
+                key.append(_variable_key(x, variables))
+            elif isinstance(x, Variable):
                 key.append(_Identity(x))
             elif isinstance(x, Tensor):
                 key.append((x._dtype, x.shape))
@@ -605,7 +669,7 @@ class Function:
             if len(self._fast) >= 256:  # Python values changing on every call must not grow it
                 self._fast.clear()
             self._fast[fast[0]] = hit[0]
-        return hit[0], tensors
+        return hit[0], tensors, variables
 
     def _general_trace(
         self, static: tuple[Any, ...], specs: list[TensorSpec]
@@ -685,7 +749,8 @@ class Function:
 
 
 def _is_tensor_leaf(x: Any, specs_allowed: bool) -> bool:
-    """Whether a flat argument is a tensor of the signature (its key part is its spec)."""
+    """Whether a flat argument is a tensor of the signature (its key part is its spec; a
+    Variable's key part, its spec and alias index, is static)."""
     if isinstance(x, Variable):
         return False
     return isinstance(x, (Tensor, np.ndarray)) or (specs_allowed and isinstance(x, TensorSpec))
@@ -694,11 +759,23 @@ def _is_tensor_leaf(x: Any, specs_allowed: bool) -> bool:
 _ATOMS = frozenset({int, bool, str, bytes, type(None)})
 
 
-def _fast_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Tensor]] | None:
-    """The signature key of the usual call, positional tensors and Python atoms only,
-    without building the nest: (key, tensors), or None for anything else."""
+def _variable_key(v: Variable, seen: list[Variable]) -> tuple[Any, ...]:
+    """A Variable argument's part of the key: its dtype, shape and backend, and which earlier
+    Variable argument it is (a trace where two arguments are one Variable is another trace).
+    Appends ``v`` to ``seen`` when it is new."""
+    j = next((i for i, w in enumerate(seen) if w is v), None)
+    if j is None:
+        j = len(seen)
+        seen.append(v)
+    return ("variable", v._dtype, v._value.shape, v._backend.name, j)
+
+
+def _fast_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Tensor], list[Variable]] | None:
+    """The signature key of the usual call, positional tensors, Variables and Python atoms
+    only, without building the nest: (key, tensors, variables), or None for anything else."""
     key: list[Any] = []
     tensors: list[Tensor] = []
+    variables: list[Variable] = []
     for a in args:
         c = a.__class__
         if c is Tensor:
@@ -708,13 +785,13 @@ def _fast_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Tensor]] | N
             key.append((c, a))
         elif c is float:
             key.append((c, a.hex()))
-        elif c is Variable:  # captured by the trace, not an input
-            key.append(_Identity(a))
+        elif c is Variable and not a._borrowed:  # an input of the trace, fed on each call
+            key.append(_variable_key(a, variables))
         elif isinstance(a, (Tensor, list, tuple, dict, np.ndarray, TensorSpec)):
             return None
         else:  # a model, an optimizer: static, as in the general key
             key.append(_static_key(a))
-    return tuple(key), tensors
+    return tuple(key), tensors, variables
 
 
 def _loose_key(x: Any) -> Any:
@@ -816,6 +893,9 @@ class ConcreteFunction:
         #: What besides its tensors' specs an ok.function keyed this trace by (Python
         #: arguments, nesting, kernel labels); None for a graph run directly.
         self._trace_key: Any = None
+        #: For a trace of an ok.function given Variables: per distinct Variable argument, the
+        #: variable slot it feeds (None: the function did not use it); each call passes them.
+        self._arg_slots: list[int | None] | None = None
         self.live_nodes = _live_nodes(graph)
         self._out_dtypes = [s.dtype for s in graph.output_specs]
         #: Per input: its dtype, and its shape as a tuple when fully known (compared as is),
@@ -839,12 +919,33 @@ class ConcreteFunction:
     def __call__(self, *args: Any) -> Any:
         return self._call_flat(list(args))
 
+    def bound(self, variables: Sequence[Variable]) -> ConcreteFunction:
+        """This trace with its Variable arguments bound to ``variables`` (which it then
+        captures, as a trace captures the Variables its function closes over)."""
+        if self._arg_slots is None:
+            return self
+        graph = self.graph
+        captured = list(graph.variables)
+        names = list(graph.variable_names)
+        for j, k in enumerate(self._arg_slots):
+            if k is not None:
+                captured[k] = variables[j]
+                names[k] = variables[j].name or names[k]
+        g = Graph(inputs=graph.inputs, nodes=graph.nodes, outputs=graph.outputs, output_structure=graph.output_structure,
+                  constants=graph.constants, variables=captured, variable_names=names)
+        cf = ConcreteFunction(g, name=self.name, structure=self._structure, validate=False)
+        cf._trace_key = self._trace_key
+        return cf
+
     # -- calling -----------------------------------------------------------------
 
-    def _call_flat(self, args: list[Any]) -> Any:
+    def _call_flat(self, args: list[Any], variables: Sequence[Variable] = ()) -> Any:
         graph = self.graph
+        fed: list[Variable] = []
+        if self._arg_slots is not None:
+            fed = self._fed(variables)
         if engine._TRACER.get() is not None:
-            return _rebuild(self._structure, self._inline(args))
+            return _rebuild(self._structure, self._inline(args, fed))
         be = engine._ACTIVE.get() or engine._default_backend()
         if len(args) != len(graph.inputs):
             raise InvalidArgumentError(
@@ -861,15 +962,37 @@ class ConcreteFunction:
         plan = self._plans.get(be)
         if plan is None or plan.generation != _GENERATION[0]:
             plan = self._bind(be)
+        for v in fed:
+            if v._backend is not be:
+                raise InvalidArgumentError(
+                    f"function {self.name!r} is given variable {v.name!r}, which lives on backend {v.backend!r}, "
+                    f"but runs on {be.name!r}; make the variable on {be.name!r}"
+                )
         if (RECORDING[0] and active_tapes()) or engine._PROFILERS:
-            flat = self._run_nodes(plan, tensors)
+            flat = self._run_nodes(plan, tensors, fed)
         else:
             try:
-                values = plan.replay(*[t._value for t in tensors])
+                values = plan.replay(*[t._value for t in tensors], *fed)
             except Exception as e:
                 raise self._failed(e, plan) from e
             flat = [v if v.__class__ is Tensor else Tensor(v, dt, be) for v, dt in zip(values, self._out_dtypes)]
         return _rebuild(self._structure, flat)
+
+    def _fed(self, variables: Sequence[Variable]) -> list[Variable]:
+        """The Variables a call of this trace feeds its slots, in slot order."""
+        slots = self._arg_slots
+        assert slots is not None
+        if len(variables) != len(slots):
+            raise InvalidArgumentError(
+                f"function {self.name!r} is a trace that takes {len(slots)} Variable argument(s); call the "
+                "ok.function, or bind the Variables with get_concrete_function(...) or .bound(variables)"
+            )
+        return [variables[j] for j, k in enumerate(slots) if k is not None]
+
+    def _variable(self, index: int, fed: Sequence[Variable]) -> Any:
+        """Variable slot ``index``: the captured Variable, or the one fed by this call."""
+        v = self.graph.variables[index]
+        return fed[_fed_position(self, index)] if isinstance(v, _VariableArgument) else v
 
     def _checked(self, k: int, arg: Any, be: Backend) -> Tensor:
         spec = self.graph.inputs[k]
@@ -917,7 +1040,7 @@ class ConcreteFunction:
             return err
         return InvalidArgumentError(f"{where}{type(e).__name__}: {e}", op=op)
 
-    def _inline(self, args: list[Any]) -> list[Tensor]:
+    def _inline(self, args: list[Any], fed: Sequence[Variable] = ()) -> list[Tensor]:
         """Called while another function is traced: every live node is called as an op,
         so the tracer records it into the graph being traced."""
         graph = self.graph
@@ -933,7 +1056,7 @@ class ConcreteFunction:
                 return args[e.index]
             if e.kind == "const":
                 return consts[e.index]
-            return graph.variables[e.index]
+            return self._variable(e.index, fed)
 
         for i in self.live_nodes:
             node = graph.nodes[i]
@@ -950,7 +1073,7 @@ class ConcreteFunction:
             for e in graph.outputs
         ]
 
-    def _run_nodes(self, plan: _Plan, tensors: list[Tensor]) -> list[Tensor]:
+    def _run_nodes(self, plan: _Plan, tensors: list[Tensor], fed: Sequence[Variable] = ()) -> list[Tensor]:
         """The replay node by node through the engine's signature calls, so tapes record
         every op (and profilers see it)."""
         graph, be = self.graph, plan.backend
@@ -963,7 +1086,7 @@ class ConcreteFunction:
                 return tensors[e.index]
             if e.kind == "const":
                 return plan.consts[e.index]
-            return graph.variables[e.index]
+            return self._variable(e.index, fed)  # type: ignore[no-any-return]
 
         for i, sig in plan.steps:
             node = graph.nodes[i]
@@ -1122,6 +1245,8 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
     """Bind every live node on ``be`` and generate the straight-line replay."""
     graph, fname = cf.graph, cf.name
     for k, v in enumerate(graph.variables):
+        if isinstance(v, _VariableArgument):
+            continue  # fed by each call, checked there
         if v._backend is not be:
             raise InvalidArgumentError(
                 f"function {fname!r} captures variable {graph.variable_names[k]!r}, which lives on backend "
@@ -1146,7 +1271,8 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
     for k, c in enumerate(consts):
         env[f"c{k}"] = c._value
     for k, v in enumerate(graph.variables):
-        env[f"v{k}"] = v
+        if not isinstance(v, _VariableArgument):
+            env[f"v{k}"] = v
     last_use: dict[str, int] = {}
     names: dict[tuple[int, int], str] = {}
     body: list[tuple[str, int | None]] = []
@@ -1225,7 +1351,9 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
     dead_after: dict[int, list[str]] = {}
     for name, s_last in last_use.items():
         dead_after.setdefault(s_last, []).append(name)
-    lines = [f"def replay({', '.join(f'x{k}' for k in range(len(graph.inputs)))}):"]
+    params = [f"x{k}" for k in range(len(graph.inputs))]
+    params += [f"v{k}" for k in sorted(_fed_slots(cf), key=lambda k: _fed_position(cf, k))]  # fed Variables
+    lines = [f"def replay({', '.join(params)}):"]
     line_nodes: dict[int, int] = {}
     for step, (i, code, outs) in enumerate(groups):
         for text in code:
@@ -1242,6 +1370,15 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
     namespace = dict(env)
     exec(compile("\n".join(lines) + "\n", filename, "exec"), namespace)
     return _Plan(be, namespace["replay"], steps, consts, line_nodes, generation)
+
+
+def _fed_slots(cf: ConcreteFunction) -> list[int]:
+    return [k for k in (cf._arg_slots or ()) if k is not None]
+
+
+def _fed_position(cf: ConcreteFunction, slot: int) -> int:
+    """Where slot ``slot``'s Variable comes in a call's fed Variables."""
+    return _fed_slots(cf).index(slot)
 
 
 # ---------------------------------------------------------------- shape inference

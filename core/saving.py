@@ -260,6 +260,7 @@ def _graphs_of(obj: Any) -> tuple[str, list[Any]]:
     if isinstance(obj, Graph):
         return "graph", [obj]
     if isinstance(obj, ConcreteFunction):
+        _refuse_variable_arguments([obj], obj.name)
         return "function", [obj.graph]
     if isinstance(obj, Function):
         traces = obj.concrete_functions
@@ -270,6 +271,7 @@ def _graphs_of(obj: Any) -> tuple[str, list[Any]]:
                 f"ok.save: the function {obj.__name__!r} has not been traced yet; call it once (or give it an "
                 "input_signature) so there is a graph to save"
             )
+        _refuse_variable_arguments(traces, obj.__name__)
         for k, cf in enumerate(traces):
             for other in traces[:k]:
                 if cf._trace_key != other._trace_key and _overlap(cf.inputs, other.inputs):
@@ -284,6 +286,17 @@ def _graphs_of(obj: Any) -> tuple[str, list[Any]]:
     raise InvalidArgumentError(
         f"ok.save: expected a traced function (ok.function), a ConcreteFunction or a Graph, got {type(obj).__name__}"
     )
+
+
+def _refuse_variable_arguments(traces: Sequence[Any], name: str) -> None:
+    """A saved graph captures its Variables' values: a trace fed Variables by its arguments
+    has none to capture until it is bound to some."""
+    if any(cf._arg_slots for cf in traces):
+        raise InvalidArgumentError(
+            f"ok.save: the function {name!r} takes Variables as arguments, and a saved graph holds the values of "
+            "the Variables it uses; save the trace bound to the ones you mean: "
+            "ok.save(fn.get_concrete_function(variable, ...), path)"
+        )
 
 
 def _overlap(a: Sequence[Any], b: Sequence[Any]) -> bool:
