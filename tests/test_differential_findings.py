@@ -76,3 +76,56 @@ def test_max_pool_gradient_of_negative_zero_is_positive_zero(backend: str) -> No
     dx = _run(backend, "MaxPoolGradWithArgmax", x, np.full((1, 2, 2, 1), -0.0), argmax.numpy(), ksize=[1, 2, 2, 1],
               strides=[1, 2, 2, 1], padding="VALID")
     assert not np.signbit(dx.numpy()).any()
+
+
+@pytest.mark.parametrize("op", ["RealDiv", "FloorDiv", "FloorMod"])
+def test_integer_division_with_an_empty_result_checks_no_divisor(backend: str, op: str) -> None:
+    """TensorFlow's functors flag a zero divisor where they compute a quotient: none for an empty result."""
+    assert _run(backend, op, np.zeros((1, 1, 0), np.int16), np.zeros((1, 1, 1), np.int16)).shape == (1, 1, 0)
+    with pytest.raises(errors.InvalidArgumentError, match="division by zero"):
+        _run(backend, op, np.ones(2, np.int16), np.zeros(2, np.int16))
+
+
+def test_unsorted_segment_sum_with_an_empty_output_reads_no_id(backend: str) -> None:
+    out = _run(backend, "UnsortedSegmentSum", np.zeros((4, 4, 0), np.float32), np.zeros((4, 4), np.int32), np.int64(0))
+    assert out.shape == (0, 0)
+    with pytest.raises(errors.InvalidArgumentError, match="out of range"):
+        _run(backend, "UnsortedSegmentSum", np.ones((2, 3), np.float32), np.array([0, 2], np.int32), np.int64(2))
+
+
+def test_gather_gradient_of_empty_params(backend: str) -> None:
+    with ok.use_backend(backend):
+        x = ok.Variable(np.zeros((0, 1, 0, 1), np.float32))
+        with ok.GradientTape() as tape:
+            y = ok.execute("GatherV2", x, np.array([0], np.int32), np.int64(0))
+        assert tape.gradient(y, x).shape == (0, 1, 0, 1)
+
+
+def test_a_reduction_over_size_one_axes_is_a_reshape(backend: str) -> None:
+    """TensorFlow reshapes when there is nothing to reduce: -0.0 stays -0.0 (Sum added it to +0.0)."""
+    for op in ("Sum", "Mean", "Max", "Prod"):
+        out = _run(backend, op, np.array([[-0.0, 2.0]], np.float32), np.array([0], np.int32), keep_dims=False)
+        assert out.numpy().tolist() == [0.0, 2.0] and np.signbit(out.numpy()[0]), op
+
+
+def test_complex_reductions_keep_infinite_parts(backend: str) -> None:
+    if backend == "opencl":
+        pytest.skip("the OpenCL backend has no complex reductions (a missing kernel, named by the conformance suite)")
+    z = np.array([[[complex(-0.0, -np.inf)]]])
+    assert _run(backend, "Mean", z, np.zeros(0, np.int64), keep_dims=True).numpy().ravel()[0] == complex(-0.0, -np.inf)
+    assert _run(backend, "Prod", np.array([complex(np.inf, 0)]), np.array([0]), keep_dims=False).numpy() == complex(np.inf, 0)
+    mean = _run(backend, "Mean", np.array([complex(-0.0, -np.inf), 1 + 0j]), np.array([0]), keep_dims=False).numpy()
+    assert mean.real == 0.5 and mean.imag == -np.inf     # a division by the count, not by count + 0j (NaN)
+
+
+def test_max_pool_grad_of_an_empty_output_is_zeros(backend: str) -> None:
+    dx = _run(backend, "MaxPoolGrad", np.array([-2, 3], np.int16).reshape(1, 1, 2, 1), np.zeros((1, 0, 0, 1), np.int16),
+              np.zeros((1, 0, 0, 1), np.int16), ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="VALID")
+    assert dx.shape == (1, 1, 2, 1) and not dx.numpy().any()
+
+
+def test_max_pool_with_argmax_outputs_the_input_at_the_argmax(backend: str) -> None:
+    """-0.0 then +0.0 tie: the first is the argmax, and the output is that element (-0.0)."""
+    x = np.array([-0.0, 0.0], np.float32).reshape(1, 2, 1, 1)
+    out, arg = _run(backend, "MaxPoolWithArgmax", x, ksize=[1, 3, 1, 1], strides=[1, 1, 1, 1], padding="SAME")
+    assert arg.numpy().ravel().tolist() == [0, 0] and np.signbit(out.numpy()).all()

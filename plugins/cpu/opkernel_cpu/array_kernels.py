@@ -9,6 +9,7 @@ value: the Variable copies itself before an in-place update while the view is al
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -320,14 +321,17 @@ def unsorted_segment_sum(data: np.ndarray, segment_ids: np.ndarray, num_segments
     ids = xp.asarray(segment_ids)
     if data.shape[: ids.ndim] != ids.shape:
         raise _error(op)(f"segment_ids shape {list(ids.shape)} must be a prefix of data shape {list(data.shape)}")
-    if (ids >= n).any():
+    inner = data.shape[ids.ndim :]
+    # TensorFlow's functor returns before reading an id when the output is empty.
+    if n * math.prod(inner) and (ids >= n).any():
         where = tuple(int(v) for v in xp.argwhere(ids >= n)[0])
         raise _error(op)(f"segment_ids{list(where)} = {int(ids[where])} is out of range [0, {n})")
-    inner = data.shape[ids.ndim :]
+    out = xp.zeros((n,) + inner, dtype=data.dtype)
+    if out.size == 0:
+        return out  # type: ignore[no-any-return]
     flat_ids = ids.reshape(-1)
     rows = data.reshape((flat_ids.size,) + inner)
     keep = flat_ids >= 0
-    out = xp.zeros((n,) + inner, dtype=data.dtype)
     xp.add.at(out, flat_ids[keep], rows[keep])
     return out  # type: ignore[no-any-return]
 

@@ -73,8 +73,10 @@ def _unary(fn: Kernel, quiet: bool = False) -> Kernel:
     return kernel
 
 
-def _check_nonzero(op: str, y: np.ndarray) -> None:
-    if not xp_of(y).all(y):
+def _check_nonzero(op: str, y: np.ndarray, x: Any = None) -> None:
+    """An integer division by zero is an error where a quotient is computed, as in
+    TensorFlow's functors: an empty result (``x`` empty) computes none."""
+    if (x is None or x.size) and y.size and not xp_of(y).all(y):
         raise _fail(op, "Integer division by zero")
 
 
@@ -101,7 +103,7 @@ _pow = _binary("Pow", np.power, quiet=True)
 
 def real_div(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     if T.is_integer:
-        _check_nonzero("RealDiv", y)
+        _check_nonzero("RealDiv", y, x)
         xp = xp_of(x, y)
         q = _real_div_int(xp.abs(x), xp.abs(y))  # C semantics: truncate toward zero
         return xp.where((x < 0) != (y < 0), -q, q).astype(T.np)  # type: ignore[no-any-return]
@@ -110,14 +112,14 @@ def real_div(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndar
 
 def floor_div(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     if T.is_integer:
-        _check_nonzero("FloorDiv", y)
+        _check_nonzero("FloorDiv", y, x)
         return _floor_div_int(x, y)  # type: ignore[no-any-return]
     return _floor_div_float(x, y)  # type: ignore[no-any-return]
 
 
 def floor_mod(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     if T.is_integer:
-        _check_nonzero("FloorMod", y)
+        _check_nonzero("FloorMod", y, x)
         return _floor_mod(x, y)  # type: ignore[no-any-return]
     return floor_mod_float(x, y, _fmod)  # type: ignore[no-any-return]
 
@@ -303,14 +305,30 @@ def _add_reduce(xp: Any, x: Any, axes: tuple[int, ...], keep_dims: bool, dtype: 
     return xp.sum(x, axis=axes, keepdims=keep_dims, dtype=dtype)
 
 
+def _unreduced(x: Any, axes: tuple[int, ...], keep_dims: bool) -> Any:
+    """When every reduced axis has size 1 (or there is none), TensorFlow's reduction is a
+    reshape (ReductionHelper: "nothing to reduce"): the input's own values, -0.0 and
+    inf + 0j included, where arithmetic on the identity would change them.  None otherwise."""
+    if any(x.shape[a] != 1 for a in axes):
+        return None
+    shape = x.shape if keep_dims else tuple(d for a, d in enumerate(x.shape) if a not in axes)
+    return x.reshape(shape).copy()
+
+
 def sum_(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
     axes = _axes("Sum", input, reduction_indices)
+    same = _unreduced(input, axes, keep_dims)
+    if same is not None:
+        return same  # type: ignore[no-any-return]
     xp = xp_of(input)
     return xp.asarray(_add_reduce(xp, input, axes, keep_dims, _accumulator(T)), dtype=T.np)  # type: ignore[no-any-return]
 
 
 def prod(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
     axes = _axes("Prod", input, reduction_indices)
+    same = _unreduced(input, axes, keep_dims)
+    if same is not None:
+        return same  # type: ignore[no-any-return]
     xp = xp_of(input)
     with np.errstate(all="ignore"):  # 0 * inf is nan and overflow inf (or a wrap), silently, as in TensorFlow
         return xp.asarray(xp.prod(input, axis=axes, keepdims=keep_dims, dtype=_accumulator(T)), dtype=T.np)  # type: ignore[no-any-return]
@@ -318,14 +336,20 @@ def prod(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: o
 
 def mean(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
     axes = _axes("Mean", input, reduction_indices)
+    same = _unreduced(input, axes, keep_dims)
+    if same is not None:
+        return same  # type: ignore[no-any-return]
     count = math.prod([input.shape[a] for a in axes])
     xp = xp_of(input)
     if not T.is_integer:
         total = _add_reduce(xp, input, axes, keep_dims, _accumulator(T))
-        if count == 0:
-            with np.errstate(all="ignore"):  # the mean of nothing is nan
-                return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
-        return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
+        with np.errstate(all="ignore"):  # the mean of nothing is nan
+            if T.is_complex:  # by a real count, part by part: a complex division by count + 0j makes inf parts NaN
+                out = xp.empty(total.shape, T.np)
+                out.real[...] = total.real / count
+                out.imag[...] = total.imag / count
+                return out  # type: ignore[no-any-return]
+            return xp.asarray(xp.true_divide(total, count), dtype=T.np)  # type: ignore[no-any-return]
     # TensorFlow sums 8- to 32-bit integers in 64 bits (reduction_ops.h): a uint8 mean of
     # [200, 101] is 150, not the 22 of a sum that wrapped in uint8.
     wide = np.uint64 if T.is_unsigned else np.int64
@@ -339,6 +363,9 @@ def mean(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: o
 def _extreme(op: str, fn: Kernel, lowest: bool) -> Kernel:
     def kernel(input: np.ndarray, reduction_indices: np.ndarray, keep_dims: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
         axes = _axes(op, input, reduction_indices)
+        same = _unreduced(input, axes, keep_dims)
+        if same is not None:
+            return same  # type: ignore[no-any-return]
         if input.size == 0:  # the reduction's identity, as TensorFlow gives for an empty reduction
             initial = (-np.inf if lowest else np.inf) if T.is_floating else (T.min if lowest else T.max)
             return xp_of(input).asarray(fn(input, axis=axes, keepdims=keep_dims, initial=initial), dtype=T.np)  # type: ignore[no-any-return]

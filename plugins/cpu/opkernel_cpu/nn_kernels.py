@@ -860,6 +860,8 @@ def max_pool_grad(orig_input: np.ndarray, orig_output: np.ndarray, grad: np.ndar
     n, h, w, c = x.shape
     for name, a in (("orig_output", orig_output), ("grad", grad)):
         _check_out(op, name, _to_nhwc(a, data_format).shape, (n, win.oh, win.ow, c), data_format)
+    if n * win.oh * win.ow * c == 0:  # nothing pooled (a VALID window larger than the input, or an empty dim)
+        return _from_nhwc(np.zeros((n, h, w, c), T.np), data_format)
     wt = _work_type(T)
     dy = _to_nhwc(grad, data_format).astype(wt, copy=False)
     native, window = sharding.native_module(), _native_window(win)
@@ -1044,8 +1046,10 @@ def max_pool_with_argmax(
 def _at_argmax(x: np.ndarray, out: np.ndarray, argmax: np.ndarray, include_batch: bool) -> np.ndarray:
     """MaxPoolWithArgmax's output: the input at each argmax (maxpooling_op.cc keeps the two
     together: a NaN wins only as a window's first element, and is then the output).  The
-    maximum computed alongside already is that, unless the input holds NaN or -inf."""
-    if _without_nan(x) is x:
+    maximum computed alongside already is that, unless the input holds NaN or -inf, or
+    (for floats) -0.0 and +0.0 tie, where the first is the output and ``maximum`` may
+    give the other: floats are read at the argmax always."""
+    if x.dtype.kind not in "fV" and _without_nan(x) is x:
         return out
     xp = xp_of(x)
     n, h, w, c = x.shape

@@ -90,7 +90,7 @@ def _division(xp: LazyModule) -> dict[str, Any]:
 
     def real_div(x: Any, y: Any, T: ok.DType) -> Any:
         if T.is_integer:
-            cpu._check_nonzero("RealDiv", y)
+            cpu._check_nonzero("RealDiv", y, x)
             m = xp_of(x, y)
             q = real_div_int(m.abs(x), m.abs(y))  # C semantics: truncate toward zero
             return m.where((x < 0) != (y < 0), -q, q).astype(T.np)
@@ -98,13 +98,13 @@ def _division(xp: LazyModule) -> dict[str, Any]:
 
     def floor_div(x: Any, y: Any, T: ok.DType) -> Any:
         if T.is_integer:
-            cpu._check_nonzero("FloorDiv", y)
+            cpu._check_nonzero("FloorDiv", y, x)
             return floor_div_int(x, y)
         return floor_div_float(x, y)
 
     def floor_mod(x: Any, y: Any, T: ok.DType) -> Any:
         if T.is_integer:
-            cpu._check_nonzero("FloorMod", y)
+            cpu._check_nonzero("FloorMod", y, x)
             return floor_mod_(x, y)
         return cpu.floor_mod_float(x, y, fmod)
 

@@ -198,7 +198,8 @@ def _host_or_device(be: OpenCLBackend, x: Any) -> np.ndarray:
 
 def _division(op: str) -> Check:
     def check(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> Any:
-        if dtype in INTS and not np.all(_host_or_device(be, xs[1])):
+        # Where a quotient is computed, as TensorFlow's functors: an empty result computes none.
+        if dtype in INTS and all(int(np.prod(x.shape)) for x in xs) and not np.all(_host_or_device(be, xs[1])):
             raise fail(op, "Integer division by zero")
         if op == "FloorDiv" and dtype == "float16":
             # TensorFlow's half FloorDiv floors the quotient rounded to half (Eigen's

@@ -187,6 +187,10 @@ def _out_shape(shape: tuple[int, ...], axes: tuple[int, ...], keep: bool) -> tup
 
 def reduce(be: OpenCLBackend, op: str, x: Any, axes: tuple[int, ...], keep: bool, dtype: str) -> Any:
     out_shape = _out_shape(x.shape, axes, keep)
+    if all(x.shape[a] == 1 for a in axes):
+        # Nothing to reduce: TensorFlow's reduction is then a reshape of the input (its -0.0
+        # stays -0.0, where adding it to the identity 0 would not).
+        return be.copy(x).reshape(out_shape)
     grouped, O, R, I = _group(be, op, x, axes)
     n_out = O * I
     if n_out == 0:
