@@ -669,13 +669,19 @@ def _avg_pool_grad(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (np.asarray(x, np.int32), g.x(out if g.coin(0.95) else g.shape(4, 4))), {**w, "data_format": "NHWC"}
 
 
-def _distinct(g: G, shape: tuple[int, ...]) -> np.ndarray:
+def _distinct(g: G, shape: tuple[int, ...]) -> np.ndarray | None:
     """Distinct values (no ties within a window: TensorFlow's and our choice of the
-    maximum agree only up to ties), of the dtype chosen for T."""
+    maximum agree only up to ties), of the dtype chosen for T; None when the dtype has
+    fewer exactly representable values than the shape has elements."""
     n = int(np.prod(shape))
     dt = g.dtype("T")
-    span = {"float16": 2048, "bfloat16": 256}.get(dt, n)
-    vals = (g.rng.permutation(max(n, 1))[:n] % span - span // 2).astype(np.float64)
+    if dt in FLOATS:
+        span = {"float16": 2048, "bfloat16": 256}.get(dt, max(n, 1))
+    else:
+        span = min(1 << (8 * np.dtype(dt).itemsize), 4096)   # a wrap to unsigned keeps them distinct
+    if n > span:
+        return None
+    vals = (g.rng.permutation(span)[:n] - span // 2).astype(np.int64)
     return vals.reshape(shape).astype(BFLOAT16 if dt == "bfloat16" else dt)
 
 
@@ -686,8 +692,8 @@ def _max_pool_inputs(g: G) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str
     if out_shape is None:
         return None
     xin = _distinct(g, x)
-    if xin.dtype.itemsize <= 2 and int(np.prod(x)) > 256:
-        return None                    # ties in a 16-bit dtype: keep the window maxima unique
+    if xin is None:
+        return None                    # the dtype cannot hold that many distinct values
     if 0 in out_shape:
         return xin, np.zeros(out_shape, xin.dtype), np.zeros(out_shape, np.int64), w
     out, arg = _max_pool_argmax(xin, w["ksize"], w["strides"], w["padding"])
