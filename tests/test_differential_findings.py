@@ -86,11 +86,13 @@ def test_integer_division_with_an_empty_result_checks_no_divisor(backend: str, o
         _run(backend, op, np.ones(2, np.int16), np.zeros(2, np.int16))
 
 
-def test_unsorted_segment_sum_with_an_empty_output_reads_no_id(backend: str) -> None:
+def test_unsorted_segment_sum_of_no_data_reads_no_id(backend: str) -> None:
     out = _run(backend, "UnsortedSegmentSum", np.zeros((4, 4, 0), np.float32), np.zeros((4, 4), np.int32), np.int64(0))
     assert out.shape == (0, 0)
     with pytest.raises(errors.InvalidArgumentError, match="out of range"):
         _run(backend, "UnsortedSegmentSum", np.ones((2, 3), np.float32), np.array([0, 2], np.int32), np.int64(2))
+    with pytest.raises(errors.InvalidArgumentError, match="out of range"):  # data, and no segment to put it in
+        _run(backend, "UnsortedSegmentSum", np.array([9], np.int32), np.int64(0), np.int32(0))
 
 
 def test_gather_gradient_of_empty_params(backend: str) -> None:

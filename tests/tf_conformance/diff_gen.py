@@ -685,15 +685,21 @@ def _distinct(g: G, shape: tuple[int, ...]) -> np.ndarray | None:
     return vals.reshape(shape).astype(BFLOAT16 if dt == "bfloat16" else dt)
 
 
-def _max_pool_inputs(g: G) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]] | None:
+def _max_pool_inputs(g: G) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]] | dict[str, Any]:
+    """A consistent (input, MaxPool output, argmax, window), or the window alone when it is
+    not a valid one (the call then tests its rejection: made-up inputs would be inconsistent)."""
     x = (g.dim(), g.int(1, 5), g.int(1, 5), g.dim())
     w = {**_window(g), "data_format": "NHWC"}
     out_shape = _pool_out_shape(x, w)
     if out_shape is None:
-        return None
+        return w
     xin = _distinct(g, x)
-    if xin is None:
-        return None                    # the dtype cannot hold that many distinct values
+    if xin is None:                    # the dtype cannot hold that many distinct values: one image, one channel
+        x = (1, x[1], x[2], 1)
+        xin = _distinct(g, x)
+        assert xin is not None
+        out_shape = _pool_out_shape(x, w)
+        assert out_shape is not None
     if 0 in out_shape:
         return xin, np.zeros(out_shape, xin.dtype), np.zeros(out_shape, np.int64), w
     out, arg = _max_pool_argmax(xin, w["ksize"], w["strides"], w["padding"])
@@ -703,9 +709,9 @@ def _max_pool_inputs(g: G) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str
 @gen("MaxPoolGrad", "MaxPoolGradGrad")
 def _max_pool_grad(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     made = _max_pool_inputs(g)
-    if made is None:
+    if isinstance(made, dict):
         x = g.shape(4, 4)
-        return (g.x(x), g.x(x), g.x(x)), {**_window(g), "data_format": "NHWC"}
+        return (g.x(x), g.x(x), g.x(x)), made
     xin, out, _, w = made
     grad_shape = out.shape if g.sig.op == "MaxPoolGrad" else xin.shape
     return (xin, out, g.x(grad_shape)), w
@@ -716,9 +722,10 @@ def _max_pool_grad_argmax(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     made = _max_pool_inputs(g)
     include = g.coin(0.3)
     w_attrs: dict[str, Any]
-    if made is None:
+    if isinstance(made, dict):
         x = g.shape(4, 4)
-        return (g.x(x), g.x(x), np.zeros(x, np.int64)), {**_window(g), "include_batch_in_index": include}
+        bad = {k: v for k, v in made.items() if k != "data_format"}
+        return (g.x(x), g.x(x), np.zeros(x, np.int64)), {**bad, "include_batch_in_index": include}
     xin, out, arg, w = made
     if include:
         n, h, ww, c = xin.shape

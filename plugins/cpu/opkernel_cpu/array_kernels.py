@@ -322,8 +322,9 @@ def unsorted_segment_sum(data: np.ndarray, segment_ids: np.ndarray, num_segments
     if data.shape[: ids.ndim] != ids.shape:
         raise _error(op)(f"segment_ids shape {list(ids.shape)} must be a prefix of data shape {list(data.shape)}")
     inner = data.shape[ids.ndim :]
-    # TensorFlow's functor returns before reading an id when the output is empty.
-    if n * math.prod(inner) and (ids >= n).any():
+    # TensorFlow's kernel reads no id when there is no data to sum (an empty num_segments
+    # with data is an out-of-range id, as there).
+    if data.size and (ids >= n).any():
         where = tuple(int(v) for v in xp.argwhere(ids >= n)[0])
         raise _error(op)(f"segment_ids{list(where)} = {int(ids[where])} is out of range [0, {n})")
     out = xp.zeros((n,) + inner, dtype=data.dtype)

@@ -457,8 +457,9 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: np.ndarray, 
         raise fail(op, f"segment_ids shape {list(segment_ids.shape)} must be a prefix of data shape {list(data.shape)}")
     be = BE()
     host = be.host(segment_ids)
-    # TensorFlow's functor returns before reading an id when the output is empty.
-    if host is not None and n * math.prod(data.shape[segment_ids.ndim :]) and (host >= n).any():
+    # TensorFlow's kernel reads no id when there is no data to sum (an empty num_segments
+    # with data is an out-of-range id, as there).
+    if host is not None and math.prod(data.shape) and (host >= n).any():
         where = tuple(int(v) for v in np.argwhere(host >= n)[0])
         raise fail(op, f"segment_ids{list(where)} = {int(host[where])} is out of range [0, {n})")
     inner = tuple(data.shape[segment_ids.ndim :])
