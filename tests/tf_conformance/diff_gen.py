@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from case import Case
-from cases_nn import _max_pool_argmax, _window_taps
+from cases_nn import _conv_out_shape, _max_pool_argmax, _window_taps
 
 try:
     import ml_dtypes
@@ -751,22 +751,12 @@ def _conv_attrs(g: G) -> dict[str, Any]:
 
 
 def _conv_out(x: tuple[int, ...], f: tuple[int, ...], a: dict[str, Any]) -> tuple[int, ...] | None:
-    s, d = a["strides"], a["dilations"]
-    if 0 in s:
+    """Conv2D's output shape for these shapes and attrs (the conformance tables' rule), or
+    None where there is none (a zero stride, a window larger than the padded input)."""
+    if 0 in a["strides"]:
         return None
-    dims = []
-    for axis in (1, 2):
-        k = (f[axis - 1] - 1) * d[axis] + 1
-        if a["padding"] == "VALID":
-            dims.append((x[axis] - k) // s[axis] + 1)
-        elif a["padding"] == "SAME":
-            dims.append(-(-x[axis] // s[axis]))
-        else:
-            p = a["explicit_paddings"]
-            dims.append((x[axis] + p[2 * axis] + p[2 * axis + 1] - k) // s[axis] + 1)
-    if min(dims) < 0:
-        return None
-    return (x[0], dims[0], dims[1], f[3])
+    shape = _conv_out_shape(x, f, a)
+    return None if min(shape[1:3]) < 0 else shape
 
 
 def _conv_shapes(g: G) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import os
 import re
 import select
