@@ -23,6 +23,7 @@ import pytest
 from isolated import run_isolated
 
 import opkernel as ok
+from opkernel.device_programs import ProgramRegistry
 from opkernel import engine
 from opkernel.errors import InvalidArgumentError, OpSpecError, OpTypeError
 
@@ -249,7 +250,9 @@ def test_warmup_builds_declared_programs(be: Any, monkeypatch: pytest.MonkeyPatc
         warmup=[{"dtype": "float32"}, {"dtype": "int32"}], register=False,
     )
     monkeypatch.setattr(programs, "_families", {})
-    monkeypatch.setattr(device_kernels, "_registry", {"test>warm": prog})
+    registry: ProgramRegistry[DeviceProgram] = ProgramRegistry("OpenCL program")
+    registry.declare(prog)
+    monkeypatch.setattr(device_kernels, "_registry", registry)
     assert ok.warmup("opencl") == 2
     builds = be.programs.builds
     y = be.new_array((3,), np.dtype(np.int32))
@@ -259,7 +262,7 @@ def test_warmup_builds_declared_programs(be: Any, monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_name_declared_by_another_module_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(device_kernels, "_registry", {})
+    monkeypatch.setattr(device_kernels, "_registry", ProgramRegistry("OpenCL program"))
 
     def render() -> str:
         return SCALE_SOURCE

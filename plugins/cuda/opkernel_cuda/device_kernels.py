@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Un
 import numpy as np
 
 import opkernel as ok
-from opkernel.errors import AlreadyExistsError, InternalError, InvalidArgumentError, OpSpecError, OpTypeError
+from opkernel.device_programs import ProgramRegistry
+from opkernel.errors import InternalError, InvalidArgumentError, OpSpecError, OpTypeError
 
 if TYPE_CHECKING:
     from .backend import CudaBackend
@@ -350,31 +351,22 @@ class DeviceProgram:
         return f"<DeviceProgram {self.name!r} (cuda)>"
 
 
-_registry: dict[str, DeviceProgram] = {}
+_registry: ProgramRegistry[DeviceProgram] = ProgramRegistry("CUDA program")
 
 
 def _register(prog: DeviceProgram) -> None:
-    # A name in a namespace a distribution declares is that distribution's (docs/plugins.md).
-    ok.plugins.check_program_name("CUDA program", prog.name, prog.origin[0])
-    known = _registry.get(prog.name)
-    if known is not None and known.origin != prog.origin:
-        raise AlreadyExistsError(
-            f"CUDA program {prog.name!r} is already declared (by {known.origin[0]}); name programs after their "
-            "package ('Package>name') or declare this one with register=False",
-            program=prog.name,
-        )
-    _registry[prog.name] = prog
+    _registry.declare(prog)
 
 
 def registered() -> dict[str, DeviceProgram]:
     """Every declared program ``ok.warmup("cuda")`` compiles, by name."""
-    return dict(_registry)
+    return _registry.registered()
 
 
 def warm(backend: CudaBackend) -> int:
     """Compile every registered program for each of its warmup parameter sets; returns how many."""
     built = 0
-    for prog in list(_registry.values()):
+    for prog in _registry.registered().values():
         for params in prog.warmup:
             dtype = params.get("dtype")
             if dtype is not None and not backend.supports_dtype(ok.as_dtype(dtype)):
