@@ -131,3 +131,8 @@ def test_max_pool_with_argmax_outputs_the_input_at_the_argmax(backend: str) -> N
     x = np.array([-0.0, 0.0], np.float32).reshape(1, 2, 1, 1)
     out, arg = _run(backend, "MaxPoolWithArgmax", x, ksize=[1, 3, 1, 1], strides=[1, 1, 1, 1], padding="SAME")
     assert arg.numpy().ravel().tolist() == [0, 0] and np.signbit(out.numpy()).all()
+
+
+def test_float16_floor_div_of_shapes_that_do_not_broadcast_names_floor_div(backend: str) -> None:
+    with pytest.raises(errors.InvalidArgumentError, match="op 'FloorDiv': Incompatible shapes"):
+        _run(backend, "FloorDiv", np.zeros((0, 1, 2), np.float16), np.zeros((0, 1, 3), np.float16))

@@ -163,6 +163,11 @@ KNOWN_DIFFERENCES: list[Rule] = [
            "TensorFlow gives -103.972); opkernel's is the C library's",
            lambda case, tf, got, detail: detail.startswith("[values]") and has_denormals(case))
       for op in ("Log", "Pow")],
+    Rule("pow-huge-exponent", "Pow",
+         "Pow (and its gradient) with an exponent within 8x of the largest double: TensorFlow's vectorized pow "
+         "(Eigen's generic_pow) splits y * log2(x) into high and low parts, which overflow with opposite signs and "
+         "give NaN where the limit is 0 or inf; opkernel's is the C library's pow",
+         lambda case, tf, got, detail: detail.startswith(("[values]", "[gradient]")) and _near_max(case)),
     Rule("erf-huge", "Erf",
          "Erf of a float64 within 8x of the largest double: TensorFlow's (Eigen's) erf computes exp(-x*x) * (1/x) "
          "terms that give 0 * inf = NaN there; opkernel's (the C library's erf) is 1.0",

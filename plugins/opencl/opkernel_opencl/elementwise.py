@@ -204,6 +204,7 @@ def _division(op: str) -> Check:
         if op == "FloorDiv" and dtype == "float16":
             # TensorFlow's half FloorDiv floors the quotient rounded to half (Eigen's
             # half division), not the float32 one: 1026 // 1.0009765625 is 1025, not 1024.
+            broadcast_shape(op, *(tuple(x.shape) for x in xs))  # a mismatch names FloorDiv, not the RealDiv below
             quotient = run_half(be, _SPECS["RealDiv"], xs)
             return run_half(be, _SPECS["FloorDiv"], [quotient, _half_one(be)])
         return None
