@@ -20,6 +20,7 @@ import pytest
 
 import opkernel as ok
 from opkernel import engine, kernels, op_registry
+from opkernel.device_programs import ProgramRegistry
 from opkernel.errors import InternalError, ResourceExhaustedError
 
 ocl = pytest.importorskip("opkernel_opencl", reason="opkernel-opencl is not installed")
@@ -180,7 +181,7 @@ def test_programs_and_kernels_are_built_once(be: Any) -> None:
 def test_warmup_builds_every_program_ahead_of_time(be: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     small = {name: fam for name, fam in programs.families().items() if name in ("ew:Sub", "fill", "reduce:Sum")}
     monkeypatch.setattr(programs, "_families", small)
-    monkeypatch.setattr(device_kernels, "_registry", {})  # op packages' programs: test_device_kernel_api.py
+    monkeypatch.setattr(device_kernels, "_registry", ProgramRegistry("OpenCL program"))  # op packages': test_device_kernel_api.py
     expected = sum(1 for fam in small.values() for dt in fam.dtypes if be.supports_dtype(ok.as_dtype(dt)))
     n = be.warmup()
     assert 0 < n <= expected
