@@ -191,3 +191,19 @@ def test_editable_install(sources: Path, wheels: dict[str, Path], tmp_path: Path
     # an edit to the source tree shows without reinstalling
     (sources / "core" / "_editable_probe.py").write_text("VALUE = 42\n")
     assert run(python, "-c", "from opkernel._editable_probe import VALUE; print(VALUE)", cwd=tmp_path).strip() == "42"
+
+
+def test_every_distribution_declares_an_spdx_license() -> None:
+    """A TOML-table license (``license = { text = ... }``) is deprecated in setuptools and
+    stops building after 2027-02-18; every pyproject in the repository gives an SPDX
+    expression, with the setuptools that reads one (77 or later)."""
+    import tomllib
+
+    found = sorted(p for p in ROOT.rglob("pyproject.toml") if ".venv" not in p.parts and "build" not in p.parts)
+    assert len(found) >= 5
+    for path in found:
+        data = tomllib.loads(path.read_text())
+        assert isinstance(data["project"].get("license"), str), f"{path}: license is not an SPDX string"
+        assert not any(c.startswith("License ::") for c in data["project"].get("classifiers", [])), path
+        assert any(r.replace(" ", "").startswith("setuptools>=") and int(r.split(">=")[1].split(".")[0]) >= 77
+                   for r in data["build-system"]["requires"]), f"{path}: builds need setuptools>=77 for an SPDX license"
