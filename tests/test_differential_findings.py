@@ -136,3 +136,20 @@ def test_max_pool_with_argmax_outputs_the_input_at_the_argmax(backend: str) -> N
 def test_float16_floor_div_of_shapes_that_do_not_broadcast_names_floor_div(backend: str) -> None:
     with pytest.raises(errors.InvalidArgumentError, match="op 'FloorDiv': Incompatible shapes"):
         _run(backend, "FloorDiv", np.zeros((0, 1, 2), np.float16), np.zeros((0, 1, 3), np.float16))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+def test_max_pool_gradient_is_positive_zero_off_the_argmax(backend: str, dtype: object) -> None:
+    """A negative gradient times "not the argmax" was -0.0 off the argmax (the tiled path)."""
+    import ml_dtypes
+
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    x = np.array([61.0, 37.0]).astype(dt).reshape(1, 1, 2, 1)
+    try:
+        dx = _run(backend, "MaxPoolGrad", x, np.array([61.0]).astype(dt).reshape(1, 1, 1, 1),
+                  np.array([-1.0]).astype(dt).reshape(1, 1, 1, 1), ksize=[1, 1, 2, 1], strides=[1, 1, 2, 1],
+                  padding="VALID")
+    except errors.KernelNotFoundError:
+        pytest.skip(f"no MaxPoolGrad kernel for {dtype} on {backend}")
+    got = dx.numpy().astype(np.float32).ravel()
+    assert got.tolist() == [-1.0, 0.0] and not np.signbit(got[1])

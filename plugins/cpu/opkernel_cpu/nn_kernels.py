@@ -916,6 +916,8 @@ def _max_pool_grad_tiled(
                 np.multiply(dy3, hit, out=dst) if branch_free else np.copyto(dst, np.where(hit, dy3, zero))
     if free.any():
         return None
+    if dx5.dtype.kind in "fV":
+        dx5 += zero  # -1.0 * False is -0.0: TensorFlow's sum into zeros gives +0.0 (and +0.0 for a -0.0 gradient)
     if (rows, cols) == (h, w):
         return dx5.reshape(n, h, w, c)
     dx = np.zeros((n, h, w, c), dy.dtype)
