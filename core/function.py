@@ -344,7 +344,7 @@ def _trace(
     name: str, fn: Callable[..., Any], args: Any, kwargs: Any, specs: list[TensorSpec], leaves: list[int]
 ) -> ConcreteFunction:
     """Run ``fn`` on placeholders for the tensor leaves at positions ``leaves`` of the flat
-    arguments, and on stand-ins for the Variables among them (``_argument_variables``)."""
+    arguments, and on a stand-in for each distinct Variable among them (``_stand_in``)."""
     be = engine.active_backend()
     tracer = _Tracer(name, be)
     flat, rebuild = _flatten_args((args, kwargs))
@@ -962,8 +962,8 @@ class ConcreteFunction:
         plan = self._plans.get(be)
         if plan is None or plan.generation != _GENERATION[0]:
             plan = self._bind(be)
-        for v in fed:
-            if v._backend is not be:
+        for v, slot in zip(fed, self._arg_slots or ()):
+            if slot is not None and v._backend is not be:
                 raise InvalidArgumentError(
                     f"function {self.name!r} is given variable {v.name!r}, which lives on backend {v.backend!r}, "
                     f"but runs on {be.name!r}; make the variable on {be.name!r}"
@@ -979,7 +979,7 @@ class ConcreteFunction:
         return _rebuild(self._structure, flat)
 
     def _fed(self, variables: Sequence[Variable]) -> list[Variable]:
-        """The Variables a call of this trace feeds its slots, in slot order."""
+        """The distinct Variable arguments of a call of this trace, checked against its slots."""
         slots = self._arg_slots
         assert slots is not None
         if len(variables) != len(slots):
@@ -987,12 +987,12 @@ class ConcreteFunction:
                 f"function {self.name!r} is a trace that takes {len(slots)} Variable argument(s); call the "
                 "ok.function, or bind the Variables with get_concrete_function(...) or .bound(variables)"
             )
-        return [variables[j] for j, k in enumerate(slots) if k is not None]
+        return list(variables)
 
     def _variable(self, index: int, fed: Sequence[Variable]) -> Any:
         """Variable slot ``index``: the captured Variable, or the one fed by this call."""
         v = self.graph.variables[index]
-        return fed[_fed_position(self, index)] if isinstance(v, _VariableArgument) else v
+        return fed[v.index] if isinstance(v, _VariableArgument) else v
 
     def _checked(self, k: int, arg: Any, be: Backend) -> Tensor:
         spec = self.graph.inputs[k]
@@ -1352,7 +1352,8 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
     for name, s_last in last_use.items():
         dead_after.setdefault(s_last, []).append(name)
     params = [f"x{k}" for k in range(len(graph.inputs))]
-    params += [f"v{k}" for k in sorted(_fed_slots(cf), key=lambda k: _fed_position(cf, k))]  # fed Variables
+    # then each distinct Variable argument, in order (one the function does not use is a dummy)
+    params += [f"v{k}" if k is not None else f"_unused{j}" for j, k in enumerate(cf._arg_slots or ())]
     lines = [f"def replay({', '.join(params)}):"]
     line_nodes: dict[int, int] = {}
     for step, (i, code, outs) in enumerate(groups):
@@ -1370,15 +1371,6 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
     namespace = dict(env)
     exec(compile("\n".join(lines) + "\n", filename, "exec"), namespace)
     return _Plan(be, namespace["replay"], steps, consts, line_nodes, generation)
-
-
-def _fed_slots(cf: ConcreteFunction) -> list[int]:
-    return [k for k in (cf._arg_slots or ()) if k is not None]
-
-
-def _fed_position(cf: ConcreteFunction, slot: int) -> int:
-    """Where slot ``slot``'s Variable comes in a call's fed Variables."""
-    return _fed_slots(cf).index(slot)
 
 
 # ---------------------------------------------------------------- shape inference

@@ -1012,3 +1012,13 @@ def test_saving_a_trace_with_variable_arguments(tmp_path):
     ok.save(f.get_concrete_function(a, x), tmp_path / "bound.okg")
     loaded = ok.load(tmp_path / "bound.okg")
     assert loaded(x).numpy().tolist() == [6.0, 8.0]
+
+
+def test_a_variable_argument_the_function_does_not_use(backend):
+    f = ok.function(lambda v, w, x: ok.ops.add(x, ok.ops.mul(w, 2.0)))
+    a, b = ok.Variable(np.ones(2, F32)), ok.Variable(np.full(2, 3.0, F32))
+    x = ok.tensor(np.zeros(2, F32))
+    assert f(a, b, x).numpy().tolist() == [6.0, 6.0] and f(b, a, x).numpy().tolist() == [2.0, 2.0]
+    with ok.GradientTape() as tape:
+        y = f(a, b, x)
+    assert tape.gradient(y, b).numpy().tolist() == [2.0, 2.0] and f.tracing_count == 1

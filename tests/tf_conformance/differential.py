@@ -318,15 +318,11 @@ def _differs_only_where_nonfinite(tf: dict[str, Any], got: dict[str, Any], eithe
             b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
         finite = np.isfinite(a64) & np.isfinite(b64)
         if mismatch(np.where(finite, a64, 0), np.where(finite, b64, 0), "complex128" if a.dtype.kind == "c"
-                    else "float64", tolerance_of(w["dtype"]), signed_zeros=False):
+                    else "float64", TOLERANCE.get(w["dtype"]), signed_zeros=False):
             return False
         if not either and (np.isfinite(a64) != np.isfinite(b64)).any():
             return False
     return True
-
-
-def tolerance_of(dtype: str) -> tuple[float, float] | None:
-    return TOLERANCE.get(dtype)
 
 
 def _half_sgd_within_one_rounding(case: Case, tf: dict[str, Any], got: dict[str, Any]) -> bool:
