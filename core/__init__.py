@@ -18,7 +18,7 @@ reached but are the implementation.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +76,7 @@ from .kernels import copy_registered_kernels, get_kernel, get_kernels_for_backen
 from .op_registry import OpDef, OpDefBuilder, register_op
 from .plugins import plugin_errors, register_plugin
 from .shapes import Dimension, InferenceContext, TensorShape
+from .tensor import install as _install_tensor_hooks
 from .tensor import Tensor, Variable
 
 if TYPE_CHECKING:  # imported at first use: see __getattr__
@@ -191,6 +192,16 @@ def _lazy_attribute(name: str) -> Any:
     return value
 
 
+def _load_ops() -> Any:
+    """``opkernel.ops``, for a tensor operator's first call (``opkernel.tensor`` sits below the
+    ops and never imports them: the package, on top of every layer, installs this loader)."""
+    from . import ops
+
+    return ops
+
+
+_install_tensor_hooks(load_ops=_load_ops)
+
 if not TYPE_CHECKING:
     # Hidden from type checkers, to which a module __getattr__ would make every misspelt
     # ``ok.<name>`` an Any instead of an error: they see the lazy names in the
@@ -205,4 +216,4 @@ def __dir__() -> list[str]:
 
 
 # Bound by the imports at the top, and no part of the API.
-del annotations, Any, TYPE_CHECKING
+del annotations, Any, TYPE_CHECKING, _install_tensor_hooks

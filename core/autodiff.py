@@ -34,20 +34,25 @@ __all__ = ["GradientTape", "OpRecord", "grad", "value_and_grad", "custom_gradien
 
 
 def _no_engine(*args: Any) -> Any:
-    raise RuntimeError("opkernel.engine is not imported")  # never: the engine imports this module
+    raise RuntimeError("opkernel's runtime is not imported")  # never: importing opkernel imports it
 
 
-#: Installed by the engine (``install_placement``): make a backend the active one in
-#: this context (returns a token), undo that, and copy a tensor to a backend (recorded).
+#: Installed by the runtime (``install_placement``): make a backend the active one in
+#: this context (returns a token), undo that, copy a tensor to a backend (recorded),
+#: and convert host data to a tensor on the active backend.
 _activate: Callable[[Any], Any] = _no_engine
 _restore: Callable[[Any], None] = _no_engine
 _move: Callable[[Tensor, Any], Tensor] = _no_engine
+_to_tensor: Callable[[Any], Tensor] = _no_engine
 
 
-def install_placement(activate: Callable[[Any], Any], restore: Callable[[Any], None], move: Callable[[Tensor, Any], Tensor]) -> None:
-    """Called once by the engine, which owns the active backend and transfers."""
-    global _activate, _restore, _move
-    _activate, _restore, _move = activate, restore, move
+def install_placement(
+    activate: Callable[[Any], Any], restore: Callable[[Any], None], move: Callable[[Tensor, Any], Tensor],
+    to_tensor: Callable[[Any], Tensor],
+) -> None:
+    """Called once by the runtime's conversion room, which owns transfers and conversion."""
+    global _activate, _restore, _move, _to_tensor
+    _activate, _restore, _move, _to_tensor = activate, restore, move, to_tensor
 
 
 @contextmanager
@@ -622,14 +627,12 @@ def _as_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
 def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., tuple[Any, Any]]:
     """``f``'s value and its gradient with respect to the positional args ``argnums``
     (a tuple of gradients when ``argnums`` is a sequence), as in JAX."""
-    from .engine import to_tensor
-
     def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
         nums = _as_tuple(argnums)
         args_l = list(args)
         for i in nums:
             if not isinstance(args_l[i], Tensor):
-                args_l[i] = to_tensor(args_l[i])
+                args_l[i] = _to_tensor(args_l[i])
         with GradientTape() as tape:
             for i in nums:
                 tape.watch(args_l[i])

@@ -16,7 +16,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from . import __version__, engine, gradients, hookspecs, kernels, op_registry, plugins
+from . import engine, gradients, hookspecs, kernels, op_registry, plugins
+from ._version import __version__
 
 
 def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -19,6 +19,7 @@ __all__ = [
     "GraphFormatError",
     "IncompatibleOpError",
     "OpTypeError",
+    "SymbolicTensorError",
     "AlreadyExistsError",
     "OpNotFoundError",
     "KernelNotFoundError",
@@ -75,6 +76,12 @@ class IncompatibleOpError(OpkernelError, ValueError):
 
 class OpTypeError(OpkernelError, TypeError):
     """An input of the wrong dtype or kind (a plain tensor given to a ``Ref`` input)."""
+
+
+class SymbolicTensorError(OpTypeError):
+    """A value was asked of a placeholder while tracing (``.numpy()``, ``bool(t)``,
+    ``float(t)``): at trace time a tensor argument has a shape and dtype, no value.
+    (Also ``opkernel.function.SymbolicTensorError``.)"""
 
 
 class AlreadyExistsError(OpkernelError, ValueError):

@@ -12,6 +12,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
+from ._discovery import discover
 from ._provenance import Provider, current_provider
 from .errors import AlreadyExistsError, GradientNotFoundError
 
@@ -42,21 +43,6 @@ class GradientDef:
     fn: GradFn | None
     provider: Provider
     materialize_grads: bool = True
-
-
-def _nothing() -> None:
-    return None
-
-
-# Plugin discovery, installed by the plugin layer (set_discovery): the public lookups
-# run it first, so that they see the installed plugins' gradients.
-_discover: Callable[[], None] = _nothing
-
-
-def set_discovery(fn: Callable[[], None]) -> None:
-    """Install ``fn``, called by :func:`unregister_gradient` and :func:`get_gradient`."""
-    global _discover
-    _discover = fn
 
 
 _lock = threading.RLock()
@@ -167,7 +153,7 @@ def unregister_gradient(op_name: str) -> GradientDef:
     TensorFlow.js's ``unregisterGradient``; returns the removed entry.  A gradient registered
     with ``override=True`` gives back the one it replaced.  GradientNotFoundError when
     ``op_name`` has none."""
-    _discover()
+    discover()  # the installed plugins' gradients first (opkernel._discovery)
     with _lock:
         entry = _gradients.get(op_name)
         if entry is None:
@@ -188,7 +174,7 @@ def get_gradient(op_name: str) -> GradientDef:
     """The registry entry for ``op_name``; raises GradientNotFoundError."""
     entry = _gradients.get(op_name)
     if entry is None:
-        _discover()  # a lookup before discovery (ok.get_gradient first thing) sees the plugins' gradients
+        discover()  # a lookup before discovery (ok.get_gradient first thing) sees the plugins' gradients
         entry = _gradients.get(op_name)
     if entry is None:
         raise GradientNotFoundError(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Ty
 
 import numpy as np
 
+from ._discovery import discover
 from ._provenance import Provider, current_provider
 from .dtypes import DType, as_dtype
 from .errors import AlreadyExistsError, InvalidArgumentError, KernelNotFoundError, OpSpecError
@@ -391,21 +392,6 @@ def _no_check(kernel: KernelDef) -> None:
     return None
 
 
-def _nothing() -> None:
-    return None
-
-
-# Plugin discovery, run before the public lookups below so that they see the installed
-# plugins' kernels; the plugin layer installs it (set_discovery): no upward import.
-_discover: Callable[[], None] = _nothing
-
-
-def set_discovery(fn: Callable[[], None]) -> None:
-    """Install ``fn``, called by the public lookups before they read the registry."""
-    global _discover
-    _discover = fn
-
-
 # The check a new kernel passes before it is added: the plugin layer installs the real one
 # (set_registration_check), which knows whether the op exists and discovery is complete.
 _check_new: Callable[[KernelDef], None] = _no_check
@@ -542,7 +528,7 @@ def unregister_kernel(
     that replaced another under the same key (``override=True``) gives that one back.
     KernelNotFoundError, naming what is registered, when nothing matches.
     """
-    _discover()
+    discover()  # the installed plugins' kernels first (opkernel._discovery)
     with _lock:
         if isinstance(op, KernelDef):
             if backend is not None or label is not ANY or priority is not ANY:
@@ -603,7 +589,7 @@ def get_kernel(op: str, backend: str, *, label: str | None = None, **type_attrs:
     ``label`` would use among the kernels registered for that backend itself (TensorFlow.js's
     ``getKernel``; a generic kernel is under ``backend="*"``).  Type attrs not given match any
     constraint.  KernelNotFoundError when there is none."""
-    _discover()
+    discover()  # the installed plugins' kernels first (opkernel._discovery)
     bound = {name: as_dtype(value) if isinstance(value, (str, DType)) else value for name, value in type_attrs.items()}
     bound = {
         name: tuple(as_dtype(v) for v in value) if isinstance(value, (list, tuple)) else value
@@ -623,7 +609,7 @@ def get_kernel(op: str, backend: str, *, label: str | None = None, **type_attrs:
 def get_kernels_for_backend(backend: str) -> list[KernelDef]:
     """Every kernel registered for ``backend`` (TensorFlow.js's ``getKernelsForBackend``),
     by op name, then in lookup order.  ``"*"`` lists the generic kernels."""
-    _discover()
+    discover()  # the installed plugins' kernels first (opkernel._discovery)
     with _lock:
         return [k for (_, b), bucket in sorted(_kernels.items()) if b == backend for k in bucket]
 
@@ -634,7 +620,7 @@ def copy_registered_kernels(from_backend: str, to_backend: str) -> list[KernelDe
     are another's (a numpy-based backend reusing cpu's kernels) starts from those kernels and
     registers its own where it differs.  All or nothing: when one copy is refused (a kernel
     under the same key exists on ``to_backend``), none is registered.  Returns the copies."""
-    _discover()
+    discover()  # the installed plugins' kernels first (opkernel._discovery)
     if from_backend == to_backend or GENERIC in (from_backend, to_backend):
         raise ValueError(f"copy_registered_kernels({from_backend!r}, {to_backend!r}): name two different backends, not '*'")
     provider = current_provider()

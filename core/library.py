@@ -6,9 +6,9 @@ runs its hooks through the same plugin manager as discovery, once; the result
 is a module-like :class:`OpLibrary` whose attributes are the generated wrappers
 of exactly the ops that library registered.
 
-This module also holds :data:`KNOWN_OP_PACKAGES`, the op packages opkernel
-knows of, so that an error about a missing op or kernel can name the package
-to install.
+:data:`KNOWN_OP_PACKAGES`, the op packages opkernel knows of (defined in the
+registries' layer, ``opkernel._known_packages``, where the errors that name them
+are raised), is re-exported here.
 """
 
 from __future__ import annotations
@@ -22,44 +22,18 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import op_registry, plugins
 from ._provenance import Provider, providing
+from ._known_packages import KNOWN_OP_PACKAGES, KnownOpPackage, known_package_for
 from .errors import PluginError
 
 __all__ = ["KNOWN_OP_PACKAGES", "KnownOpPackage", "OpLibrary", "load_op_library", "known_package_for"]
 
 _lock = threading.RLock()
 _files: dict[Path, str] = {}  # a loaded .py file -> its plugin name
-
-
-@dataclass(frozen=True)
-class KnownOpPackage:
-    """An op package published for opkernel: its distribution, the ops it registers
-    (a name, or a namespace prefix ending in ``>``) and the backends it has kernels for."""
-
-    distribution: str
-    ops: tuple[str, ...]
-    backends: tuple[str, ...]
-
-    def provides(self, op: str) -> bool:
-        return any(op == name or (name.endswith(">") and op.startswith(name)) for name in self.ops)
-
-
-#: Op packages opkernel knows of (suggested by errors when not installed).
-KNOWN_OP_PACKAGES: tuple[KnownOpPackage, ...] = (
-    KnownOpPackage(
-        "opkernel-medianpool", ("Addons>MedianPool2D", "Addons>MedianPool2DGrad"), ("cpu", "opencl", "cuda", "*")
-    ),
-)
-
-
-def known_package_for(op: str) -> KnownOpPackage | None:
-    """The known op package that provides ``op``, if any."""
-    return next((p for p in KNOWN_OP_PACKAGES if p.provides(op)), None)
 
 
 class OpLibrary(types.ModuleType):

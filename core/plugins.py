@@ -31,12 +31,14 @@ import sys
 import threading
 import warnings
 from dataclasses import FrozenInstanceError
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import gradients, kernels, op_registry
+from . import _discovery, gradients, kernels, op_registry
+from ._known_packages import known_package_for
 from ._provenance import CURRENT_PROVIDER, Provider, providing
+from ._shadowing import shadowed_by
+from ._version import __version__
 from .backend import Backend
 from .errors import OpSpecError, PluginError
 
@@ -64,6 +66,7 @@ __all__ = [
     "api_version_matches",
     "load_entry_point",
     "plugin_manager",
+    "shadowed_by",
 ]
 
 ENTRY_POINT_GROUP = "opkernel"
@@ -315,8 +318,6 @@ def name_clash(name: str, infos: list[PluginInfo]) -> str | None:
 
 
 def _own_version() -> str | None:
-    from . import __version__
-
     return __version__
 
 
@@ -380,57 +381,6 @@ def _shadowing(ep: EntryPoint, module_name: str) -> str | None:
     if dist is None or origin is None:
         return None
     return shadowed_by(module_name, origin, dist)
-
-
-def shadowed_by(module_name: str, origin: str, dist: Any) -> str | None:
-    """Why ``module_name``, imported from ``origin``, is not ``dist``'s own module, or None."""
-    try:
-        files = dist.files
-    except Exception:  # unreadable RECORD: nothing to compare against
-        return None
-    rel = module_name.replace(".", "/")
-    wanted = {f"{rel}.py", f"{rel}/__init__.py"}
-    installed = [Path(str(dist.locate_file(f))) for f in files or () if str(f).replace("\\", "/") in wanted]
-    here = Path(origin).resolve()
-    if not installed:  # an editable install lists no module file: its project directory must hold it
-        root = _editable_root(dist)
-        if root is None or here.is_relative_to(root):
-            return None
-        return (
-            f"module {module_name!r} was imported from {str(here)!r}, not from the editable install of "
-            f"{dist.name} {dist.version} (project {str(root)!r}): a file of the same name earlier on sys.path "
-            "(e.g. in the current directory, which `python -c` and the REPL search first) shadows the installed "
-            "package; not loaded. Rename or move that file, or run from another directory"
-        )
-    if any(path.resolve() == here for path in installed):
-        return None
-    return (
-        f"module {module_name!r} was imported from {str(here)!r}, not from the distribution "
-        f"{dist.name} {dist.version} ({str(installed[0])!r}): a file of the same name earlier on sys.path "
-        "(e.g. in the current directory, which `python -c` and the REPL search first) shadows the installed "
-        "package; not loaded. "
-        "Rename or move that file, or run from another directory"
-    )
-
-
-def _editable_root(dist: Any) -> Path | None:
-    """The project directory of an editable install (PEP 610's direct_url.json), or None."""
-    try:
-        text = dist.read_text("direct_url.json")
-        if not text:
-            return None
-        import json
-        from urllib.parse import unquote, urlparse
-
-        data = json.loads(text)
-        if not (isinstance(data, dict) and isinstance(data.get("dir_info"), dict) and data["dir_info"].get("editable")):
-            return None
-        url = urlparse(str(data.get("url", "")))
-        if url.scheme != "file":
-            return None
-        return Path(unquote(url.path)).resolve()
-    except Exception:  # unreadable metadata: nothing to compare against
-        return None
 
 
 def _fail(info: PluginInfo, error: BaseException, *, warn: bool = True) -> None:
@@ -775,8 +725,6 @@ def _check_declaration(kernel: kernels.KernelDef) -> None:
 
 
 def _unknown_op_message(kernel: kernels.KernelDef) -> str:
-    from .library import known_package_for  # the table of published op packages
-
     close = op_registry._close_matches(kernel.op, op_registry.op_names(), 3)
     hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
     known = known_package_for(kernel.op)
@@ -812,8 +760,7 @@ def _check_new_kernel(kernel: kernels.KernelDef) -> None:
 
 
 kernels.set_registration_check(_check_new_kernel)
-kernels.set_discovery(lambda: ensure_loaded())
-gradients.set_discovery(lambda: ensure_loaded())
+_discovery.install(lambda: ensure_loaded())
 
 
 def _check_provider(provider: Provider) -> None:

@@ -74,15 +74,8 @@ class Profile:
 def profile(synchronize: bool = True) -> Iterator[Profile]:
     """Record every op call made in the block (in any thread): ``print(p)`` shows the table."""
     prof = Profile(synchronize=synchronize)
-    with engine._lock:
-        engine._PROFILERS.append(prof)
-        engine._SLOW_SCOPES[0] += 1
-    try:
+    with engine.profiling(prof):
         yield prof
-    finally:
-        with engine._lock:
-            engine._PROFILERS.remove(prof)
-            engine._SLOW_SCOPES[0] -= 1
 
 
 @dataclass
@@ -101,7 +94,7 @@ class Explanation:
     fallback: tuple[str, KernelDef] | None = None
 
     def __str__(self) -> str:
-        types = ", ".join(f"{k}={engine._fmt(v)}" for k, v in sorted(self.attrs.items()))
+        types = ", ".join(f"{k}={engine.format_attr(v)}" for k, v in sorted(self.attrs.items()))
         lines = [f"op {self.op!r} on backend {self.backend!r} with {types or 'no attrs'}"
                  + (f", kernel label {self.label!r}" if self.label else "")]
         for k, verdict in self.considered:
@@ -135,8 +128,8 @@ def explain(op_name: str, *inputs: Any, _kernel: str | None = None, **attrs: Any
     be = engine.active_backend()
     label = _kernel
     if label is None:
-        label = (engine._LABELS.get() or {}).get(op_name)
-    _, bound = engine._bind(handle.op_def, inputs, attrs, be)
+        label = engine.label_for(op_name)
+    _, bound = engine.bind(handle.op_def, inputs, attrs, be)
     type_attrs = {k: v for k, v in bound.items() if handle.op_def.attr(k).type in ("type", "list(type)")}
     candidates = kernels.kernels_for(op_name, be.name) + kernels.kernels_for(op_name, GENERIC)
     chosen: KernelDef | None = None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager
 import numpy as np
 
 from .dtypes import DType
+from .errors import SymbolicTensorError
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -17,16 +18,40 @@ if TYPE_CHECKING:
 __all__ = ["Tensor", "Variable"]
 
 
+# Tensors sit below everything that computes: a tensor operator calls an op, a Variable
+# converts its initial value, ``.to()`` transfers, but this module imports none of the rooms
+# that do those things.  Each installs what tensors need from it when it is imported
+# (``install``): the runtime its conversion, transfer and context, the package its loader
+# of ``opkernel.ops``, which is imported at the first operator.
 _OPS: list[Any] = []
+_HOOKS: dict[str, Callable[..., Any]] = {}
+_HOOK_NAMES = frozenset({"load_ops", "to_tensor", "transfer", "restore_backend", "is_tracing"})
+
+
+def install(**hooks: Callable[..., Any]) -> None:
+    """Install the callbacks tensors need from the rooms above them: ``load_ops()``
+    (the ``opkernel.ops`` module), ``to_tensor(data, dtype, backend)``, ``transfer(t,
+    backend)``, ``restore_backend(name)`` (the backend an unpickled tensor goes to) and
+    ``is_tracing()``."""
+    unknown = set(hooks) - _HOOK_NAMES
+    if unknown:
+        raise TypeError(f"opkernel.tensor.install: unknown hooks {sorted(unknown)}; known: {sorted(_HOOK_NAMES)}")
+    _HOOKS.update(hooks)
+
+
+def _hook(name: str) -> Callable[..., Any]:
+    try:
+        return _HOOKS[name]
+    except KeyError:
+        raise RuntimeError(f"opkernel.tensor: no {name!r} is installed (importing opkernel installs it)") from None
 
 
 def ops_module() -> Any:
-    """``opkernel.ops`` (imported on first use: it imports this module)."""
+    """``opkernel.ops`` (imported on first use, by the loader the package installs)."""
     try:
         return _OPS[0]
     except IndexError:
-        from . import ops
-
+        ops = _hook("load_ops")()
         _OPS.append(ops)
         return ops
 
@@ -93,9 +118,7 @@ class Tensor:
 
     def to(self, backend: str) -> Tensor:
         """A copy of this tensor on ``backend`` (the same tensor if already there)."""
-        from .engine import transfer
-
-        return transfer(self, backend)
+        return _hook("transfer")(self, backend)  # type: ignore[no-any-return]
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         a = self.numpy()
@@ -176,9 +199,7 @@ _OPERATORS = {
 
 def _backend_or_active(name: str) -> Backend:
     """The backend a pickled tensor lived on, or the active one when it is not installed here."""
-    from .engine import active_backend, available_backends, backend_instance
-
-    return backend_instance(name) if name in available_backends() else active_backend()
+    return _hook("restore_backend")(name)  # type: ignore[no-any-return]
 
 
 def _restore_tensor(dtype: str, value: np.ndarray, backend: str) -> Tensor:
@@ -190,9 +211,7 @@ def _restore_tensor(dtype: str, value: np.ndarray, backend: str) -> Tensor:
 
 def _tracing() -> bool:
     """Whether ``ok.function`` is tracing in this context."""
-    from . import engine
-
-    return bool(engine._SLOW_SCOPES[0]) and engine._TRACER.get() is not None
+    return bool(_hook("is_tracing")())
 
 
 def _restore_variable(dtype: str, value: np.ndarray, backend: str, trainable: bool, name: str | None) -> Variable:
@@ -294,8 +313,7 @@ class Variable(Tensor):
     def __init__(
         self, initial_value: TensorLike, dtype: DTypeLike | None = None, *, trainable: bool = True, name: str | None = None
     ) -> None:
-        from .engine import to_tensor
-
+        to_tensor = _hook("to_tensor")
         if isinstance(initial_value, Tensor):
             t = to_tensor(initial_value.numpy(), dtype or initial_value.dtype, initial_value.backend)  # copies
         else:
@@ -354,8 +372,6 @@ class Variable(Tensor):
 
     def numpy(self) -> np.ndarray:
         if not self._borrowed and _tracing():
-            from .function import SymbolicTensorError
-
             raise SymbolicTensorError(
                 f"variable {self.name!r}: .numpy() (or numpy conversion) while ok.function traces would bake its "
                 "current value into the graph; use the variable in ops, or var.read_value(), to read it on every call"

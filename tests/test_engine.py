@@ -578,13 +578,13 @@ def test_a_class_kernel_is_constructed_once_per_signature(backend: str, fresh_re
 def test_a_repeated_call_skips_binding(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     x = ok.tensor(np.ones((2, 2), np.float32))
     calls: list[int] = []
-    real_bind = engine._bind
+    real_bind = engine.bind
 
     def counting_bind(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real_bind(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "_bind", counting_bind)
+    monkeypatch.setattr(engine, "bind", counting_bind)
     for _ in range(5):
         np.testing.assert_array_equal(ok.ops.mat_mul(x, x, transpose_b=True).numpy(), [[2.0, 2.0], [2.0, 2.0]])
     assert len(calls) <= 1
@@ -651,8 +651,8 @@ def test_calls_with_literals_skip_binding_once_seen(backend: str, monkeypatch: p
     ok.ops.mean(x, [1])
     ok.ops.reshape(x, np.array([3, 2], np.int32))
     calls: list[int] = []
-    real_bind = engine._bind
-    monkeypatch.setattr(engine, "_bind", lambda *a, **k: calls.append(1) or real_bind(*a, **k))
+    real_bind = engine.bind
+    monkeypatch.setattr(engine, "bind", lambda *a, **k: calls.append(1) or real_bind(*a, **k))
     for _ in range(3):
         np.testing.assert_allclose(ok.ops.mean(x, [1]).numpy(), [1.0, 4.0])
         assert ok.ops.reshape(x, np.array([3, 2], np.int32)).shape == (3, 2)

@@ -542,7 +542,7 @@ def test_a_failed_trace_leaves_nothing_behind():
 
     with pytest.raises(RuntimeError, match="boom"):
         f(ok.tensor([1.0]))
-    assert ok.engine._SLOW_SCOPES[0] == 0 and ok.engine._TRACER.get() is None
+    assert ok.engine.SLOW_SCOPES[0] == 0 and ok.engine.TRACER.get() is None
     assert ok.ops.neg(ok.tensor([1.0])).numpy().tolist() == [-1.0]
 
 
@@ -958,15 +958,15 @@ def test_a_gradient_through_a_variable_updated_since_is_refused_inside_a_trace_a
 
 
 def _compile_opcodes(n: int) -> int:
-    """Bytecode instructions the replay compiler (function._compile) runs for a chain of n Adds:
-    a count, not a time, so the same on any machine."""
+    """Bytecode instructions the replay compiler (opkernel._replay._compile) runs for a chain of
+    n Adds: a count, not a time, so the same on any machine."""
     import sys
 
-    from opkernel import engine, function
+    from opkernel import _replay, engine
 
     cf = ok.function(lambda x: _chain(x, n)).get_concrete_function(ok.TensorSpec([2], "float32"))
     count = [0]
-    target = function.__file__
+    target = _replay.__file__
 
     def local(frame: Any, event: str, arg: Any) -> Any:
         if event == "opcode":
@@ -982,7 +982,7 @@ def _compile_opcodes(n: int) -> int:
     be = engine.backend_instance("cpu")
     sys.settrace(calls)
     try:
-        function._compile(cf, be)
+        _replay._compile(cf, be)
     finally:
         sys.settrace(None)
     return count[0]

@@ -19,14 +19,14 @@ import pytest
 from isolated import run_isolated
 
 import opkernel as ok
-from opkernel import engine
+from opkernel import _selection, engine
 from opkernel.errors import BackendNotFoundError, KernelFallbackWarning, KernelNotFoundError, OpTypeError
 
 
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Each test sees the first fallback of each (op, from, to) afresh, and no process-wide setting."""
-    monkeypatch.setattr(engine, "_WARNED", set())
+    monkeypatch.setattr(_selection, "_WARNED", set())
     yield
     ok.config.kernel_fallback = ()
 

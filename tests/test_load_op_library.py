@@ -244,10 +244,10 @@ def test_missing_kernel_names_the_package_that_provides_kernels(fresh_registry: 
 
 
 def test_missing_op_names_a_known_package(monkeypatch: pytest.MonkeyPatch, fresh_registry: None) -> None:
-    from opkernel import library
+    from opkernel import _known_packages, library
 
     known = library.KnownOpPackage("opkernel-fancy", ("Fancy>",), ("cpu", "*"))
-    monkeypatch.setattr(library, "KNOWN_OP_PACKAGES", (*library.KNOWN_OP_PACKAGES, known))
+    monkeypatch.setattr(_known_packages, "KNOWN_OP_PACKAGES", (*library.KNOWN_OP_PACKAGES, known))
     with pytest.raises(OpNotFoundError, match="provided by the op package opkernel-fancy: pip install opkernel-fancy"):
         ok.op_def("Fancy>Thing")
     # an op whose spec is here but whose kernels come with a package that is not installed

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import opkernel as ok
-from opkernel import saving
+from opkernel import _saved_format, saving
 from opkernel._provenance import Provider, providing
 from opkernel.errors import GraphFormatError, IncompatibleOpError, InvalidArgumentError, OpNotFoundError, ResourceExhaustedError
 from opkernel.graph import Edge, Graph, Node, TensorSpec
@@ -405,21 +405,22 @@ def test_tensor_members_are_checked_before_reading(saved: Path, tmp_path: Path) 
 
 
 def test_sizes_within_limits(saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(saving, "host_available_bytes", lambda: 16)
+    monkeypatch.setattr(_saved_format, "host_available_bytes", lambda: 16)  # graph.json's parse
+    monkeypatch.setattr(saving, "host_available_bytes", lambda: 16)  # the tensors
     with pytest.raises(ResourceExhaustedError, match=r"graph.json declares .* KiB; parsing it may take .* KiB of host "
                        "memory and the host has 16 bytes available"):
         ok.load(saved)
-    monkeypatch.setattr(saving, "JSON_EXPANSION", 0)
+    monkeypatch.setattr(_saved_format, "JSON_EXPANSION", 0)
     with pytest.raises(ResourceExhaustedError, match="its tensors need 56 bytes of host memory; the host has 16 bytes"):
         ok.load(saved)
     monkeypatch.undo()
-    monkeypatch.setattr(saving, "MAX_MEMBERS", 2)
+    monkeypatch.setattr(_saved_format, "MAX_MEMBERS", 2)
     with pytest.raises(GraphFormatError, match=r"dense.okg: holds 3 members; at most 2 are read$"):
         ok.load(saved)
     monkeypatch.undo()
     # A zip bomb: graph.json that inflates past the limit is refused from its declared size, and
     # a member whose declared size lies is never read past the limit.
-    monkeypatch.setattr(saving, "MAX_JSON_BYTES", 1 << 20)
+    monkeypatch.setattr(_saved_format, "MAX_JSON_BYTES", 1 << 20)
     bomb = rewrite(saved, tmp_path / "bomb.okg", members=lambda m: m.update({"graph.json": b" " * (4 << 20) + b"{}"}))
     assert bomb.stat().st_size < 64 << 10
     with pytest.raises(GraphFormatError, match=r"declares 4.0 MiB; at most 1.0 MiB is read"):

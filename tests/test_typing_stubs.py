@@ -57,7 +57,7 @@ def _stub_params(fn: ast.FunctionDef) -> list[tuple[str, str, Any]]:
 def _runtime_params(fn: Any) -> list[tuple[str, str, Any]]:
     out = []
     for p in inspect.signature(fn).parameters.values():
-        missing = p.default is inspect.Parameter.empty or p.default is engine._REQUIRED
+        missing = p.default is inspect.Parameter.empty or p.default is engine.REQUIRED
         out.append((p.name, p.kind.name, _REQUIRED if missing else _normal(p.default)))
     return out
 
@@ -101,7 +101,7 @@ def test_result_types_are_the_engines() -> None:
         returns = ast.unparse(functions[split_namespace(op_def.name)[1]].returns)  # type: ignore[arg-type]
         lengths = [2 if o.is_list else None for o in op_def.outputs]
         flat = [object() for _ in range(sum(n or 1 for n in lengths))]
-        packed = engine._packer(op_def, lengths)(flat)
+        packed = engine.packer(op_def, lengths)(flat)
         seen.add(returns if returns in ("None", "Tensor", "list[Tensor]") else "NamedTuple")
         if returns == "None":
             assert packed is None, op_def.name

@@ -198,8 +198,8 @@ def make_wrapper(op_def: OpDef, handle: Any, engine: Any) -> Callable[..., Any]:
         key_arg = ", _key"
     lines.append(f"    return _execute(_handle, {tuple_expr}, {{{attr_dict}}}, _kernel{key_arg})")
     namespace: dict[str, Any] = {
-        "_execute": engine.execute, "_handle": handle, "_fast": handle.fast, "_REQUIRED": engine._REQUIRED,
-        "_active": engine._ACTIVE.get, "_DEFAULT": engine._DEFAULT, "_SLOW_SCOPES": engine._SLOW_SCOPES,
+        "_execute": engine.execute, "_handle": handle, "_fast": handle.fast, "_REQUIRED": engine.REQUIRED,
+        "_active": engine.ACTIVE.get, "_DEFAULT": engine.DEFAULT, "_SLOW_SCOPES": engine.SLOW_SCOPES,
         "_lk": list_attr_key,
     }
     for i, a in enumerate(optional_attrs):

@@ -122,7 +122,7 @@ def _output_fields(op_def: OpDef) -> list[str] | None:
 
 
 def _result_class(op_def: OpDef) -> str:
-    """The name the engine gives the op's result namedtuple (``engine._packer``)."""
+    """The name the engine gives the op's result namedtuple (``engine.packer``)."""
     return op_def.name.replace(">", "_")
 
 

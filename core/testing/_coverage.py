@@ -32,6 +32,7 @@ from ..errors import InvalidArgumentError, KernelNotFoundError
 from ..hookspecs import hookimpl
 from ..op_registry import OpDef
 from ..tensor import Tensor
+from ._isolation import isolated_registries
 from ._examples import Example, example_inputs
 
 __all__ = ["GradientCoverage", "STATUSES", "gradient_coverage"]
@@ -235,8 +236,6 @@ def gradient_coverage(backend: str, ops: Sequence[str] | None = None) -> list[Gr
     for the report's duration (inside ``isolated_registries``): register nothing from
     other threads meanwhile.
     """
-    from . import isolated_registries  # the package imports this module
-
     plugins.ensure_loaded()
     known = ({name for name, _, _ in engine.backend_status()} | {k.backend for k in kernels.all_kernels()}) - {kernels.GENERIC}
     if backend not in known:
