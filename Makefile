@@ -13,7 +13,7 @@ REQUIRED_BACKENDS ?= cpu,opencl
 PACKAGES := -e . -e ./plugins/cpu -e './plugins/opencl[pocl,intel]' -e ./plugins/cuda -e ./examples/median_pool
 # NVRTC and the CUDA headers as wheels: the tests compile every CUDA kernel for sm_80 and sm_90.
 CUDA_COMPILE_DEPS := nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
-.PHONY: demo dask-demo test typecheck install install-test bench clean
+.PHONY: demo dask-demo test typecheck layers install install-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,12 +52,17 @@ typecheck: install-test
 	MYPYPATH=$(MYPY_LINKS):plugins/cpu:plugins/opencl:plugins/cuda:examples/median_pool \
 		$(BIN)/python -m mypy $(addprefix -p ,$(MYPY_PACKAGES))
 
+# The layering of the core and the plugins (docs/architecture.md): the import-linter contracts
+# in pyproject.toml.  An import from a higher layer, or an import cycle in any package, fails.
+layers: install-test
+	$(BIN)/lint-imports --no-cache
+
 # The whole suite runs with the default OpenCL device (the best one that passes its probe);
 # then the OpenCL part of it runs again on every other OpenCL device that passes its probe
 # (PoCL and Intel's CPU runtime where both work here): docs/opencl.md, "Which device".
 TEST_ENV := OPKERNEL_STRICT_PLUGINS=1 OPKERNEL_REQUIRE_NVRTC=1
 OPENCL_TESTS ?= opencl or program_cache or device_kernel_api
-test: typecheck
+test: typecheck layers
 	$(TEST_ENV) $(BIN)/python -m pytest -q --opkernel-backends=$(REQUIRED_BACKENDS) $(PYTEST_ARGS)
 	@devices="$$($(BIN)/python -m opkernel_opencl.devices --others)" || exit 1; \
 	for device in $$devices; do \

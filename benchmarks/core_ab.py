@@ -1,5 +1,5 @@
-"""One core change measured on the training steps: this checkout's core against another
-commit's, in alternating child processes, with the same plugins.
+"""One core change measured on dispatch and the training steps: this checkout's core
+against another commit's, in alternating child processes, with the same plugins.
 
     python benchmarks/core_ab.py BASE_COMMIT [--rounds 6] [--backend cpu]
 
@@ -7,10 +7,13 @@ BASE_COMMIT's ``core/`` is checked out into a temporary worktree and put first o
 ``PYTHONPATH`` under the name ``opkernel`` (ahead of the editable install's finder), so
 the base child imports the old core and the other child this checkout's; the plugins and
 everything else are the same installed ones.  Each round runs both children once, in
-alternating order; each child times the eager and the traced step of the MLP
-784-256-10 (batch 64) and of the 8-8-3 MLP (batch 8) as medians of blocks of calls
-(benchmarks/harness.py), and also numpy's hand-written step, as the run's yardstick.
-The table gives the medians over rounds and the ratio new/base.
+alternating order; each child times one call of the dispatch path (``add`` of two
+1-element tensors, the same under a recording tape, ``add`` with a Python literal,
+which takes the general path and its literal cache, and a 4×4 ``mat_mul``), then the
+eager and the traced step of the MLP 784-256-10 (batch 64) and of the 8-8-3 MLP
+(batch 8), as medians of blocks of calls (benchmarks/harness.py), and also numpy's
+hand-written step, as the run's yardstick.  The table gives the medians over rounds
+and the ratio new/base.
 """
 
 from __future__ import annotations
@@ -31,10 +34,27 @@ CHILD = r"""
 import json, sys
 sys.path.insert(0, {bench!r})
 import opkernel as ok
-from harness import Timed, interleaved
+from harness import Timed, interleaved, per_call
 from models import MLP, TINY_MLP, BATCH, TINY_BATCH, mlp_step_numpy, mlp_step_opkernel
-import os
+import numpy as np, os
 out = {{"core": os.path.realpath(ok.__file__)}}
+with ok.use_backend({backend!r}):
+    a = ok.tensor(np.ones(1, np.float32))
+    m = ok.tensor(np.ones((4, 4), np.float32))
+    add, mat_mul = ok.ops.add, ok.ops.mat_mul
+
+    def taped():  # a tape records 100 calls, then is dropped
+        with ok.GradientTape() as tape:
+            tape.watch(a)
+            for _ in range(100):
+                add(a, a)
+
+    out["dispatch"] = {{
+        "add 1 elem": per_call(lambda: add(a, a)),
+        "add 1 elem, recording tape": per_call(taped) / 100,
+        "add 1 elem and a literal": per_call(lambda: add(a, 2.0)),
+        "mat_mul 4x4": per_call(lambda: mat_mul(m, m)),
+    }}
 for sizes, batch in ((MLP, BATCH), (TINY_MLP, TINY_BATCH)):
     name = "-".join(map(str, sizes))
     with ok.use_backend({backend!r}):
@@ -75,7 +95,13 @@ def main() -> None:
                 runs[which].append(result)
         print(f"# core at {args.base} (base) vs this checkout (new), backend {args.backend}, {args.rounds} rounds (medians)")
         print(f"{'case':<34} {'base':>10} {'new':>10} {'new/base':>9}   numpy step (base run, new run)")
+        for case in runs["new"][0]["dispatch"]:
+            b = statistics.median(x["dispatch"][case] for x in runs["base"])
+            n = statistics.median(x["dispatch"][case] for x in runs["new"])
+            print(f"dispatch: {case:<24} {b * 1e6:9.2f}us {n * 1e6:9.2f}us {n / b:9.3f}")
         for model in runs["new"][0]:
+            if model == "dispatch":
+                continue
             for kind in ("eager", "traced"):
                 b = statistics.median(x[model][kind] for x in runs["base"])
                 n = statistics.median(x[model][kind] for x in runs["new"])

@@ -18,7 +18,7 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import InternalError, InvalidArgumentError, OpTypeError, ResourceExhaustedError
 
-from . import driver, runtime
+from . import device_kernels, driver, runtime
 
 if TYPE_CHECKING:
     from opkernel.probes import DeviceStatus
@@ -146,16 +146,19 @@ class CudaBackend(ok.Backend):
     def warmup(self) -> int:
         if self.index:
             with self.device:
-                return runtime.compile_all_for(self)
-        return runtime.compile_all_for(self)
+                return self._compile_all()
+        return self._compile_all()
+
+    def _compile_all(self) -> int:
+        """Every raw source (``runtime.compile_all``) and every device program op packages
+        declared (``device_kernels.warm``); returns how many were compiled."""
+        return runtime.compile_all() + device_kernels.warm(self)
 
     def build_program(self, source: str, *, name: str, options: Sequence[str] = (), op: str | None = None) -> Program:
         """A ``cupy.RawModule`` of CUDA C++ ``source`` with NVRTC ``options``, compiled at its
         first kernel and kept in the verified kernel cache; ``name`` and ``op`` appear in
         its errors.  A program declared with ``DeviceProgram`` is also compiled by ``ok.warmup``."""
-        from .device_kernels import build
-
-        return build(self, source, options, name, op)
+        return device_kernels.build(self, source, options, name, op)
 
     def translate_error(self, error: Exception, op: str) -> Exception | None:
         module = type(error).__module__ or ""
@@ -208,3 +211,6 @@ class CudaBackend(ok.Backend):
             "driver": str(cp.cuda.runtime.driverGetVersion()),
             "kernel cache": os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache")),
         }
+
+
+device_kernels.register_backend_class(CudaBackend)

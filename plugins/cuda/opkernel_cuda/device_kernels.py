@@ -77,17 +77,26 @@ _SIGNATURE = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]
 _PARAM = re.compile(r"^(?:const\s+)?([A-Za-z_][\w ]*?)\s*(\*?)\s*(?:const\s+)?(?:__restrict__\s+)?([A-Za-z_]\w*)$")
 
 
+#: The CUDA backend's class, registered by ``backend`` when it defines it (this module
+#: sits below the backend and never imports it): until then no CUDA backend exists.
+_backend_class: type[CudaBackend] | None = None
+
+
+def register_backend_class(cls: type[CudaBackend]) -> None:
+    """Called once by ``opkernel_cuda.backend`` with ``CudaBackend`` (``backend_of`` checks against it)."""
+    global _backend_class
+    _backend_class = cls
+
+
 def backend_of(where: BackendLike, what: str = "a device kernel") -> CudaBackend:
     """The CUDA backend of a kernel's context (or a backend, or ``"cuda"``), typed: raises an
     ``InvalidArgumentError`` naming ``what`` when it is another backend's."""
-    from .backend import CudaBackend
-
     if isinstance(where, str):
         from opkernel.engine import backend_instance
 
         where = backend_instance(where)
     be = where.backend if isinstance(where, ok.OpKernelConstruction) else where
-    if not isinstance(be, CudaBackend):
+    if _backend_class is None or not isinstance(be, _backend_class):
         raise InvalidArgumentError(
             f"{what}: needs backend 'cuda', got {getattr(be, 'name', type(be).__name__)!r}; "
             "register the kernel with backend='cuda'"

@@ -146,13 +146,6 @@ def compile_all() -> int:
     return built
 
 
-def compile_all_for(backend: Any) -> int:
-    """``compile_all`` and every device program op packages declared (``device_kernels``)."""
-    from .device_kernels import warm
-
-    return compile_all() + warm(backend)
-
-
 # ------------------------------------------------------------ the kernel cache
 
 

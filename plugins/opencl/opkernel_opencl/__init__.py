@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import opkernel as ok
 
+from ._version import __version__ as __version__
+
 if TYPE_CHECKING:
     from .backend import OpenCLBackend
     from .device_kernels import DeviceProgram, ElementwiseKernel, Kernel, Program, backend_of, ctype
-
-__version__ = "0.1.0"
 
 #: The device-kernel API for op packages (``device_kernels``), imported at first use.
 __all__ = ["DeviceProgram", "ElementwiseKernel", "Kernel", "OpenCLBackend", "Program", "backend_of", "ctype"]

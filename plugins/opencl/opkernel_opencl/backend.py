@@ -25,7 +25,12 @@ import opkernel as ok
 from opkernel.errors import BackendUnavailableError, InternalError, InvalidArgumentError, ResourceExhaustedError
 from opkernel.hostmem import host_available_bytes
 
-from .devices import ENV_DEVICE
+from . import device_kernels
+from .devices import ENV_DEVICE, availability, report
+from .devices import choose as _select
+from .devices import fork_reason as _fork_reason
+from .devices import forked_message as _forked_message
+from .devices import platform_pid as _platform_pid
 from .programs import ProgramCache, configure_environment
 
 if TYPE_CHECKING:
@@ -71,41 +76,14 @@ class DeviceOutOfMemory(MemoryError):
         self.cause = cause
 
 
-def _select(cl: Any, spec: str) -> tuple[Any, str | None]:
-    """(the device to use, None), or (None, why none can be used): ``devices.select``."""
-    if not _platform_pid:
-        _platform_pid.append(os.getpid())
-    from .devices import select
-
-    return select(cl, spec)
-
-
 #: The methods through which work reaches the driver, disabled in a forked child (``_disown``).
 _DRIVER_METHODS = ("new_array", "from_numpy", "to_numpy", "copy", "synchronize", "launch", "launch1d", "warmup")
 
 #: Backends initialised in this process, so that a forked child can disable them.
 _instances: weakref.WeakSet[OpenCLBackend] = weakref.WeakSet()
 _fork_hook: list[bool] = []
-#: The process that loaded the OpenCL platform: the driver's threads live there alone.
-_platform_pid: list[int] = []
-
-
-def _forked_message(owner: int) -> str:
-    return (
-        f"backend 'opencl' cannot be used in this process (pid {os.getpid()}): the OpenCL platform was loaded "
-        f"in process {owner}, of which this one is a fork() copy, and an OpenCL driver's threads and queues do "
-        "not survive fork() (the first wait for the device would block forever). Start worker processes with the 'spawn' "
-        "or 'forkserver' start method (multiprocessing.set_start_method('spawn'), or "
-        "multiprocessing.get_context('spawn')), which load it afresh in each child; or use another backend "
-        "in the child (ok.set_backend('cpu'))."
-    )
-
-
-def _fork_reason() -> str | None:
-    """Why OpenCL is unusable here: this is a forked child of the process that loaded it."""
-    if _platform_pid and _platform_pid[0] != os.getpid():
-        return _forked_message(_platform_pid[0])
-    return None
+#: The process that loaded the OpenCL platform (``_platform_pid``), and ``_fork_reason``,
+#: ``_forked_message`` and ``_select`` that keep it, live in ``devices`` (imported above).
 
 
 def _disown_after_fork() -> None:
@@ -139,33 +117,14 @@ class OpenCLBackend(ok.Backend):
         spec = os.environ.get(ENV_DEVICE, "")
         if spec in cls._availability:
             return cls._availability[spec]
-        try:
-            configure_environment()
-            import pyopencl as cl
-        except Exception as e:
-            reason: str | None = f"pyopencl cannot be imported ({type(e).__name__}: {e}); pip install opkernel-opencl"
-        else:
-            try:
-                reason = _select(cl, spec)[1]
-            except Exception as e:  # never raise from here
-                reason = f"OpenCL device query failed: {type(e).__name__}: {e}"
-        cls._availability[spec] = reason
+        reason = cls._availability[spec] = availability(spec)
         return reason
 
     @classmethod
     def devices(cls) -> list[DeviceStatus]:
-        """Every OpenCL device of every platform with its probe's verdict."""
-        if _fork_reason() is not None:
-            return []
-        try:
-            configure_environment()
-            import pyopencl as cl
-
-            from .devices import statuses
-
-            return statuses(cl, os.environ.get(ENV_DEVICE, ""))
-        except Exception:  # never raise from a report: availability() says why
-            return []
+        """Every OpenCL device of every platform with its probe's verdict (``devices.report``:
+        never raises, availability() says why there are none)."""
+        return report(os.environ.get(ENV_DEVICE, ""))
 
     def __init__(self) -> None:
         forked = _fork_reason()
@@ -386,16 +345,14 @@ class OpenCLBackend(ok.Backend):
     # ------------------------------------------------------------ programs
 
     def warmup(self) -> int:
-        return self.programs.build_all()
+        return self.programs.build_all(device_kernels.warm)
 
     def build_program(self, source: str, *, name: str, options: Sequence[str] = (), op: str | None = None) -> Program:
         """Build OpenCL C ``source`` with compiler ``options`` on this device, once per
         (source, options), through the verified disk cache; ``name`` and ``op`` appear in
         its errors.  A program an op package declares with ``DeviceProgram`` is also
         built by ``ok.warmup``; one built here only when first asked for."""
-        from .device_kernels import build
-
-        return build(self, source, options, name, op)
+        return device_kernels.build(self, source, options, name, op)
 
     #: Kernel objects with their by-value arguments already set (see ``_bound``).
     BOUND_KERNELS = 1024
@@ -568,3 +525,6 @@ class OpenCLBackend(ok.Backend):
         if dtype.name == "float64":
             return self.fp64
         return dtype.name in _TYPE_NAMES or dtype.name == "string"
+
+
+device_kernels.register_backend_class(OpenCLBackend)

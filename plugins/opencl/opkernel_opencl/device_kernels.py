@@ -62,28 +62,31 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _GLOBAL, _CONSTANT, _LOCAL = 4507, 4509, 4508  # CL_KERNEL_ARG_ADDRESS_{GLOBAL,CONSTANT,LOCAL}
 
 
-_backend_class: Any = None
+#: The OpenCL backend's class, registered by ``backend`` when it defines it (this module
+#: sits below the backend and never imports it): until then no OpenCL backend exists.
+_backend_class: type[OpenCLBackend] | None = None
+
+
+def register_backend_class(cls: type[OpenCLBackend]) -> None:
+    """Called once by ``opkernel_opencl.backend`` with ``OpenCLBackend`` (``backend_of`` checks against it)."""
+    global _backend_class
+    _backend_class = cls
 
 
 def backend_of(where: BackendLike, what: str = "a device kernel") -> OpenCLBackend:
     """The OpenCL backend of a kernel's context (or a backend, or ``"opencl"``), typed: raises an
     ``InvalidArgumentError`` naming ``what`` when it is another backend's."""
-    global _backend_class
-    if _backend_class is None:
-        from .backend import OpenCLBackend
-
-        _backend_class = OpenCLBackend
     if isinstance(where, str):
         from opkernel.engine import backend_instance
 
         where = backend_instance(where)
     be = where.backend if isinstance(where, ok.OpKernelConstruction) else where
-    if not isinstance(be, _backend_class):
+    if _backend_class is None or not isinstance(be, _backend_class):
         raise InvalidArgumentError(
             f"{what}: needs backend 'opencl', got {getattr(be, 'name', type(be).__name__)!r}; "
             "register the kernel with backend='opencl'"
         )
-    return be  # type: ignore[no-any-return]
+    return be
 
 
 def _options(owner: str, options: Sequence[str]) -> tuple[str, ...]:

@@ -21,6 +21,11 @@ the backend is unavailable when it fails):
 * ``pocl`` or ``intel`` (any other word): the best working device whose platform
   or device name contains it (``pocl`` also matches "Portable Computing
   Language"), compared without case.
+
+The process that loads the platform is noted (``choose``): a fork() copy of it
+cannot use OpenCL (``fork_reason``).  ``availability`` and ``report`` are what
+``OpenCLBackend.availability`` and ``OpenCLBackend.devices`` answer, and what
+``python -m opkernel_opencl.devices`` prints.
 """
 
 from __future__ import annotations
@@ -36,7 +41,13 @@ import numpy as np
 
 from opkernel.probes import DeviceStatus, verdict
 
-__all__ = ["ENV_DEVICE", "Candidate", "candidates", "select", "statuses", "explain_build_failure"]
+from . import _version
+from .programs import PRELUDE, build_quietly, configure_environment
+
+__all__ = [
+    "ENV_DEVICE", "Candidate", "candidates", "select", "statuses", "explain_build_failure",
+    "availability", "report", "choose", "fork_reason", "forked_message", "platform_pid", "load_pyopencl",
+]
 
 ENV_DEVICE = "OPKERNEL_OPENCL_DEVICE"
 POCL_PLATFORM = "Portable Computing Language"
@@ -131,9 +142,7 @@ def rank(cl: Any, c: Candidate) -> tuple[int, int, int, int]:
 def _versions() -> str:
     from opkernel import __version__ as core
 
-    from . import __version__ as plugin
-
-    return f"{core}/{plugin}"
+    return f"{core}/{_version.__version__}"
 
 
 def fingerprint(cl: Any, c: Candidate) -> str:
@@ -175,7 +184,6 @@ def probe(cl: Any, c: Candidate) -> str | None:
     """Build the probe on ``c`` as the backend builds its programs, run it, check every
     value: None when all is right, else why not (one line)."""
     from .common import fast_divisor
-    from .programs import PRELUDE, build_quietly
 
     device = c.device
     try:
@@ -306,6 +314,73 @@ def forget() -> None:
         _selected.clear()
 
 
+# ------------------------------------------------------------ the platform in this process
+
+#: The process that loaded the OpenCL platform: the driver's threads live there alone.
+platform_pid: list[int] = []
+
+
+def forked_message(owner: int) -> str:
+    return (
+        f"backend 'opencl' cannot be used in this process (pid {os.getpid()}): the OpenCL platform was loaded "
+        f"in process {owner}, of which this one is a fork() copy, and an OpenCL driver's threads and queues do "
+        "not survive fork() (the first wait for the device would block forever). Start worker processes with the 'spawn' "
+        "or 'forkserver' start method (multiprocessing.set_start_method('spawn'), or "
+        "multiprocessing.get_context('spawn')), which load it afresh in each child; or use another backend "
+        "in the child (ok.set_backend('cpu'))."
+    )
+
+
+def fork_reason() -> str | None:
+    """Why OpenCL is unusable here: this is a forked child of the process that loaded it."""
+    if platform_pid and platform_pid[0] != os.getpid():
+        return forked_message(platform_pid[0])
+    return None
+
+
+def choose(cl: Any, spec: str) -> tuple[Candidate | None, str | None]:
+    """``select``, this process noted first as the one that loads the platform (``fork_reason``)."""
+    if not platform_pid:
+        platform_pid.append(os.getpid())
+    return select(cl, spec)
+
+
+def load_pyopencl() -> Any:
+    """pyopencl, imported after ``programs.configure_environment`` (which must run before
+    the platform is first loaded)."""
+    configure_environment()
+    import pyopencl as cl
+
+    return cl
+
+
+def availability(spec: str) -> str | None:
+    """None when a device for ``OPKERNEL_OPENCL_DEVICE`` = ``spec`` passed its probe, else why
+    none can be used (``OpenCLBackend.availability``, which keeps the answer).  Never raises."""
+    forked = fork_reason()
+    if forked is not None:
+        return forked
+    try:
+        cl = load_pyopencl()
+    except Exception as e:
+        return f"pyopencl cannot be imported ({type(e).__name__}: {e}); pip install opkernel-opencl"
+    try:
+        return choose(cl, spec)[1]
+    except Exception as e:  # never raise from here
+        return f"OpenCL device query failed: {type(e).__name__}: {e}"
+
+
+def report(spec: str) -> list[DeviceStatus]:
+    """Every OpenCL device of every platform with its probe's verdict (``statuses``), after
+    loading pyopencl; [] in a forked child or when that fails (``availability`` says why)."""
+    if fork_reason() is not None:
+        return []
+    try:
+        return statuses(load_pyopencl(), spec)
+    except Exception:  # never raise from a report
+        return []
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m opkernel_opencl.devices``: every device and its probe, one per line
     (``--working``: the ids of the devices that work, the default one first;
@@ -317,15 +392,14 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--working", action="store_true", help="ids of the working devices, the default one first")
     group.add_argument("--others", action="store_true", help="ids of the working devices other than the default one")
     args = parser.parse_args(argv)
-    from .backend import OpenCLBackend
-
-    found = OpenCLBackend.devices()
+    spec = os.environ.get(ENV_DEVICE, "")
+    found = report(spec)
     if not (args.working or args.others):
         for d in found:
             verdict_text = "works" if d.works else f"fails: {d.reason}"
             print(f"{d.id}\t{'*' if d.chosen else ' '} {d.name} ({d.platform}, {d.kind}): {verdict_text}")
         if not found:
-            print(f"no OpenCL device: {OpenCLBackend.availability()}")
+            print(f"no OpenCL device: {availability(spec)}")
         return 0
     working = sorted((d for d in found if d.works), key=lambda d: not d.chosen)
     for d in working:

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from opkernel.cachedirs import configured_dir, private_dir, read_entry, unsafe_reason, write_entry
 from opkernel.errors import InternalError
 
+from . import _version
+
 if TYPE_CHECKING:
     from .backend import OpenCLBackend
 
@@ -294,8 +296,7 @@ class BinaryStore:
     def __init__(self, where: str, backend: OpenCLBackend) -> None:
         from opkernel import __version__ as core_version
 
-        from . import __version__ as plugin_version
-
+        plugin_version = _version.__version__
         self.where = where
         self._be = backend
         d, cl = backend.device, backend.cl
@@ -610,8 +611,11 @@ class ProgramCache:
         self.builds += 1
         return prg
 
-    def build_all(self) -> int:
-        """Build every family for every dtype the device supports; returns how many were built."""
+    def build_all(self, declared: Callable[[OpenCLBackend], object]) -> int:
+        """Build every family for every dtype the device supports, then call ``declared`` with
+        the backend: it builds the programs op packages declared (the backend passes
+        ``device_kernels.warm``; this module does not import that one).  Returns how many
+        were built."""
         from opkernel.dtypes import as_dtype
 
         def supported(key: str) -> bool:  # keys are dtype names, sizes, or both joined by ':'
@@ -625,7 +629,5 @@ class ProgramCache:
             for key in fam.dtypes:
                 if supported(key):
                     self.program(fam.name, key, f"warmup of {fam.name}")
-        from .device_kernels import warm
-
-        warm(self._be)  # the programs op packages declared (DeviceProgram, ElementwiseKernel)
+        declared(self._be)  # the programs op packages declared (DeviceProgram, ElementwiseKernel)
         return len(self._programs) - before
