@@ -29,6 +29,7 @@ __all__ = [
     "PluginError",
     "ResourceExhaustedError",
     "InternalError",
+    "NativeError",
     "KernelFallbackWarning",
 ]
 
@@ -48,6 +49,53 @@ class OpkernelError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickling (a Dask worker's error reaching the client, ``multiprocessing``, ``copy``)
+        keeps the class, the message, ``op`` and every context attribute.
+
+        A chained exception (``__cause__``, ``__context__``) from a native library that does
+        not pickle (pyopencl's errors hold a driver record) is replaced, on this error, by a
+        :class:`NativeError` with its class name and message: tblib, which Dask uses, pickles
+        the chain, and one unpicklable link would turn the whole error into a bare
+        ``Exception``.  A context attribute that does not pickle is kept as its ``repr``."""
+        for name in ("__cause__", "__context__"):
+            linked = getattr(self, name)
+            if linked is not None and not isinstance(linked, (OpkernelError, NativeError)) and not _pickles(linked):
+                setattr(self, name, NativeError.standing_for(linked))
+        state = {k: v if _pickles(v) else repr(v) for k, v in self.__dict__.items()}
+        return (type(self), (self.message,), state)
+
+
+class NativeError(Exception):
+    """Stands for an exception of a native library that cannot be pickled, in the chain of
+    an opkernel error that was (``OpkernelError.__reduce__``): ``type_name`` is its class's
+    qualified name, and the message is its own."""
+
+    def __init__(self, message: str, type_name: str = "") -> None:
+        super().__init__(message, type_name)
+        self.message = message
+        self.type_name = type_name
+
+    @classmethod
+    def standing_for(cls, error: BaseException) -> NativeError:
+        kind = type(error)
+        stand_in = cls(str(error), f"{kind.__module__}.{kind.__qualname__}")
+        stand_in.__traceback__ = None
+        return stand_in
+
+    def __str__(self) -> str:
+        return f"{self.type_name}: {self.message}" if self.type_name else self.message
+
+
+def _pickles(value: Any) -> bool:
+    import pickle  # only when an error is pickled
+
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return False
+    return True
 
 
 class OpSpecError(OpkernelError, ValueError):

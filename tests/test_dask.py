@@ -658,3 +658,90 @@ def test_the_demo_runs_with_its_default_workers_and_backends(tmp_path: Any) -> N
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "3 random tiles equal the single-process op" in done.stdout
+
+
+# ---------------------------------------------------------------- errors raised on workers
+
+class _DriverRecord:
+    """Like pyopencl's ``_ErrorRecord``: what a native error holds that does not pickle."""
+
+    def __reduce__(self) -> Any:
+        raise TypeError("cannot pickle '_DriverRecord' object")
+
+
+class _NativeLibraryError(RuntimeError):
+    def __init__(self, record: _DriverRecord) -> None:
+        super().__init__(record)
+        self.record = record
+
+    def __str__(self) -> str:
+        return "clBuildProgram failed: BUILD_PROGRAM_FAILURE"
+
+
+def _error_classes() -> list[type[ok.errors.OpkernelError]]:
+    from opkernel_opencl.programs import ProgramBuildError
+
+    found = [getattr(ok.errors, n) for n in ok.errors.__all__]
+    classes = [c for c in found if isinstance(c, type) and issubclass(c, ok.errors.OpkernelError)]
+    return [*classes, dask_rules.NoPartitioningRuleError, ProgramBuildError]
+
+
+def _raise_on_worker(cls: type[ok.errors.OpkernelError], chained: bool) -> None:
+    """Raise ``cls`` the way a kernel's error is raised: with op and backend, chained (when
+    ``chained``) to a native library's error that does not pickle."""
+    error = cls(f"op 'Probe': {cls.__name__} on a worker", op="Probe", backend="opencl", extra=[1, 2])
+    if not chained:
+        raise error
+    try:
+        raise _NativeLibraryError(_DriverRecord())
+    except _NativeLibraryError as native:
+        raise error from native
+
+
+def _check_received(error: BaseException, cls: type[BaseException], chained: bool) -> None:
+    assert type(error) is cls, f"{cls.__name__} arrived as {type(error).__name__}: {error!r}"
+    assert (str(error), error.op, error.backend, error.extra) == (  # type: ignore[attr-defined]
+        f"op 'Probe': {cls.__name__} on a worker", "Probe", "opencl", [1, 2]
+    )
+    if chained:
+        cause = error.__cause__
+        assert isinstance(cause, ok.errors.NativeError), repr(cause)
+        assert cause.type_name.endswith("_NativeLibraryError") and "BUILD_PROGRAM_FAILURE" in str(cause)
+
+
+@pytest.mark.parametrize("chained", [False, True], ids=["plain", "chained-to-native"])
+def test_every_error_reaches_the_client_as_itself(client: Any, chained: bool) -> None:
+    """An opkernel error raised on a worker arrives at the client as its own class, with its
+    op, backend, context and message, even when chained to a native error that does not
+    pickle (Dask pickles the chain with tblib; one bad link made it a bare Exception)."""
+    import cloudpickle
+
+    import test_dask
+
+    cloudpickle.register_pickle_by_value(test_dask)  # the workers need not import the tests
+    try:
+        for cls in _error_classes():
+            future = client.submit(_raise_on_worker, cls, chained, pure=False)
+            with pytest.raises(BaseException) as info:
+                future.result()
+            _check_received(info.value, cls, chained)
+    finally:
+        cloudpickle.unregister_pickle_by_value(test_dask)
+
+
+@pytest.mark.parametrize("chained", [False, True], ids=["plain", "chained-to-native"])
+def test_every_error_pickles_and_copies_as_itself(chained: bool) -> None:
+    """pickle (multiprocessing), copy, and the chain-pickling Dask does (tblib)."""
+    import copy
+    import pickle
+
+    import tblib.pickling_support
+
+    for cls in _error_classes():
+        try:
+            _raise_on_worker(cls, chained)
+        except ok.errors.OpkernelError as error:
+            tblib.pickling_support.install(error)
+            _check_received(pickle.loads(pickle.dumps(error)), cls, chained)
+            copied = copy.copy(error)
+            assert type(copied) is cls and (copied.op, str(copied)) == (error.op, str(error))

@@ -59,10 +59,15 @@ USES_IT = {
 }
 
 
-def _run(tmp_path: Path, files: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    tmp_path: Path, files: dict[str, str], *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     for name, text in files.items():
         (tmp_path / name).write_text(textwrap.dedent(text))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "OPKERNEL_BACKEND"))}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "OPKERNEL_BACKEND", "OPKERNEL_TEST_"))},
+        **(env or {}),
+    }
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path), *args],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
@@ -86,3 +91,47 @@ def test_a_suite_using_the_fixture_gets_every_backend_and_the_backends_line(tmp_
     assert "test_on_every_backend[cpu] PASSED" in run.stdout, run.stdout
     assert "test_cpu_only[cpu] PASSED" in run.stdout and "test_cpu_only[opencl]" not in run.stdout, run.stdout
     assert re.search(r"^opkernel backends: .*cpu \(available\)", run.stdout, re.M), run.stdout
+
+
+CHOOSES = {
+    "test_choice.py": """
+        import numpy as np
+        import opkernel as ok
+        from opkernel.testing import check_op
+
+        def test_on_every_backend(backend):
+            assert ok.get_backend() == backend
+
+        def test_check_op_follows_the_choice():
+            report = check_op("Neg", [np.array([1.0, -2.0], np.float32)], check_gradients=False, threads=1)
+            print("CHECKED", sorted({r.backend for r in report.results if r.backend != "-"}))
+    """,
+}
+
+
+def test_a_run_can_choose_its_backends(tmp_path: Path) -> None:
+    """--opkernel-only / --opkernel-exclude (and the variables they set): the backends left
+    out get no test instances, and check_op leaves them out too."""
+    only = _run(tmp_path, CHOOSES, "-s", "--opkernel-only=cpu")
+    assert only.returncode == 0, only.stdout + only.stderr
+    assert "test_on_every_backend[cpu] PASSED" in only.stdout, only.stdout
+    assert "test_on_every_backend[opencl]" not in only.stdout and "CHECKED ['cpu']" in only.stdout, only.stdout
+    excluded = _run(tmp_path, CHOOSES, "-s", "--opkernel-exclude=cpu")
+    assert excluded.returncode == 0, excluded.stdout + excluded.stderr
+    assert "test_on_every_backend[cpu]" not in excluded.stdout, excluded.stdout
+    assert "test_on_every_backend[opencl] PASSED" in excluded.stdout, excluded.stdout
+    assert "CHECKED ['opencl']" in excluded.stdout, excluded.stdout
+    by_variable = _run(tmp_path, CHOOSES, "-s", env={"OPKERNEL_TEST_BACKENDS": "cpu"})
+    assert "test_on_every_backend[cpu] PASSED" in by_variable.stdout, by_variable.stdout
+    assert "test_on_every_backend[opencl]" not in by_variable.stdout, by_variable.stdout
+
+
+def test_a_backend_cannot_be_required_and_left_out(tmp_path: Path) -> None:
+    run = _run(tmp_path, CHOOSES, "--opkernel-backends=cpu", "--opkernel-exclude=cpu")
+    assert run.returncode != 0
+    assert "backend 'cpu' is required (--opkernel-backends) but OPKERNEL_TEST_EXCLUDE=cpu leaves it out" in (
+        run.stdout + run.stderr
+    )
+    typo = _run(tmp_path, CHOOSES, "--opkernel-only=cpuu")
+    assert typo.returncode != 0
+    assert "OPKERNEL_TEST_BACKENDS=cpuu names 'cpuu', which is not among the backends here" in typo.stdout + typo.stderr

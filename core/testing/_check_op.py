@@ -15,6 +15,7 @@ from ..dtypes import as_dtype
 from .._infer import infer_shapes
 from ..shapes import TensorShape
 from ..tensor import Tensor, Variable
+from ._backend_choice import chosen_backends
 from ._compare import assert_all_close, default_tolerance
 from .gradient_checker import compute_gradient
 
@@ -124,7 +125,8 @@ def check_op(
     grad_tol: float = 1e-3,
     reference: Callable[..., Any] | None = None,
 ) -> CheckOpReport:
-    """Run ``op_name`` on every requested backend (default: all available) and check:
+    """Run ``op_name`` on every requested backend (default: all available, less those the test
+    run leaves out: ``OPKERNEL_TEST_BACKENDS``, ``OPKERNEL_TEST_EXCLUDE``) and check:
 
     the OpDef finalizes; outputs match the shape function and the declared
     dtypes; results agree with the cpu backend within dtype-aware tolerances
@@ -145,7 +147,7 @@ def check_op(
     op_def = _check(report, "-", "OpDef finalizes", lambda: op_registry.get_op_def(op_name))
     if op_def is None:
         raise CheckOpFailure(report)
-    backends = list(backends or engine.available_backends())
+    backends = list(backends or chosen_backends(engine.available_backends()))
     refs = [a.is_ref for a in op_def.inputs]
     host_inputs = [_host(x) for x in inputs]
     baseline: list[np.ndarray] | None = None

@@ -5,6 +5,10 @@
   An installed but unavailable backend is a skip with its reason.
 * ``--opkernel-backends=cpu,opencl``: these backends are required; if one is
   missing or unavailable, its tests fail instead of skipping.
+* ``--opkernel-only=cpu,opencl`` / ``--opkernel-exclude=name`` (or the environment
+  variables ``OPKERNEL_TEST_BACKENDS`` / ``OPKERNEL_TEST_EXCLUDE``, which the options
+  set): the backends this run uses; the others get no test instances at all, and
+  ``check_op`` leaves them out too.
 * ``@pytest.mark.opkernel_backends("cpu", ...)``: run a test on these backends only.
 * ``fresh_registry`` fixture: registrations made by the test are undone after it.
 
@@ -31,10 +35,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
         help="comma-separated backends that must be installed and available; their tests fail instead of skipping",
     )
+    group.addoption(
+        "--opkernel-only",
+        default=None,
+        help="comma-separated backends this run uses, the others left out (sets OPKERNEL_TEST_BACKENDS)",
+    )
+    group.addoption(
+        "--opkernel-exclude",
+        default=None,
+        help="comma-separated backends this run leaves out (sets OPKERNEL_TEST_EXCLUDE)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "opkernel_backends(*names): run this test on these opkernel backends only")
+    import os
+
+    from ._backend_choice import ENV_EXCLUDE, ENV_ONLY, left_out
+
+    for option, variable in (("--opkernel-only", ENV_ONLY), ("--opkernel-exclude", ENV_EXCLUDE)):
+        value = config.getoption(option, default=None)
+        if value is not None:
+            os.environ[variable] = str(value)  # check_op and the test's child processes follow it too
+    clash = [(b, why) for b in _required(config) if (why := left_out(b)) is not None]
+    if clash:
+        raise pytest.UsageError(
+            "; ".join(f"backend {b!r} is required (--opkernel-backends) but {why}" for b, why in clash)
+        )
 
 
 def _required(config: pytest.Config) -> list[str]:
@@ -49,8 +76,15 @@ def _status() -> list[tuple[str, int, str | None]]:
 
 
 def _backend_names(config: pytest.Config) -> list[str]:
+    """The backends a test runs on: the installed ones this run uses, and the required ones."""
+    from ._backend_choice import chosen_backends
+
     installed = [name for name, _, _ in _status()]
-    return installed + [b for b in _required(config) if b not in installed]
+    try:
+        used = chosen_backends(installed)
+    except Exception as e:  # a name the choice gives that is not installed here
+        raise pytest.UsageError(str(e)) from None
+    return used + [b for b in _required(config) if b not in used]
 
 
 def _uses_our_backend(definition: Any) -> bool:
@@ -112,9 +146,14 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     """The name of the backend this test instance runs on (it is active during the test)."""
     from .. import engine
 
+    from ._backend_choice import left_out
+
     name: str | None = getattr(request, "param", None)
     if name is None:  # not parametrized by this plugin (e.g. requested through getfixturevalue)
         name = engine.get_backend()
+        why = left_out(name)
+        if why is not None:
+            pytest.skip(f"backend {name!r} is left out of this run: {why}")
     required = name in _required(request.config)
     status = {n: r for n, _, r in _status()}
     if name not in status:
