@@ -42,14 +42,10 @@ $(VENV)/.installed-dask: $(VENV)/.installed
 dask-demo: $(VENV)/.installed-dask
 	$(BIN)/python examples/dask_median.py $(DASK_DEMO_ARGS)
 
-# mypy checks the core and every package that builds on it.  The core lives in core/
-# and installs as `opkernel` through setuptools' editable import hook, which mypy does
-# not run: a link named opkernel on MYPYPATH gives it the same name.
-MYPY_LINKS := $(VENV)/mypy-path
+# mypy checks the core and every package that builds on it (the core's package is core/opkernel).
 MYPY_PACKAGES := opkernel opkernel_cpu opkernel_opencl opkernel_cuda opkernel_medianpool
 typecheck: install-test
-	mkdir -p $(MYPY_LINKS) && ln -sfn $(CURDIR)/core $(MYPY_LINKS)/opkernel
-	MYPYPATH=$(MYPY_LINKS):plugins/cpu:plugins/opencl:plugins/cuda:examples/median_pool \
+	MYPYPATH=core:plugins/cpu:plugins/opencl:plugins/cuda:examples/median_pool \
 		$(BIN)/python -m mypy $(addprefix -p ,$(MYPY_PACKAGES))
 
 # The layering of the core and the plugins (docs/architecture.md): the import-linter contracts
@@ -76,4 +72,4 @@ bench: install
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info core/*.egg-info plugins/*/*.egg-info plugins/*/build
+	rm -rf $(VENV) build dist *.egg-info core/*.egg-info core/opkernel/*.egg-info plugins/*/*.egg-info plugins/*/build

@@ -3,8 +3,9 @@ against another commit's, in alternating child processes, with the same plugins.
 
     python benchmarks/core_ab.py BASE_COMMIT [--rounds 6] [--backend cpu]
 
-BASE_COMMIT's ``core/`` is checked out into a temporary worktree and put first on
-``PYTHONPATH`` under the name ``opkernel`` (ahead of the editable install's finder), so
+BASE_COMMIT's core package (``core/opkernel/``, or ``core/`` before the package became a
+folder of its own) is checked out into a temporary worktree and put first on
+``PYTHONPATH`` under the name ``opkernel`` (ahead of the editable install's path), so
 the base child imports the old core and the other child this checkout's; the plugins and
 everything else are the same installed ones.  Each round runs both children once, in
 alternating order; each child times one call of the dispatch path (``add`` of two
@@ -69,7 +70,7 @@ print(json.dumps(out))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("base", help="the commit whose core/ is the baseline")
+    parser.add_argument("base", help="the commit whose core is the baseline")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--backend", default="cpu")
     args = parser.parse_args()
@@ -80,7 +81,8 @@ def main() -> None:
                        check=True, capture_output=True)
         shim = tmp / "shim"
         shim.mkdir()
-        (shim / "opkernel").symlink_to(tree / "core")
+        base_package = tree / "core" / "opkernel" if (tree / "core" / "opkernel" / "__init__.py").exists() else tree / "core"
+        (shim / "opkernel").symlink_to(base_package)
         code = CHILD.format(bench=str(ROOT / "benchmarks"), backend=args.backend)
         runs: dict[str, list[dict[str, dict[str, float]]]] = {"base": [], "new": []}
         for r in range(args.rounds):
@@ -90,7 +92,7 @@ def main() -> None:
                     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim), env.get("PYTHONPATH", "")]))
                 done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
                 result = json.loads(done.stdout.strip().splitlines()[-1])
-                expected = os.path.realpath(tree / "core") if which == "base" else os.path.realpath(ROOT / "core")
+                expected = os.path.realpath(base_package if which == "base" else ROOT / "core" / "opkernel")
                 assert result.pop("core").startswith(expected), (which, expected)
                 runs[which].append(result)
         print(f"# core at {args.base} (base) vs this checkout (new), backend {args.backend}, {args.rounds} rounds (medians)")

@@ -45,7 +45,7 @@ SMOKE = textwrap.dedent(
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     src = tmp_path_factory.mktemp("src")
     ignore = shutil.ignore_patterns("*.egg-info", "build", "dist", "__pycache__", ".*")
-    shutil.copytree(ROOT / "core", src / "core", ignore=ignore)
+    shutil.copytree(ROOT / "core", src / "core", ignore=ignore)  # its package: core/opkernel
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (ROOT / name).exists():
             shutil.copy2(ROOT / name, src / name)

@@ -71,7 +71,9 @@ def make_venv(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_sources(tmp_path_factory.mktemp("src"))
+    # Named as `git clone .../opkernel` names the checkout: test_editable_install runs
+    # Python from the folder above it, where most people keep their clones.
+    return copy_sources(tmp_path_factory.mktemp("src") / "opkernel")
 
 
 @pytest.fixture(scope="module")
@@ -142,8 +144,8 @@ def test_wheels_hold_every_core_module(wheels: dict[str, Path]) -> None:
         names = set(wheel.namelist())
         entry_points = next(wheel.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
     expected = {
-        "opkernel/" + str(p.relative_to(ROOT / "core")).replace(os.sep, "/")
-        for p in (ROOT / "core").rglob("*")
+        "opkernel/" + str(p.relative_to(ROOT / "core" / "opkernel")).replace(os.sep, "/")
+        for p in (ROOT / "core" / "opkernel").rglob("*")
         if p.suffix in (".py", ".typed") and "__pycache__" not in p.parts
     }
     assert sorted(expected - names) == [], "add the missing packages to [tool.setuptools] in pyproject.toml"
@@ -184,12 +186,19 @@ def test_editable_install(sources: Path, wheels: dict[str, Path], tmp_path: Path
         wheels["examples/minimal_backend"], cwd=sources)
     where = run(python, "-c", "import opkernel, opkernel_cpu; print(opkernel.__file__); print(opkernel_cpu.__file__)",
                 cwd=tmp_path).split()
-    assert where == [str(sources / "core" / "__init__.py"), str(sources / "plugins/cpu/opkernel_cpu/__init__.py")]
+    package = sources / "core" / "opkernel"
+    assert where == [str(package / "__init__.py"), str(sources / "plugins/cpu/opkernel_cpu/__init__.py")]
     script = tmp_path / "smoke.py"
     script.write_text(SMOKE)
     assert "smoke test passed" in run(python, script, cwd=tmp_path)
+    # From the folder holding the checkout (named opkernel, as a clone is), the checkout's folder
+    # must not shadow the package as an empty namespace package.
+    assert sources.name == "opkernel"
+    found = run(python, "-c", "import opkernel as ok; print(ok.__file__); print(ok.set_backend.__name__)",
+                cwd=sources.parent).split()
+    assert found == [str(package / "__init__.py"), "set_backend"], found
     # an edit to the source tree shows without reinstalling
-    (sources / "core" / "_editable_probe.py").write_text("VALUE = 42\n")
+    (package / "_editable_probe.py").write_text("VALUE = 42\n")
     assert run(python, "-c", "from opkernel._editable_probe import VALUE; print(VALUE)", cwd=tmp_path).strip() == "42"
 
 

@@ -61,7 +61,7 @@ DIFFERENCES: dict[str, str] = {
     "RealDiv/complex128_by_zero": "a non-zero complex number over zero is an infinity in C99 Annex G "
                                   "(opkernel, numpy); Eigen's complex division gives NaN",
     "Sigmoid/float32_saturated_grad": "where sigmoid saturates (y = 1) the gradient is zero; opkernel writes it "
-                                      "as grad - grad*y (no constant op at any order, core/ops/math_ops.py), "
+                                      "as grad - grad*y (no constant op at any order, core/opkernel/ops/math_ops.py), "
                                       "+0 where TensorFlow's grad*y*(1-y) gives -0 for a negative grad",
     "Tanh/float32_saturated_grad": "as Sigmoid's: grad - grad*y*y gives +0 where TensorFlow's grad*(1-y*y) "
                                    "gives -0 for a negative grad",
