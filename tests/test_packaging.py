@@ -30,15 +30,21 @@ TIMEOUT = 600
 
 
 
-def run(*cmd: str | Path, cwd: Path | None = None) -> str:
-    """Run ``cmd`` in a clean environment (no OPKERNEL_* settings, no active venv); its stdout."""
+def run(*cmd: str | Path, cwd: Path | None = None, stderr_too: bool = False) -> str:
+    """Run ``cmd`` in a clean environment (no OPKERNEL_* settings, no active venv); its stdout
+    (and its stderr after it, with ``stderr_too``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPKERNEL_", "PYTHON", "VIRTUAL_ENV"))}
     out = subprocess.run(
         [str(c) for c in cmd], cwd=cwd, env=env, check=False, capture_output=True, text=True, timeout=TIMEOUT
     )
     if out.returncode != 0:
         pytest.fail(f"{' '.join(map(str, cmd))} exited with {out.returncode}:\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}")
-    return out.stdout
+    return out.stdout + out.stderr if stderr_too else out.stdout
+
+
+#: What setuptools says at an install that a user cannot act on (a deprecated license table, an
+#: editable install through an import hook that warns about folders of the package's name).
+BUILD_WARNINGS = ("BuildBackendWarning", "SetuptoolsDeprecationWarning", "Please be careful with folders")
 
 
 def copy_sources(dest: Path) -> Path:
@@ -182,8 +188,16 @@ def test_console_script(wheel_venv: Path, tmp_path: Path) -> None:
 
 def test_editable_install(sources: Path, wheels: dict[str, Path], tmp_path: Path) -> None:
     python = make_venv(tmp_path / "editable")
-    run(python, "-m", "pip", "install", "-q", "-e", sources, "-e", sources / "plugins/cpu",
-        wheels["examples/minimal_backend"], cwd=sources)
+    # As `make install` does: a current pip shows what the build backend says even with -q.
+    run(python, "-m", "pip", "install", "-q", "--upgrade", "pip")
+    said = run(python, "-m", "pip", "install", "-q", "-e", sources, "-e", sources / "plugins/cpu",
+               wheels["examples/minimal_backend"], cwd=sources, stderr_too=True)
+    # The other distributions `make install` installs editable, without their dependencies.
+    for sub in ("plugins/opencl", "plugins/cuda", "examples/median_pool"):
+        shutil.copytree(ROOT / sub, tmp_path / sub, ignore=shutil.ignore_patterns("*.egg-info", "build", "__pycache__"))
+    said += run(python, "-m", "pip", "install", "-q", "--no-deps", *[a for sub in ("plugins/opencl", "plugins/cuda",
+                "examples/median_pool") for a in ("-e", tmp_path / sub)], cwd=tmp_path, stderr_too=True)
+    assert not [w for w in BUILD_WARNINGS if w in said], said
     where = run(python, "-c", "import opkernel, opkernel_cpu; print(opkernel.__file__); print(opkernel_cpu.__file__)",
                 cwd=tmp_path).split()
     package = sources / "core" / "opkernel"

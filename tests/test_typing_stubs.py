@@ -209,11 +209,26 @@ reveal_type(ok.stop_gradient(a))  # T: opkernel.tensor.Tensor
 v = ok.Variable(np.zeros(3, np.float32))
 reveal_type(v.assign_add([1.0, 2.0, 3.0]))  # T: opkernel.tensor.Variable
 reveal_type(ok.ops.assign(v, [0.0, 0.0, 0.0]))  # T: opkernel.tensor.Tensor
-with ok.GradientTape() as tape:
+with ok.GradientTape(persistent=True) as tape:
     tape.watch(a)
     loss = ok.ops.sum(a * a, [0, 1])
 reveal_type(tape)  # T: opkernel.autodiff.GradientTape
 reveal_type(loss)  # T: opkernel.tensor.Tensor
+reveal_type(tape.gradient(loss, a))  # T: opkernel.tensor.Tensor | None
+reveal_type(tape.gradient(loss, a, unconnected_gradients="zero"))  # T: opkernel.tensor.Tensor
+reveal_type(tape.gradient(loss, [a, v]))  # T: list[opkernel.tensor.Tensor | None]
+reveal_type(tape.gradient(loss, [v], unconnected_gradients="zero"))  # T: list[opkernel.tensor.Tensor]
+reveal_type(tape.gradient(loss, {"w": v}))  # T: dict[str, Any]
+
+
+def square_sum(x: ok.Tensor, k: float = 1.0) -> ok.Tensor:
+    return ok.ops.sum(x * x * k, [0, 1])
+
+
+reveal_type(ok.grad(square_sum)(a))  # T: opkernel.tensor.Tensor
+reveal_type(ok.grad(square_sum, argnums=[0])(a))  # T: tuple[opkernel.tensor.Tensor, ...]
+reveal_type(ok.value_and_grad(square_sum)(a, k=2.0))  # T: tuple[opkernel.tensor.Tensor, opkernel.tensor.Tensor]
+ok.grad(square_sum)(a, k="two")  # E: arg-type
 ok.ops.mat_mul(a, a, transpose_a="yes")  # E: arg-type
 ok.ops.max_pool(image, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="SAME!")  # E: arg-type
 ok.ops.assign(a, 1.0)  # E: arg-type

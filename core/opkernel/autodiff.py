@@ -21,7 +21,7 @@ import copy
 import threading
 import weakref
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Hashable, Iterator, Literal, Mapping, ParamSpec, Sequence, TypeVar, overload
 
 import numpy as np
 
@@ -29,6 +29,10 @@ from . import gradients
 from .dtypes import DType
 from .errors import GradientNotFoundError, InvalidArgumentError, OpkernelError
 from .tensor import Tensor, Variable, ops_module as _ops
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_K = TypeVar("_K", bound=Hashable)
 
 __all__ = ["GradientTape", "OpRecord", "grad", "value_and_grad", "custom_gradient", "stop_recording"]
 
@@ -248,6 +252,33 @@ class GradientTape:
         for o in record.outputs:
             tracked[id(o)] = o
         return True
+
+    # The result is shaped like ``sources``: a tensor's gradient, or None where the target does
+    # not depend on it (a tensor of zeros with unconnected_gradients="zero").
+    @overload
+    def gradient(
+        self, target: Any, sources: Tensor, output_gradients: Any = None, *, unconnected_gradients: Literal["zero"]
+    ) -> Tensor: ...
+    @overload
+    def gradient(
+        self, target: Any, sources: Tensor, output_gradients: Any = None, unconnected_gradients: str = "none"
+    ) -> Tensor | None: ...
+    @overload
+    def gradient(
+        self, target: Any, sources: list[Any], output_gradients: Any = None, *, unconnected_gradients: Literal["zero"]
+    ) -> list[Tensor]: ...
+    @overload
+    def gradient(
+        self, target: Any, sources: list[Any], output_gradients: Any = None, unconnected_gradients: str = "none"
+    ) -> list[Tensor | None]: ...
+    @overload
+    def gradient(
+        self, target: Any, sources: tuple[Any, ...], output_gradients: Any = None, unconnected_gradients: str = "none"
+    ) -> tuple[Tensor | None, ...]: ...
+    @overload
+    def gradient(
+        self, target: Any, sources: Mapping[_K, Any], output_gradients: Any = None, unconnected_gradients: str = "none"
+    ) -> dict[_K, Any]: ...
 
     def gradient(
         self,
@@ -624,6 +655,12 @@ def _as_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
     return (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
 
+@overload
+def value_and_grad(f: Callable[_P, _R], argnums: int = 0) -> Callable[_P, tuple[_R, Tensor]]: ...
+@overload
+def value_and_grad(f: Callable[_P, _R], argnums: Sequence[int]) -> Callable[_P, tuple[_R, tuple[Tensor, ...]]]: ...
+
+
 def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., tuple[Any, Any]]:
     """``f``'s value and its gradient with respect to the positional args ``argnums``
     (a tuple of gradients when ``argnums`` is a sequence), as in JAX."""
@@ -641,6 +678,12 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> C
         return value, (g[0] if isinstance(argnums, int) else tuple(g))
 
     return wrapped
+
+
+@overload
+def grad(f: Callable[_P, Any], argnums: int = 0) -> Callable[_P, Tensor]: ...
+@overload
+def grad(f: Callable[_P, Any], argnums: Sequence[int]) -> Callable[_P, tuple[Tensor, ...]]: ...
 
 
 def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
