@@ -312,3 +312,69 @@ def test_elu_and_selu_gradients_where_the_output_is_infinite_or_nan(backend: str
     with ok.GradientTape() as tape:
         y = getattr(ok.ops, act)(x)
     np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.full(4, slope, np.float32), rtol=1e-6)
+
+
+class _Block(ok.nn.Layer):
+    """Sublayers held in an attribute, a list, a tuple and a dict, one shared Variable,
+    and a reference back to a parent: what a transformer block holds."""
+
+    def __init__(self, shared: ok.Variable, parent: ok.nn.Layer | None = None) -> None:
+        super().__init__()
+        self.proj = ok.nn.Dense(4, 4, seed=1)
+        self.heads = [ok.nn.Dense(4, 4, seed=2), ok.nn.Dense(4, 4, seed=3)]
+        self.pair = (ok.nn.Dense(4, 4, seed=4),)
+        self.named = {"out": ok.nn.Dense(4, 2, seed=5), "scale": shared}
+        self.again = self.proj  # the same sublayer twice
+        self.parent = parent
+        self.bias = self.add_variable("bias", (4,), ok.nn.zeros, "float32", seed=0)
+
+    def __call__(self, x: ok.Tensor) -> ok.Tensor:
+        h = self.proj(x) + self.bias
+        for head in [*self.heads, *self.pair]:
+            h = ok.nn.Dense.__call__(head, h)
+        return self.named["out"](h) * self.named["scale"]
+
+
+class _Model(ok.nn.Layer):
+    def __init__(self) -> None:  # no super().__init__(): Keras tolerates it, so do we
+        self.shared = ok.Variable(np.float32(1.0), name="scale")
+        self.blocks = [_Block(self.shared), _Block(self.shared)]
+        self.blocks[1].parent = self  # a cycle
+
+    def __call__(self, x: ok.Tensor) -> ok.Tensor:
+        widen = ok.tensor(np.full((2, 4), 0.5, np.float32))
+        return self.blocks[1](ok.ops.mat_mul(self.blocks[0](x), widen))
+
+
+def test_a_layer_tracks_the_variables_of_its_sublayers(backend: str) -> None:
+    """A Layer holding Dense sublayers (attributes, lists, tuples, dicts, nested) lists their
+    Variables; before, it listed none, and an optimizer silently updated nothing."""
+    model = _Model()
+    block = model.blocks[0]
+    # each block: bias, then proj (2), heads (4), pair (2), named out (2) and the shared scale
+    assert len(block.variables) == 1 + 2 + 4 + 2 + 2 + 1
+    assert block.variables[0] is block.bias and block.variables[1] is block.proj.kernel
+    assert len(model.variables) == 1 + 2 * 11  # the shared scale once, each block's own
+    assert len({id(v) for v in model.variables}) == len(model.variables)
+    shared = ok.Variable(np.float32(1.0))
+    b1, b2 = _Block(shared), _Block(shared)
+    assert ok.nn.Sequential([b1, b2]).variables == b1.variables + b2.variables[:-1]  # the shared scale once
+    frozen = ok.Variable(np.float32(2.0), trainable=False)
+    block.extra = frozen
+    assert frozen in block.variables and frozen not in block.trainable_variables
+    del block.extra
+
+    x = ok.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    y = ok.tensor(np.array([0, 1, 1]))
+    opt = ok.nn.SGD(0.1)
+    before = [v.numpy().copy() for v in model.variables]
+    losses = []
+    for _ in range(3):
+        with ok.GradientTape() as tape:
+            loss = ok.nn.sparse_softmax_cross_entropy(model(x), y)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        losses.append(float(loss.numpy()))
+    assert losses[-1] < losses[0]
+    changed = [not np.array_equal(b, v.numpy()) for b, v in zip(before, model.variables)]
+    assert sum(changed) > len(changed) // 2, changed

@@ -42,7 +42,13 @@ def zeros(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.
 
 
 class Layer:
-    """A callable holding Variables; ``variables`` lists them (own and sublayers')."""
+    """A callable holding Variables.
+
+    ``variables`` lists every Variable the layer holds, as Keras layers and ``tf.Module``
+    track them: its own (``add_variable``), then those in its attributes — Variables,
+    sublayers, and lists, tuples and dicts of them, nested — each once (a Variable two
+    sublayers share is listed once), in the order they were assigned.  A subclass only
+    assigns its sublayers to attributes; it need not register them."""
 
     def __init__(self) -> None:
         self._variables: list[Variable] = []
@@ -50,15 +56,50 @@ class Layer:
     def add_variable(self, name: str, shape: tuple[int, ...], init: Initializer, dtype: Any, seed: int | None) -> Variable:
         rng = np.random.default_rng(seed)
         var = Variable(init(shape, as_dtype(dtype), rng), name=f"{type(self).__name__}/{name}")
+        if "_variables" not in vars(self):  # a subclass whose __init__ did not call Layer's
+            self._variables = []
         self._variables.append(var)
         return var
 
     @property
     def variables(self) -> list[Variable]:
-        return list(self._variables)
+        found: list[Variable] = []
+        _collect(self, found, set(), set())
+        return found
+
+    @property
+    def trainable_variables(self) -> list[Variable]:
+        """``variables`` that are trainable (what an optimizer updates)."""
+        return [v for v in self.variables if v.trainable]
 
     def __call__(self, x: Tensor) -> Tensor:
         raise NotImplementedError
+
+
+def _collect(value: Any, found: list[Variable], variables: set[int], layers: set[int]) -> None:
+    """Append the Variables ``value`` holds to ``found`` (depth first, in assignment order),
+    skipping those already in ``variables`` and layers already in ``layers`` (ids: a layer
+    may be reached twice, or hold a reference back to its parent)."""
+    if isinstance(value, Variable):
+        if id(value) not in variables:
+            variables.add(id(value))
+            found.append(value)
+    elif isinstance(value, Layer):
+        if id(value) in layers:
+            return
+        layers.add(id(value))
+        own = vars(value)
+        for v in own.get("_variables", ()):
+            _collect(v, found, variables, layers)
+        for name, attr in own.items():
+            if name != "_variables":
+                _collect(attr, found, variables, layers)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect(item, found, variables, layers)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect(item, found, variables, layers)
 
 
 def _activation(name: str | None) -> Callable[[Tensor], Tensor] | None:
@@ -145,10 +186,6 @@ class Sequential(Layer):
     def __init__(self, layers: Iterable[Layer]) -> None:
         super().__init__()
         self.layers = list(layers)
-
-    @property
-    def variables(self) -> list[Variable]:
-        return [v for layer in self.layers for v in layer.variables]
 
     def __call__(self, x: Tensor) -> Tensor:
         for layer in self.layers:
