@@ -196,6 +196,13 @@ reveal_type(a.dtype)  # T: opkernel.dtypes.DType
 reveal_type(a.backend)  # T: str
 reveal_type(a.numpy())  # T: numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]
 reveal_type(a.to("cpu"))  # T: opkernel.tensor.Tensor
+reveal_type(a[0, 1:])  # T: opkernel.tensor.Tensor
+reveal_type(a == a)  # T: opkernel.tensor.Tensor
+reveal_type(a < 2.0)  # T: opkernel.tensor.Tensor
+reveal_type(a ** 2 % 3 // 1)  # T: opkernel.tensor.Tensor
+reveal_type(abs(a).T.sum(axis=0))  # T: opkernel.tensor.Tensor
+reveal_type(a.ref())  # T: opkernel.tensor.TensorRef
+reveal_type([row for row in a])  # T: list[opkernel.tensor.Tensor]
 reveal_type(scaled([1.0, 2.0], 3))  # T: opkernel.tensor.Tensor
 reveal_type(ok.ops.mat_mul(a, a, transpose_b=True))  # T: opkernel.tensor.Tensor
 reveal_type(ok.ops.split(0, a, num_split=2))  # T: list[opkernel.tensor.Tensor]

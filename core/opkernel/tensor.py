@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, ContextManager
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Sequence, overload
 
 import numpy as np
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .backend import Backend
     from .typing import DTypeLike, TensorLike
 
-__all__ = ["Tensor", "Variable"]
+__all__ = ["Tensor", "TensorRef", "Variable"]
 
 
 # Tensors sit below everything that computes: a tensor operator calls an op, a Variable
@@ -188,13 +188,226 @@ class Tensor:
     def __rmatmul__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__rmatmul__")(self, other)
 
+    def __pow__(self, other: TensorLike) -> Tensor:
+        return _bind_operator("__pow__")(self, other)
+
+    def __rpow__(self, other: TensorLike) -> Tensor:
+        return _bind_operator("__rpow__")(self, other)
+
+    def __mod__(self, other: TensorLike) -> Tensor:
+        return _bind_operator("__mod__")(self, other)
+
+    def __rmod__(self, other: TensorLike) -> Tensor:
+        return _bind_operator("__rmod__")(self, other)
+
+    def __floordiv__(self, other: TensorLike) -> Tensor:
+        return _bind_operator("__floordiv__")(self, other)
+
+    def __rfloordiv__(self, other: TensorLike) -> Tensor:
+        return _bind_operator("__rfloordiv__")(self, other)
+
+    # Comparisons are elementwise and give bool tensors, as TensorFlow 2's do; a tensor is
+    # therefore unhashable (use ``t.ref()`` as a key).  ``t == None`` is False, as there.
+    @overload  # type: ignore[override]
+    def __eq__(self, other: None) -> bool: ...
+    @overload
+    def __eq__(self, other: TensorLike) -> Tensor: ...
+
+    def __eq__(self, other: Any) -> Any:
+        if other is None:
+            return False
+        return _ops().equal(self, other)
+
+    @overload  # type: ignore[override]
+    def __ne__(self, other: None) -> bool: ...
+    @overload
+    def __ne__(self, other: TensorLike) -> Tensor: ...
+
+    def __ne__(self, other: Any) -> Any:
+        if other is None:
+            return True
+        return _ops().not_equal(self, other)
+
+    def __lt__(self, other: TensorLike) -> Tensor:
+        return _bind_operator("__lt__")(self, other)
+
+    def __le__(self, other: TensorLike) -> Tensor:
+        return _bind_operator("__le__")(self, other)
+
+    def __gt__(self, other: TensorLike) -> Tensor:
+        return _bind_operator("__gt__")(self, other)
+
+    def __ge__(self, other: TensorLike) -> Tensor:
+        return _bind_operator("__ge__")(self, other)
+
+    def __hash__(self) -> int:
+        raise TypeError("ok.Tensor is unhashable (== compares elementwise); use tensor.ref() as the key")
+
+    def ref(self) -> TensorRef:
+        """A hashable reference to this tensor (by identity), for dict keys and sets;
+        ``ref.deref()`` gives the tensor back (TensorFlow's ``Tensor.ref()``)."""
+        return TensorRef(self)
+
+    def __abs__(self) -> Tensor:
+        ops = _ops()
+        if self._dtype.is_complex:
+            return ops.complex_abs(self, Tout=self._dtype.real_dtype)  # type: ignore[no-any-return]
+        return ops.abs(self)  # type: ignore[no-any-return]
+
+    def __invert__(self) -> Tensor:
+        if self._dtype.name != "bool":
+            raise TypeError(f"~ is the logical not of a bool tensor; this one is {self._dtype.name}")
+        return _ops().logical_not(self)  # type: ignore[no-any-return]
+
+    def __getitem__(self, key: Any) -> Tensor:
+        """Python indexing, as TensorFlow's: ints, slices with steps, ``...`` and ``None``
+        (one StridedSlice op); an int tensor, array or list of ints picks rows (GatherV2
+        on axis 0).  Recorded on tapes and traced like any op."""
+        return _index(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError("ok.Tensor does not support item assignment: a tensor is a value (a Variable's "
+                        "assign ops replace a whole value)")
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if not self._value.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(int(self._value.shape[0])))
+
+    @property
+    def T(self) -> Tensor:
+        """The transpose: the axes in reverse order (numpy's ``.T``)."""
+        return _ops().transpose(self, list(range(self.ndim))[::-1])  # type: ignore[no-any-return]
+
+    def reshape(self, *shape: Any) -> Tensor:
+        """``ok.ops.reshape``: ``t.reshape(2, -1)`` or ``t.reshape((2, -1))``."""
+        dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple, Tensor, np.ndarray)) else shape
+        return _ops().reshape(self, dims)  # type: ignore[no-any-return]
+
+    def astype(self, dtype: DTypeLike) -> Tensor:
+        """``ok.ops.cast`` to ``dtype`` (this tensor itself when it has that dtype)."""
+        from .dtypes import as_dtype
+
+        if as_dtype(dtype) is self._dtype:
+            return self
+        return _ops().cast(self, DstT=dtype)  # type: ignore[no-any-return]
+
+    cast = astype
+
+    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """The sum over ``axis`` (all axes when None), as numpy's."""
+        return _ops().sum(self, _axes(self, axis), keep_dims=keepdims)  # type: ignore[no-any-return]
+
+    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return _ops().mean(self, _axes(self, axis), keep_dims=keepdims)  # type: ignore[no-any-return]
+
+    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return _ops().max(self, _axes(self, axis), keep_dims=keepdims)  # type: ignore[no-any-return]
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return _ops().min(self, _axes(self, axis), keep_dims=keepdims)  # type: ignore[no-any-return]
+
+    def argmax(self, axis: int | None = None) -> Tensor:
+        """The index of the largest element along ``axis`` (of the flattened tensor when
+        None, as numpy's), as int64."""
+        ops = _ops()
+        if axis is None:
+            return ops.arg_max(ops.reshape(self, [-1]), 0)  # type: ignore[no-any-return]
+        return ops.arg_max(self, axis)  # type: ignore[no-any-return]
+
 
 _OPERATORS = {
     "__add__": ("add", False), "__radd__": ("add", True), "__sub__": ("sub", False), "__rsub__": ("sub", True),
     "__mul__": ("mul", False), "__rmul__": ("mul", True), "__truediv__": ("real_div", False),
     "__rtruediv__": ("real_div", True), "__neg__": ("neg", False), "__matmul__": ("mat_mul", False),
-    "__rmatmul__": ("mat_mul", True),
+    "__rmatmul__": ("mat_mul", True), "__pow__": ("pow", False), "__rpow__": ("pow", True),
+    "__mod__": ("floor_mod", False), "__rmod__": ("floor_mod", True), "__floordiv__": ("floor_div", False),
+    "__rfloordiv__": ("floor_div", True), "__lt__": ("less", False), "__le__": ("less_equal", False),
+    "__gt__": ("greater", False), "__ge__": ("greater_equal", False),
 }
+
+
+class TensorRef:
+    """A hashable reference to a tensor, by identity (``Tensor.ref()``)."""
+
+    __slots__ = ("_tensor",)
+
+    def __init__(self, tensor: Tensor) -> None:
+        self._tensor = tensor
+
+    def deref(self) -> Tensor:
+        return self._tensor
+
+    def __hash__(self) -> int:
+        return id(self._tensor)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorRef) and other._tensor is self._tensor
+
+    def __repr__(self) -> str:
+        return f"<ok.Tensor reference {id(self._tensor):#x}>"
+
+
+def _axes(t: Tensor, axis: int | Sequence[int] | None) -> Any:
+    if axis is None:
+        return list(range(t.ndim))
+    return axis
+
+
+def _index(t: Tensor, key: Any) -> Tensor:
+    """``t[key]``: one StridedSlice op for ints, slices, ``...`` and ``None`` (TensorFlow's
+    ``_slice_helper``); one GatherV2 on axis 0 for an int tensor, array or list."""
+    ops = _ops()
+    if isinstance(key, (Tensor, np.ndarray, list)):
+        dtype = key._dtype.name if isinstance(key, Tensor) else np.asarray(key).dtype.kind
+        if dtype in ("bool", "b"):
+            raise TypeError("indexing with a bool mask is not supported; use ok.ops.where to find the indices, "
+                            "then index with them")
+        return ops.gather_v2(t, key, 0)  # type: ignore[no-any-return]
+    parts = key if isinstance(key, tuple) else (key,)
+    begin: list[int] = []
+    end: list[int] = []
+    strides: list[int] = []
+    masks = {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0}
+    for i, part in enumerate(parts):
+        bit = 1 << i
+        if part is Ellipsis:
+            masks["ellipsis_mask"] |= bit
+            begin += [0]
+            end += [0]
+            strides += [1]
+        elif part is None:
+            masks["new_axis_mask"] |= bit
+            begin += [0]
+            end += [0]
+            strides += [1]
+        elif isinstance(part, slice):
+            step = 1 if part.step is None else _int_index(part.step, key)
+            if step == 0:
+                raise ValueError(f"slice step cannot be zero, in index {key!r}")
+            if part.start is None:
+                masks["begin_mask"] |= bit
+            if part.stop is None:
+                masks["end_mask"] |= bit
+            begin.append(0 if part.start is None else _int_index(part.start, key))
+            end.append(0 if part.stop is None else _int_index(part.stop, key))
+            strides.append(step)
+        else:
+            k = _int_index(part, key)
+            masks["shrink_axis_mask"] |= bit
+            begin += [k]
+            end += [k + 1]
+            strides += [1]
+    return ops.strided_slice(t, begin, end, strides, **masks)  # type: ignore[no-any-return]
+
+
+def _int_index(part: Any, key: Any) -> int:
+    if isinstance(part, (bool, np.bool_)) or not isinstance(part, (int, np.integer)):
+        raise TypeError(
+            f"a tensor index is an int, a slice of ints, ..., None, or (alone) an int tensor, array or list; "
+            f"got {type(part).__name__} {part!r} in {key!r}"
+        )
+    return int(part)
 
 
 def _backend_or_active(name: str) -> Backend:
