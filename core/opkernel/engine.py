@@ -53,6 +53,7 @@ from ._context import (
     PROFILERS,
     SLOW_SCOPES,
     TRACER,
+    is_tracing,
     label_for,
     not_tracing,
     profiling,
@@ -101,7 +102,7 @@ __all__ = [
     # The seam the rooms above the runtime use (the tracer, the profiler, generated
     # wrappers): per-context state and the steps of a call, each room's public names.
     "ACTIVE", "DEFAULT", "LABELS", "PROFILERS", "SLOW_SCOPES", "TRACER", "REQUIRED",
-    "default_backend", "label_for", "tracing", "not_tracing", "profiling", "profiled",
+    "default_backend", "label_for", "tracing", "not_tracing", "is_tracing", "profiling", "profiled",
     "bind", "format_attr", "Signature", "OpHandle", "build_signature", "cache_lock", "reset_handles",
     "output_dtypes", "input_lengths", "arg_dtypes", "packer", "group_flat", "flatten_outputs",
     "hashable_items", "translated",

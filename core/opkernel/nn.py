@@ -10,13 +10,15 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .dtypes import DType, as_dtype
-from .engine import to_tensor
+from .engine import is_tracing, to_tensor
 from .errors import InvalidArgumentError
 from .tensor import Tensor, Variable, ops_module as _ops
 
 __all__ = [
-    "glorot_uniform", "he_normal", "zeros", "Layer", "Dense", "Conv2D", "MaxPool2D", "Flatten", "Sequential",
-    "Optimizer", "SGD", "Adam", "sparse_softmax_cross_entropy",
+    "glorot_uniform", "he_normal", "zeros", "ones", "truncated_normal", "variance_scaling", "orthogonal",
+    "Layer", "Dense", "Conv2D", "MaxPool2D", "Flatten", "Sequential", "Embedding", "LayerNormalization",
+    "gelu", "softmax", "clip_by_global_norm", "ConstantSchedule", "StepDecay", "CosineDecay", "LinearWarmup",
+    "Optimizer", "SGD", "Adam", "AdamW", "sparse_softmax_cross_entropy",
 ]
 
 # A string: evaluating np.random here would import numpy.random (~10 ms) at `import opkernel`.
@@ -39,6 +41,82 @@ def he_normal(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) ->
 
 def zeros(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
     return np.zeros(shape, dtype.np)
+
+
+def ones(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
+    return np.ones(shape, dtype.np)
+
+
+def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(fan_in, fan_out) as Keras computes them (a convolution kernel's receptive field counts)."""
+    if len(shape) < 1:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    receptive = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
+def _truncated(rng: np.random.Generator, shape: tuple[int, ...], stddev: float) -> np.ndarray:
+    """Normal samples of ``stddev``, each redrawn until it lies within two standard deviations."""
+    out = rng.standard_normal(shape)
+    bad = np.abs(out) > 2.0
+    while bad.any():
+        out[bad] = rng.standard_normal(int(bad.sum()))
+        bad = np.abs(out) > 2.0
+    return out * stddev
+
+
+def truncated_normal(stddev: float = 0.05) -> Initializer:
+    """Normal with ``stddev``, redrawn beyond two standard deviations (Keras's TruncatedNormal)."""
+    def init(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
+        return _truncated(rng, shape, stddev).astype(dtype.np)
+    return init
+
+
+def variance_scaling(scale: float = 1.0, mode: str = "fan_in", distribution: str = "truncated_normal") -> Initializer:
+    """Keras's VarianceScaling: variance ``scale / n`` with n the fan in, the fan out or
+    their mean (``mode``), drawn from a truncated normal (its stddev corrected for the
+    truncation, 0.8796...), a normal or a uniform ``distribution``."""
+    if mode not in ("fan_in", "fan_out", "fan_avg"):
+        raise InvalidArgumentError(f"variance_scaling: mode must be 'fan_in', 'fan_out' or 'fan_avg', got {mode!r}")
+    if distribution not in ("truncated_normal", "untruncated_normal", "uniform"):
+        raise InvalidArgumentError(
+            "variance_scaling: distribution must be 'truncated_normal', 'untruncated_normal' or 'uniform', "
+            f"got {distribution!r}"
+        )
+    if not scale > 0:
+        raise InvalidArgumentError(f"variance_scaling: scale must be positive, got {scale!r}")
+
+    def init(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
+        fan_in, fan_out = _fans(shape)
+        n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[mode]
+        variance = scale / max(1.0, n)
+        if distribution == "truncated_normal":
+            values = _truncated(rng, shape, math.sqrt(variance) / 0.87962566103423978)
+        elif distribution == "untruncated_normal":
+            values = rng.standard_normal(shape) * math.sqrt(variance)
+        else:
+            limit = math.sqrt(3.0 * variance)
+            values = rng.uniform(-limit, limit, shape)
+        return values.astype(dtype.np)
+    return init
+
+
+def orthogonal(gain: float = 1.0) -> Initializer:
+    """A (semi-)orthogonal matrix of the shape flattened to (prod(shape[:-1]), shape[-1]),
+    times ``gain`` (Keras's Orthogonal): QR of a normal matrix, signs fixed by R's diagonal."""
+    def init(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
+        if len(shape) < 2:
+            raise InvalidArgumentError(f"orthogonal: needs a shape of rank 2 or more, got {shape}")
+        rows, cols = int(np.prod(shape[:-1])), shape[-1]
+        flat = rng.standard_normal((max(rows, cols), min(rows, cols)))
+        q, r = np.linalg.qr(flat)
+        q = q * np.sign(np.diag(r))
+        if rows < cols:
+            q = q.T
+        return (gain * q.reshape(shape)).astype(dtype.np)
+    return init
 
 
 class Layer:
@@ -102,9 +180,54 @@ def _collect(value: Any, found: list[Variable], variables: set[int], layers: set
             _collect(item, found, variables, layers)
 
 
+def gelu(x: Tensor, approximate: bool = False) -> Tensor:
+    """GELU: x * Phi(x), exactly with Erf (``approximate=False``, Keras's and torch's
+    default) or with the tanh approximation of Hendrycks and Gimpel."""
+    ops = _ops()
+    if approximate:
+        inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
+        return x * 0.5 * (ops.tanh(inner) + 1.0)  # type: ignore[no-any-return]
+    return x * 0.5 * (ops.erf(x * (1.0 / math.sqrt(2.0))) + 1.0)  # type: ignore[no-any-return]
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """Softmax along ``axis``: the Softmax op (which works on the last axis), with the
+    axis moved last and back when it is another one."""
+    ops = _ops()
+    rank = x.ndim
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank:
+        raise InvalidArgumentError(f"softmax: axis {axis} is out of range for a tensor of rank {rank}")
+    if axis == rank - 1:
+        return ops.softmax(x)  # type: ignore[no-any-return]
+    perm = [*range(axis), *range(axis + 1, rank), axis]
+    back = [int(p) for p in np.argsort(perm)]
+    return ops.transpose(ops.softmax(ops.transpose(x, perm)), back)  # type: ignore[no-any-return]
+
+
+def clip_by_global_norm(grads: Sequence[Tensor | None], clip_norm: float) -> tuple[list[Tensor | None], Tensor]:
+    """``grads`` scaled by ``clip_norm / max(global_norm, clip_norm)``, and the global norm
+    (the square root of the sum of every gradient's squares), as ``tf.clip_by_global_norm``;
+    None entries stay None."""
+    if not clip_norm > 0:
+        raise InvalidArgumentError(f"clip_by_global_norm: clip_norm must be positive, got {clip_norm!r}")
+    ops = _ops()
+    present = [g for g in grads if g is not None]
+    if not present:
+        raise InvalidArgumentError("clip_by_global_norm: every gradient is None")
+    total = ops.add_n([ops.sum(ops.square(g), list(range(g.ndim))) for g in present])
+    norm = ops.sqrt(total)
+    scale = ops.real_div(clip_norm, ops.maximum(norm, clip_norm))
+    return [None if g is None else ops.mul(g, scale) for g in grads], norm
+
+
 def _activation(name: str | None) -> Callable[[Tensor], Tensor] | None:
     if name is None:
         return None
+    if name == "gelu":
+        return gelu
+    if name == "gelu_tanh":
+        return lambda x: gelu(x, approximate=True)
     fn = getattr(_ops(), name, None)
     if fn is None:
         raise InvalidArgumentError(f"unknown activation {name!r}; use the name of a unary op such as 'relu'")
@@ -129,11 +252,61 @@ class Dense(Layer):
         self._fused = _FUSED.get(activation) if self.kernel.dtype.is_floating else None  # FusedMatMul: floats only
 
     def __call__(self, x: Tensor) -> Tensor:
+        """``x`` of rank 2, or of any rank >= 1 (the last axis holds the features, as in
+        Keras's Dense: the leading axes are flattened into one and restored after)."""
         ops = _ops()
+        shape = x.shape
+        if len(shape) != 2:
+            if len(shape) < 1:
+                raise InvalidArgumentError(f"Dense: input must have rank 1 or more, got a scalar")
+            flat = ops.reshape(x, [-1, shape[-1] if shape[-1] is not None else self.kernel.shape[0]])
+            y = self(flat)
+            lead = list(shape[:-1])
+            if all(d is not None for d in lead):
+                return ops.reshape(y, [*lead, self.kernel.shape[1]])  # type: ignore[no-any-return]
+            dims = ops.concat_v2([ops.shape(x)[:-1], np.array([self.kernel.shape[1]], np.int32)], 0)
+            return ops.reshape(y, dims)  # type: ignore[no-any-return]
         if self._fused is not None:
             return ops.fused_mat_mul(x, self.kernel, self.bias, activation=self._fused)  # type: ignore[no-any-return]
         y = ops.bias_add(ops.mat_mul(x, self.kernel), self.bias)
         return self.activation(y) if self.activation else y
+
+
+class Embedding(Layer):
+    """A lookup table of ``vocab_size`` vectors of ``dim`` (Keras's Embedding): ``layer(ids)``
+    is one GatherV2 of int ids of any shape; its gradient reaches only the rows looked up."""
+
+    def __init__(self, vocab_size: int, dim: int, *, seed: int | None = 0, dtype: Any = "float32",
+                 embeddings_initializer: Initializer | None = None) -> None:
+        super().__init__()
+        init = embeddings_initializer or (lambda shape, dt, rng: rng.uniform(-0.05, 0.05, shape).astype(dt.np))
+        self.embeddings = self.add_variable("embeddings", (vocab_size, dim), init, dtype, seed)
+
+    def __call__(self, ids: Any) -> Tensor:
+        return _ops().gather_v2(self.embeddings, ids, 0)  # type: ignore[no-any-return]
+
+
+class LayerNormalization(Layer):
+    """Normalizes the last axis to mean 0 and variance 1, then scales by ``gamma`` and
+    shifts by ``beta`` (both learned, of size ``dim``): Keras's LayerNormalization, whose
+    default ``epsilon`` is 1e-3 (torch's is 1e-5).  Composed of Mean, Sub, Square, Rsqrt
+    and Mul ops."""
+
+    def __init__(self, dim: int, *, epsilon: float = 1e-3, dtype: Any = "float32") -> None:
+        super().__init__()
+        if not epsilon > 0:
+            raise InvalidArgumentError(f"LayerNormalization: epsilon must be positive, got {epsilon!r}")
+        self.epsilon = epsilon
+        self.gamma = self.add_variable("gamma", (dim,), ones, dtype, None)
+        self.beta = self.add_variable("beta", (dim,), zeros, dtype, None)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        ops = _ops()
+        axis = [x.ndim - 1]
+        centered = ops.sub(x, ops.mean(x, axis, keep_dims=True))
+        variance = ops.mean(ops.square(centered), axis, keep_dims=True)
+        inv = ops.rsqrt(ops.add(variance, self.epsilon))
+        return ops.add(ops.mul(ops.mul(centered, inv), self.gamma), self.beta)  # type: ignore[no-any-return]
 
 
 class Conv2D(Layer):
@@ -250,7 +423,26 @@ class Optimizer:
             t = self._scalars[key] = to_tensor(np.asarray(value, var.dtype.np), backend=var.backend)
         return t
 
+    def _learning_rate(self, learning_rate: float | Callable[[int], float]) -> None:
+        """Set the learning rate: a number, or a schedule (``step -> rate``, such as
+        ``CosineDecay``) that ``apply_gradients`` evaluates at each step, eagerly."""
+        if callable(learning_rate):
+            self.schedule: Callable[[int], float] | None = learning_rate
+            self.learning_rate = float(learning_rate(0))
+        else:
+            self.schedule = None
+            self.learning_rate = learning_rate
+
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, Variable]]) -> None:
+        schedule = self.__dict__.get("schedule")
+        if schedule is not None:
+            if is_tracing():
+                raise InvalidArgumentError(
+                    f"{type(self).__name__}: a learning-rate schedule is evaluated in Python at each eager step, "
+                    "and a step traced by ok.function replays without running Python: set "
+                    "opt.learning_rate = schedule(step) before each call of the traced step instead"
+                )
+            self.learning_rate = float(schedule(self.iterations))
         self.iterations += 1
         for g, v in grads_and_vars:
             if g is not None:
@@ -265,9 +457,11 @@ class SGD(Optimizer):
 
     _HYPER = ("learning_rate", "momentum")
 
-    def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0, nesterov: bool = False) -> None:
+    def __init__(self, learning_rate: float | Callable[[int], float] = 0.01, momentum: float = 0.0,
+                 nesterov: bool = False) -> None:
         super().__init__()
-        self.learning_rate, self.momentum, self.nesterov = learning_rate, momentum, nesterov
+        self._learning_rate(learning_rate)
+        self.momentum, self.nesterov = momentum, nesterov
 
     def _apply(self, grad: Tensor, var: Variable) -> None:
         ops = _ops()
@@ -287,11 +481,13 @@ class Adam(Optimizer):
     ``beta ** step`` is computed by a ``Pow`` op: a training step traced by
     ``ok.function`` then advances it on every replay, as eager steps do."""
 
-    _HYPER = ("learning_rate", "beta1", "beta2", "epsilon")
+    _HYPER: tuple[str, ...] = ("learning_rate", "beta1", "beta2", "epsilon")
 
-    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-7) -> None:
+    def __init__(self, learning_rate: float | Callable[[int], float] = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-7) -> None:
         super().__init__()
-        self.learning_rate, self.beta1, self.beta2, self.epsilon = learning_rate, beta1, beta2, epsilon
+        self._learning_rate(learning_rate)
+        self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
         self._steps: dict[tuple[DType, str], Variable] = {}
         #: The advanced step of each (dtype, backend) in the current apply_gradients call.
         self._advanced: dict[tuple[DType, str], Tensor] = {}
@@ -325,3 +521,82 @@ class Adam(Optimizer):
             var, self.slot(var, "m"), self.slot(var, "v"), ops.pow(s("beta1"), t), ops.pow(s("beta2"), t),
             s("learning_rate"), s("beta1"), s("beta2"), s("epsilon"), grad,
         )
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter), as Keras's and torch's
+    AdamW: each step first shrinks the variable by ``learning_rate * weight_decay`` of
+    itself (an AssignSub), then takes the Adam step.  Keras's default decay, 0.004."""
+
+    _HYPER = ("learning_rate", "beta1", "beta2", "epsilon", "weight_decay")
+
+    def __init__(self, learning_rate: float | Callable[[int], float] = 0.001, weight_decay: float = 0.004,
+                 beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-7) -> None:
+        if not weight_decay >= 0:
+            raise InvalidArgumentError(f"AdamW: weight_decay must be 0 or more, got {weight_decay!r}")
+        super().__init__(learning_rate, beta1, beta2, epsilon)
+        self.weight_decay = weight_decay
+
+    def _apply(self, grad: Tensor, var: Variable) -> None:
+        ops = _ops()
+        decay = ops.mul(self._hyper("learning_rate", var), self._hyper("weight_decay", var))
+        ops.assign_sub(var, ops.mul(var, decay))
+        super()._apply(grad, var)
+
+
+# ---------------------------------------------------------------- learning-rate schedules
+# A schedule maps the step (0 for the first apply_gradients) to a learning rate; an
+# optimizer given one as its learning_rate evaluates it at each eager step.
+
+class ConstantSchedule:
+    """The same rate at every step."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = float(rate)
+
+    def __call__(self, step: int) -> float:
+        return self.rate
+
+
+class StepDecay:
+    """``initial * decay_rate ** (step / decay_steps)``, the exponent floored with
+    ``staircase`` (Keras's ExponentialDecay)."""
+
+    def __init__(self, initial: float, decay_rate: float, decay_steps: int, staircase: bool = True) -> None:
+        if decay_steps <= 0:
+            raise InvalidArgumentError(f"StepDecay: decay_steps must be positive, got {decay_steps}")
+        self.initial, self.decay_rate, self.decay_steps, self.staircase = initial, decay_rate, decay_steps, staircase
+
+    def __call__(self, step: int) -> float:
+        p = step / self.decay_steps
+        return float(self.initial * self.decay_rate ** (math.floor(p) if self.staircase else p))
+
+
+class CosineDecay:
+    """Keras's CosineDecay: from ``initial`` down to ``alpha * initial`` along half a
+    cosine over ``decay_steps``, then constant."""
+
+    def __init__(self, initial: float, decay_steps: int, alpha: float = 0.0) -> None:
+        if decay_steps <= 0:
+            raise InvalidArgumentError(f"CosineDecay: decay_steps must be positive, got {decay_steps}")
+        self.initial, self.decay_steps, self.alpha = initial, decay_steps, alpha
+
+    def __call__(self, step: int) -> float:
+        done = min(step, self.decay_steps) / self.decay_steps
+        cosine = 0.5 * (1.0 + math.cos(math.pi * done))
+        return float(self.initial * ((1.0 - self.alpha) * cosine + self.alpha))
+
+
+class LinearWarmup:
+    """A rate rising linearly from ``start`` to ``schedule(0)`` over ``warmup_steps``, then
+    ``schedule(step - warmup_steps)``."""
+
+    def __init__(self, schedule: Callable[[int], float], warmup_steps: int, start: float = 0.0) -> None:
+        if warmup_steps < 0:
+            raise InvalidArgumentError(f"LinearWarmup: warmup_steps must be 0 or more, got {warmup_steps}")
+        self.schedule, self.warmup_steps, self.start = schedule, warmup_steps, start
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return float(self.start + (self.schedule(0) - self.start) * step / self.warmup_steps)
+        return float(self.schedule(step - self.warmup_steps))

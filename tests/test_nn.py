@@ -1,0 +1,168 @@
+"""ok.nn's layers, activations, optimizers, schedules and initializers against numpy
+references, on every backend."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import opkernel as ok
+from opkernel.errors import InvalidArgumentError
+
+RNG = np.random.default_rng(7)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf)(x.astype(np.float64))
+
+
+def test_dense_takes_inputs_of_any_rank(backend: str) -> None:
+    layer = ok.nn.Dense(4, 3, "relu", seed=1)
+    x = RNG.standard_normal((2, 5, 4)).astype(np.float32)
+    want = np.maximum(x @ layer.kernel.numpy() + layer.bias.numpy(), 0)
+    got = layer(ok.tensor(x))
+    assert got.shape == (2, 5, 3)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(layer(ok.tensor(x[0, 0])).numpy(), want[0, 0], rtol=1e-5, atol=1e-6)
+
+    # traced with an unknown batch size: the output shape comes from the input's at run time
+    @ok.function(input_signature=[ok.TensorSpec([None, 5, 4], "float32")])
+    def f(t: ok.Tensor) -> ok.Tensor:
+        return layer(t)
+
+    np.testing.assert_allclose(f(ok.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+def test_gelu_exact_and_tanh(backend: str, approximate: bool) -> None:
+    x = np.linspace(-4, 4, 17, dtype=np.float32)
+    if approximate:
+        want = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    else:
+        want = 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+    np.testing.assert_allclose(ok.nn.gelu(ok.tensor(x), approximate=approximate).numpy(), want, rtol=1e-5, atol=1e-6)
+    layer = ok.nn.Dense(17, 2, "gelu" if not approximate else "gelu_tanh", seed=3)
+    pre = x[None] @ layer.kernel.numpy() + layer.bias.numpy()
+    ref = 0.5 * pre * (1 + (np.tanh(math.sqrt(2 / math.pi) * (pre + 0.044715 * pre ** 3)) if approximate
+                            else _erf(pre / math.sqrt(2))))
+    np.testing.assert_allclose(layer(ok.tensor(x[None])).numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, 2])
+def test_softmax_along_any_axis(backend: str, axis: int) -> None:
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    np.testing.assert_allclose(ok.nn.softmax(ok.tensor(x), axis).numpy(), e / e.sum(axis=axis, keepdims=True),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(InvalidArgumentError, match="axis 3 is out of range"):
+        ok.nn.softmax(ok.tensor(x), 3)
+
+
+def test_embedding_looks_up_rows_and_its_gradient_reaches_only_them(backend: str) -> None:
+    emb = ok.nn.Embedding(10, 4, seed=2)
+    table = emb.embeddings.numpy().copy()
+    ids = np.array([[1, 3], [3, 9]], np.int32)
+    with ok.GradientTape() as tape:
+        out = emb(ids)
+        loss = out.sum()
+    np.testing.assert_array_equal(out.numpy(), table[ids])
+    (g,) = tape.gradient(loss, emb.trainable_variables)
+    want = np.zeros_like(table)
+    np.add.at(want, ids.ravel(), 1.0)
+    np.testing.assert_allclose(g.numpy(), want)
+
+
+def test_layer_normalization(backend: str) -> None:
+    layer = ok.nn.LayerNormalization(4, epsilon=1e-3)
+    layer.gamma.assign([1.0, 2.0, 0.5, 1.0])
+    layer.beta.assign([0.0, 1.0, 0.0, -1.0])
+    x = RNG.standard_normal((3, 2, 4)).astype(np.float32) * 3 + 1
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    want = (x - mean) / np.sqrt(var + 1e-3) * np.array([1, 2, 0.5, 1]) + np.array([0, 1, 0, -1])
+    np.testing.assert_allclose(layer(ok.tensor(x)).numpy(), want, rtol=1e-4, atol=1e-5)
+    assert len(layer.variables) == 2
+    err = ok.testing.compute_gradient_error(lambda t: layer(t), [ok.tensor(x[:1, :1])])
+    assert err < 2e-2, err
+    with pytest.raises(InvalidArgumentError, match="epsilon must be positive"):
+        ok.nn.LayerNormalization(4, epsilon=0.0)
+
+
+def test_clip_by_global_norm(backend: str) -> None:
+    a = np.array([3.0, 4.0], np.float32)
+    b = np.array([[12.0]], np.float32)
+    clipped, norm = ok.nn.clip_by_global_norm([ok.tensor(a), None, ok.tensor(b)], 6.5)
+    assert clipped[1] is None and float(norm) == pytest.approx(13.0)
+    np.testing.assert_allclose(clipped[0].numpy(), a * 0.5)  # type: ignore[union-attr]
+    np.testing.assert_allclose(clipped[2].numpy(), b * 0.5)  # type: ignore[union-attr]
+    same, _ = ok.nn.clip_by_global_norm([ok.tensor(a)], 100.0)
+    np.testing.assert_allclose(same[0].numpy(), a)  # type: ignore[union-attr]
+    with pytest.raises(InvalidArgumentError, match="clip_norm must be positive"):
+        ok.nn.clip_by_global_norm([ok.tensor(a)], 0.0)
+
+
+def test_adamw_matches_its_definition(backend: str) -> None:
+    lr, wd, b1, b2, eps = 0.1, 0.05, 0.9, 0.999, 1e-7
+    w0 = np.array([1.0, -2.0, 0.5], np.float32)
+    grads = [np.array([0.3, -0.1, 0.2], np.float32), np.array([-0.2, 0.4, 0.0], np.float32)]
+    var = ok.Variable(w0)
+    opt = ok.nn.AdamW(lr, weight_decay=wd)
+    w, m, v = w0.astype(np.float64), np.zeros(3), np.zeros(3)
+    for t, g in enumerate(grads, 1):
+        opt.apply_gradients([(ok.tensor(g), var)])
+        w = w - lr * wd * w  # decoupled decay first
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        lr_t = lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        w = w - lr_t * m / (np.sqrt(v) + eps)
+        np.testing.assert_allclose(var.numpy(), w, rtol=1e-5)
+    with pytest.raises(InvalidArgumentError, match="weight_decay"):
+        ok.nn.AdamW(weight_decay=-1.0)
+
+
+def test_learning_rate_schedules() -> None:
+    assert ok.nn.ConstantSchedule(0.1)(50) == 0.1
+    step = ok.nn.StepDecay(1.0, 0.5, 10)
+    assert [step(s) for s in (0, 9, 10, 25)] == [1.0, 1.0, 0.5, 0.25]
+    assert ok.nn.StepDecay(1.0, 0.5, 10, staircase=False)(5) == pytest.approx(0.5 ** 0.5)
+    cosine = ok.nn.CosineDecay(1.0, 100, alpha=0.1)
+    assert cosine(0) == pytest.approx(1.0) and cosine(50) == pytest.approx(0.55) and cosine(200) == pytest.approx(0.1)
+    warm = ok.nn.LinearWarmup(cosine, 10)
+    assert [warm(s) for s in (0, 5)] == [0.0, pytest.approx(0.5)] and warm(10) == pytest.approx(1.0)
+    with pytest.raises(InvalidArgumentError, match="decay_steps must be positive"):
+        ok.nn.CosineDecay(1.0, 0)
+
+
+def test_an_optimizer_follows_its_schedule_eagerly_and_refuses_it_traced(backend: str) -> None:
+    var = ok.Variable(np.zeros(1, np.float32))
+    opt = ok.nn.SGD(ok.nn.StepDecay(1.0, 0.5, 1))
+    for _ in range(3):
+        opt.apply_gradients([(ok.tensor(np.ones(1, np.float32)), var)])
+    np.testing.assert_allclose(var.numpy(), [-(1.0 + 0.5 + 0.25)])
+
+    @ok.function
+    def step(g: ok.Tensor) -> None:
+        opt.apply_gradients([(g, var)])
+
+    with pytest.raises(InvalidArgumentError, match="set opt.learning_rate = schedule"):
+        step(ok.tensor(np.ones(1, np.float32)))
+
+
+def test_initializers() -> None:
+    rng = np.random.default_rng(0)
+    t = ok.nn.truncated_normal(0.1)((2000,), ok.float32, rng)
+    assert t.dtype == np.float32 and np.abs(t).max() <= 0.2 and 0.07 < t.std() < 0.1
+    for mode, n in (("fan_in", 300), ("fan_out", 100), ("fan_avg", 200)):
+        for dist in ("truncated_normal", "untruncated_normal", "uniform"):
+            w = ok.nn.variance_scaling(2.0, mode, dist)((300, 100), ok.float32, rng)
+            assert w.shape == (300, 100) and w.var() == pytest.approx(2.0 / n, rel=0.1), (mode, dist, w.var())
+    q = ok.nn.orthogonal()((6, 4), ok.float64, rng)
+    np.testing.assert_allclose(q.T @ q, np.eye(4), atol=1e-12)
+    wide = ok.nn.orthogonal(2.0)((3, 5), ok.float32, rng)
+    np.testing.assert_allclose(wide @ wide.T, 4 * np.eye(3), atol=1e-5)
+    assert ok.nn.ones((2,), ok.float32, rng).tolist() == [1.0, 1.0]
+    with pytest.raises(InvalidArgumentError, match="mode must be"):
+        ok.nn.variance_scaling(mode="fan")
+    with pytest.raises(InvalidArgumentError, match="rank 2 or more"):
+        ok.nn.orthogonal()((3,), ok.float32, rng)
