@@ -69,6 +69,7 @@ SWEEP = {
     # elementwise unary: a 0-d input and an empty one
     **{op: [f"ok.ops.{fn}(S)", f"ok.ops.{fn}(E)"] for op, fn in [
         ("Abs", "abs"), ("Cos", "cos"), ("Elu", "elu"), ("Erf", "erf"), ("Exp", "exp"), ("Log", "log"),
+        ("Floor", "floor"), ("Ceil", "ceil"), ("Expm1", "expm1"), ("Sinh", "sinh"), ("Cosh", "cosh"), ("Atan", "atan"),
         ("Log1p", "log1p"), ("Neg", "neg"), ("Relu", "relu"), ("Relu6", "relu6"), ("Rsqrt", "rsqrt"),
         ("Selu", "selu"), ("Sigmoid", "sigmoid"), ("Sign", "sign"), ("Sin", "sin"), ("Softplus", "softplus"),
         ("Sqrt", "sqrt"), ("Square", "square"), ("Tanh", "tanh"), ("ZerosLike", "zeros_like"),

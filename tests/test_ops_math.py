@@ -121,6 +121,15 @@ UNARY_CASES = [
     unary("Sigmoid", sigmoid_ref, -5, 5),
     OpCase("Sigmoid-saturated", "Sigmoid", lambda rng, dt: [np.array([-800.0, -40.0, 0.0, 40.0, 800.0], dt)], sigmoid_ref, grad=False),
     unary("Erf", erf_ref, -3, 3),
+    OpCase("Floor", "Floor", lambda rng, dt: [np.array([-2.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.5, 1e6 + 0.5], dt)],
+           np.floor, grad=False),
+    OpCase("Ceil", "Ceil", lambda rng, dt: [np.array([-2.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.5, 1e6 + 0.5], dt)],
+           np.ceil, grad=False),
+    unary("Expm1", np.expm1, -3, 3),
+    OpCase("Expm1-small", "Expm1", lambda rng, dt: [np.array([-1e-7, -1e-20, 0.0, 1e-20, 1e-7], dt)], np.expm1, grad=False),
+    unary("Sinh", np.sinh, -3, 3),
+    unary("Cosh", np.cosh, -3, 3),
+    unary("Atan", np.arctan, -4, 4),
     OpCase("Erf-all_ranges", "Erf", lambda rng, dt: [np.array([-7.0, -4.5, -1.0, -1e-9, 0.0, 0.3, 0.46875, 0.5, 3.9, 4.1, 30.0], dt)], erf_ref, grad=False),
     *[
         OpCase(f"{op}-int32", op, lambda rng, dt: [arr(rng, dt, (2, 3), -5, 5)], ref, dtypes=("int32",), grad=False)

@@ -65,7 +65,7 @@ DIFFERENCES: dict[str, str] = {
                                       "+0 where TensorFlow's grad*y*(1-y) gives -0 for a negative grad",
     "Tanh/float32_saturated_grad": "as Sigmoid's: grad - grad*y*y gives +0 where TensorFlow's grad*(1-y*y) "
                                    "gives -0 for a negative grad",
-    **{f"{op}/complex128_nonfinite": _COMPLEX_NONFINITE for op in ("Log1p", "Sigmoid", "Sign")},
+    **{f"{op}/complex128_nonfinite": _COMPLEX_NONFINITE for op in ("Expm1", "Log1p", "Sigmoid", "Sign")},
     **{f"{op}/complex128_special": _COMPLEX_ZERO_SIGN for op in ("Log1p", "Rsqrt", "Sigmoid", "Sqrt")},
     "Pow/complex64_special": _COMPLEX_ZERO_SIGN,
 }
@@ -151,6 +151,12 @@ _UNARY_FLOAT = {
     "Tanh": (True, (-5.0, 5.0)),
     "Sigmoid": (True, (-8.0, 8.0)),
     "Erf": (False, (-3.0, 3.0)),
+    "Floor": (False, (-5.0, 5.0)),
+    "Ceil": (False, (-5.0, 5.0)),
+    "Expm1": (True, (-3.0, 3.0)),
+    "Sinh": (True, (-3.0, 3.0)),
+    "Cosh": (True, (-3.0, 3.0)),
+    "Atan": (True, (-3.0, 3.0)),
 }
 
 #: Ops that also take signed integers.

@@ -199,7 +199,7 @@ def gen(*ops: str) -> Callable[[Gen], Gen]:
 
 # ------------------------------------------------------------------ elementwise
 
-UNARY = ("Abs", "Cos", "Elu", "Erf", "Exp", "Log", "Log1p", "Neg", "Relu", "Relu6", "Rsqrt", "Selu", "Sigmoid",
+UNARY = ("Abs", "Atan", "Ceil", "Cos", "Cosh", "Elu", "Erf", "Exp", "Expm1", "Floor", "Sinh", "Log", "Log1p", "Neg", "Relu", "Relu6", "Rsqrt", "Selu", "Sigmoid",
          "Sign", "Sin", "Softplus", "Sqrt", "Square", "Tanh", "Identity", "StopGradient", "OnesLike", "ZerosLike",
          "Conj", "Real", "Imag", "Angle", "ComplexAbs", "Shape", "Size", "Rank", "LogicalNot", "Where")
 

@@ -115,7 +115,8 @@ Rule = Union[Elementwise, Reduction, Window, Contraction, Batch]
 _RULE_TYPES = (Elementwise, Reduction, Window, Contraction, Batch)
 
 _ELEMENTWISE = (
-    "Abs Add AddN Angle Cast ClipByValue Complex ComplexAbs Conj Cos Elu Equal Erf Exp FloorDiv FloorMod "
+    "Abs Add AddN Angle Atan Cast Ceil ClipByValue Complex ComplexAbs Conj Cos Cosh Elu Equal Erf Exp Expm1 Floor "
+    "FloorDiv FloorMod Sinh "
     "Greater GreaterEqual Identity Imag Less LessEqual Log Log1p LogicalAnd LogicalNot LogicalOr Maximum "
     "Minimum Mul Neg NotEqual OnesLike Pow Real RealDiv Relu Relu6 ReluGrad Rsqrt SelectV2 Selu Sigmoid Sign "
     "Sin Softplus Sqrt Square StopGradient Sub Tanh ZerosLike"

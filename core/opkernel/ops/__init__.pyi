@@ -350,6 +350,17 @@ def assign_sub(
       A `Tensor`. Has the same type as `ref`.
     """
 
+def atan(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the arctangent of x element-wise (the principal value, in (-pi/2, pi/2) for real x).
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
 def avg_pool(
     value: TensorLike,
     ksize: Sequence[int],
@@ -527,6 +538,17 @@ def cast(
 
     Returns:
       A `Tensor` of type `DstT`.
+    """
+
+def ceil(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Returns the smallest integer not less than x, element-wise.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
     """
 
 def clip_by_value(
@@ -783,6 +805,17 @@ def cos(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -
       A `Tensor`. Has the same type as `x`.
     """
 
+def cosh(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the hyperbolic cosine of x element-wise.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
 def elu(features: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes the exponential linear function: features if > 0, exp(features) - 1 otherwise.
 
@@ -856,6 +889,17 @@ def expand_dims(
       A `Tensor`. Has the same type as `input`.
     """
 
+def expm1(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes exp(x) - 1 element-wise, accurately for small x.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
 def fill(
     dims: TensorLike,
     value: TensorLike,
@@ -872,6 +916,17 @@ def fill(
 
     Returns:
       A `Tensor`. Has the same type as `value`.
+    """
+
+def floor(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Returns the largest integer not greater than x, element-wise.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
     """
 
 def floor_div(x: TensorLike, y: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
@@ -1936,6 +1991,17 @@ def sign(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) 
 
 def sin(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes the sine of x element-wise.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
+def sinh(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the hyperbolic sine of x element-wise.
 
     Args:
       x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.

@@ -58,6 +58,12 @@ _UNARY_DOCS = {
     "Tanh": ("Computes the hyperbolic tangent of x element-wise.", _UNARY_COMPLEX),
     "Sigmoid": ("Computes the logistic sigmoid of x element-wise: y = 1 / (1 + exp(-x)).", _UNARY_COMPLEX),
     "Erf": ("Computes the Gauss error function of x element-wise.", _UNARY_REAL),
+    "Floor": ("Returns the largest integer not greater than x, element-wise.", _UNARY_REAL),
+    "Ceil": ("Returns the smallest integer not less than x, element-wise.", _UNARY_REAL),
+    "Expm1": ("Computes exp(x) - 1 element-wise, accurately for small x.", _UNARY_COMPLEX),
+    "Sinh": ("Computes the hyperbolic sine of x element-wise.", _UNARY_COMPLEX),
+    "Cosh": ("Computes the hyperbolic cosine of x element-wise.", _UNARY_COMPLEX),
+    "Atan": ("Computes the arctangent of x element-wise (the principal value, in (-pi/2, pi/2) for real x).", _UNARY_COMPLEX),
 }
 
 _COMPARISONS = {
@@ -476,6 +482,10 @@ UNARY_GRAD_RULES = {
     "Tanh": lambda ops, g, x, y: ops.sub(g, ops.mul(ops.mul(g, y), y)),
     "Sigmoid": lambda ops, g, x, y: _sigmoid_rule(ops, ops.mul(g, y), y),
     "Erf": lambda ops, g, x, y: ops.mul(g, ops.mul(ops.exp(ops.neg(ops.square(x))), _TWO_OVER_SQRT_PI)),
+    "Expm1": lambda ops, g, x, y: ops.add(g, ops.mul(g, y)),  # grad * exp(x) = grad * (y + 1)
+    "Sinh": lambda ops, g, x, y: ops.mul(g, ops.cosh(x)),
+    "Cosh": lambda ops, g, x, y: ops.mul(g, ops.sinh(x)),
+    "Atan": lambda ops, g, x, y: ops.real_div(g, ops.add(ops.square(x), 1)),
 }
 
 
@@ -724,6 +734,8 @@ def _angle_grad(op: Any, grad: Any) -> list[Any]:
 
 
 _NOT_DIFFERENTIABLE = (
+    "Floor",  # TensorFlow's gradients of Floor and Ceil are None
+    "Ceil",
     "FloorDiv",
     "Equal",
     "NotEqual",
