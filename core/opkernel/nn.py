@@ -255,10 +255,10 @@ class Dense(Layer):
         """``x`` of rank 2, or of any rank >= 1 (the last axis holds the features, as in
         Keras's Dense: the leading axes are flattened into one and restored after)."""
         ops = _ops()
-        shape = x.shape
-        if len(shape) != 2:
+        if x.ndim != 2:  # the common rank-2 call reads no shape tuple
+            shape = x.shape
             if len(shape) < 1:
-                raise InvalidArgumentError(f"Dense: input must have rank 1 or more, got a scalar")
+                raise InvalidArgumentError("Dense: input must have rank 1 or more, got a scalar")
             flat = ops.reshape(x, [-1, shape[-1] if shape[-1] is not None else self.kernel.shape[0]])
             y = self(flat)
             lead = list(shape[:-1])
