@@ -316,6 +316,7 @@ def test_the_stub_lists_exactly_the_native_functions():
 
     stub = pathlib.Path(native.__file__).with_name("_native.pyi")  # package data, next to the module
     declared = set(re.findall(r"^def (\w+)\(", stub.read_text(), re.M))
+    declared |= set(re.findall(r"^(\w+): np\.ufunc$", stub.read_text(), re.M))
     defined = {name for name in dir(native) if not name.startswith("_") and callable(getattr(native, name))}
     assert declared == defined
 
@@ -391,3 +392,181 @@ def test_pool_threads_compute_in_the_callers_rounding_mode():
         libm.fesetround(0)  # FE_TONEAREST
     assert (expected > 1).all()  # rounded up
     np.testing.assert_array_equal(out, expected)
+
+
+# ---------------------------------------------------------------- the native erf ufunc
+
+
+def _ulps(got, want):
+    """|got - want| in float32 ulps of want (want in float64)."""
+    spacing = np.spacing(np.abs(want.astype(np.float32))).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want) / spacing
+
+
+def test_native_erf_float32_is_within_2_5_ulp_everywhere():
+    import math
+
+    x = np.concatenate([np.linspace(-5, 5, 400_001, dtype=np.float32),
+                        np.geomspace(1e-30, 5, 20_001).astype(np.float32)])
+    want = np.array([math.erf(float(v)) for v in x])
+    assert _ulps(native.erf(x), want).max() <= 2.5
+
+
+def test_native_erf_float32_special_values():
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3.919206, -3.919206, 1e-45, 1.0, -1.0], np.float32)
+    with np.errstate(invalid="raise"):  # a NaN raises no invalid flag (the loop clears the one its compare sets)
+        y = native.erf(x)
+    assert np.array_equal(np.signbit(y[:2]), [False, True]) and y[0] == 0 and y[1] == 0
+    assert y[2] == 1 and y[3] == -1 and np.isnan(y[4])
+    assert y[5] == 1 and y[6] == -1  # the first float32 whose erf rounds to 1
+    assert native.erf(np.nextafter(np.float32(3.919206), np.float32(0))) < 1
+    assert y[7] > 0 and y[8] == np.float32(0.8427008) and y[9] == -y[8]
+
+
+def test_native_erf_float64_is_the_c_librarys():
+    import math
+
+    x = np.concatenate([np.linspace(-7, 7, 20_001), [0.0, -0.0, np.inf, -np.inf, 1e-300, 27.0]])
+    assert np.array_equal(native.erf(x), np.array([math.erf(v) for v in x]))
+
+
+def test_native_erf_strided_in_place_and_sharded_agree_with_the_contiguous_call():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((700, 300)).astype(np.float32) * 3
+    contiguous = native.erf(x)
+    assert np.array_equal(native.erf(x[:, ::3]), contiguous[:, ::3])  # the strided loop
+    inplace = x.copy()
+    native.erf(inplace, out=inplace)
+    assert np.array_equal(inplace, contiguous)
+    out = np.empty_like(x)
+    assert native.run(native.erf, (x,), out, 2, 4096) == 0  # the pool: blocks on two threads
+    assert np.array_equal(out, contiguous)
+
+
+def test_erf_kernel_native_and_numpy_paths_agree():
+    from opkernel_cpu import math_kernels
+
+    rng = np.random.default_rng(4)
+    for dtype in ("float16", "bfloat16", "float32", "float64"):
+        T = ok.as_dtype(dtype)
+        x = (rng.standard_normal(5000) * 2).astype(T.np)
+        fast, slow = math_kernels.erf(x, T=T), math_kernels.erf_cody(x, T)
+        assert fast.dtype == slow.dtype == T.np
+        tol = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 3e-7, "float64": 1e-15}[dtype]
+        np.testing.assert_allclose(fast.astype(np.float64), slow.astype(np.float64), rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------- the native row kernels
+
+
+def _numpy_rows(kind, x):
+    with np.errstate(all="ignore"):
+        if kind == sharding.ROW_SUM:
+            return x.sum(-1)
+        shifted = x - x.max(-1, keepdims=True)
+        if kind == sharding.SOFTMAX:
+            e = np.exp(shifted)
+            return e / e.sum(-1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize("kind", [sharding.SOFTMAX, sharding.LOG_SOFTMAX, sharding.ROW_SUM], ids=["softmax", "log_softmax", "sum"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(1,), (3, 7), (5, 8), (2, 3, 64), (300, 1000), (2, 1)])
+def test_native_rows_match_numpy(kind, dtype, shape):
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    want = _numpy_rows(kind, x)
+    out = np.empty(want.shape, dtype)
+    for threads in (1, 2):
+        assert native.rows(kind, x, out, threads) == 0
+        tol = 2e-6 if dtype == "float32" else 1e-14
+        if kind == sharding.ROW_SUM:
+            np.testing.assert_allclose(out, want, rtol=tol * 10, atol=tol * np.sqrt(shape[-1]) * 4)
+        else:
+            np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
+        if threads == 1:
+            single = out.copy()
+        else:  # rows are whole on one thread: the split changes no bit
+            assert np.array_equal(out, single)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_native_softmax_special_rows(dtype):
+    x = np.array([[0, -np.inf, 1], [np.nan, 1, 2], [-np.inf] * 3, [-200, 0, -100], [1000, 1001, -1000],
+                  [np.inf, 0, 1]], dtype)
+    for kind in (sharding.SOFTMAX, sharding.LOG_SOFTMAX):
+        out = np.empty_like(x)
+        assert native.rows(kind, x, out, 1) == 0
+        want = _numpy_rows(kind, x)
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-30, equal_nan=True)
+        assert np.array_equal(np.isnan(out), np.isnan(want))
+
+
+def test_native_rows_refuse_what_they_cannot_compute():
+    x = np.ones((4, 6), np.float32)
+    assert native.rows(0, x[:, ::2], np.empty((4, 3), np.float32), 1) == -2  # not contiguous
+    assert native.rows(0, x, np.empty((4, 6), np.float64), 1) == -2  # mixed types
+    assert native.rows(2, x, np.empty((4, 6), np.float32), 1) == -2  # sums: one value a row
+    assert native.rows(0, x.astype(np.int32), np.empty((4, 6), np.int32), 1) == -2
+    assert native.rows(0, np.ones((4, 0), np.float32), np.empty((4, 0), np.float32), 1) == -2
+    with pytest.raises(ValueError, match="kind"):
+        native.rows(3, x, np.empty_like(x), 1)
+    assert sharding.rows(sharding.SOFTMAX, x[:, ::2]) is None  # the kernels take numpy's path then
+    assert sharding.rows(sharding.SOFTMAX, x.astype(np.float16)) is None
+
+
+# ---------------------------------------------------------------- fused elementwise programs
+
+
+def _gelu_program():
+    """x * 0.5 * (erf(x * c) + 1), as ok.nn.gelu traces it: slots 0 x, 1 0.5, 2 c, 3 1.0."""
+    return ((np.multiply, (0, 1), 4), (np.multiply, (0, 2), 5), (native.erf, (5,), 6), (np.add, (6, 3), 7),
+            (np.multiply, (4, 7), 8))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("size", [1, 255, 256, 257, 5000, 70_001])
+def test_native_fused_program_is_bit_identical_to_the_ufuncs_in_turn(dtype, size):
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal(size) * 3).astype(dtype)
+    consts = [np.array(v, dtype) for v in (0.5, 1 / np.sqrt(2), 1.0)]
+    half = x * consts[0]
+    want = half * (native.erf(x * consts[1]) + consts[2])
+    for threads in (1, 2):
+        out, half_out = np.empty_like(x), np.empty_like(x)
+        rc = native.fused(_gelu_program(), (x, *consts), ((1, size), (1, 1), (1, 1), (1, 1)), (out, half_out), (8, 4), threads)
+        assert rc == 0
+        assert np.array_equal(out, want) and np.array_equal(half_out, half)
+
+
+def test_native_fused_broadcast_layouts():
+    """Rows (inner 1), columns (mod = the leading size) and a middle run, gathered per sub-block."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 70, 33)).astype(np.float32)
+    row = rng.standard_normal(33).astype(np.float32)         # [33]: inner 1, mod 33
+    col = rng.standard_normal((6, 70, 1)).astype(np.float32)  # [6, 70, 1]: inner 33, mod 420
+    mid = rng.standard_normal((70, 1)).astype(np.float32)     # [70, 1]: inner 33, mod 70
+    program = ((np.subtract, (0, 2), 4), (np.multiply, (4, 1), 5), (np.add, (5, 3), 6))
+    out = np.empty_like(x)
+    for threads in (1, 2):
+        rc = native.fused(program, (x, row, col, mid), ((1, x.size), (1, 33), (33, 420), (33, 70)), (out,), (6,), threads)
+        assert rc == 0
+        assert np.array_equal(out, (x - col) * row + mid)
+
+
+def test_native_fused_refuses_what_it_cannot_run():
+    x = np.ones(10, np.float32)
+    out = np.empty_like(x)
+    one = ((np.negative, (0,), 1),)
+    assert native.fused(one, (x,), ((1, 10),), (out,), (1,), 1) == 0 and np.array_equal(out, -x)
+    assert native.fused(one, (x[::2],), ((1, 5),), (out[:5],), (1,), 1) == -2             # not contiguous
+    assert native.fused(one, (x.astype(np.float64),), ((1, 10),), (out,), (1,), 1) == -2  # mixed dtypes
+    assert native.fused(one, (x,), ((1, 9),), (out,), (1,), 1) == -2                     # layout vs size
+    assert native.fused(((np.negative, (1,), 1),), (x,), ((1, 10),), (out,), (1,), 1) == -3  # reads itself
+    assert native.fused(((np.negative, (0,), 2),), (x,), ((1, 10),), (out,), (1,), 1) == -3  # wrong slot
+    assert native.fused(((np.add, (0,), 1),), (x,), ((1, 10),), (out,), (1,), 1) == -3       # arity
+    assert native.fused(((np.isnan, (0,), 1),), (x,), ((1, 10),), (out,), (1,), 1) == -3     # no f->f loop
+    assert native.fused(one, (x,), ((1, 10),), (out,), (0,), 1) == -3                      # an input as output
+    too_long = tuple((np.negative, (k,), k + 1) for k in range(33))
+    assert native.fused(too_long, (x,), ((1, 10),), (out,), (33,), 1) == -3

@@ -55,17 +55,27 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
+/* Loops marked WIDE_CLONES are compiled twice, for x86-64-v3 (AVX2, FMA) and for the
+ * baseline, and the loader picks the one this CPU runs (GCC's target_clones, an ifunc). */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+#define WIDE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define WIDE_CLONES
+#endif
+
 #define MAX_ARGS 3            /* unary and binary ufuncs with one output */
 #define MAX_THREADS 256
 #define SPIN_NS 200000        /* an idle pool thread spins this long before it sleeps */
 #define FPE_FLAGS (FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID)
 
+#define MAX_JOB_ARGS 40  /* a fused program's inputs, outputs and offset (see fused) */
+
 typedef struct {
     PyUFuncGenericFunction loop;
     void *data;
     int nargs;
-    char *ptr[MAX_ARGS];
-    npy_intp itemsize[MAX_ARGS];
+    char *ptr[MAX_JOB_ARGS];
+    npy_intp itemsize[MAX_JOB_ARGS];
     npy_intp size, block, nblocks;
     int rounding; /* the caller's fegetround(): pool threads compute in the same mode */
 } Job;
@@ -103,8 +113,8 @@ static uint64_t work(uint32_t generation) {
         npy_intp b = (npy_intp)(uint32_t)t - 1;
         npy_intp lo = b * job->block;
         npy_intp n = job->size - lo < job->block ? job->size - lo : job->block;
-        char *args[MAX_ARGS];
-        npy_intp steps[MAX_ARGS];
+        char *args[MAX_JOB_ARGS];
+        npy_intp steps[MAX_JOB_ARGS];
         for (int i = 0; i < job->nargs; i++) {
             args[i] = job->ptr[i] + lo * job->itemsize[i];
             steps[i] = job->itemsize[i];
@@ -224,6 +234,39 @@ static int usable(PyArrayObject *a, npy_intp size) {
            PyArray_ISNOTSWAPPED(a) && (PyTypeNum_ISNUMBER(t) || PyTypeNum_ISBOOL(t));
 }
 
+/* Run ``job`` on the calling thread and ``threads - 1`` pool threads, the GIL released;
+ * ``*raised`` gets the floating-point flags its blocks raised, or -1 when the pool is busy
+ * with another caller's job (nothing was run).  Returns -1 with an OSError set when pool
+ * threads cannot be started. */
+static int run_job(const Job *job, int threads, int *raised) {
+    if (pthread_mutex_trylock(&pool.busy) != 0) {
+        *raised = -1;
+        return 0;
+    }
+    int err = ensure_threads(threads - 1);
+    if (err) {
+        pthread_mutex_unlock(&pool.busy);
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pool.job = *job;
+    publish();
+    uint32_t generation = (uint32_t)(atomic_load(&pool.ticket) >> 32);
+    work(generation);
+    /* every block is claimed; wait for the ones other threads are still running */
+    for (unsigned i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) < job->nblocks; i++) {
+        if (i < 4096) CPU_RELAX();
+        else sched_yield();
+    }
+    *raised = atomic_load_explicit(&pool.fpe, memory_order_relaxed);
+    feclearexcept(FPE_FLAGS);
+    Py_END_ALLOW_THREADS
+    pthread_mutex_unlock(&pool.busy);
+    return 0;
+}
+
 PyDoc_STRVAR(run_doc,
 "run(ufunc, inputs, out, threads, block) -> int\n\n"
 "Compute ``ufunc(*inputs, out=out)`` on the calling thread and ``threads - 1`` pool\n"
@@ -280,28 +323,9 @@ static PyObject *run(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "run() needs fewer than 2**32 blocks");
         return NULL;
     }
-    if (pthread_mutex_trylock(&pool.busy) != 0) return PyLong_FromLong(-1);
-    int err = ensure_threads(threads - 1);
-    if (err) {
-        pthread_mutex_unlock(&pool.busy);
-        errno = err;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
     int raised;
-    Py_BEGIN_ALLOW_THREADS
-    pool.job = job;
-    publish();
-    uint32_t generation = (uint32_t)(atomic_load(&pool.ticket) >> 32);
-    work(generation);
-    /* every block is claimed; wait for the ones other threads are still running */
-    for (unsigned i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) < job.nblocks; i++) {
-        if (i < 4096) CPU_RELAX();
-        else sched_yield();
-    }
-    raised = atomic_load_explicit(&pool.fpe, memory_order_relaxed);
-    feclearexcept(FPE_FLAGS);
-    Py_END_ALLOW_THREADS
-    pthread_mutex_unlock(&pool.busy);
+    if (run_job(&job, threads, &raised) < 0) return NULL;
+    if (raised == -1) return PyLong_FromLong(-1);
     if (PyErr_Occurred()) return NULL; /* a loop that raised on this thread (see sharding._PYTHON_API) */
     return PyLong_FromLong(raised);
 }
@@ -1080,6 +1104,508 @@ static PyObject *sparse_xent(PyObject *self, PyObject *args) {
 
 PyDoc_STRVAR(flags_doc, "The values of FE_DIVBYZERO, FE_OVERFLOW, FE_UNDERFLOW and FE_INVALID on this platform.");
 
+
+/* ---------------------------------------------------------------- row kernels
+ *
+ * Softmax, LogSoftmax and Sum over the last axis of a C-contiguous float32 or float64
+ * array, one pass over each row where numpy makes several passes over the whole array
+ * (and its reductions over short rows pay a setup per row).  Rows are shared out on the
+ * pool like elementwise blocks: the job's elements are rows (itemsize = a row's bytes).
+ *
+ * The sums keep 8 partial sums (in T), added pairwise at the end, as numpy's pairwise
+ * summation does within its blocks; the order differs from numpy's and TensorFlow's (Eigen's
+ * tree), within the reductions' tolerance.  Softmax: y = exp(x - max) / sum; LogSoftmax:
+ * (x - max) - log(sum), TensorFlow's formulas.  exp here is Cephes's expf (1 ulp) on
+ * arguments that are never positive; below -87.34 (where expf's result leaves the normal
+ * floats) it gives 0, as TensorFlow's CPU threads (which flush denormals to zero) do. */
+
+typedef struct {
+    npy_intp n;  /* row length */
+    int kind;    /* ROW_* */
+} RowJob;
+
+enum { ROW_SOFTMAX = 0, ROW_LOG_SOFTMAX = 1, ROW_SUM = 2 };
+#define LANES 8
+
+/* exp(x) for x <= 0 or NaN, branch-free (vectorizes): Cephes's expf. */
+static inline float exp_nonpositive_f32(float x) {
+    float c = x > -87.33654f ? x : -87.33654f; /* NaN: -87.3 here, NaN from the select below */
+    float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(c / ln 2) */
+    float r = (c - n * 0.693359375f) - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float e = p * (r * r) + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    float y = e * scale;
+    y = x > -87.33654f ? y : 0.0f;
+    return x == x ? y : x;
+}
+
+static inline float sum_f32(const float *x, npy_intp n) {
+    float acc[LANES] = {0};
+    npy_intp i = 0, whole = n - n % LANES;
+    for (; i < whole; i += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += x[i + k];
+    float total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) total += x[i];
+    return total;
+}
+
+/* The row's maximum, NaN ignored (a NaN reaches every output through its exp anyway). */
+static inline float max_f32(const float *x, npy_intp n) {
+    float m[LANES];
+    for (int k = 0; k < LANES; k++) m[k] = -INFINITY;
+    npy_intp i = 0, whole = n - n % LANES;
+    for (; i < whole; i += LANES)
+        for (int k = 0; k < LANES; k++) m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
+    float mx = -INFINITY;
+    for (int k = 0; k < LANES; k++) mx = m[k] > mx ? m[k] : mx;
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    return mx;
+}
+
+WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
+static void rows_f32(const float *x, float *y, npy_intp rows, npy_intp n, int kind) {
+    for (npy_intp r = 0; r < rows; r++, x += n) {
+        if (kind == ROW_SUM) {
+            y[r] = sum_f32(x, n);
+            continue;
+        }
+        float *yr = y + r * n;
+        float mx = max_f32(x, n);
+        if (mx == -INFINITY) mx = x[0]; /* every element -inf: -inf - -inf is NaN, as numpy's */
+        for (npy_intp i = 0; i < n; i++) yr[i] = exp_nonpositive_f32(x[i] - mx);
+        float total = sum_f32(yr, n);
+        if (kind == ROW_SOFTMAX) {
+            float inv = 1.0f / total;
+            for (npy_intp i = 0; i < n; i++) yr[i] *= inv;
+        } else {
+            float lse = logf(total); /* (x - max) - lse: x - (max + lse) would round at max's scale */
+            for (npy_intp i = 0; i < n; i++) yr[i] = (x[i] - mx) - lse;
+        }
+    }
+}
+
+/* float64: the same, with the C library's exp and log (numpy's double exp is no faster). */
+static void rows_f64(const double *x, double *y, npy_intp rows, npy_intp n, int kind) {
+    for (npy_intp r = 0; r < rows; r++, x += n) {
+        double acc[LANES] = {0};
+        npy_intp i = 0, whole = n - n % LANES;
+        if (kind == ROW_SUM) {
+            for (; i < whole; i += LANES)
+                for (int k = 0; k < LANES; k++) acc[k] += x[i + k];
+            double total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            for (; i < n; i++) total += x[i];
+            y[r] = total;
+            continue;
+        }
+        double mx = -INFINITY;
+        for (i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+        if (mx == -INFINITY) mx = x[0];
+        double *yr = y + r * n;
+        double total = 0.0;
+        for (i = 0; i < n; i++) {
+            double e = exp(x[i] - mx);
+            if (kind == ROW_SOFTMAX) yr[i] = e;
+            total += e;
+        }
+        if (kind == ROW_SOFTMAX) {
+            double inv = 1.0 / total;
+            for (i = 0; i < n; i++) yr[i] *= inv;
+        } else {
+            double lse = log(total);
+            for (i = 0; i < n; i++) yr[i] = (x[i] - mx) - lse;
+        }
+    }
+}
+
+/* The pool's view of a row kernel: args[0] the rows' input, args[1] their output, *count rows. */
+static void rows_loop_f32(char **args, npy_intp const *count, npy_intp const *steps, void *data) {
+    (void)steps;
+    const RowJob *job = (const RowJob *)data;
+    rows_f32((const float *)args[0], (float *)args[1], *count, job->n, job->kind);
+}
+
+static void rows_loop_f64(char **args, npy_intp const *count, npy_intp const *steps, void *data) {
+    (void)steps;
+    const RowJob *job = (const RowJob *)data;
+    rows_f64((const double *)args[0], (double *)args[1], *count, job->n, job->kind);
+}
+
+PyDoc_STRVAR(rows_doc,
+"rows(kind, x, out, threads) -> int\n\n"
+"Over the last axis of ``x`` (C-contiguous float32 or float64, rank >= 1, non-empty rows):\n"
+"kind 0 writes softmax into ``out`` (x's shape), 1 log-softmax, 2 the sums (``out``: one\n"
+"value a row).  Rows are shared out among the calling thread and ``threads - 1`` pool\n"
+"threads.  Returns 0, or -2 when the arrays are not as described (nothing computed).");
+
+static PyObject *rows(PyObject *self, PyObject *args) {
+    int kind, threads;
+    PyArrayObject *x, *out;
+    if (!PyArg_ParseTuple(args, "iO!O!i", &kind, &PyArray_Type, &x, &PyArray_Type, &out, &threads)) return NULL;
+    if (kind < ROW_SOFTMAX || kind > ROW_SUM) {
+        PyErr_SetString(PyExc_ValueError, "rows(): kind is 0 (softmax), 1 (log-softmax) or 2 (sum)");
+        return NULL;
+    }
+    int t = PyArray_TYPE(x);
+    if ((t != NPY_FLOAT && t != NPY_DOUBLE) || PyArray_TYPE(out) != t || PyArray_NDIM(x) < 1 ||
+        !PyArray_IS_C_CONTIGUOUS(x) || !PyArray_IS_C_CONTIGUOUS(out) || !PyArray_ISALIGNED(x) ||
+        !PyArray_ISALIGNED(out) || !PyArray_ISNOTSWAPPED(x) || !PyArray_ISNOTSWAPPED(out) || !PyArray_ISWRITEABLE(out))
+        return PyLong_FromLong(-2);
+    npy_intp n = PyArray_DIM(x, PyArray_NDIM(x) - 1);
+    npy_intp size = PyArray_SIZE(x);
+    if (n < 1) return PyLong_FromLong(-2);
+    npy_intp nrows = size / n;
+    if (PyArray_SIZE(out) != (kind == ROW_SUM ? nrows : size)) return PyLong_FromLong(-2);
+    if (nrows == 0) return PyLong_FromLong(0);
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    npy_intp itemsize = PyArray_ITEMSIZE(x);
+    RowJob spec = {n, kind};
+    Job job = {0};
+    job.loop = t == NPY_FLOAT ? rows_loop_f32 : rows_loop_f64;
+    job.data = &spec;
+    job.nargs = 2;
+    job.ptr[0] = PyArray_BYTES(x);
+    job.ptr[1] = PyArray_BYTES(out);
+    job.itemsize[0] = n * itemsize;
+    job.itemsize[1] = (kind == ROW_SUM ? 1 : n) * itemsize;
+    job.size = nrows;
+    /* blocks of about 16 K elements, so a late thread still finds some */
+    job.block = (1 << 14) / n > 1 ? (1 << 14) / n : 1;
+    job.nblocks = nrows / job.block + (nrows % job.block != 0);
+    job.rounding = fegetround();
+    int raised = -1;
+    if (threads > 1 && job.nblocks > 1 && job.nblocks <= 0xffffffffLL) {
+        if (run_job(&job, threads, &raised) < 0) return NULL;
+    }
+    if (raised == -1) { /* one thread, or the pool is busy: all rows here */
+        Py_BEGIN_ALLOW_THREADS
+        char *ptrs[2] = {job.ptr[0], job.ptr[1]};
+        job.loop(ptrs, &nrows, job.itemsize, job.data);
+        Py_END_ALLOW_THREADS
+    }
+    return PyLong_FromLong(0);
+}
+
+
+/* ---------------------------------------------------------------- fused elementwise programs
+ *
+ * ``fused`` runs a chain of elementwise ufuncs (a program that ok.function's fusion found in
+ * a traced graph) in one pass: the flattened output is cut into sub-blocks of FUSED_SUB
+ * elements, and each instruction runs over a sub-block with numpy's own inner loop for its
+ * ufunc and types (the loop ``run`` would pick), its operands and result in buffers that stay
+ * in the L1 cache.  Every element is computed by the very loops the unfused ops would run,
+ * so the results are bit-identical to them; what is saved is a pass over memory and an
+ * output array per op, and a Python call per op.
+ *
+ * Operands are slots: first the inputs, then one per instruction's result.  An input has the
+ * output's size, or is broadcast to it: element ``i`` of the output reads element
+ * ``(i / inner) % mod`` of the input (any shape whose kept axes are one contiguous run of the
+ * output's axes: a scalar (mod 1), a row of the last axes (inner 1), a column of the first
+ * ones).  Scalars are read with a step of 0, other broadcast inputs are gathered into their
+ * slot's buffer.  Results that are outputs are written into the output arrays directly.
+ *
+ * Blocks of sub-blocks are shared out on the pool as ``run`` shares elementwise blocks; the
+ * loop learns a block's first element from a last argument whose pointer is ``fused_origin``
+ * plus the offset (its itemsize is 1), never dereferenced. */
+
+#define FUSED_SUB 256
+#define MAX_FUSED_IN 16
+#define MAX_FUSED_OUT 16
+#define MAX_FUSED_INSTR 32
+#define MAX_FUSED_SLOTS (MAX_FUSED_IN + MAX_FUSED_INSTR)
+
+typedef struct {
+    PyUFuncGenericFunction loop;
+    void *data;
+    int nin;
+    int src[2];
+    int dst;
+} FusedInstr;
+
+typedef struct {
+    int n_in, n_out, n_instr;
+    npy_intp itemsize;
+    npy_intp inner[MAX_FUSED_IN], mod[MAX_FUSED_IN];
+    int full[MAX_FUSED_IN];              /* the input has the output's size */
+    int out_of_slot[MAX_FUSED_SLOTS];    /* the output a slot is written to, or -1 */
+    FusedInstr instr[MAX_FUSED_INSTR];
+} FusedSpec;
+
+static char fused_origin[1];
+
+static void fused_loop(char **args, npy_intp const *count, npy_intp const *steps_unused, void *data) {
+    (void)steps_unused;
+    const FusedSpec *f = (const FusedSpec *)data;
+    const npy_intp isz = f->itemsize;
+    const npy_intp first = (npy_intp)(args[f->n_in + f->n_out] - fused_origin);
+    const npy_intp n = *count;
+    double scratch[MAX_FUSED_SLOTS * FUSED_SUB]; /* aligned for any type up to 8 bytes */
+    char *buffer = (char *)scratch;
+    char *ptr[MAX_FUSED_SLOTS];
+    npy_intp step[MAX_FUSED_SLOTS];
+    for (npy_intp o = 0; o < n; o += FUSED_SUB) {
+        npy_intp m = n - o < FUSED_SUB ? n - o : FUSED_SUB;
+        npy_intp at = first + o;  /* the output element this sub-block starts at */
+        for (int k = 0; k < f->n_in; k++) {
+            if (f->full[k]) {
+                ptr[k] = args[k] + o * isz;
+                step[k] = isz;
+            } else if (f->mod[k] == 1) {
+                ptr[k] = args[k];
+                step[k] = 0;
+            } else {
+                char *dst = buffer + (size_t)k * FUSED_SUB * isz;
+                npy_intp inner = f->inner[k], mod = f->mod[k];
+                npy_intp q = at / inner, r = at % inner;
+                for (npy_intp j = 0; j < m; j++) {
+                    memcpy(dst + j * isz, args[k] + (q % mod) * isz, (size_t)isz);
+                    if (++r == inner) {
+                        r = 0;
+                        q++;
+                    }
+                }
+                ptr[k] = dst;
+                step[k] = isz;
+            }
+        }
+        for (int s = f->n_in; s < f->n_in + f->n_instr; s++) {
+            int out = f->out_of_slot[s];
+            ptr[s] = out >= 0 ? args[f->n_in + out] + o * isz : buffer + (size_t)s * FUSED_SUB * isz;
+            step[s] = isz;
+        }
+        for (int i = 0; i < f->n_instr; i++) {
+            const FusedInstr *in = &f->instr[i];
+            char *a[3];
+            npy_intp st[3];
+            for (int j = 0; j < in->nin; j++) {
+                a[j] = ptr[in->src[j]];
+                st[j] = step[in->src[j]];
+            }
+            a[in->nin] = ptr[in->dst];
+            st[in->nin] = step[in->dst];
+            in->loop(a, &m, st, in->data);
+        }
+    }
+}
+
+PyDoc_STRVAR(fused_doc,
+"fused(program, inputs, layouts, outputs, out_slots, threads) -> int\n\n"
+"Run ``program``, a sequence of ``(ufunc, sources, destination)`` over slots (the inputs,\n"
+"then one per instruction: instruction k writes slot len(inputs) + k), writing slot\n"
+"``out_slots[j]`` into ``outputs[j]``.  ``layouts[k]`` is input k's ``(inner, mod)``: output\n"
+"element i reads its element (i // inner) % mod.  Every array is C-contiguous, aligned,\n"
+"native-order and of one dtype; outputs have one size.  The work is shared by the calling\n"
+"thread and ``threads - 1`` pool threads.  Returns 0, or -2 when the arrays are not as\n"
+"described, -3 when a ufunc has no plain inner loop for these types or a limit is\n"
+"passed (16 inputs, 16 outputs, 32 instructions); nothing is computed then.");
+
+static PyObject *fused(PyObject *self, PyObject *args) {
+    PyObject *program, *inputs, *layouts, *outputs, *out_slots;
+    int threads;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!i", &PyTuple_Type, &program, &PyTuple_Type, &inputs, &PyTuple_Type,
+                          &layouts, &PyTuple_Type, &outputs, &PyTuple_Type, &out_slots, &threads))
+        return NULL;
+    FusedSpec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.n_in = (int)PyTuple_GET_SIZE(inputs);
+    spec.n_out = (int)PyTuple_GET_SIZE(outputs);
+    spec.n_instr = (int)PyTuple_GET_SIZE(program);
+    if (spec.n_in > MAX_FUSED_IN || spec.n_out > MAX_FUSED_OUT || spec.n_instr > MAX_FUSED_INSTR || spec.n_out < 1 ||
+        spec.n_instr < 1 || PyTuple_GET_SIZE(layouts) != spec.n_in || PyTuple_GET_SIZE(out_slots) != spec.n_out)
+        return PyLong_FromLong(-3);
+    int type = -1;
+    npy_intp size = -1;
+    for (int j = 0; j < spec.n_out; j++) {
+        PyObject *o = PyTuple_GET_ITEM(outputs, j);
+        if (!PyArray_Check(o)) {
+            PyErr_SetString(PyExc_TypeError, "fused() takes numpy arrays");
+            return NULL;
+        }
+        PyArrayObject *a = (PyArrayObject *)o;
+        if (j == 0) {
+            type = PyArray_TYPE(a);
+            size = PyArray_SIZE(a);
+            spec.itemsize = PyArray_ITEMSIZE(a);
+        }
+        if (PyArray_TYPE(a) != type || !PyArray_ISWRITEABLE(a) || !usable(a, size)) return PyLong_FromLong(-2);
+    }
+    if (spec.itemsize > 8) return PyLong_FromLong(-3);
+    for (int s = 0; s < MAX_FUSED_SLOTS; s++) spec.out_of_slot[s] = -1;
+    for (int j = 0; j < spec.n_out; j++) {
+        long slot = PyLong_AsLong(PyTuple_GET_ITEM(out_slots, j));
+        if (slot == -1 && PyErr_Occurred()) return NULL;
+        if (slot < spec.n_in || slot >= spec.n_in + spec.n_instr || spec.out_of_slot[slot] >= 0) return PyLong_FromLong(-3);
+        spec.out_of_slot[slot] = j;
+    }
+    Job job = {0};
+    for (int k = 0; k < spec.n_in; k++) {
+        PyObject *o = PyTuple_GET_ITEM(inputs, k);
+        if (!PyArray_Check(o)) {
+            PyErr_SetString(PyExc_TypeError, "fused() takes numpy arrays");
+            return NULL;
+        }
+        PyArrayObject *a = (PyArrayObject *)o;
+        npy_intp inner, mod;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(layouts, k), "nn", &inner, &mod)) return NULL;
+        if (PyArray_TYPE(a) != type || inner < 1 || mod < 1 || PyArray_SIZE(a) != mod || !usable(a, mod))
+            return PyLong_FromLong(-2);
+        spec.inner[k] = inner;
+        spec.mod[k] = mod;
+        spec.full[k] = inner == 1 && mod == size;
+        job.ptr[k] = PyArray_BYTES(a);
+        job.itemsize[k] = spec.full[k] ? spec.itemsize : 0;
+    }
+    int types[3] = {type, type, type};
+    for (int i = 0; i < spec.n_instr; i++) {
+        PyObject *row = PyTuple_GET_ITEM(program, i);
+        PyObject *ufunc_obj, *sources;
+        int dst;
+        if (!PyArg_ParseTuple(row, "OO!i", &ufunc_obj, &PyTuple_Type, &sources, &dst)) return NULL;
+        if (!PyObject_TypeCheck(ufunc_obj, &PyUFunc_Type)) return PyLong_FromLong(-3);
+        PyUFuncObject *ufunc = (PyUFuncObject *)ufunc_obj;
+        FusedInstr *in = &spec.instr[i];
+        in->nin = (int)PyTuple_GET_SIZE(sources);
+        if (ufunc->nout != 1 || ufunc->nin != in->nin || in->nin < 1 || in->nin > 2 || ufunc->core_enabled ||
+            dst != spec.n_in + i)
+            return PyLong_FromLong(-3);
+        for (int j = 0; j < in->nin; j++) {
+            long src = PyLong_AsLong(PyTuple_GET_ITEM(sources, j));
+            if (src == -1 && PyErr_Occurred()) return NULL;
+            if (src < 0 || src >= dst) return PyLong_FromLong(-3);  /* an input or an earlier result */
+            in->src[j] = (int)src;
+        }
+        in->dst = dst;
+        if (!find_loop(ufunc, types, in->nin + 1, &in->loop, &in->data)) return PyLong_FromLong(-3);
+    }
+    for (int j = 0; j < spec.n_out; j++) {
+        job.ptr[spec.n_in + j] = PyArray_BYTES((PyArrayObject *)PyTuple_GET_ITEM(outputs, j));
+        job.itemsize[spec.n_in + j] = spec.itemsize;
+    }
+    job.ptr[spec.n_in + spec.n_out] = fused_origin;
+    job.itemsize[spec.n_in + spec.n_out] = 1;
+    job.nargs = spec.n_in + spec.n_out + 1;
+    job.loop = fused_loop;
+    job.data = &spec;
+    job.size = size;
+    job.block = 16 * FUSED_SUB;
+    job.nblocks = size / job.block + (size % job.block != 0);
+    job.rounding = fegetround();
+    if (size == 0) return PyLong_FromLong(0);
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    int raised = -1;
+    if (threads > 1 && job.nblocks > 1 && job.nblocks <= 0xffffffffLL) {
+        if (run_job(&job, threads, &raised) < 0) return NULL;
+    }
+    if (raised == -1) { /* one thread, or the pool is busy: every block here */
+        Py_BEGIN_ALLOW_THREADS
+        char *ptrs[MAX_JOB_ARGS];
+        for (int k = 0; k < job.nargs; k++) ptrs[k] = job.ptr[k];
+        fused_loop(ptrs, &size, job.itemsize, &spec);
+        feclearexcept(FPE_FLAGS);
+        Py_END_ALLOW_THREADS
+    }
+    return PyLong_FromLong(0);
+}
+
+
+/* ---------------------------------------------------------------- elementwise math
+ *
+ * numpy ufuncs for functions numpy lacks, so that the intra-op pool above runs them like
+ * numpy's own (``run`` picks their inner loops from ``ufunc.types``) and numpy's casting,
+ * broadcasting and ``out=`` work on them.
+ *
+ * erf, float32: two polynomials fitted by plugins/cpu/tools/fit_erf.py (|x| < 1: x * S(x^2),
+ * relative error 4e-11; 1 <= |x| < 4: B((|x| - 2.5) / 1.5), absolute error 6e-10; erf(x)
+ * rounds to +-1 in float32 from 3.919206 on), evaluated in float32 by Horner's rule: within
+ * 2.5 ulp of erf everywhere (TensorFlow's, Eigen's rational approximation, is within about
+ * 6).  The loop is branch-free, so the compiler vectorizes it (AVX2 and FMA where the CPU
+ * has them, chosen at load time); evaluating in double instead (0.5 ulp) would halve the
+ * vector width.
+ * erf, float64: the C library's erf (glibc: under one ulp). */
+
+static const double ERF_S[8] = {
+    1.128379167062419, -0.3761263847617949, 0.112837826237782, -0.026865438377134256,
+    0.005221053538416674, -0.0008484397714046437, 0.0001126825841952544, -9.673594261896748e-06};
+static const double ERF_B[17] = {
+    0.9995930478582092, 0.0032674177547549824, -0.01225282838689554, 0.028181964794043408,
+    -0.043651326966274974, 0.04644783611484564, -0.03187075464763944, 0.009303874488128057,
+    0.006650055815694773, -0.009742486070519975, 0.004635945776530489, 0.0006709268106051753,
+    -0.0019913992119867, 0.0006738904639269484, 0.00023024592656345431, -0.00015382903591989075,
+    7.40271264447833e-06};
+
+WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
+static void erf_f32_contiguous(const float *x, float *out, npy_intp n) {
+    for (npy_intp i = 0; i < n; i++) {
+        float v = x[i];
+        float a = v == v ? fabsf(v) : 0.0f; /* NaN: any number here (no comparison may see it), NaN again below */
+        float y = a < 4.0f ? a : 4.0f;
+        float t = y * y;
+        float s = (float)ERF_S[7];
+        for (int k = 6; k >= 0; k--) s = s * t + (float)ERF_S[k];
+        float u = (y - 2.5f) * (1.0f / 1.5f);
+        float b = (float)ERF_B[16];
+        for (int k = 15; k >= 0; k--) b = b * u + (float)ERF_B[k];
+        float r = copysignf(y < 1.0f ? s * y : (y < 3.919206f ? b : 1.0f), v); /* rounds to 1 from 3.919206 on */
+        out[i] = v == v ? r : v;
+    }
+}
+
+#define STRIDED_CHUNK 256
+
+static void erf_f32_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
+    (void)data;
+    npy_intp n = dimensions[0];
+    char *in = args[0], *out = args[1];
+    /* The vectorized loop may compare a NaN before it selects it away, raising the invalid
+     * flag numpy would turn into a warning: erf of a quiet NaN raises none, so clear it. */
+    int raised_before = fetestexcept(FE_INVALID);
+    if (steps[0] == sizeof(float) && steps[1] == sizeof(float)) {
+        erf_f32_contiguous((const float *)in, (float *)out, n);
+    } else {
+        float buf[STRIDED_CHUNK];
+        for (npy_intp i = 0; i < n; i += STRIDED_CHUNK) {
+            npy_intp m = n - i < STRIDED_CHUNK ? n - i : STRIDED_CHUNK;
+            for (npy_intp j = 0; j < m; j++) buf[j] = *(const float *)(in + (i + j) * steps[0]);
+            erf_f32_contiguous(buf, buf, m);
+            for (npy_intp j = 0; j < m; j++) *(float *)(out + (i + j) * steps[1]) = buf[j];
+        }
+    }
+    if (!raised_before) feclearexcept(FE_INVALID);
+}
+
+static void erf_f64_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
+    (void)data;
+    npy_intp n = dimensions[0];
+    char *in = args[0], *out = args[1];
+    for (npy_intp i = 0; i < n; i++, in += steps[0], out += steps[1]) *(double *)out = erf(*(const double *)in);
+}
+
+static PyUFuncGenericFunction erf_loops[] = {erf_f32_loop, erf_f64_loop};
+static void *erf_data[] = {NULL, NULL};
+static const char erf_types[] = {NPY_FLOAT, NPY_FLOAT, NPY_DOUBLE, NPY_DOUBLE};
+
+/* Adds the ufuncs above to ``module``; -1 with an exception set on failure. */
+static int add_ufuncs(PyObject *module) {
+    PyObject *erf_ufunc = PyUFunc_FromFuncAndData(
+        erf_loops, erf_data, (char *)erf_types, 2, 1, 1, PyUFunc_None, "erf",
+        "erf(x, /, out=None, ...)\n\nThe error function, elementwise, for float32 (within one ulp) and float64 "
+        "(the C library's erf).", 0);
+    if (erf_ufunc == NULL) return -1;
+    if (PyModule_AddObject(module, "erf", erf_ufunc) < 0) {
+        Py_DECREF(erf_ufunc);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *flags(PyObject *self, PyObject *unused) {
     return Py_BuildValue("{s:i,s:i,s:i,s:i}", "divide", FE_DIVBYZERO, "over", FE_OVERFLOW, "under",
                          FE_UNDERFLOW, "invalid", FE_INVALID);
@@ -1098,6 +1624,8 @@ static PyObject *pool_blocks(PyObject *self, PyObject *unused) {
 
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
+    {"rows", rows, METH_VARARGS, rows_doc},
+    {"fused", fused, METH_VARARGS, fused_doc},
     {"max_pool", max_pool, METH_VARARGS, max_pool_doc},
     {"max_pool_with_argmax", max_pool_with_argmax, METH_VARARGS, max_pool_with_argmax_doc},
     {"im2col", im2col, METH_VARARGS, im2col_doc},
@@ -1121,5 +1649,11 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyErr_SetString(PyExc_OSError, "pthread_atfork failed");
         return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (add_ufuncs(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

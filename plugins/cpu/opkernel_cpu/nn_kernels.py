@@ -128,12 +128,21 @@ def _selu(x: np.ndarray) -> np.ndarray:
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
+    """(x - max) - log(sum(exp(x - max))) over the last axis: one pass a row in the native
+    module where it applies (float32/float64 numpy arrays), else numpy's passes."""
+    native = sharding.rows(sharding.LOG_SOFTMAX, x)
+    if native is not None:
+        return native
     xp = xp_of(x)
     shifted = x - x.max(axis=-1, keepdims=True)
     return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))  # type: ignore[no-any-return]
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
+    """exp(x - max) / sum(exp(x - max)) over the last axis (see _log_softmax)."""
+    native = sharding.rows(sharding.SOFTMAX, x)
+    if native is not None:
+        return native
     e = xp_of(x).exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)  # type: ignore[no-any-return]
 

@@ -70,6 +70,8 @@ _DIVIDING = {np.true_divide, np.floor_divide, np.remainder, np.fmod, np.sqrt, np
 _TRANSCENDENTAL = {np.exp, np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1p, np.sin, np.cos, np.tan,
                    np.arcsin, np.arccos, np.arctan, np.arctan2, np.sinh, np.cosh, np.tanh, np.arcsinh,
                    np.arccosh, np.arctanh, np.power, np.float_power, np.hypot, np.cbrt}
+if _native is not None:
+    _TRANSCENDENTAL.add(_native.erf)
 
 
 def min_per_shard(fn: Callable[..., Any]) -> int:
@@ -396,3 +398,27 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
     chosen = unary if nin == 1 else binary
     chosen.__name__ = getattr(fn, "__name__", "elementwise")
     return chosen
+
+
+#: ``_native.rows`` kinds.
+SOFTMAX, LOG_SOFTMAX, ROW_SUM = 0, 1, 2
+#: The fewest elements worth sharing a row kernel with the pool: softmax costs about 1 ns
+#: an element (a 64 K-element call 60 µs, past a sleeping thread's wake-up), a sum a tenth.
+_ROWS_PER_SHARD = {SOFTMAX: 1 << 16, LOG_SOFTMAX: 1 << 16, ROW_SUM: 1 << 19}
+_ROW_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def rows(kind: int, x: Any) -> np.ndarray | None:
+    """Softmax (``SOFTMAX``), log-softmax or the sums (``ROW_SUM``) over the last axis of
+    ``x`` by the native row kernels (``_native.rows``), or None where they do not apply:
+    no native module, not a C-contiguous float32/float64 numpy array, or empty rows."""
+    if (_native is None or type(x) is not np.ndarray or x.dtype not in _ROW_TYPES or not x.ndim
+            or not x.shape[-1] or not x.flags.c_contiguous):
+        return None
+    out = np.empty(x.shape[:-1] if kind == ROW_SUM else x.shape, x.dtype)
+    threads = 1
+    if x.size >= 2 * _ROWS_PER_SHARD[kind]:
+        threads = min(ok.config.intra_op_parallelism_threads or _CORES, x.size // _ROWS_PER_SHARD[kind])
+    if _native.rows(kind, x, out, threads) < 0:
+        return None
+    return out
