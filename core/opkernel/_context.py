@@ -40,6 +40,10 @@ class _Config:
     ``OPKERNEL_KERNEL_FALLBACK=cpu[,name...]`` sets it at startup and
     ``with ok.kernel_fallback("cpu"):`` for one context.
     ``fallbacks``: how many calls fell back, by (op, from backend, to backend).
+    ``graph_fusion``: whether ``ok.function`` computes groups of elementwise nodes in
+    one call where the backend can (default True; docs/functions.md, "Fusion");
+    ``OPKERNEL_GRAPH_FUSION=0`` turns it off at startup.  Changing it makes every
+    function bind its graphs again on its next call.
     """
 
     _intra_op_threads: int
@@ -54,6 +58,20 @@ class _Config:
             os.environ.get("OPKERNEL_KERNEL_FALLBACK", "").split(","), "OPKERNEL_KERNEL_FALLBACK", check=False
         )
         self._fallbacks: dict[tuple[str, str, str], int] = {}
+        self._graph_fusion = os.environ.get("OPKERNEL_GRAPH_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
+
+    @property
+    def graph_fusion(self) -> bool:
+        return self._graph_fusion
+
+    @graph_fusion.setter
+    def graph_fusion(self, on: bool) -> None:
+        if not isinstance(on, bool):
+            raise OpTypeError(f"ok.config.graph_fusion must be a bool, got {type(on).__name__} {on!r}")
+        if on != self._graph_fusion:
+            self._graph_fusion = on
+            for listener in list(CONFIG_LISTENERS):
+                listener()
 
     @property
     def kernel_fallback(self) -> tuple[str, ...]:
@@ -111,6 +129,9 @@ def _fallback_names(names: Any, what: str, check: bool = True) -> tuple[str, ...
                 raise unknown_backend(name)
     return tuple(out)
 
+
+#: Called after a setting that compiled graphs depend on changes (``graph_fusion``).
+CONFIG_LISTENERS: list[Callable[[], None]] = []
 
 #: The kernel fallback of this context (``ok.kernel_fallback``); None: ``config``'s.
 FALLBACK: ContextVar[tuple[str, ...] | None] = ContextVar("opkernel_kernel_fallback", default=None)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import copy
 import math
 import threading
+import time
 from typing import Any, Callable, Sequence
 
-from . import engine, plugins
+from . import _fusion, engine, plugins
 from . import kernels as kernel_registry
+from ._context import CONFIG_LISTENERS
 from ._symbolic import SymbolicTensor, _flat_result, _shape_text, _VariableArgument, graph_shapes
 from .autodiff import RECORDING, active_tapes
 from .backend import Backend
@@ -35,16 +37,18 @@ def _kernels_changed() -> None:
 
 kernel_registry.on_change(_kernels_changed)
 plugins.on_change(_kernels_changed)
+CONFIG_LISTENERS.append(_kernels_changed)
 
 
 class _Plan:
-    """One graph bound to one backend: the compiled replay and what the tape path needs."""
+    """One graph bound to one backend: the compiled replay and what the tape path needs;
+    ``groups``: the elementwise groups the replay computes in one call each (_fusion)."""
 
-    __slots__ = ("backend", "replay", "steps", "consts", "lines", "generation")
+    __slots__ = ("backend", "replay", "steps", "consts", "lines", "generation", "groups")
 
     def __init__(
         self, backend: Backend, replay: Callable[..., Any], steps: list[Any], consts: list[Tensor], lines: dict[int, int],
-        generation: int,
+        generation: int, groups: list[_fusion.Group] | None = None,
     ) -> None:
         self.backend = backend
         self.replay = replay
@@ -52,6 +56,7 @@ class _Plan:
         self.consts = consts
         self.lines = lines
         self.generation = generation
+        self.groups = groups or []
 
 
 class ConcreteFunction:
@@ -271,8 +276,22 @@ class ConcreteFunction:
                 return plan.consts[e.index]
             return self._variable(e.index, fed)  # type: ignore[no-any-return]
 
+        # Without a recording tape (a profile only), fused groups run as in the replay, one
+        # profile row each: "Fused(Mul+Erf+...)"; a tape needs every node's op.
+        fused = {} if (RECORDING[0] and active_tapes()) else {g.last: g for g in plan.groups}
+        skipped = {i for g in fused.values() for i in g.members[:-1]}
         for i, sig in plan.steps:
+            if i in skipped:
+                continue
             node = graph.nodes[i]
+            group = fused.get(i)
+            if group is not None:
+                try:
+                    for n, t in zip(group.outputs, _run_group(group, [get(e) for e in group.inputs], be)):
+                        values[(n, 0)] = t
+                except Exception as err:
+                    raise self._node_error(err, be, i) from err
+                continue
             ins = [get(e) for e in node.inputs]
             try:
                 result = engine.profiled(node.op, sig, ins, be) if engine.PROFILERS else sig.call(*ins)
@@ -294,6 +313,23 @@ class ConcreteFunction:
             if plan is None or plan.generation != _GENERATION[0]:
                 plan = self._plans[be] = _compile(self, be)
             return plan
+
+
+def _run_group(group: _fusion.Group, ins: list[Tensor], be: Backend) -> list[Tensor]:
+    """A fused group's call on tensors, reported to the active profilers as one row."""
+    sync = any(p.synchronize for p in engine.PROFILERS)
+    if sync:
+        be.synchronize()
+    start = time.perf_counter()
+    arrays = group.runner(*[t._value for t in ins])
+    if sync:
+        be.synchronize()
+    elapsed = time.perf_counter() - start
+    outs = [Tensor(a, group.dtype, be) for a in arrays]
+    name = f"Fused({'+'.join(group.ops)})"
+    for p in list(engine.PROFILERS):
+        p.add(be.name, name, elapsed, sum(int(getattr(a, "nbytes", 0)) for a in arrays))
+    return outs
 
 
 class _PartialShape:
@@ -458,7 +494,6 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
             env[f"v{k}"] = v
     last_use: dict[str, int] = {}
     names: dict[tuple[int, int], str] = {}
-    body: list[tuple[str, int | None]] = []
 
     def ref(e: Edge, native_value: bool) -> str:
         if e.kind == "node":
@@ -469,12 +504,29 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
             return f"c{e.index}"
         return f"v{e.index}._value" if native_value else f"v{e.index}"
 
+    fused = _fusion.plan_groups(graph, steps, be) if engine.config.graph_fusion else []
+    group_of = {i: g for g, group in enumerate(fused) for i in group.members}
     groups: list[tuple[int, list[str], list[str]]] = []
     for step, (i, sig) in enumerate(steps):
         node = graph.nodes[i]
         outs = [f"a{i}_{k}" for k in range(len(node.outputs))]
         for k, n in enumerate(outs):
             names[(i, k)] = n
+        g = group_of.get(i)
+        if g is not None:
+            # A fused group runs as one call where its last node stood; its other nodes
+            # emit nothing, and its values no node outside reads are never arrays.
+            group = fused[g]
+            if i != group.last:
+                groups.append((i, [], []))
+                continue
+            env[f"g{g}"] = group.runner
+            outs = [names[(n, 0)] for n in group.outputs]
+            groups.append((i, [f"{', '.join(outs)}, = g{g}({', '.join(ref(e, True) for e in group.inputs)})"], outs))
+            for e in group.inputs:
+                if e.kind == "node":
+                    last_use[names[(e.index, e.output)]] = step
+            continue
         kdef = sig.kernel
         simple = (
             type(sig) is engine.Signature and kdef.backend == be.name  # not a fallback to another backend
@@ -553,6 +605,6 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
     filename = f"<opkernel replay {fname}>"
     namespace = dict(env)
     exec(compile("\n".join(lines) + "\n", filename, "exec"), namespace)
-    return _Plan(be, namespace["replay"], steps, consts, line_nodes, generation)
+    return _Plan(be, namespace["replay"], steps, consts, line_nodes, generation, fused)
 
 

@@ -9,14 +9,38 @@ driver is an initialisation error for that backend, not for ``import opkernel``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
 from .dtypes import DType
 from .probes import DeviceStatus
 
-__all__ = ["Backend", "resolve_array_types"]
+__all__ = ["Backend", "ElementwiseProgram", "resolve_array_types"]
+
+
+@dataclass(frozen=True)
+class ElementwiseProgram:
+    """A group of elementwise nodes of a traced graph that ``ok.function`` asks a backend
+    to compute in one call (``Backend.fuse_elementwise``; docs/functions.md, "Fusion").
+
+    Values are *slots*: first the group's inputs, then one per instruction, in order.
+    ``instructions[k]`` is ``(kernel, sources)``: the bound kernel of the k-th node (one
+    the backend said it can fuse, ``Backend.fusable``) and the slots it reads; it writes
+    slot ``len(layouts) + k``.  Every value has ``dtype``; every result has ``shape``
+    (fully known).  Input ``j`` is broadcast to ``shape`` as ``layouts[j] = (inner, mod)``
+    says: element ``i`` of the flattened result reads element ``(i // inner) % mod`` of
+    the flattened input (``(1, size)``: the input has the result's shape; ``(1, 1)``: a
+    scalar).  ``outputs`` are the slots the call returns, in order.  ``ops`` names the
+    nodes' ops, for profiles and errors."""
+
+    dtype: DType
+    shape: tuple[int, ...]
+    layouts: tuple[tuple[int, int], ...]
+    instructions: tuple[tuple[Any, tuple[int, ...]], ...]
+    outputs: tuple[int, ...]
+    ops: tuple[str, ...]
 
 
 def resolve_array_types(cls: type[Backend]) -> tuple[type, ...]:
@@ -165,6 +189,18 @@ class Backend:
     def describe(self) -> dict[str, str]:
         """Facts shown by ``opkernel info`` (device name, versions, capabilities)."""
         return {}
+
+    def fusable(self, kernel: Any, dtype: DType) -> bool:
+        """Whether ``fuse_elementwise`` can take a node whose bound kernel is ``kernel``
+        (its ``impl``) computing ``dtype``.  The default: no node (no fusion)."""
+        return False
+
+    def fuse_elementwise(self, program: ElementwiseProgram) -> Callable[..., tuple[Any, ...]] | None:
+        """A function computing ``program``: called with the inputs' native arrays (each
+        of its input's shape), it returns new arrays for ``program.outputs``, each of
+        ``program.shape``, with the values the nodes' kernels would give in turn (within
+        their documented tolerance).  None declines (the nodes then run one by one)."""
+        return None
 
     def supports_dtype(self, dtype: DType) -> bool:
         """Whether this device can hold ``dtype`` at all (e.g. float64 on some GPUs)."""

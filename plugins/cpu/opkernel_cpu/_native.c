@@ -1341,6 +1341,31 @@ typedef struct {
 
 static char fused_origin[1];
 
+/* dst[j] = src[((at + j) / inner) % mod] for j < m: a row (inner 1) wraps around, a column
+ * repeats each element ``inner`` times. */
+#define DEFINE_GATHER(NAME, T)                                                          \
+    static void NAME(T *dst, const T *src, npy_intp at, npy_intp m, npy_intp inner, npy_intp mod) { \
+        npy_intp q = (at / inner) % mod, r = at % inner;                               \
+        npy_intp j = 0;                                                                 \
+        while (j < m) {                                                                 \
+            npy_intp run = inner - r < m - j ? inner - r : m - j;                       \
+            T v = src[q];                                                               \
+            if (inner == 1) {                                                           \
+                npy_intp take = mod - q < m - j ? mod - q : m - j;                      \
+                memcpy(dst + j, src + q, (size_t)take * sizeof(T));                     \
+                j += take;                                                              \
+                q = 0;                                                                  \
+                continue;                                                               \
+            }                                                                           \
+            for (npy_intp t = 0; t < run; t++) dst[j + t] = v;                          \
+            j += run;                                                                   \
+            r = 0;                                                                      \
+            if (++q == mod) q = 0;                                                      \
+        }                                                                               \
+    }
+DEFINE_GATHER(gather_u32, uint32_t)
+DEFINE_GATHER(gather_u64, uint64_t)
+
 static void fused_loop(char **args, npy_intp const *count, npy_intp const *steps_unused, void *data) {
     (void)steps_unused;
     const FusedSpec *f = (const FusedSpec *)data;
@@ -1363,15 +1388,8 @@ static void fused_loop(char **args, npy_intp const *count, npy_intp const *steps
                 step[k] = 0;
             } else {
                 char *dst = buffer + (size_t)k * FUSED_SUB * isz;
-                npy_intp inner = f->inner[k], mod = f->mod[k];
-                npy_intp q = at / inner, r = at % inner;
-                for (npy_intp j = 0; j < m; j++) {
-                    memcpy(dst + j * isz, args[k] + (q % mod) * isz, (size_t)isz);
-                    if (++r == inner) {
-                        r = 0;
-                        q++;
-                    }
-                }
+                if (isz == 4) gather_u32((uint32_t *)dst, (const uint32_t *)args[k], at, m, f->inner[k], f->mod[k]);
+                else gather_u64((uint64_t *)dst, (const uint64_t *)args[k], at, m, f->inner[k], f->mod[k]);
                 ptr[k] = dst;
                 step[k] = isz;
             }

@@ -12,7 +12,7 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 
-from . import allocator, sharding
+from . import allocator, fusion, sharding
 
 
 class CpuBackend(ok.Backend):
@@ -45,6 +45,12 @@ class CpuBackend(ok.Backend):
         if type(value) is np.ndarray and value.dtype is dtype.np:
             return value
         return np.asarray(value, dtype.np)
+
+    def fusable(self, kernel: Any, dtype: ok.DType) -> bool:
+        return fusion.fusable(kernel, dtype)
+
+    def fuse_elementwise(self, program: ok.backend.ElementwiseProgram) -> Any:
+        return fusion.compile_program(program)
 
     def translate_error(self, error: Exception, op: str) -> Exception | None:
         """numpy's ValueErrors (broadcasting, bad reshapes) name the op, as TensorFlow's do."""

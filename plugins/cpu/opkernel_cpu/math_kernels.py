@@ -110,6 +110,9 @@ def real_div(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndar
     return _real_div_float(x, y)  # type: ignore[no-any-return]
 
 
+real_div.ufunc = np.true_divide  # type: ignore[attr-defined]  # for floats (fusion.py)
+
+
 def floor_div(x: np.ndarray, y: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     if T.is_integer:
         _check_nonzero("FloorDiv", y, x)
@@ -215,6 +218,10 @@ def erf(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
             return _native_erf(x)  # type: ignore[no-any-return]
         return _native_erf(x.astype(np.float32)).astype(T.np)  # type: ignore[no-any-return]
     return erf_cody(x, T)
+
+
+if _native is not None:  # what fusion.py computes in erf's place, for float32 and float64
+    erf.ufunc, erf.ufunc_dtypes = _native.erf, ("float32", "float64")  # type: ignore[attr-defined]
 
 
 def erf_cody(x: np.ndarray, T: ok.DType) -> np.ndarray:

@@ -397,7 +397,13 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
         raise TypeError(f"elementwise kernels wrap unary or binary ufuncs, got {fn!r}")
     chosen = unary if nin == 1 else binary
     chosen.__name__ = getattr(fn, "__name__", "elementwise")
+    chosen.ufunc = fn  # type: ignore[union-attr]  # what fusion.py computes in its place
     return chosen
+
+
+def cores() -> int:
+    """The threads a sharded op uses when ``intra_op_parallelism_threads`` is 0."""
+    return _CORES
 
 
 #: ``_native.rows`` kinds.
