@@ -104,6 +104,27 @@ def main(argv: list[str] | None = None) -> int:
         say()
         say(f"Tracing and binding the step: {trace_s:.2f} s" + (
             f"; torch.compile's first two steps: {compile_s:.1f} s" if "torch.compile" in names else ""))
+        be = ok.engine.backend_instance(args.backend)
+        if hasattr(be, "_enqueue"):  # OpenCL: kernel launches (enqueues) per step
+            counts = []
+            for step in (eager, traced):
+                n = [0]
+                enqueue = be._enqueue
+
+                def counting(*a: object, **k: object) -> object:
+                    n[0] += 1
+                    return enqueue(*a, **k)
+
+                be._enqueue = counting
+                try:
+                    step(x, y)
+                    sync()
+                finally:
+                    del be._enqueue  # the class's method again
+                counts.append(n[0])
+            say()
+            say(f"OpenCL kernel launches per step: eager {counts[0]}, traced {counts[1]} "
+                f"(graph fusion {'on' if ok.config.graph_fusion else 'off'})")
         for name, step in (("eager", eager), ("traced", traced)):
             with ok.profile() as prof:
                 step(x, y)

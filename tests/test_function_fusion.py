@@ -1,8 +1,8 @@
 """ok.function's elementwise fusion (opkernel._fusion, Backend.fuse_elementwise): which
 nodes are grouped, that a group never moves a read across a Variable update or a value
-past its reader, and that fused results are bit-identical to the unfused replay's (the CPU
-backend's groups run numpy's own inner loops).  Backends without fusion (OpenCL, CUDA)
-replay node by node; their graphs are tested the same way and must simply agree."""
+past its reader, and that fused results are bit-identical to the unfused replay's: the CPU
+backend's groups run numpy's own inner loops, OpenCL's generated kernel evaluates each
+op's own expression in turn.  CUDA does not fuse (its graphs replay node by node)."""
 
 from __future__ import annotations
 
@@ -235,16 +235,66 @@ def test_transformer_training_is_bit_identical_with_and_without_fusion():
             ok.config.graph_fusion = True
 
 
-@pytest.mark.parametrize("be", ["opencl"])
-def test_backends_without_fusion_replay_unchanged(be):
-    if be not in ok.available_backends():
-        pytest.skip(f"{be} is not available here")
-    x = ok.tensor(RNG.standard_normal((30, 30)).astype(np.float32))
-    with ok.use_backend(be):
-        f = ok.function(ok.nn.gelu)
-        got = f(x.to(be)).numpy()
-    assert _groups(f, be) == []
-    np.testing.assert_allclose(got, ok.nn.gelu(x).numpy(), rtol=1e-5, atol=1e-6)
+def _opencl():
+    if "opencl" not in ok.available_backends():
+        pytest.skip("opencl is not available here")
+
+
+def test_opencl_fuses_into_one_generated_kernel_with_the_ops_expressions():
+    _opencl()
+    x = (RNG.standard_normal((6, 70, 33)) * 3).astype(np.float32)
+    row = RNG.standard_normal(33).astype(np.float32)
+    col = RNG.standard_normal((6, 70, 1)).astype(np.float32)
+
+    def fn(x, row, col):
+        centered = x - col
+        return ok.nn.gelu(centered * row + 1.5), centered
+
+    with ok.use_backend("opencl"):
+        args = [ok.tensor(v) for v in (x, row, col)]
+        f, a, b = _both(fn, *args, be="opencl")
+    assert _groups(f, "opencl") == [["Sub", "Mul", "Add", "Mul", "Mul", "Erf", "Add", "Mul"]]
+    for u, v in zip(a, b):  # the same expressions on the same float values: the same bits
+        assert np.array_equal(u.numpy(), v.numpy())
+    np.testing.assert_allclose(a[0].numpy(), fn(*[ok.tensor(v) for v in (x, row, col)])[0].numpy(), rtol=2e-6, atol=1e-6)
+
+
+def test_opencl_fused_source_reads_each_input_through_its_layout():
+    _opencl()
+    from opkernel.backend import ElementwiseProgram
+    from opkernel_opencl.elementwise import fused_source, spec_of
+
+    program = ElementwiseProgram(
+        dtype=ok.as_dtype("float32"), shape=(4, 6), layouts=((1, 24), (1, 1), (1, 6), (6, 4)),
+        instructions=((None, (0, 1)), (None, (4, 2)), (None, (5, 3)), (None, (6,))), outputs=(7, 4),
+        ops=("Mul", "Mul", "Mul", "Exp"),
+    )
+    src = fused_source(program, [spec_of("Mul")] * 3 + [spec_of("Exp")])
+    assert "T s0 = x0[i];" in src and "T s1 = x1[0];" in src and "T s2 = x2[i % 6];" in src
+    assert "T s3 = x3[(i / 6) % 4];" in src and "o0[i] = s7;" in src and "o1[i] = s4;" in src
+    assert "s5 = (T)(a * b)" in src and "s7 = (T)(exp(a))" in src
+
+
+def test_opencl_transformer_training_is_bit_identical_with_and_without_fusion():
+    _opencl()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    try:
+        import transformer_lm as lm
+    finally:
+        sys.path.pop(0)
+    cfg = lm.Config(batch=4, context=16, d_model=32, layers=1)
+    w = lm.initial_weights(cfg)
+    with ok.use_backend("opencl"):
+        data = lm.batches(cfg)
+        batches = [data() for _ in range(2)]
+        fused = lm.opkernel_step(cfg, w, traced=True)
+        losses = [float(fused(x, y).numpy()) for x, y in batches]
+        ok.config.graph_fusion = False
+        try:
+            plain = lm.opkernel_step(cfg, w, traced=True)
+            assert losses == [float(plain(x, y).numpy()) for x, y in batches]
+        finally:
+            ok.config.graph_fusion = True
 
 
 def test_profiles_show_fused_groups_with_their_ops():

@@ -354,6 +354,18 @@ class OpenCLBackend(ok.Backend):
         built by ``ok.warmup``; one built here only when first asked for."""
         return device_kernels.build(self, source, options, name, op)
 
+    #: Compiles fused elementwise groups of traced graphs: installed by elementwise.py (the
+    #: layer above, which holds the ops' expressions) when the kernels are registered.
+    fuser: ClassVar[Any] = None
+
+    def fusable(self, kernel: Any, dtype: ok.DType) -> bool:
+        fuser = type(self).fuser
+        return fuser is not None and bool(fuser.fusable(self, kernel, dtype))
+
+    def fuse_elementwise(self, program: Any) -> Any:
+        fuser = type(self).fuser
+        return None if fuser is None else fuser.compile(self, program)
+
     #: Kernel objects with their by-value arguments already set (see ``_bound``).
     BOUND_KERNELS = 1024
 

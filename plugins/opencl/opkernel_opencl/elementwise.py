@@ -31,7 +31,7 @@ from .backend import OpenCLBackend, ctype
 from .common import (
     ALL, FLOATS, INTS, REALS, SIGNED, broadcast_shape, broadcast_strides, collapse, dims, fail, fast_divisor, literal, scalar,
 )
-from .programs import family
+from .programs import PRELUDE, ProgramBuildError, family
 
 _VARS = "abc"
 
@@ -631,6 +631,8 @@ def register_all() -> None:
             fn = extra(spec)
         else:
             fn = elementwise_kernel(spec, extra)
+            if extra is None:
+                fn.ew = spec  # type: ignore[attr-defined]  # its expression, for fused groups (_Fuser)
         table.append((spec.op, fn, constraints, ()))
     table += [
         ("Cast", CastKernel, {"SrcT": list(CASTABLE), "DstT": list(CASTABLE)}, ()),
@@ -640,3 +642,74 @@ def register_all() -> None:
     ]
     register_table(table)
 
+
+
+# ---------------------------------------------------------------- fused groups (ok.function)
+
+
+class _Fuser:
+    """The backend's ``fusable`` and ``fuse_elementwise`` (installed on OpenCLBackend below,
+    the layer under this one): a group of elementwise nodes of a traced graph becomes one
+    generated kernel, one work-item per element, each node's expression (the one its own
+    kernel runs) evaluated in turn on values held in registers, the inputs read through
+    their broadcast layouts (constants baked into the source) and only the group's
+    outputs written.  Built through the program cache (verified on disk, as every
+    program).  float32, and float64 on devices that have it; ops without a check."""
+
+    @staticmethod
+    def fusable(be: OpenCLBackend, kernel: Any, dtype: ok.DType) -> bool:
+        spec = getattr(kernel, "ew", None)
+        return (isinstance(spec, Ew) and spec.out is None and spec.arity in (1, 2) and dtype.name in spec.dtypes
+                and (dtype.name == "float32" or (dtype.name == "float64" and be.fp64)))
+
+    @staticmethod
+    def compile(be: OpenCLBackend, program: Any) -> Callable[..., tuple[Any, ...]] | None:
+        specs = [getattr(kernel, "ew", None) for kernel, _ in program.instructions]
+        size = int(np.prod(program.shape))
+        if not all(isinstance(s, Ew) for s in specs) or size >= 1 << 31:
+            return None
+        src = fused_source(program, typing.cast("list[Ew]", specs))
+        try:
+            prg = be.programs.build_source(PRELUDE + src, "-DOK_FP64" if be.fp64 else "",
+                                           f"fused[{'+'.join(program.ops)}]", "Fused")
+        except ProgramBuildError:
+            return None  # the nodes run one by one, as their own kernels
+        kernel = be.cl.Kernel(prg, "fused")
+        shape, npdt, n_out = program.shape, program.dtype.np, len(program.outputs)
+
+        def run(*arrays: Any) -> tuple[Any, ...]:
+            outs = tuple(be.new_array(shape, npdt) for _ in range(n_out))
+            be.launch1d(kernel, size, *[o.base_data for o in outs], *[a.base_data for a in arrays])
+            return outs
+
+        return run
+
+
+def fused_source(program: Any, specs: Sequence[Ew]) -> str:
+    """The OpenCL C of a fused group (``ElementwiseProgram``): kernel ``fused(o0, ..., x0, ...)``."""
+    dtype = program.dtype.name
+    T = ctype(program.dtype)
+    n_in = len(program.layouts)
+    size = int(np.prod(program.shape))
+    params = [f"__global T* restrict o{j}" for j in range(len(program.outputs))]
+    params += [f"__global const T* restrict x{k}" for k in range(n_in)]
+    body = ["  int i = get_global_id(0);"]
+    for k, (inner, mod) in enumerate(program.layouts):
+        if inner == 1 and mod == size:
+            index = "i"
+        elif mod == 1:
+            index = "0"
+        elif inner == 1:
+            index = f"i % {mod}"
+        else:
+            index = f"(i / {inner}) % {mod}"
+        body.append(f"  T s{k} = x{k}[{index}];")
+    for k, (spec, (_, sources)) in enumerate(zip(specs, program.instructions)):
+        binds = " ".join(f"T {_VARS[j]} = s{s};" for j, s in enumerate(sources))
+        body.append(f"  T s{n_in + k}; {{ {binds} s{n_in + k} = (T)({spec.expr(dtype)}); }}")
+    body += [f"  o{j}[i] = s{slot};" for j, slot in enumerate(program.outputs)]
+    return (f"#define T {T}\n#define R {T}\n{FLOAT_HELPERS}\n__kernel void fused({', '.join(params)}) {{\n"
+            + "\n".join(body) + "\n}\n#undef T\n#undef R\n")
+
+
+OpenCLBackend.fuser = _Fuser
