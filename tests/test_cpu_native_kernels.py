@@ -570,3 +570,39 @@ def test_native_fused_refuses_what_it_cannot_run():
     assert native.fused(one, (x,), ((1, 10),), (out,), (0,), 1) == -3                      # an input as output
     too_long = tuple((np.negative, (k,), k + 1) for k in range(33))
     assert native.fused(too_long, (x,), ((1, 10),), (out,), (33,), 1) == -3
+
+
+# ---------------------------------------------------------------- large broadcasting binary ops
+
+
+@pytest.mark.parametrize("shapes", [((128, 70, 65), (65,)), ((128, 70, 65), (128, 70, 1)), ((128, 70, 65), ()),
+                                    ((4096, 1), (1, 140)), ((70, 1), (128, 70, 65))],
+                         ids=["row", "column", "scalar", "outer", "middle-first"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_large_broadcasts_run_natively_and_bit_identically(shapes, dtype, monkeypatch):
+    rng = np.random.default_rng(8)
+    x, y = (rng.standard_normal(s).astype(dtype) for s in shapes)
+    calls = []
+    real = native.fused
+    monkeypatch.setattr(native, "fused", lambda *a: calls.append(a) or real(*a))
+    with ok.use_backend("cpu"):
+        for op, fn in ((ok.ops.mul, np.multiply), (ok.ops.sub, np.subtract), (ok.ops.real_div, np.true_divide)):
+            got = op(ok.tensor(x), ok.tensor(y)).numpy()
+            assert np.array_equal(got, fn(x, y))
+    assert len(calls) == 3  # every one took the native path
+
+
+def test_large_broadcasts_keep_numpys_warnings_and_leave_other_types_alone(monkeypatch):
+    calls = []
+    real = native.fused
+    monkeypatch.setattr(native, "fused", lambda *a: calls.append(a) or real(*a))
+    big = np.full((800, 800), 3e38, np.float32)  # past the size where a Mul is shared out
+    with ok.use_backend("cpu"):
+        with pytest.warns(RuntimeWarning, match="overflow"):
+            ok.ops.mul(ok.tensor(big), ok.tensor(np.float32(10)))  # Mul lets numpy warn, as before
+        assert len(calls) == 1
+        ints = np.arange(640_000, dtype=np.int32).reshape(800, 800)
+        assert np.array_equal(ok.ops.mul(ok.tensor(ints), ok.tensor(np.int32(3))).numpy(), ints * 3)
+        less = ok.ops.less(ok.tensor(big), ok.tensor(np.float32(1))).numpy()
+        assert less.dtype == np.bool_ and not less.any()
+    assert len(calls) == 1  # int32 and a comparison (bool result) take numpy's call

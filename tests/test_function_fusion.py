@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import opkernel as ok
-from opkernel._fusion import layout
+from opkernel.shapes import broadcast_layout as layout
 from opkernel.errors import OpTypeError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("opkernel_cpu") is None, reason="needs the cpu backend")

@@ -32,6 +32,7 @@ from ._symbolic import graph_shapes
 from .backend import Backend, ElementwiseProgram
 from .errors import OpkernelError
 from .graph import Edge, Graph
+from .shapes import broadcast_layout
 
 #: The limits of one group (``_native.fused`` holds programs up to these).
 MAX_INPUTS, MAX_OUTPUTS, MAX_NODES = 16, 16, 32
@@ -56,29 +57,6 @@ class Group:
         return self.members[-1]
 
 
-def layout(shape: Sequence[int], out: Sequence[int]) -> tuple[int, int] | None:
-    """``(inner, mod)`` of an input of ``shape`` broadcast to ``out``: output element i
-    reads input element ``(i // inner) % mod``.  None when the input is not ``out``
-    with one contiguous run of its axes kept and the others 1 (or when it does not
-    broadcast to ``out``)."""
-    if len(shape) > len(out):
-        return None
-    padded = (1,) * (len(out) - len(shape)) + tuple(shape)
-    kept: list[int] = []
-    for a, (d, o) in enumerate(zip(padded, out)):
-        if d == o:
-            if o != 1:
-                kept.append(a)
-        elif d != 1:
-            return None
-    if not kept:
-        return (1, 1)
-    lo, hi = kept[0], kept[-1] + 1
-    if any(padded[a] != out[a] for a in range(lo, hi) if out[a] != 1):
-        return None  # a broadcast axis between kept ones
-    return (math.prod(out[hi:]), math.prod(out[lo:hi]))
-
-
 def _candidate(graph: Graph, shapes: list[list[Any]], i: int, sig: Any, be: Backend) -> tuple[tuple[int, ...], Any] | None:
     """(shape, dtype) of node ``i`` when it may join a group, else None."""
     node = graph.nodes[i]
@@ -96,7 +74,7 @@ def _candidate(graph: Graph, shapes: list[list[Any]], i: int, sig: Any, be: Back
     dtype = spec.dtype
     for e in node.inputs:
         s = _edge_spec(graph, shapes, e)
-        if s.dtype is not dtype or not s.is_fully_defined() or s.shape is None or layout(s.shape, out) is None:
+        if s.dtype is not dtype or not s.is_fully_defined() or s.shape is None or broadcast_layout(s.shape, out) is None:
             return None
     if not be.fusable(kdef.impl, dtype):
         return None
@@ -167,7 +145,7 @@ def _finish(graph: Graph, shapes: list[list[Any]], group: Group, consumers: dict
             if key not in slot:
                 slot[key] = len(group.inputs)
                 group.inputs.append(e)
-                lay = layout(_edge_spec(graph, shapes, e).shape, group.shape)
+                lay = broadcast_layout(_edge_spec(graph, shapes, e).shape, group.shape)
                 assert lay is not None
                 group.layouts.append(lay)
             srcs.append(slot[key])

@@ -36,6 +36,7 @@ __all__ = [
     "ShapeLike",
     "TensorShape",
     "as_shape",
+    "broadcast_layout",
     "matrix",
     "output_size_from",
     "output_size_inputs",
@@ -311,6 +312,32 @@ class TensorShape:
 
 
 ShapeLike: TypeAlias = TensorShape | Sequence[DimLike] | npt.NDArray[Any] | None
+
+
+def broadcast_layout(shape: Sequence[int], out: Sequence[int]) -> tuple[int, int] | None:
+    """``(inner, mod)`` of an array of ``shape`` broadcast (as numpy broadcasts) to ``out``:
+    element i of the flattened result reads element ``(i // inner) % mod`` of the
+    flattened array: ``(1, size)`` for an array of ``out``'s shape, ``(1, 1)`` for a
+    single element, ``(1, n)`` for a row of the last axes, ``(k, n)`` for a column of the
+    first ones or a run in the middle.  None when the array keeps axes on both sides of
+    a broadcast one, or does not broadcast to ``out`` (or has a higher rank).  Fused
+    elementwise groups read their inputs this way (``ElementwiseProgram``)."""
+    if len(shape) > len(out):
+        return None
+    padded = (1,) * (len(out) - len(shape)) + tuple(shape)
+    kept: list[int] = []
+    for a, (d, o) in enumerate(zip(padded, out)):
+        if d == o:
+            if o != 1:
+                kept.append(a)
+        elif d != 1:
+            return None
+    if not kept:
+        return (1, 1)
+    lo, hi = kept[0], kept[-1] + 1
+    if any(padded[a] != out[a] for a in range(lo, hi) if out[a] != 1):
+        return None  # a broadcast axis between kept ones
+    return (math.prod(out[hi:]), math.prod(out[lo:hi]))
 
 
 def unknown_shape(rank: int | None = None) -> TensorShape:

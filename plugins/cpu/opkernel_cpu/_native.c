@@ -1421,9 +1421,10 @@ PyDoc_STRVAR(fused_doc,
 "``out_slots[j]`` into ``outputs[j]``.  ``layouts[k]`` is input k's ``(inner, mod)``: output\n"
 "element i reads its element (i // inner) % mod.  Every array is C-contiguous, aligned,\n"
 "native-order and of one dtype; outputs have one size.  The work is shared by the calling\n"
-"thread and ``threads - 1`` pool threads.  Returns 0, or -2 when the arrays are not as\n"
-"described, -3 when a ufunc has no plain inner loop for these types or a limit is\n"
-"passed (16 inputs, 16 outputs, 32 instructions); nothing is computed then.");
+"thread and ``threads - 1`` pool threads.  Returns the floating-point exception flags\n"
+"the program raised (0: none; see ``run``), or -2 when the arrays are not as described,\n"
+"-3 when a ufunc has no plain inner loop for these types or a limit is passed (16\n"
+"inputs, 16 outputs, 32 instructions); nothing is computed then.");
 
 static PyObject *fused(PyObject *self, PyObject *args) {
     PyObject *program, *inputs, *layouts, *outputs, *out_slots;
@@ -1517,6 +1518,7 @@ static PyObject *fused(PyObject *self, PyObject *args) {
     job.nblocks = size / job.block + (size % job.block != 0);
     job.rounding = fegetround();
     if (size == 0) return PyLong_FromLong(0);
+    if (threads < 1) threads = 1;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     int raised = -1;
     if (threads > 1 && job.nblocks > 1 && job.nblocks <= 0xffffffffLL) {
@@ -1526,11 +1528,13 @@ static PyObject *fused(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS
         char *ptrs[MAX_JOB_ARGS];
         for (int k = 0; k < job.nargs; k++) ptrs[k] = job.ptr[k];
+        feclearexcept(FPE_FLAGS);
         fused_loop(ptrs, &size, job.itemsize, &spec);
+        raised = fetestexcept(FPE_FLAGS);
         feclearexcept(FPE_FLAGS);
         Py_END_ALLOW_THREADS
     }
-    return PyLong_FromLong(0);
+    return PyLong_FromLong(raised);
 }
 
 

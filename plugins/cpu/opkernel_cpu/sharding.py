@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 import opkernel as ok
+from opkernel.shapes import broadcast_layout
 
 try:
     from . import _native
@@ -362,6 +363,42 @@ def _run_sharded(fn: Callable[..., Any], arrays: tuple[np.ndarray, ...], n_threa
     return out
 
 
+_BROADCAST_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _broadcast(fn: Callable[..., Any], x: np.ndarray, y: np.ndarray, quiet: bool, per_shard: int,
+               least: int) -> np.ndarray | None:
+    """A large binary op whose inputs broadcast (a scalar, a row of the last axes, a column
+    of the first ones, against the result's shape) by the native fused evaluator: numpy's
+    own inner loop over sub-blocks, the broadcast input gathered per sub-block, blocks
+    shared on the pool (numpy runs broadcasts on one thread, a row at a time).  The same
+    loop on the same values: bit-identical to ``fn(x, y)``.  None where it does not apply
+    (no native module, not C-contiguous numpy float arrays, a result smaller than
+    ``least`` elements, another broadcast pattern)."""
+    if _native is None or type(x) is not np.ndarray or type(y) is not np.ndarray:
+        return None
+    if not (x.flags.c_contiguous and y.flags.c_contiguous):
+        return None
+    try:
+        shape = np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        return None  # the kernel's own call raises numpy's error, translated as usual
+    size = math.prod(shape)
+    if size < least:  # a small result (the inputs' sizes only said it might be large)
+        return None
+    lx, ly = broadcast_layout(x.shape, shape), broadcast_layout(y.shape, shape)
+    if lx is None or ly is None:
+        return None
+    out = np.empty(shape, x.dtype)
+    threads = max(1, min(ok.config.intra_op_parallelism_threads or _CORES, size // per_shard))
+    raised = _native.fused(((fn, (0, 1), 2),), (x, y), (lx, ly), (out,), (2,), threads)
+    if raised < 0:
+        return None
+    if raised and not quiet:
+        _report_like_numpy(fn, (x, y), out, raised)
+    return out
+
+
 def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., Any]:
     """A kernel running the ufunc ``fn`` sharded across threads when that pays.
 
@@ -373,6 +410,10 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
     config = ok.config
     per_shard = min_per_shard(fn)
     least = 2 * per_shard
+    # the float types whose loop gives the input type (not a comparison's bool): broadcasts
+    # of these run on the native evaluator (_broadcast)
+    types = getattr(fn, "types", ())
+    broadcast_types = tuple(t for t in _BROADCAST_TYPES if f"{t.char}{t.char}->{t.char}" in types)
 
     def silenced(*arrays: np.ndarray) -> Any:
         with np.errstate(all="ignore"):
@@ -383,6 +424,10 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
             n = config.intra_op_parallelism_threads or _CORES
             if n > 1 and x.flags.c_contiguous and y.flags.c_contiguous:
                 return _run_sharded(fn, (x, y), n, quiet, per_shard, (fn, x.dtype, y.dtype))
+        elif x.size * y.size >= least and x.dtype is y.dtype and x.dtype in broadcast_types:  # (an outer product's inputs are small)
+            out = _broadcast(fn, x, y, quiet, per_shard, least)
+            if out is not None:
+                return out
         return silenced(x, y) if quiet else fn(x, y)
 
     def unary(x: np.ndarray) -> Any:
