@@ -606,3 +606,26 @@ def test_large_broadcasts_keep_numpys_warnings_and_leave_other_types_alone(monke
         less = ok.ops.less(ok.tensor(big), ok.tensor(np.float32(1))).numpy()
         assert less.dtype == np.bool_ and not less.any()
     assert len(calls) == 1  # int32 and a comparison (bool result) take numpy's call
+
+
+# ---------------------------------------------------------------- the native sigmoid ufunc
+
+
+def test_native_sigmoid_float32_is_within_2_5_ulp_where_the_result_is_normal():
+    x = np.concatenate([np.linspace(-90, 90, 400_001, dtype=np.float32), np.geomspace(1e-30, 20, 20_001).astype(np.float32)])
+    x = np.concatenate([x, -x])
+    want = 1 / (1 + np.exp(-x.astype(np.float64)))
+    got = native.sigmoid(x)
+    normal = want > np.finfo(np.float32).tiny
+    assert _ulps(got[normal], want[normal]).max() <= 2.5
+    assert np.all(got[~normal] <= np.finfo(np.float32).tiny)  # results below the normal floats: 0 or the least
+
+
+def test_native_sigmoid_special_values_and_float64():
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.0, -88.0], np.float32)
+    with np.errstate(invalid="raise"):
+        y = native.sigmoid(x)
+    assert y[0] == y[1] == 0.5 and y[2] == 1 and y[3] == 0 and np.isnan(y[4]) and y[5] == 1 and y[6] == 0
+    d = np.linspace(-700, 700, 20_001)
+    want = np.where(d >= 0, 1 / (1 + np.exp(-np.abs(d))), np.exp(-np.abs(d)) / (1 + np.exp(-np.abs(d))))
+    np.testing.assert_allclose(native.sigmoid(d), want, rtol=1e-15, atol=0)

@@ -24,3 +24,5 @@ def sparse_xent(features: np.ndarray, labels: np.ndarray, loss: np.ndarray, grad
 
 #: The error function as a numpy ufunc (float32: within 2.5 ulp; float64: the C library's).
 erf: np.ufunc
+#: The logistic function as a numpy ufunc (float32: within 2 ulp; float64: with the C library's exp).
+sigmoid: np.ufunc
