@@ -119,27 +119,32 @@ def _cnn() -> tuple[Callable[[], Any], Callable[[], Any]]:
 
 def steps(backend: str, quick: bool) -> list[list[str]]:
     rows = []
-    cases: list[tuple[str, Callable[[], tuple[Callable[[], Any], Callable[[], Any]]], Callable[[], Any] | None]] = [
+    cases: list[tuple[str, Callable[[], tuple[Callable[[], Any], Callable[[], Any]]], Callable[[], Any] | None,
+                      Callable[[], Any]]] = [
         (f"MLP {'-'.join(map(str, models.MLP))} train step, batch {models.BATCH}",
          lambda: _mlp(models.MLP, models.BATCH),
-         (lambda: models.mlp_step_torch(torch)) if torch is not None else None),
+         (lambda: models.mlp_step_torch(torch)) if torch is not None else None,
+         lambda: models.mlp_step_numpy()),
         (f"MLP {'-'.join(map(str, models.TINY_MLP))} train step, batch {models.TINY_BATCH}",
          lambda: _mlp(models.TINY_MLP, models.TINY_BATCH),
-         (lambda: models.mlp_step_torch(torch, models.TINY_MLP, models.TINY_BATCH)) if torch is not None else None),
-        ("digits CNN train step, batch 64", _cnn, (lambda: models.cnn_step_torch(torch)) if torch is not None else None),
+         (lambda: models.mlp_step_torch(torch, models.TINY_MLP, models.TINY_BATCH)) if torch is not None else None,
+         lambda: models.mlp_step_numpy(models.TINY_MLP, models.TINY_BATCH)),
+        ("digits CNN train step, batch 64", _cnn, (lambda: models.cnn_step_torch(torch)) if torch is not None else None,
+         models.cnn_step_numpy),
     ]
-    for name, make, make_torch in cases:
+    for name, make, make_torch, make_numpy in cases:
         with ok.use_backend(backend):
             eager, traced = make()
             traced()  # traces
             sync = _sync(backend)
-            (t_eager, t_torch, t_traced), (r_eager, r_torch, _) = paired(
-                [Timed(eager, sync=sync), Timed(make_torch() if make_torch else None), Timed(traced, sync=sync)],
+            (t_eager, t_torch, t_numpy, t_traced), (r_eager, r_torch, r_numpy, _) = paired(
+                [Timed(eager, sync=sync), Timed(make_torch() if make_torch else None), Timed(make_numpy()),
+                 Timed(traced, sync=sync)],
                 rounds=9 if quick else 41,
             )
         rows.append([
-            name, backend, fmt_time(t_eager), fmt_time(t_traced), fmt_time(t_torch),
-            f"{r_eager:.2f}×", "-" if r_torch != r_torch else f"{r_torch:.2f}×",
+            name, backend, fmt_time(t_eager), fmt_time(t_traced), fmt_time(t_torch), fmt_time(t_numpy),
+            f"{r_eager:.2f}×", "-" if r_torch != r_torch else f"{r_torch:.2f}×", f"{1 / r_numpy:.2f}×",
         ])
     return rows
 
@@ -233,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         if torch is not None:
             torch.set_num_threads(args.threads)
     parts = [
-        table(["case", "backend", "eager", "ok.function", "torch eager", "eager / traced (paired)",
-               "torch / traced (paired)"], steps(be, args.quick)),
+        table(["case", "backend", "eager", "ok.function", "torch eager", "numpy (hand-written)", "eager / traced (paired)",
+               "torch / traced (paired)", "traced / numpy (paired)"], steps(be, args.quick)),
         table(["case", "backend", "kernel alone / op", "eager / op", "replay / node", "eager overhead / op",
                "replay overhead / node", "replay / eager overhead"], overhead(be, args.quick)),
         table(["traced function", "backend", "nodes", "tracing", "tracing / op", "first-call binding / node"],

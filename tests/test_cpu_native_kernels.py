@@ -629,3 +629,24 @@ def test_native_sigmoid_special_values_and_float64():
     d = np.linspace(-700, 700, 20_001)
     want = np.where(d >= 0, 1 / (1 + np.exp(-np.abs(d))), np.exp(-np.abs(d)) / (1 + np.exp(-np.abs(d))))
     np.testing.assert_allclose(native.sigmoid(d), want, rtol=1e-15, atol=0)
+
+
+# ---------------------------------------------------------------- the native elu and selu ufuncs
+
+
+@pytest.mark.parametrize("name", ["elu", "selu"])
+def test_native_elu_selu_float32_within_3_ulp_and_specials(name):
+    from opkernel.ops.activation_ops import SELU_ALPHA, SELU_SCALE
+
+    neg, pos = (1.0, 1.0) if name == "elu" else (SELU_SCALE * SELU_ALPHA, SELU_SCALE)
+    fn = getattr(native, name)
+    x = np.concatenate([np.linspace(-100, 10, 400_001), -np.geomspace(1e-30, 100, 40_001)]).astype(np.float32)
+    x64 = x.astype(np.float64)
+    want = np.where(x64 < 0, neg * np.expm1(np.minimum(x64, 0)), pos * x64)
+    assert _ulps(fn(x), want).max() <= 3
+    with np.errstate(invalid="raise"):
+        y = fn(np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32))
+    assert y[0] == 0 and y[1] == 0 and np.signbit(y[1]) and y[2] == np.inf and np.isnan(y[4])
+    assert y[3] == np.float32(-neg)
+    d = np.linspace(-40, 5, 4001)
+    np.testing.assert_allclose(fn(d), np.where(d < 0, neg * np.expm1(np.minimum(d, 0)), pos * d), rtol=1e-15)

@@ -55,10 +55,14 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* Loops marked WIDE_CLONES are compiled twice, for x86-64-v3 (AVX2, FMA) and for the
- * baseline, and the loader picks the one this CPU runs (GCC's target_clones, an ifunc). */
+/* Loops marked WIDE_CLONES are compiled three times, for x86-64-v4 (AVX-512), x86-64-v3
+ * (AVX2, FMA) and the baseline, and the loader picks the one this CPU runs (GCC's
+ * target_clones, an ifunc).  On a 2-core Xeon the AVX-512 clone runs erf on 1e5 floats in
+ * 47 us against 105-111 for the AVX2 one.  The clones do the same arithmetic element by
+ * element (no reassociation), so they give the same bits, except the baseline's, which
+ * has no fused multiply-add. */
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
-#define WIDE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define WIDE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define WIDE_CLONES
 #endif
@@ -1549,8 +1553,8 @@ static PyObject *fused(PyObject *self, PyObject *args) {
  * rounds to +-1 in float32 from 3.919206 on), evaluated in float32 by Horner's rule: within
  * 2.5 ulp of erf everywhere (TensorFlow's, Eigen's rational approximation, is within about
  * 6).  The loop is branch-free, so the compiler vectorizes it (AVX2 and FMA where the CPU
- * has them, chosen at load time); evaluating in double instead (0.5 ulp) would halve the
- * vector width.
+ * has them, AVX-512 where it has that, chosen at load time); evaluating in double instead
+ * (0.5 ulp) would halve the vector width.
  * erf, float64: the C library's erf (glibc: under one ulp). */
 
 static const double ERF_S[8] = {
@@ -1654,6 +1658,78 @@ static void sigmoid_f64_loop(char **args, npy_intp const *dimensions, npy_intp c
     }
 }
 
+/* elu and selu: TensorFlow's x < 0 ? expm1(x) : x (selu: scaled), so -0.0 and NaN pass
+ * through.  float32: expm1 of a non-positive x as x + x^2 (1/2 + x/6 + ... + x^6/8!) above
+ * -0.5 (truncation under 1.5e-8 relative) and exp(x) - 1 below (|result| >= 0.39): within
+ * 3 ulp; float64: the C library's expm1.  The constants are float32 in the float32 loop,
+ * as numpy rounds a Python float against a float32 array. */
+static inline float expm1_nonpositive_f32(float x) {
+    float p = x * (1.0f / 40320.0f) + (1.0f / 5040.0f);
+    p = p * x + (1.0f / 720.0f);
+    p = p * x + (1.0f / 120.0f);
+    p = p * x + (1.0f / 24.0f);
+    p = p * x + (1.0f / 6.0f);
+    p = p * x + 0.5f;
+    float small = x + (x * x) * p;
+    float big = exp_nonpositive_f32(x) - 1.0f;
+    return x > -0.5f ? small : big;
+}
+
+#define SELU_SCALE 1.0507009873554804934193349852946
+#define SELU_ALPHA 1.6732632423543772848170429916717
+
+WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
+static void elu_f32_contiguous(const float *x, float *out, npy_intp n, float neg_scale, float pos_scale) {
+    for (npy_intp i = 0; i < n; i++) {
+        float v = x[i];
+        float m = v < 0.0f ? v : 0.0f;
+        float e = expm1_nonpositive_f32(m);
+        out[i] = v < 0.0f ? neg_scale * e : (pos_scale == 1.0f ? v : pos_scale * v);
+    }
+}
+
+typedef struct {
+    float neg32, pos32;
+    double neg64, pos64;
+} EluScales;
+
+static const EluScales elu_scales = {1.0f, 1.0f, 1.0, 1.0};
+static const EluScales selu_scales = {(float)(SELU_SCALE * SELU_ALPHA), (float)SELU_SCALE, SELU_SCALE * SELU_ALPHA,
+                                      SELU_SCALE};
+
+static void elu_f32_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
+    const EluScales *k = (const EluScales *)data;
+    npy_intp n = dimensions[0];
+    char *in = args[0], *out = args[1];
+    int raised_before = fetestexcept(FE_INVALID); /* as erf: a compare may see a NaN */
+    if (steps[0] == sizeof(float) && steps[1] == sizeof(float)) {
+        elu_f32_contiguous((const float *)in, (float *)out, n, k->neg32, k->pos32);
+    } else {
+        float buf[STRIDED_CHUNK];
+        for (npy_intp i = 0; i < n; i += STRIDED_CHUNK) {
+            npy_intp m = n - i < STRIDED_CHUNK ? n - i : STRIDED_CHUNK;
+            for (npy_intp j = 0; j < m; j++) buf[j] = *(const float *)(in + (i + j) * steps[0]);
+            elu_f32_contiguous(buf, buf, m, k->neg32, k->pos32);
+            for (npy_intp j = 0; j < m; j++) *(float *)(out + (i + j) * steps[1]) = buf[j];
+        }
+    }
+    if (!raised_before) feclearexcept(FE_INVALID);
+}
+
+static void elu_f64_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
+    const EluScales *k = (const EluScales *)data;
+    npy_intp n = dimensions[0];
+    char *in = args[0], *out = args[1];
+    for (npy_intp i = 0; i < n; i++, in += steps[0], out += steps[1]) {
+        double v = *(const double *)in;
+        *(double *)out = v < 0.0 ? k->neg64 * expm1(v) : (k->pos64 == 1.0 ? v : k->pos64 * v);
+    }
+}
+
+static PyUFuncGenericFunction elu_loops[] = {elu_f32_loop, elu_f64_loop};
+static void *elu_data[] = {(void *)&elu_scales, (void *)&elu_scales};
+static void *selu_data[] = {(void *)&selu_scales, (void *)&selu_scales};
+
 static PyUFuncGenericFunction sigmoid_loops[] = {sigmoid_f32_loop, sigmoid_f64_loop};
 static void *sigmoid_data[] = {NULL, NULL};
 
@@ -1679,6 +1755,23 @@ static int add_ufuncs(PyObject *module) {
     if (sigmoid_ufunc == NULL) return -1;
     if (PyModule_AddObject(module, "sigmoid", sigmoid_ufunc) < 0) {
         Py_DECREF(sigmoid_ufunc);
+        return -1;
+    }
+    PyObject *elu_ufunc = PyUFunc_FromFuncAndData(
+        elu_loops, elu_data, (char *)erf_types, 2, 1, 1, PyUFunc_None, "elu",
+        "elu(x, /, out=None, ...)\n\nx < 0 ? expm1(x) : x, elementwise, for float32 (within 3 ulp) and float64.", 0);
+    if (elu_ufunc == NULL) return -1;
+    if (PyModule_AddObject(module, "elu", elu_ufunc) < 0) {
+        Py_DECREF(elu_ufunc);
+        return -1;
+    }
+    PyObject *selu_ufunc = PyUFunc_FromFuncAndData(
+        elu_loops, selu_data, (char *)erf_types, 2, 1, 1, PyUFunc_None, "selu",
+        "selu(x, /, out=None, ...)\n\nx < 0 ? scale * alpha * expm1(x) : scale * x, elementwise, for float32 "
+        "(within 3 ulp) and float64.", 0);
+    if (selu_ufunc == NULL) return -1;
+    if (PyModule_AddObject(module, "selu", selu_ufunc) < 0) {
+        Py_DECREF(selu_ufunc);
         return -1;
     }
     return 0;

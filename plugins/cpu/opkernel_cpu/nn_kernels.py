@@ -124,6 +124,33 @@ def _selu(x: np.ndarray) -> np.ndarray:
     return xp.where(x < 0, (SELU_SCALE * SELU_ALPHA) * xp.expm1(xp.minimum(x, 0)), SELU_SCALE * x).astype(x.dtype)  # type: ignore[no-any-return]
 
 
+def _native_activation(ufunc_name: str, numpy_path: Any) -> Any:
+    """An activation kernel: the native ufunc ``ufunc_name`` (one pass, sharded) for float32
+    and float64 numpy arrays, float16 and bfloat16 through it in float32; else
+    ``numpy_path`` (the several numpy passes) widened as before."""
+    widened = _widened(numpy_path)
+    native = sharding.native_module()
+    if native is None:
+        return widened
+    fn = getattr(native, ufunc_name)
+    run = sharding.elementwise(fn, quiet=True)
+
+    def kernel(features: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+        if type(features) is not np.ndarray:
+            return widened(features, T=T)  # type: ignore[no-any-return]
+        if T.name in ("float32", "float64"):
+            return run(features)  # type: ignore[no-any-return]
+        return run(features.astype(np.float32)).astype(T.np)  # type: ignore[no-any-return]
+
+    kernel.ufunc, kernel.ufunc_dtypes = fn, ("float32", "float64")  # type: ignore[attr-defined]  # fusion.py
+    kernel.__name__ = ufunc_name
+    return kernel
+
+
+elu_kernel = _native_activation("elu", _elu)
+selu_kernel = _native_activation("selu", _selu)
+
+
 # ------------------------------------------------------------ softmax and losses
 
 
@@ -1170,7 +1197,7 @@ def _tanh(x: np.ndarray, T: ok.DType) -> np.ndarray:
 
 
 #: Activations that FusedMatMul applies with the activation op's own kernel (a new array).
-_FUSED_BY_KERNEL = {"Elu": _widened(_elu), "Sigmoid": sigmoid, "Tanh": _tanh}
+_FUSED_BY_KERNEL = {"Elu": elu_kernel, "Sigmoid": sigmoid, "Tanh": _tanh}
 
 
 def fused_mat_mul(
@@ -1243,8 +1270,8 @@ def register_all() -> None:
         ("Relu", relu, {"T": _REAL}, ()),
         ("ReluGrad", relu_grad, {"T": _REAL}, ()),
         ("Relu6", relu6, {"T": _REAL}, ()),
-        ("Elu", _widened(_elu), None, ()),
-        ("Selu", _widened(_selu), None, ()),
+        ("Elu", elu_kernel, None, ()),
+        ("Selu", selu_kernel, None, ()),
         ("Softplus", _widened(lambda x: xp_of(x).logaddexp(x, x.dtype.type(0))), None, ()),
         ("Softmax", softmax, None, ()),
         ("LogSoftmax", log_softmax, None, ()),
