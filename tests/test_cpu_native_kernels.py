@@ -650,3 +650,17 @@ def test_native_elu_selu_float32_within_3_ulp_and_specials(name):
     assert y[3] == np.float32(-neg)
     d = np.linspace(-40, 5, 4001)
     np.testing.assert_allclose(fn(d), np.where(d < 0, neg * np.expm1(np.minimum(d, 0)), pos * d), rtol=1e-15)
+
+
+def test_native_softplus_float32_within_3_5_ulp_and_specials():
+    x = np.concatenate([np.linspace(-100, 100, 400_001), np.geomspace(1e-30, 100, 40_001),
+                        -np.geomspace(1e-30, 100, 40_001)]).astype(np.float32)
+    want = np.logaddexp(x.astype(np.float64), 0)
+    got = native.softplus(x)
+    normal = want > np.finfo(np.float32).tiny
+    assert _ulps(got[normal], want[normal]).max() <= 3.5
+    with np.errstate(invalid="raise"):
+        y = native.softplus(np.array([0.0, np.inf, -np.inf, np.nan, 88.0], np.float32))
+    assert y[0] == np.float32(np.log(2)) and y[1] == np.inf and y[2] == 0 and np.isnan(y[3]) and y[4] == 88
+    d = np.linspace(-700, 700, 10_001)
+    np.testing.assert_allclose(native.softplus(d), np.logaddexp(d, 0), rtol=1e-15)

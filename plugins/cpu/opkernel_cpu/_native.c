@@ -1726,6 +1726,66 @@ static void elu_f64_loop(char **args, npy_intp const *dimensions, npy_intp const
     }
 }
 
+/* softplus: max(x, 0) + log1p(exp(-|x|)), numpy's logaddexp(x, 0).  float32: log1p(e) for e
+ * in [0, 1] as 2 atanh(s), s = e / (2 + e) <= 1/3, by its odd series to s^13 (truncation
+ * under 1e-8 relative): within 3.5 ulp (the exp's error carried through); float64: the C
+ * library's exp and log1p. */
+static inline float log1p_unit_f32(float e) {
+    float s = e / (2.0f + e);
+    float z = s * s;
+    float p = 1.0f / 13.0f;
+    p = p * z + 1.0f / 11.0f;
+    p = p * z + 1.0f / 9.0f;
+    p = p * z + 1.0f / 7.0f;
+    p = p * z + 1.0f / 5.0f;
+    p = p * z + 1.0f / 3.0f;
+    p = p * z + 1.0f;
+    return 2.0f * s * p;
+}
+
+WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
+static void softplus_f32_contiguous(const float *x, float *out, npy_intp n, float unused1, float unused2) {
+    (void)unused1;
+    (void)unused2;
+    for (npy_intp i = 0; i < n; i++) {
+        float v = x[i];
+        float m = v > 0.0f ? v : 0.0f;
+        out[i] = m + log1p_unit_f32(exp_nonpositive_f32(-fabsf(v))); /* NaN: the exp's NaN */
+    }
+}
+
+static void softplus_f32_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
+    (void)data;
+    npy_intp n = dimensions[0];
+    char *in = args[0], *out = args[1];
+    int raised_before = fetestexcept(FE_INVALID);
+    if (steps[0] == sizeof(float) && steps[1] == sizeof(float)) {
+        softplus_f32_contiguous((const float *)in, (float *)out, n, 0.0f, 0.0f);
+    } else {
+        float buf[STRIDED_CHUNK];
+        for (npy_intp i = 0; i < n; i += STRIDED_CHUNK) {
+            npy_intp m = n - i < STRIDED_CHUNK ? n - i : STRIDED_CHUNK;
+            for (npy_intp j = 0; j < m; j++) buf[j] = *(const float *)(in + (i + j) * steps[0]);
+            softplus_f32_contiguous(buf, buf, m, 0.0f, 0.0f);
+            for (npy_intp j = 0; j < m; j++) *(float *)(out + (i + j) * steps[1]) = buf[j];
+        }
+    }
+    if (!raised_before) feclearexcept(FE_INVALID);
+}
+
+static void softplus_f64_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
+    (void)data;
+    npy_intp n = dimensions[0];
+    char *in = args[0], *out = args[1];
+    for (npy_intp i = 0; i < n; i++, in += steps[0], out += steps[1]) {
+        double v = *(const double *)in;
+        *(double *)out = v != v ? v : (v > 0.0 ? v : 0.0) + log1p(exp(-fabs(v)));
+    }
+}
+
+static PyUFuncGenericFunction softplus_loops[] = {softplus_f32_loop, softplus_f64_loop};
+static void *softplus_data[] = {NULL, NULL};
+
 static PyUFuncGenericFunction elu_loops[] = {elu_f32_loop, elu_f64_loop};
 static void *elu_data[] = {(void *)&elu_scales, (void *)&elu_scales};
 static void *selu_data[] = {(void *)&selu_scales, (void *)&selu_scales};
@@ -1772,6 +1832,15 @@ static int add_ufuncs(PyObject *module) {
     if (selu_ufunc == NULL) return -1;
     if (PyModule_AddObject(module, "selu", selu_ufunc) < 0) {
         Py_DECREF(selu_ufunc);
+        return -1;
+    }
+    PyObject *softplus_ufunc = PyUFunc_FromFuncAndData(
+        softplus_loops, softplus_data, (char *)erf_types, 2, 1, 1, PyUFunc_None, "softplus",
+        "softplus(x, /, out=None, ...)\n\nlog(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), elementwise, for float32 "
+        "(within 3.5 ulp) and float64.", 0);
+    if (softplus_ufunc == NULL) return -1;
+    if (PyModule_AddObject(module, "softplus", softplus_ufunc) < 0) {
+        Py_DECREF(softplus_ufunc);
         return -1;
     }
     return 0;

@@ -29,3 +29,5 @@ sigmoid: np.ufunc
 #: TensorFlow's Elu and Selu as numpy ufuncs (float32: within 3 ulp; float64: the C library's expm1).
 elu: np.ufunc
 selu: np.ufunc
+#: log(1 + exp(x)) as a numpy ufunc (float32: within 3.5 ulp; float64: the C library's exp and log1p).
+softplus: np.ufunc

@@ -147,7 +147,12 @@ def _native_activation(ufunc_name: str, numpy_path: Any) -> Any:
     return kernel
 
 
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return xp_of(x).logaddexp(x, x.dtype.type(0))  # type: ignore[no-any-return]
+
+
 elu_kernel = _native_activation("elu", _elu)
+softplus_kernel = _native_activation("softplus", _softplus)
 selu_kernel = _native_activation("selu", _selu)
 
 
@@ -1272,7 +1277,7 @@ def register_all() -> None:
         ("Relu6", relu6, {"T": _REAL}, ()),
         ("Elu", elu_kernel, None, ()),
         ("Selu", selu_kernel, None, ()),
-        ("Softplus", _widened(lambda x: xp_of(x).logaddexp(x, x.dtype.type(0))), None, ()),
+        ("Softplus", softplus_kernel, None, ()),
         ("Softmax", softmax, None, ()),
         ("LogSoftmax", log_softmax, None, ()),
         ("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits, None, ()),
