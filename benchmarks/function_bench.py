@@ -157,7 +157,28 @@ def _chain(x: Any, c: Any) -> Any:
 
 def overhead(backend: str, quick: bool) -> list[list[str]]:
     """Per op of a chain of tiny Muls (4 float32 elements): the kernel alone, eager
-    dispatch, and the replay; each one's overhead is its time less the kernel's."""
+    dispatch, and the replay; each one's overhead is its time less the kernel's.  The
+    replay runs node by node here (graph fusion off): fused, the chain is a few calls
+    of 32 Muls each (the row with fusion on says what that costs per node)."""
+    fused = ok.config.graph_fusion
+    ok.config.graph_fusion = False
+    try:
+        rows = _overhead(backend, quick)
+    finally:
+        ok.config.graph_fusion = fused
+    with ok.use_backend(backend):
+        x, c = ok.tensor(np.ones(4, np.float32)), ok.tensor(np.full(4, 0.999, np.float32))
+        f = ok.function(_chain)
+        f(x, c)
+        sync = _sync(backend)
+        (t_fused,), _ = paired([Timed(lambda: f(x, c), sync=sync)], rounds=9 if quick else 41)
+        groups = len(f.concrete_functions[0]._plans[ok.engine.backend_instance(backend)].groups)
+    rows.append([f"the same chain, graph fusion on ({groups} fused groups)", backend, "-", "-", fmt_time(t_fused / CHAIN),
+                 "-", "-", "-"])
+    return rows
+
+
+def _overhead(backend: str, quick: bool) -> list[list[str]]:
     with ok.use_backend(backend):
         x, c = ok.tensor(np.ones(4, np.float32)), ok.tensor(np.full(4, 0.999, np.float32))
         f = ok.function(_chain)
@@ -184,7 +205,7 @@ def overhead(backend: str, quick: bool) -> list[list[str]]:
     per = [t / CHAIN for t in (t_kernel, t_eager, t_replay)]
     eager_over, replay_over = per[1] - per[0], per[2] - per[0]
     return [[
-        f"chain of {CHAIN} tiny Mul ops", backend, fmt_time(per[0]), fmt_time(per[1]), fmt_time(per[2]),
+        f"chain of {CHAIN} tiny Mul ops (graph fusion off)", backend, fmt_time(per[0]), fmt_time(per[1]), fmt_time(per[2]),
         fmt_time(eager_over), fmt_time(replay_over), f"{replay_over / eager_over:.2f}",
     ]]
 
