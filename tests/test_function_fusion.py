@@ -214,7 +214,9 @@ def test_gradients_of_a_traced_function_are_unchanged():
     assert np.array_equal(g.numpy(), g2.numpy())
 
 
-def test_transformer_training_is_bit_identical_with_and_without_fusion():
+def _transformer_losses_with_and_without_fusion(be):
+    """Two training steps of a small transformer LM (examples/transformer_lm.py), traced,
+    with fusion and without: the losses, each way."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
     try:
         import transformer_lm as lm
@@ -222,17 +224,23 @@ def test_transformer_training_is_bit_identical_with_and_without_fusion():
         sys.path.pop(0)
     cfg = lm.Config(batch=4, context=16, d_model=32, layers=1)
     w = lm.initial_weights(cfg)
-    with ok.use_backend("cpu"):
-        fused = lm.opkernel_step(cfg, w, traced=True)
+    losses = []
+    with ok.use_backend(be):
         data = lm.batches(cfg)
-        batches = [data() for _ in range(3)]
-        losses = [float(fused(x, y).numpy()) for x, y in batches]
-        ok.config.graph_fusion = False
-        try:
-            plain = lm.opkernel_step(cfg, w, traced=True)
-            assert losses == [float(plain(x, y).numpy()) for x, y in batches]
-        finally:
-            ok.config.graph_fusion = True
+        batches = [data() for _ in range(2)]
+        for fused in (True, False):
+            ok.config.graph_fusion = fused
+            try:
+                step = lm.opkernel_step(cfg, w, traced=True)
+                losses.append([float(step(x, y).numpy()) for x, y in batches])
+            finally:
+                ok.config.graph_fusion = True
+    return losses
+
+
+def test_transformer_training_is_bit_identical_with_and_without_fusion():
+    fused, plain = _transformer_losses_with_and_without_fusion("cpu")
+    assert fused == plain
 
 
 def _opencl():
@@ -277,24 +285,8 @@ def test_opencl_fused_source_reads_each_input_through_its_layout():
 
 def test_opencl_transformer_training_is_bit_identical_with_and_without_fusion():
     _opencl()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-    try:
-        import transformer_lm as lm
-    finally:
-        sys.path.pop(0)
-    cfg = lm.Config(batch=4, context=16, d_model=32, layers=1)
-    w = lm.initial_weights(cfg)
-    with ok.use_backend("opencl"):
-        data = lm.batches(cfg)
-        batches = [data() for _ in range(2)]
-        fused = lm.opkernel_step(cfg, w, traced=True)
-        losses = [float(fused(x, y).numpy()) for x, y in batches]
-        ok.config.graph_fusion = False
-        try:
-            plain = lm.opkernel_step(cfg, w, traced=True)
-            assert losses == [float(plain(x, y).numpy()) for x, y in batches]
-        finally:
-            ok.config.graph_fusion = True
+    fused, plain = _transformer_losses_with_and_without_fusion("opencl")
+    assert fused == plain
 
 
 def test_profiles_show_fused_groups_with_their_ops():

@@ -1567,8 +1567,43 @@ static const double ERF_B[17] = {
     -0.0019913992119867, 0.0006738904639269484, 0.00023024592656345431, -0.00015382903591989075,
     7.40271264447833e-06};
 
+#define STRIDED_CHUNK 256
+
+/* The body of a float32 ufunc loop over contiguous arrays (``data``: the ufunc's loop data). */
+typedef void (*F32Body)(const float *x, float *out, npy_intp n, const void *data);
+
+/* A float32 unary ufunc loop around ``body``: contiguous arrays directly, strided ones
+ * through a buffer of STRIDED_CHUNK elements.  The vectorized bodies may compare a NaN
+ * before they select it away, raising the invalid flag numpy would turn into a warning;
+ * none of these functions raises it for a quiet NaN, so it is cleared (when it was not
+ * already set). */
+static void f32_unary_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, F32Body body,
+                           const void *data) {
+    npy_intp n = dimensions[0];
+    char *in = args[0], *out = args[1];
+    int raised_before = fetestexcept(FE_INVALID);
+    if (steps[0] == sizeof(float) && steps[1] == sizeof(float)) {
+        body((const float *)in, (float *)out, n, data);
+    } else {
+        float buf[STRIDED_CHUNK];
+        for (npy_intp i = 0; i < n; i += STRIDED_CHUNK) {
+            npy_intp m = n - i < STRIDED_CHUNK ? n - i : STRIDED_CHUNK;
+            for (npy_intp j = 0; j < m; j++) buf[j] = *(const float *)(in + (i + j) * steps[0]);
+            body(buf, buf, m, data);
+            for (npy_intp j = 0; j < m; j++) *(float *)(out + (i + j) * steps[1]) = buf[j];
+        }
+    }
+    if (!raised_before) feclearexcept(FE_INVALID);
+}
+
+#define F32_UNARY_LOOP(NAME, BODY)                                                               \
+    static void NAME(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) { \
+        f32_unary_loop(args, dimensions, steps, BODY, data);                                   \
+    }
+
 WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
-static void erf_f32_contiguous(const float *x, float *out, npy_intp n) {
+static void erf_f32_contiguous(const float *x, float *out, npy_intp n, const void *data) {
+    (void)data;
     for (npy_intp i = 0; i < n; i++) {
         float v = x[i];
         float a = v == v ? fabsf(v) : 0.0f; /* NaN: any number here (no comparison may see it), NaN again below */
@@ -1584,28 +1619,7 @@ static void erf_f32_contiguous(const float *x, float *out, npy_intp n) {
     }
 }
 
-#define STRIDED_CHUNK 256
-
-static void erf_f32_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
-    (void)data;
-    npy_intp n = dimensions[0];
-    char *in = args[0], *out = args[1];
-    /* The vectorized loop may compare a NaN before it selects it away, raising the invalid
-     * flag numpy would turn into a warning: erf of a quiet NaN raises none, so clear it. */
-    int raised_before = fetestexcept(FE_INVALID);
-    if (steps[0] == sizeof(float) && steps[1] == sizeof(float)) {
-        erf_f32_contiguous((const float *)in, (float *)out, n);
-    } else {
-        float buf[STRIDED_CHUNK];
-        for (npy_intp i = 0; i < n; i += STRIDED_CHUNK) {
-            npy_intp m = n - i < STRIDED_CHUNK ? n - i : STRIDED_CHUNK;
-            for (npy_intp j = 0; j < m; j++) buf[j] = *(const float *)(in + (i + j) * steps[0]);
-            erf_f32_contiguous(buf, buf, m);
-            for (npy_intp j = 0; j < m; j++) *(float *)(out + (i + j) * steps[1]) = buf[j];
-        }
-    }
-    if (!raised_before) feclearexcept(FE_INVALID);
-}
+F32_UNARY_LOOP(erf_f32_loop, erf_f32_contiguous)
 
 static void erf_f64_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
     (void)data;
@@ -1615,11 +1629,12 @@ static void erf_f64_loop(char **args, npy_intp const *dimensions, npy_intp const
 }
 
 /* sigmoid: 1 / (1 + e) for x >= 0 and e / (1 + e) below, e = exp(-|x|) (never overflows),
- * as the numpy path computes it; float32 with the vectorized Cephes exp above (within 2 ulp;
+ * as the numpy path computes it; float32 with the vectorized Cephes exp above (within 2.5 ulp;
  * where e leaves the normal floats, below -87.3, the result is 0, as TensorFlow's CPU threads
  * flush it), float64 with the C library's exp. */
 WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
-static void sigmoid_f32_contiguous(const float *x, float *out, npy_intp n) {
+static void sigmoid_f32_contiguous(const float *x, float *out, npy_intp n, const void *data) {
+    (void)data;
     for (npy_intp i = 0; i < n; i++) {
         float v = x[i];
         float e = exp_nonpositive_f32(-fabsf(v));
@@ -1628,24 +1643,7 @@ static void sigmoid_f32_contiguous(const float *x, float *out, npy_intp n) {
     }
 }
 
-static void sigmoid_f32_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
-    (void)data;
-    npy_intp n = dimensions[0];
-    char *in = args[0], *out = args[1];
-    int raised_before = fetestexcept(FE_INVALID); /* as erf: a compare may see a NaN */
-    if (steps[0] == sizeof(float) && steps[1] == sizeof(float)) {
-        sigmoid_f32_contiguous((const float *)in, (float *)out, n);
-    } else {
-        float buf[STRIDED_CHUNK];
-        for (npy_intp i = 0; i < n; i += STRIDED_CHUNK) {
-            npy_intp m = n - i < STRIDED_CHUNK ? n - i : STRIDED_CHUNK;
-            for (npy_intp j = 0; j < m; j++) buf[j] = *(const float *)(in + (i + j) * steps[0]);
-            sigmoid_f32_contiguous(buf, buf, m);
-            for (npy_intp j = 0; j < m; j++) *(float *)(out + (i + j) * steps[1]) = buf[j];
-        }
-    }
-    if (!raised_before) feclearexcept(FE_INVALID);
-}
+F32_UNARY_LOOP(sigmoid_f32_loop, sigmoid_f32_contiguous)
 
 static void sigmoid_f64_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
     (void)data;
@@ -1675,11 +1673,17 @@ static inline float expm1_nonpositive_f32(float x) {
     return x > -0.5f ? small : big;
 }
 
+typedef struct {
+    float neg32, pos32;
+    double neg64, pos64;
+} EluScales;
+
 #define SELU_SCALE 1.0507009873554804934193349852946
 #define SELU_ALPHA 1.6732632423543772848170429916717
 
 WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
-static void elu_f32_contiguous(const float *x, float *out, npy_intp n, float neg_scale, float pos_scale) {
+static void elu_f32_contiguous(const float *x, float *out, npy_intp n, const void *data) {
+    const float neg_scale = ((const EluScales *)data)->neg32, pos_scale = ((const EluScales *)data)->pos32;
     for (npy_intp i = 0; i < n; i++) {
         float v = x[i];
         float m = v < 0.0f ? v : 0.0f;
@@ -1688,33 +1692,11 @@ static void elu_f32_contiguous(const float *x, float *out, npy_intp n, float neg
     }
 }
 
-typedef struct {
-    float neg32, pos32;
-    double neg64, pos64;
-} EluScales;
-
 static const EluScales elu_scales = {1.0f, 1.0f, 1.0, 1.0};
 static const EluScales selu_scales = {(float)(SELU_SCALE * SELU_ALPHA), (float)SELU_SCALE, SELU_SCALE * SELU_ALPHA,
                                       SELU_SCALE};
 
-static void elu_f32_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
-    const EluScales *k = (const EluScales *)data;
-    npy_intp n = dimensions[0];
-    char *in = args[0], *out = args[1];
-    int raised_before = fetestexcept(FE_INVALID); /* as erf: a compare may see a NaN */
-    if (steps[0] == sizeof(float) && steps[1] == sizeof(float)) {
-        elu_f32_contiguous((const float *)in, (float *)out, n, k->neg32, k->pos32);
-    } else {
-        float buf[STRIDED_CHUNK];
-        for (npy_intp i = 0; i < n; i += STRIDED_CHUNK) {
-            npy_intp m = n - i < STRIDED_CHUNK ? n - i : STRIDED_CHUNK;
-            for (npy_intp j = 0; j < m; j++) buf[j] = *(const float *)(in + (i + j) * steps[0]);
-            elu_f32_contiguous(buf, buf, m, k->neg32, k->pos32);
-            for (npy_intp j = 0; j < m; j++) *(float *)(out + (i + j) * steps[1]) = buf[j];
-        }
-    }
-    if (!raised_before) feclearexcept(FE_INVALID);
-}
+F32_UNARY_LOOP(elu_f32_loop, elu_f32_contiguous)
 
 static void elu_f64_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
     const EluScales *k = (const EluScales *)data;
@@ -1744,9 +1726,8 @@ static inline float log1p_unit_f32(float e) {
 }
 
 WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
-static void softplus_f32_contiguous(const float *x, float *out, npy_intp n, float unused1, float unused2) {
-    (void)unused1;
-    (void)unused2;
+static void softplus_f32_contiguous(const float *x, float *out, npy_intp n, const void *data) {
+    (void)data;
     for (npy_intp i = 0; i < n; i++) {
         float v = x[i];
         float m = v > 0.0f ? v : 0.0f;
@@ -1754,24 +1735,7 @@ static void softplus_f32_contiguous(const float *x, float *out, npy_intp n, floa
     }
 }
 
-static void softplus_f32_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
-    (void)data;
-    npy_intp n = dimensions[0];
-    char *in = args[0], *out = args[1];
-    int raised_before = fetestexcept(FE_INVALID);
-    if (steps[0] == sizeof(float) && steps[1] == sizeof(float)) {
-        softplus_f32_contiguous((const float *)in, (float *)out, n, 0.0f, 0.0f);
-    } else {
-        float buf[STRIDED_CHUNK];
-        for (npy_intp i = 0; i < n; i += STRIDED_CHUNK) {
-            npy_intp m = n - i < STRIDED_CHUNK ? n - i : STRIDED_CHUNK;
-            for (npy_intp j = 0; j < m; j++) buf[j] = *(const float *)(in + (i + j) * steps[0]);
-            softplus_f32_contiguous(buf, buf, m, 0.0f, 0.0f);
-            for (npy_intp j = 0; j < m; j++) *(float *)(out + (i + j) * steps[1]) = buf[j];
-        }
-    }
-    if (!raised_before) feclearexcept(FE_INVALID);
-}
+F32_UNARY_LOOP(softplus_f32_loop, softplus_f32_contiguous)
 
 static void softplus_f64_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
     (void)data;
@@ -1795,53 +1759,44 @@ static void *sigmoid_data[] = {NULL, NULL};
 
 static PyUFuncGenericFunction erf_loops[] = {erf_f32_loop, erf_f64_loop};
 static void *erf_data[] = {NULL, NULL};
-static const char erf_types[] = {NPY_FLOAT, NPY_FLOAT, NPY_DOUBLE, NPY_DOUBLE};
+/* Every ufunc here: float32 -> float32, float64 -> float64. */
+static const char float_types[] = {NPY_FLOAT, NPY_FLOAT, NPY_DOUBLE, NPY_DOUBLE};
+
+typedef struct {
+    const char *name;
+    PyUFuncGenericFunction *loops;  /* float32, then float64 */
+    void **data;
+    const char *doc;
+} UfuncSpec;
+
+static const UfuncSpec ufunc_specs[] = {
+    {"erf", erf_loops, erf_data,
+     "The error function, elementwise, for float32 (within 2.5 ulp) and float64 "
+     "(the C library's erf)."},
+    {"sigmoid", sigmoid_loops, sigmoid_data,
+     "The logistic function 1 / (1 + exp(-x)), elementwise, for float32 (within "
+     "2.5 ulp) and float64."},
+    {"elu", elu_loops, elu_data,
+     "x < 0 ? expm1(x) : x, elementwise, for float32 (within 3 ulp) and float64."},
+    {"selu", elu_loops, selu_data,
+     "x < 0 ? scale * alpha * expm1(x) : scale * x, elementwise, for float32 "
+     "(within 3 ulp) and float64."},
+    {"softplus", softplus_loops, softplus_data,
+     "log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), elementwise, for float32 "
+     "(within 3.5 ulp) and float64."},
+};
 
 /* Adds the ufuncs above to ``module``; -1 with an exception set on failure. */
 static int add_ufuncs(PyObject *module) {
-    PyObject *erf_ufunc = PyUFunc_FromFuncAndData(
-        erf_loops, erf_data, (char *)erf_types, 2, 1, 1, PyUFunc_None, "erf",
-        "erf(x, /, out=None, ...)\n\nThe error function, elementwise, for float32 (within one ulp) and float64 "
-        "(the C library's erf).", 0);
-    if (erf_ufunc == NULL) return -1;
-    if (PyModule_AddObject(module, "erf", erf_ufunc) < 0) {
-        Py_DECREF(erf_ufunc);
-        return -1;
-    }
-    PyObject *sigmoid_ufunc = PyUFunc_FromFuncAndData(
-        sigmoid_loops, sigmoid_data, (char *)erf_types, 2, 1, 1, PyUFunc_None, "sigmoid",
-        "sigmoid(x, /, out=None, ...)\n\nThe logistic function 1 / (1 + exp(-x)), elementwise, for float32 (within "
-        "2 ulp) and float64.", 0);
-    if (sigmoid_ufunc == NULL) return -1;
-    if (PyModule_AddObject(module, "sigmoid", sigmoid_ufunc) < 0) {
-        Py_DECREF(sigmoid_ufunc);
-        return -1;
-    }
-    PyObject *elu_ufunc = PyUFunc_FromFuncAndData(
-        elu_loops, elu_data, (char *)erf_types, 2, 1, 1, PyUFunc_None, "elu",
-        "elu(x, /, out=None, ...)\n\nx < 0 ? expm1(x) : x, elementwise, for float32 (within 3 ulp) and float64.", 0);
-    if (elu_ufunc == NULL) return -1;
-    if (PyModule_AddObject(module, "elu", elu_ufunc) < 0) {
-        Py_DECREF(elu_ufunc);
-        return -1;
-    }
-    PyObject *selu_ufunc = PyUFunc_FromFuncAndData(
-        elu_loops, selu_data, (char *)erf_types, 2, 1, 1, PyUFunc_None, "selu",
-        "selu(x, /, out=None, ...)\n\nx < 0 ? scale * alpha * expm1(x) : scale * x, elementwise, for float32 "
-        "(within 3 ulp) and float64.", 0);
-    if (selu_ufunc == NULL) return -1;
-    if (PyModule_AddObject(module, "selu", selu_ufunc) < 0) {
-        Py_DECREF(selu_ufunc);
-        return -1;
-    }
-    PyObject *softplus_ufunc = PyUFunc_FromFuncAndData(
-        softplus_loops, softplus_data, (char *)erf_types, 2, 1, 1, PyUFunc_None, "softplus",
-        "softplus(x, /, out=None, ...)\n\nlog(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), elementwise, for float32 "
-        "(within 3.5 ulp) and float64.", 0);
-    if (softplus_ufunc == NULL) return -1;
-    if (PyModule_AddObject(module, "softplus", softplus_ufunc) < 0) {
-        Py_DECREF(softplus_ufunc);
-        return -1;
+    for (size_t i = 0; i < sizeof ufunc_specs / sizeof ufunc_specs[0]; i++) {
+        const UfuncSpec *u = &ufunc_specs[i];
+        PyObject *f = PyUFunc_FromFuncAndData(u->loops, u->data, float_types, 2, 1, 1, PyUFunc_None, u->name,
+                                              u->doc, 0);
+        if (f == NULL) return -1;
+        if (PyModule_AddObject(module, u->name, f) < 0) {
+            Py_DECREF(f);
+            return -1;
+        }
     }
     return 0;
 }

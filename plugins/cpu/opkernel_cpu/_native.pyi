@@ -24,7 +24,7 @@ def sparse_xent(features: np.ndarray, labels: np.ndarray, loss: np.ndarray, grad
 
 #: The error function as a numpy ufunc (float32: within 2.5 ulp; float64: the C library's).
 erf: np.ufunc
-#: The logistic function as a numpy ufunc (float32: within 2 ulp; float64: with the C library's exp).
+#: The logistic function as a numpy ufunc (float32: within 2.5 ulp; float64: with the C library's exp).
 sigmoid: np.ufunc
 #: TensorFlow's Elu and Selu as numpy ufuncs (float32: within 3 ulp; float64: the C library's expm1).
 elu: np.ufunc
