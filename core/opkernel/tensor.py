@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Sequence, overload
@@ -98,7 +100,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self._value.shape, dtype=np.int64))
+        return math.prod(self._value.shape)
 
     def numpy(self) -> np.ndarray:
         """The data as a numpy array (synchronises with the device).

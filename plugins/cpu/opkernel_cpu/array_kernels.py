@@ -303,9 +303,9 @@ def gather_v2(params: np.ndarray, indices: np.ndarray, axis: np.ndarray, batch_d
     _check_indices(indices, params.shape[a], "GatherV2")
     if bd == 0:
         return xp.take(params, indices, axis=a)  # type: ignore[no-any-return]
-    n_b = int(np.prod(params.shape[:bd], dtype=np.int64))
-    n_o = int(np.prod(params.shape[bd:a], dtype=np.int64))
-    n_i = int(np.prod(params.shape[a + 1 :], dtype=np.int64))
+    n_b = math.prod(params.shape[:bd])  # shapes hold Python ints: exact, and far cheaper than np.prod
+    n_o = math.prod(params.shape[bd:a])
+    n_i = math.prod(params.shape[a + 1 :])
     p = params.reshape(n_b, n_o, params.shape[a], n_i)
     idx = indices.reshape(n_b, 1, -1)
     out = p[xp.arange(n_b)[:, None, None], xp.arange(n_o)[None, :, None], idx]  # [n_b, n_o, n_j, n_i]
