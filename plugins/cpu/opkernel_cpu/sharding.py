@@ -424,7 +424,10 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
             n = config.intra_op_parallelism_threads or _CORES
             if n > 1 and x.flags.c_contiguous and y.flags.c_contiguous:
                 return _run_sharded(fn, (x, y), n, quiet, per_shard, (fn, x.dtype, y.dtype))
-        elif x.size * y.size >= least and x.dtype is y.dtype and x.dtype in broadcast_types:  # (an outer product's inputs are small)
+        elif (x.shape != y.shape and x.dtype is y.dtype and x.dtype in broadcast_types
+              and (x.size >= least or y.size >= least
+                   # an outer product's inputs are small: its size, from the shapes (same rank only)
+                   or (x.ndim == y.ndim and math.prod(map(max, x.shape, y.shape)) >= least))):
             out = _broadcast(fn, x, y, quiet, per_shard, least)
             if out is not None:
                 return out
