@@ -664,3 +664,90 @@ def test_native_softplus_float32_within_3_5_ulp_and_specials():
     assert y[0] == np.float32(np.log(2)) and y[1] == np.inf and y[2] == 0 and np.isnan(y[3]) and y[4] == 88
     d = np.linspace(-700, 700, 10_001)
     np.testing.assert_allclose(native.softplus(d), np.logaddexp(d, 0), rtol=1e-15)
+
+
+# ---------------------------------------------------------------- batched matrix products
+
+
+@pytest.mark.parametrize("shapes, adj", [
+    (((128, 64, 16), (128, 16, 64)), (False, False)),  # attention's scores
+    (((128, 64, 64), (128, 64, 16)), (False, False)),  # and its weighted sum
+    (((128, 64, 16), (128, 64, 16)), (False, True)),  # a transposed operand (strided items)
+    (((128, 16, 64), (128, 16, 64)), (True, False)),
+    (((4, 32, 64, 16), (4, 32, 16, 64)), (False, False)),  # two batch dimensions
+    (((128, 64, 64), (64, 16)), (False, False)),  # a matrix broadcast over the batch
+    (((1, 64, 64), (96, 64, 16)), (False, False)),
+    (((4, 1, 64, 32), (1, 8, 32, 64)), (False, False)),  # both sides broadcast
+], ids=["scores", "weighted", "adj_y", "adj_x", "rank4", "matrix-b", "single-a", "outer"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batch_matmul_shares_the_batch_out_bit_identically(shapes, adj, dtype, monkeypatch):
+    rng = np.random.default_rng(11)
+    x, y = (rng.standard_normal(s).astype(dtype) for s in shapes)
+    calls = []
+    real = native.matmul
+    monkeypatch.setattr(native, "matmul", lambda *a: calls.append(a[3]) or real(*a))
+    with ok.use_backend("cpu"):
+        got = ok.ops.batch_mat_mul(ok.tensor(x), ok.tensor(y), adj_x=adj[0], adj_y=adj[1]).numpy()
+    a = np.swapaxes(x, -1, -2) if adj[0] else x
+    b = np.swapaxes(y, -1, -2) if adj[1] else y
+    assert np.array_equal(got, np.matmul(a, b))  # numpy's loop per item: the same bits
+    assert len(calls) == 1 and calls[0] == (ok.config.intra_op_parallelism_threads or sharding.cores())
+
+
+def test_batch_matmul_leaves_what_cannot_gain_to_numpy(monkeypatch):
+    calls = []
+    real = native.matmul
+    monkeypatch.setattr(native, "matmul", lambda *a: calls.append(a) or real(*a))
+    rng = np.random.default_rng(12)
+    cases = [((2, 3, 4), (2, 4, 5), "float32"),  # too little work to share
+             ((4, 128, 128), (4, 128, 128), "float32"),  # items large enough for BLAS's own threads
+             ((64, 64, 64), (64, 64, 64), "int32")]  # no BLAS
+    with ok.use_backend("cpu"):
+        for sa, sb, dtype in cases:
+            x = (rng.standard_normal(sa) * 4).astype(dtype)
+            y = (rng.standard_normal(sb) * 4).astype(dtype)
+            assert np.array_equal(ok.ops.batch_mat_mul(ok.tensor(x), ok.tensor(y)).numpy(), np.matmul(x, y))
+        with pytest.raises(ok.errors.InvalidArgumentError, match="BatchMatMul.*broadcast"):
+            ok.ops.batch_mat_mul(ok.tensor(np.ones((4, 2, 64, 64), np.float32)), ok.tensor(np.ones((3, 64, 64), np.float32)))
+    assert calls == []
+
+
+def test_batch_matmul_takes_attentions_strided_views_where_they_lie(monkeypatch):
+    """Queries and keys are views of one projection ([3, b, h, t, d] transposed): the
+    native call gets them as they are, not reshaped into copies."""
+    rng = np.random.default_rng(13)
+    qkv = rng.standard_normal((32, 64, 3, 4, 16)).astype(np.float32)
+    calls = []
+    real = native.matmul
+    monkeypatch.setattr(native, "matmul", lambda *a: calls.append([x.flags.c_contiguous for x in a[:2]]) or real(*a))
+    with ok.use_backend("cpu"):
+        t = ok.ops.transpose(ok.tensor(qkv), [2, 0, 3, 1, 4])
+        q, k = t[0], t[1]
+        got = ok.ops.batch_mat_mul(q, k, adj_y=True).numpy()
+    want = np.matmul(qkv[:, :, 0].transpose(0, 2, 1, 3), qkv[:, :, 1].transpose(0, 2, 3, 1))
+    assert np.array_equal(got, want)
+    assert len(calls) == 1
+
+
+def test_native_matmul_refuses_what_it_cannot_compute():
+    a = np.ones((8, 4, 5), np.float32)
+    b = np.ones((8, 5, 3), np.float32)
+    out = np.empty((8, 4, 3), np.float32)
+    assert native.matmul(a, b, out, 2) == 0 and (out == 5).all()
+    assert native.matmul(a, b.astype(np.float64), out, 2) == -2  # mixed types
+    assert native.matmul(a.astype(np.int32), b.astype(np.int32), out.astype(np.int32), 2) == -2
+    assert native.matmul(a, np.ones((8, 4, 3), np.float32), out, 2) == -2  # inner sizes differ
+    assert native.matmul(a, np.ones((3, 5, 3), np.float32), out, 2) == -2  # batch neither 8 nor 1
+    assert native.matmul(a[0], b[0], out[0], 2) == -2  # rank 2
+    assert native.matmul(a, b[None], out[None], 2) == -2  # ranks differ
+    assert native.matmul(a[:1], b, out, 2) == 0 and (out == 5).all()  # a batch of 1 broadcasts
+    out.flags.writeable = False
+    assert native.matmul(a, b, out, 2) == -2
+
+
+def test_batch_matmul_keeps_numpys_warnings(monkeypatch):
+    x = np.full((64, 32, 32), 3e38, np.float32)
+    with ok.use_backend("cpu"), np.errstate(over="warn"):
+        with pytest.warns(RuntimeWarning, match="overflow"):
+            got = ok.ops.batch_mat_mul(ok.tensor(x), ok.tensor(x)).numpy()
+    assert np.isinf(got).all()

@@ -146,3 +146,31 @@ def test_operators_are_traced(backend: str) -> None:
     np.testing.assert_allclose(f(x).numpy(), want)
     ops = [n.op for n in f.get_concrete_function(x).graph.nodes]
     assert "StridedSlice" in ops and "Greater" in ops and "Pow" in ops and "FloorMod" in ops, ops
+
+
+def test_matmul_operator_is_tf_matmul_on_every_rank(backend: str) -> None:
+    """``@`` is tf.matmul: MatMul on matrices, BatchMatMul (broadcast batch dimensions)
+    when either side has rank 3 or more, recorded on tapes and traced as such."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    b = rng.standard_normal((3, 5, 2)).astype(np.float32)
+    m = rng.standard_normal((5, 2)).astype(np.float32)
+    np.testing.assert_allclose((ok.tensor(a) @ ok.tensor(b)).numpy(), a @ b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose((ok.tensor(a) @ m).numpy(), a @ m, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose((a[0, 0] @ ok.tensor(b)).numpy(), a[0, 0] @ b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose((ok.tensor(a[0, 0]) @ ok.tensor(m)).numpy(), a[0, 0] @ m, rtol=1e-5, atol=1e-6)
+
+    x = ok.Variable(a)
+    with ok.GradientTape() as tape:
+        y = (x @ ok.tensor(m)).sum()
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.broadcast_to(m.sum(axis=1), a.shape), rtol=1e-5)
+
+    @ok.function
+    def f(p: ok.Tensor, q: ok.Tensor) -> ok.Tensor:
+        return p @ q
+
+    np.testing.assert_allclose(f(ok.tensor(a), ok.tensor(b)).numpy(), a @ b, rtol=1e-5, atol=1e-6)
+    ops = [n.op for n in f.get_concrete_function(ok.tensor(a), ok.tensor(b)).graph.nodes]
+    assert "BatchMatMul" in ops and "MatMul" not in ops, ops
+    with pytest.raises(ok.errors.OpkernelError, match="MatMul"):
+        ok.tensor(a[0, 0]) @ ok.tensor(a[0, 0])  # [4, 5] @ [4, 5]

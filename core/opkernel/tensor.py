@@ -184,11 +184,18 @@ class Tensor:
     def __neg__(self) -> Tensor:
         return _bind_operator("__neg__")(self)
 
+    # ``a @ b`` is tf.matmul: MatMul on matrices, BatchMatMul (TensorFlow's BatchMatMulV2,
+    # broadcasting batch dimensions) when either operand has rank 3 or more.
     def __matmul__(self, other: TensorLike) -> Tensor:
-        return _bind_operator("__matmul__")(self, other)
+        try:  # the common case first: two matrices (an ndarray has .ndim too)
+            if _MAT_MUL and self.ndim <= 2 and other.ndim <= 2:  # type: ignore[union-attr]
+                return _MAT_MUL[0](self, other)
+        except (AttributeError, SymbolicTensorError):
+            pass
+        return _matmul(self, other)
 
     def __rmatmul__(self, other: TensorLike) -> Tensor:
-        return _bind_operator("__rmatmul__")(self, other)
+        return _matmul(other, self)
 
     def __pow__(self, other: TensorLike) -> Tensor:
         return _bind_operator("__pow__")(self, other)
@@ -321,8 +328,7 @@ class Tensor:
 _OPERATORS = {
     "__add__": ("add", False), "__radd__": ("add", True), "__sub__": ("sub", False), "__rsub__": ("sub", True),
     "__mul__": ("mul", False), "__rmul__": ("mul", True), "__truediv__": ("real_div", False),
-    "__rtruediv__": ("real_div", True), "__neg__": ("neg", False), "__matmul__": ("mat_mul", False),
-    "__rmatmul__": ("mat_mul", True), "__pow__": ("pow", False), "__rpow__": ("pow", True),
+    "__rtruediv__": ("real_div", True), "__neg__": ("neg", False), "__pow__": ("pow", False), "__rpow__": ("pow", True),
     "__mod__": ("floor_mod", False), "__rmod__": ("floor_mod", True), "__floordiv__": ("floor_div", False),
     "__rfloordiv__": ("floor_div", True), "__lt__": ("less", False), "__le__": ("less_equal", False),
     "__gt__": ("greater", False), "__ge__": ("greater_equal", False),
@@ -488,6 +494,32 @@ def _sole_holder_refcount() -> int:
 #: What ``_most_refs`` reports for an object held by one attribute and the tuple passed
 #: in.  Measured rather than assumed: interpreters differ in the references they count.
 _SOLE_HOLDER = _sole_holder_refcount()
+
+
+def _rank(x: Any) -> int:
+    """The rank of an operand of ``@``; 2 when it is unknown at trace time (MatMul then
+    says what it needs)."""
+    if isinstance(x, Tensor):
+        try:
+            return x.ndim
+        except SymbolicTensorError:
+            return 2
+    return int(np.ndim(x))
+
+
+#: ``ok.ops.mat_mul``, once ``@`` has been used (its wrapper holds the op's handle, which
+#: stays valid when plugins change).
+_MAT_MUL: list[Callable[..., Tensor]] = []
+
+
+def _matmul(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a @ b`` as tf.matmul: MatMul for matrices, BatchMatMul when a rank is above 2."""
+    ops = _ops()
+    if not _MAT_MUL:
+        _MAT_MUL.append(ops.mat_mul)
+    if _rank(a) > 2 or _rank(b) > 2:
+        return ops.batch_mat_mul(a, b)  # type: ignore[no-any-return]
+    return _MAT_MUL[0](a, b)
 
 
 def _bind_operator(dunder: str) -> Callable[..., Tensor]:

@@ -1787,6 +1787,181 @@ static const UfuncSpec ufunc_specs[] = {
 };
 
 /* Adds the ufuncs above to ``module``; -1 with an exception set on failure. */
+/* ---------------------------------------------------------------- batched matrix products
+ *
+ * ``matmul(a, b, out, threads)``: ``out[i] = a[i] @ b[i]`` over the batch dimensions (all
+ * but the last two; a batch dimension of 1 in a or b broadcasts), the batch items shared
+ * out among the calling thread and the pool.  Each item goes through numpy's own matmul
+ * inner loop for these types (the gufunc loop ``np.matmul`` runs, which calls BLAS where
+ * the strides allow), so the result is bit-identical to ``np.matmul``.  numpy runs the
+ * items one after another on one thread, and BLAS does not thread products this small,
+ * so attention's many small matrices ([B, H, T, d]) used one core.  The items are taken
+ * where they lie (attention's queries and keys are strided views of one projection): a
+ * table holds each item's byte offsets into a, b and out, and the pool's blocks are
+ * runs of that table. */
+
+static PyObject *numpy_matmul; /* np.matmul, looked up when the module loads */
+
+#define MAX_MATMUL_RANK 32
+
+typedef struct {
+    PyUFuncGenericFunction loop;
+    void *data;
+    char *base[3];
+    npy_intp core[4];        /* 1 (one item a call), n, k, m */
+    npy_intp steps[9];       /* items (unused), then a: n, k; b: k, m; out: n, m (bytes) */
+    npy_intp itemsize;
+    int pack[2];             /* copy a's (b's) items into rows first: their rows are not contiguous */
+} MatmulJob;
+
+/* Copy a rows x cols matrix of ``itemsize``-byte elements at ``src`` (byte strides rs, cs)
+ * into C order at ``dst``. */
+static void pack_rows(char *dst, const char *src, npy_intp rows, npy_intp cols, npy_intp rs, npy_intp cs,
+                      npy_intp itemsize) {
+    if (itemsize == 4) {
+        float *d = (float *)dst;
+        for (npy_intp i = 0; i < rows; i++)
+            for (npy_intp j = 0; j < cols; j++) *d++ = *(const float *)(src + i * rs + j * cs);
+    } else {
+        double *d = (double *)dst;
+        for (npy_intp i = 0; i < rows; i++)
+            for (npy_intp j = 0; j < cols; j++) *d++ = *(const double *)(src + i * rs + j * cs);
+    }
+}
+
+/* ``count`` items from ``table`` (three byte offsets an item: a, b, out).  An operand whose
+ * rows are not contiguous (a transposed key matrix) is copied into rows first: BLAS runs
+ * a transposed product of these sizes at about half the speed. */
+static void matmul_block(char **args, npy_intp const *count, npy_intp const *unused, void *data) {
+    const MatmulJob *spec = (const MatmulJob *)data;
+    const npy_intp *offsets = (const npy_intp *)args[0];
+    npy_intp n = spec->core[1], k = spec->core[2], m = spec->core[3], size = spec->itemsize;
+    npy_intp steps[9];
+    memcpy(steps, spec->steps, sizeof steps);
+    char *packed[2] = {NULL, NULL};
+    npy_intp words[2] = {n * k, k * m};
+    for (int o = 0; o < 2; o++) {
+        if (!spec->pack[o]) continue;
+        packed[o] = malloc((size_t)(words[o] * size));
+        if (packed[o] == NULL) continue; /* out of memory: the strided call, slower */
+        steps[3 + 2 * o] = (o == 0 ? k : m) * size;
+        steps[4 + 2 * o] = size;
+    }
+    for (npy_intp i = 0; i < count[0]; i++, offsets += 3) {
+        char *item[3] = {spec->base[0] + offsets[0], spec->base[1] + offsets[1], spec->base[2] + offsets[2]};
+        for (int o = 0; o < 2; o++) {
+            if (packed[o] == NULL) continue;
+            pack_rows(packed[o], item[o], o == 0 ? n : k, o == 0 ? k : m, spec->steps[3 + 2 * o],
+                      spec->steps[4 + 2 * o], size);
+            item[o] = packed[o];
+        }
+        spec->loop(item, spec->core, packed[0] || packed[1] ? steps : spec->steps, spec->data);
+    }
+    free(packed[0]);
+    free(packed[1]);
+}
+
+PyDoc_STRVAR(matmul_doc,
+"matmul(a, b, out, threads) -> int\n\n"
+"``out[..., :, :] = a[..., :, :] @ b[..., :, :]`` for arrays of one rank r >= 3: a [..., n, k],\n"
+"b [..., k, m], a writeable out [..., n, m], each batch dimension of a and b equal to out's\n"
+"or 1 (broadcast); any aligned, native-order strides.  On the calling thread and\n"
+"``threads - 1`` pool threads (all on the caller's when the pool is busy), with numpy's\n"
+"own matmul inner loop.  ``out`` must not overlap a or b.  Returns the floating-point\n"
+"flags raised (0: none), or -2 when the arrays do not fit (mixed or non-float types,\n"
+"ranks or sizes that do not match, unaligned or byte-swapped; nothing was computed).");
+
+static PyObject *matmul(PyObject *self, PyObject *args) {
+    PyArrayObject *arr[3];
+    int threads;
+    if (!PyArg_ParseTuple(args, "O!O!O!i", &PyArray_Type, &arr[0], &PyArray_Type, &arr[1], &PyArray_Type, &arr[2],
+                          &threads))
+        return NULL;
+    int rank = PyArray_NDIM(arr[2]);
+    int types[3];
+    for (int i = 0; i < 3; i++) {
+        if (PyArray_NDIM(arr[i]) != rank || !PyArray_ISALIGNED(arr[i]) || !PyArray_ISNOTSWAPPED(arr[i]))
+            return PyLong_FromLong(-2);
+        types[i] = PyArray_TYPE(arr[i]);
+    }
+    if (rank < 3 || rank > MAX_MATMUL_RANK || !PyArray_ISWRITEABLE(arr[2]) || types[0] != types[1] ||
+        types[0] != types[2] || (types[0] != NPY_FLOAT && types[0] != NPY_DOUBLE))
+        return PyLong_FromLong(-2);
+    const npy_intp *shape = PyArray_DIMS(arr[2]);
+    npy_intp n = shape[rank - 2], m = shape[rank - 1], k = PyArray_DIM(arr[0], rank - 1);
+    if (PyArray_DIM(arr[0], rank - 2) != n || PyArray_DIM(arr[1], rank - 2) != k || PyArray_DIM(arr[1], rank - 1) != m)
+        return PyLong_FromLong(-2);
+    npy_intp batch = 1;
+    npy_intp bstride[3][MAX_MATMUL_RANK]; /* byte strides of the batch dimensions; 0 where broadcast */
+    for (int d = 0; d < rank - 2; d++) {
+        for (int i = 0; i < 3; i++) {
+            npy_intp size = PyArray_DIM(arr[i], d);
+            if (size != shape[d] && size != 1) return PyLong_FromLong(-2);
+            bstride[i][d] = size == 1 ? 0 : PyArray_STRIDE(arr[i], d);
+        }
+        batch *= shape[d];
+    }
+    if (batch == 0 || n == 0 || m == 0) return PyLong_FromLong(0);
+    MatmulJob spec;
+    if (!find_loop((PyUFuncObject *)numpy_matmul, types, 3, &spec.loop, &spec.data)) return PyLong_FromLong(-2);
+    npy_intp *table = PyMem_Malloc((size_t)batch * 3 * sizeof(npy_intp));
+    if (table == NULL) return PyErr_NoMemory();
+    npy_intp index[MAX_MATMUL_RANK] = {0}, offset[3] = {0, 0, 0};
+    for (npy_intp item = 0; item < batch; item++) { /* an odometer over out's batch dimensions */
+        memcpy(table + 3 * item, offset, sizeof offset);
+        for (int d = rank - 3; d >= 0; d--) {
+            for (int i = 0; i < 3; i++) offset[i] += bstride[i][d];
+            if (++index[d] < shape[d]) break;
+            for (int i = 0; i < 3; i++) offset[i] -= bstride[i][d] * shape[d];
+            index[d] = 0;
+        }
+    }
+    spec.core[0] = 1;
+    spec.core[1] = n;
+    spec.core[2] = k;
+    spec.core[3] = m;
+    spec.steps[0] = spec.steps[1] = spec.steps[2] = 0;
+    spec.itemsize = PyArray_ITEMSIZE(arr[2]);
+    for (int i = 0; i < 3; i++) {
+        spec.base[i] = PyArray_BYTES(arr[i]);
+        spec.steps[3 + 2 * i] = PyArray_STRIDE(arr[i], rank - 2);
+        spec.steps[4 + 2 * i] = PyArray_STRIDE(arr[i], rank - 1);
+    }
+    spec.pack[0] = spec.steps[4] != spec.itemsize && k > 1;
+    spec.pack[1] = spec.steps[6] != spec.itemsize && m > 1;
+    Job job = {0};
+    job.loop = matmul_block;
+    job.data = &spec;
+    job.nargs = 1;
+    job.ptr[0] = (char *)table;
+    job.itemsize[0] = 3 * sizeof(npy_intp);
+    job.size = batch;
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    /* four blocks a thread, so a thread that wakes late still finds some */
+    job.block = batch / (4 * threads) > 1 ? batch / (4 * threads) : 1;
+    job.nblocks = batch / job.block + (batch % job.block != 0);
+    job.rounding = fegetround();
+    int raised = -1;
+    if (threads > 1 && job.nblocks > 1 && job.nblocks <= 0xffffffffLL) {
+        if (run_job(&job, threads, &raised) < 0) {
+            PyMem_Free(table);
+            return NULL;
+        }
+    }
+    if (raised == -1) { /* one thread, or the pool is busy: every item here */
+        Py_BEGIN_ALLOW_THREADS
+        char *ptrs[1] = {(char *)table};
+        feclearexcept(FPE_FLAGS);
+        matmul_block(ptrs, &batch, NULL, &spec);
+        raised = fetestexcept(FPE_FLAGS);
+        feclearexcept(FPE_FLAGS);
+        Py_END_ALLOW_THREADS
+    }
+    PyMem_Free(table);
+    return PyLong_FromLong(raised);
+}
+
 static int add_ufuncs(PyObject *module) {
     for (size_t i = 0; i < sizeof ufunc_specs / sizeof ufunc_specs[0]; i++) {
         const UfuncSpec *u = &ufunc_specs[i];
@@ -1820,6 +1995,7 @@ static PyObject *pool_blocks(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
     {"rows", rows, METH_VARARGS, rows_doc},
+    {"matmul", matmul, METH_VARARGS, matmul_doc},
     {"fused", fused, METH_VARARGS, fused_doc},
     {"max_pool", max_pool, METH_VARARGS, max_pool_doc},
     {"max_pool_with_argmax", max_pool_with_argmax, METH_VARARGS, max_pool_with_argmax_doc},
@@ -1846,6 +2022,18 @@ PyMODINIT_FUNC PyInit__native(void) {
     }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    PyObject *numpy = PyImport_ImportModule("numpy");
+    if (numpy == NULL) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    numpy_matmul = PyObject_GetAttrString(numpy, "matmul");
+    Py_DECREF(numpy);
+    if (numpy_matmul == NULL || !PyObject_TypeCheck(numpy_matmul, &PyUFunc_Type)) {
+        if (numpy_matmul != NULL) PyErr_SetString(PyExc_TypeError, "numpy.matmul is not a ufunc");
+        Py_DECREF(m);
+        return NULL;
+    }
     if (add_ufuncs(m) < 0) {
         Py_DECREF(m);
         return NULL;

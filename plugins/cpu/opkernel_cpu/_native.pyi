@@ -31,3 +31,4 @@ elu: np.ufunc
 selu: np.ufunc
 #: log(1 + exp(x)) as a numpy ufunc (float32: within 3.5 ulp; float64: the C library's exp and log1p).
 softplus: np.ufunc
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int, /) -> int: ...

@@ -501,6 +501,10 @@ def batch_mat_mul(x: np.ndarray, y: np.ndarray, adj_x: bool, adj_y: bool, T: ok.
             "BatchMatMul",
             f"Matrix size-incompatible: In[0]: {list(x.shape)}, In[1]: {list(y.shape)} (adj_x={adj_x}, adj_y={adj_y})",
         )
+    if a.ndim > 2 or b.ndim > 2:
+        out = sharding.batched_matmul(a, b)  # many small products: the batch on the intra-op pool
+        if out is not None:
+            return out
     try:
         return xp_of(a, b).matmul(a, b)  # type: ignore[no-any-return]
     except ValueError as e:

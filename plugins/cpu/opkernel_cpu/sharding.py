@@ -476,3 +476,50 @@ def rows(kind: int, x: Any) -> np.ndarray | None:
     if _native.rows(kind, x, out, threads) < 0:
         return None
     return out
+
+
+#: Batched products go to ``_native.matmul`` when each item is at most this many
+#: multiply-adds (OpenBLAS runs products up to 4 * 65536 on the calling thread; larger
+#: ones it threads itself, and its threads then fight the pool's for the cores) and the
+#: whole batch at least ``_MATMUL_MIN_WORK`` (about 15 µs on one core of this kind).
+_MATMUL_MAX_ITEM = 1 << 18
+_MATMUL_MIN_WORK = 1 << 20
+_MATMUL_TYPES = _ROW_TYPES
+
+
+def batched_matmul(a: Any, b: Any) -> np.ndarray | None:
+    """``np.matmul(a, b)`` for float32/float64 numpy arrays of rank >= 2, one of them of
+    rank >= 3, with the batch items shared out on the native pool where they lie (numpy's
+    own loop per item: the same bits); None where that does not apply (the caller runs
+    numpy's call): other types, batches that do not broadcast, items too large or batches
+    too small to gain."""
+    if _native is None or type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype not in _MATMUL_TYPES \
+            or b.dtype != a.dtype or a.ndim < 2 or b.ndim < 2:
+        return None
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
+    work = n * k * m
+    if b.shape[-2] != k or work > _MATMUL_MAX_ITEM:
+        return None
+    sa, sb = a.shape[:-2], b.shape[:-2]
+    if sa == sb:
+        batch_shape = sa
+    else:
+        try:
+            batch_shape = np.broadcast_shapes(sa, sb)
+        except ValueError:
+            return None
+        rank = len(batch_shape) + 2
+        a = a.reshape((1,) * (rank - a.ndim) + a.shape)  # leading 1s: always a view
+        b = b.reshape((1,) * (rank - b.ndim) + b.shape)
+    batch = math.prod(batch_shape)
+    if batch < 2 or batch * work < _MATMUL_MIN_WORK:
+        return None
+    out = np.empty(batch_shape + (n, m), a.dtype)
+    threads = min(ok.config.intra_op_parallelism_threads or _CORES, batch)
+    raised = _native.matmul(a, b, out, threads)
+    if raised < 0:
+        return None
+    if raised:
+        _report_like_numpy(np.matmul, (a, b), out, raised)
+    return out
