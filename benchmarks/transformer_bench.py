@@ -16,6 +16,9 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -50,6 +53,31 @@ def rounds(contenders: list[Timed], n_rounds: int) -> tuple[list[float], list[li
         ratios.append([this[id(c)] / this[id(contenders[0])] if c.fn is not None else float("nan") for c in contenders])
     med = [statistics.median(times[id(c)]) if c.fn is not None else float("nan") for c in contenders]
     return med, ratios
+
+
+def memory_line(fn: Any, be: ok.Backend) -> str:
+    """The arrays one traced step makes, and those its fused groups write into a dead input
+    instead (planned memory; the plan's own figures, so static shapes only)."""
+    from opkernel._symbolic import graph_shapes
+
+    cf = fn.concrete_functions[-1]
+    plan = cf._plans[be]
+    shapes = graph_shapes(cf.graph)
+    grouped = {i for g in plan.groups for i in g.members}
+
+    def nbytes(i: int, k: int = 0) -> int:
+        spec = shapes[i][k]
+        dims = spec.shape if spec.shape is not None and None not in spec.shape else ()
+        return int(np.prod(dims)) * spec.dtype.np.itemsize
+
+    made = [nbytes(i, k) for i, _ in plan.steps if i not in grouped for k in range(len(cf.graph.nodes[i].outputs))]
+    made += [nbytes(i) for g in plan.groups for i in g.outputs]
+    reused = [nbytes(g.outputs[j]) for g in plan.groups for j, d in enumerate(getattr(g.runner, "reuse", ())) if d is not None]
+    mb = 1 << 20
+    return (f"Arrays per traced step: {len(made)} values, {sum(made) / mb:.1f} MiB; written into a dead input's array "
+            f"instead of a new one (ok.config.buffer_reuse {'on' if ok.config.buffer_reuse else 'off'}): "
+            f"{len(reused)} ({sum(reused) / mb:.1f} MiB), so {len(made) - len(reused)} new arrays, "
+            f"{(sum(made) - sum(reused)) / mb:.1f} MiB")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             say()
             say(f"OpenCL kernel launches per step: eager {counts[0]}, traced {counts[1]} "
                 f"(graph fusion {'on' if ok.config.graph_fusion else 'off'})")
+        say()
+        say(memory_line(traced.function, be))
         for name, step in (("eager", eager), ("traced", traced)):
             with ok.profile() as prof:
                 step(x, y)

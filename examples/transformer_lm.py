@@ -150,7 +150,12 @@ def opkernel_step(cfg: Config, w: dict[str, np.ndarray], traced: bool = False) -
         return loss
 
     fn = ok.function(train) if traced else train
-    return lambda x, y: fn(ok.tensor(x), ok.tensor(y))
+
+    def step(x: np.ndarray, y: np.ndarray) -> Any:
+        return fn(ok.tensor(x), ok.tensor(y))
+
+    step.function = fn  # type: ignore[attr-defined]  # the ok.function when traced
+    return step
 
 
 # ---------------------------------------------------------------- torch

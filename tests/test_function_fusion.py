@@ -298,3 +298,104 @@ def test_profiles_show_fused_groups_with_their_ops():
     ops = {row[1]: row[2] for row in prof.rows()}
     assert ops == {"Fused(Mul+Mul+Erf+Add+Mul)": 1, "MatMul": 1}
     assert np.array_equal(got.numpy(), f(x).numpy())
+
+
+# ---------------------------------------------------------------- planned memory
+
+
+def _split_groups(x, v):
+    a = ok.ops.exp(x) * 2.0  # group 1, of x's shape
+    z = ok.ops.exp(v) * 3.0  # group 2, another shape: closes group 1
+    b = ok.ops.tanh(a) * a + 1.0  # group 3 reads a, which dies there
+    return b, z
+
+
+def test_a_group_writes_its_result_into_an_input_that_dies_there(monkeypatch):
+    x = ok.tensor(RNG.standard_normal((64, 64)).astype(np.float32))
+    v = ok.tensor(RNG.standard_normal((32,)).astype(np.float32))
+    x_before = x.numpy().copy()
+    f = ok.function(_split_groups)
+    got = f(x, v)
+    plan = _plan(f)
+    assert [g.ops for g in plan.groups] == [["Exp", "Mul"], ["Exp", "Mul"], ["Tanh", "Mul", "Add"]]
+    assert [g.donated for g in plan.groups] == [[], [], [0]]
+    assert plan.groups[2].runner.reuse == [0]  # its one output goes into a's array
+    from opkernel_cpu import fusion
+
+    calls = []
+    real = fusion._writable
+
+    def spy(a, shape, dtype):
+        out = real(a, shape, dtype)
+        calls.append(out is a)
+        return out
+
+    monkeypatch.setattr(fusion, "_writable", spy)
+    again = f(x, v)
+    assert calls == [True]
+    ok.config.buffer_reuse = False
+    try:
+        plain = ok.function(_split_groups)
+        want = plain(x, v)
+        assert all(g.donated == [] for g in _plan(plain).groups)
+    finally:
+        ok.config.buffer_reuse = True
+    for a, b, c in zip(got, again, want):
+        assert np.array_equal(a.numpy(), c.numpy()) and np.array_equal(b.numpy(), c.numpy())
+    assert np.array_equal(x.numpy(), x_before)  # the caller's input is never written
+
+
+@pytest.mark.parametrize("case", ["returned", "other-reader", "view", "input", "later-reader"])
+def test_values_that_are_seen_elsewhere_are_never_donated(case):
+    x = ok.tensor(RNG.standard_normal((16, 16)).astype(np.float32))
+    v = ok.tensor(RNG.standard_normal((8,)).astype(np.float32))
+
+    def fn(x, v):
+        a = ok.ops.exp(x) * 2.0
+        z = ok.ops.exp(v) * 3.0
+        extra = []
+        if case == "returned":
+            extra = [a]  # the caller sees a
+        elif case == "other-reader":
+            extra = [ok.ops.sum(a, [0, 1])]  # a kernel that is not elementwise reads a too
+        elif case == "view":
+            a = ok.ops.reshape(a, [16, 16])  # a view of group 1's array reaches group 3
+        elif case == "input":
+            a = x  # the function's own argument
+        b = ok.ops.tanh(a) * a + 1.0
+        if case == "later-reader":  # elementwise readers of a after group 3's call
+            w = a * np.full((2, 16, 16), 0.5, np.float32)  # of another shape: closes group 3
+            extra = [w]
+        return [b, z, *extra]
+
+    f = ok.function(fn)
+    got = f(x, v)
+    last = [g for g in _plan(f).groups if g.ops[-2:] == ["Mul", "Add"] and g.ops[0] == "Tanh"]
+    assert len(last) == 1 and last[0].donated == [], [(g.ops, g.donated) for g in _plan(f).groups]
+    with _no_reuse():
+        want = ok.function(fn)(x, v)
+    for a, b in zip(got, want):
+        assert np.array_equal(a.numpy(), b.numpy())
+
+
+class _no_reuse:
+    def __enter__(self):
+        ok.config.buffer_reuse = False
+
+    def __exit__(self, *exc):
+        ok.config.buffer_reuse = True
+
+
+def test_buffer_reuse_is_checked_and_toggling_rebinds():
+    with pytest.raises(OpTypeError, match="buffer_reuse must be a bool"):
+        ok.config.buffer_reuse = "no"
+    x = ok.tensor(np.ones((8, 8), np.float32))
+    v = ok.tensor(np.ones((4,), np.float32))
+    f = ok.function(_split_groups)
+    f(x, v)
+    assert _plan(f).groups[2].donated == [0]
+    with _no_reuse():
+        f(x, v)
+        assert _plan(f).groups[2].donated == []
+    f(x, v)
+    assert _plan(f).groups[2].donated == [0]

@@ -44,6 +44,10 @@ class _Config:
     one call where the backend can (default True; docs/functions.md, "Fusion");
     ``OPKERNEL_GRAPH_FUSION=0`` turns it off at startup.  Changing it makes every
     function bind its graphs again on its next call.
+    ``buffer_reuse``: whether a fused group may write its result into the array of an
+    input that dies there (default True; docs/functions.md, "Planned memory");
+    ``OPKERNEL_BUFFER_REUSE=0`` turns it off at startup.  Changing it makes every
+    function bind its graphs again.
     """
 
     _intra_op_threads: int
@@ -58,7 +62,8 @@ class _Config:
             os.environ.get("OPKERNEL_KERNEL_FALLBACK", "").split(","), "OPKERNEL_KERNEL_FALLBACK", check=False
         )
         self._fallbacks: dict[tuple[str, str, str], int] = {}
-        self._graph_fusion = os.environ.get("OPKERNEL_GRAPH_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
+        self._graph_fusion = _env_switch("OPKERNEL_GRAPH_FUSION")
+        self._buffer_reuse = _env_switch("OPKERNEL_BUFFER_REUSE")
 
     @property
     def graph_fusion(self) -> bool:
@@ -66,12 +71,19 @@ class _Config:
 
     @graph_fusion.setter
     def graph_fusion(self, on: bool) -> None:
-        if not isinstance(on, bool):
-            raise OpTypeError(f"ok.config.graph_fusion must be a bool, got {type(on).__name__} {on!r}")
-        if on != self._graph_fusion:
-            self._graph_fusion = on
-            for listener in list(CONFIG_LISTENERS):
-                listener()
+        was, self._graph_fusion = self._graph_fusion, _checked_bool("graph_fusion", on)
+        if on != was:
+            _notify()
+
+    @property
+    def buffer_reuse(self) -> bool:
+        return self._buffer_reuse
+
+    @buffer_reuse.setter
+    def buffer_reuse(self, on: bool) -> None:
+        was, self._buffer_reuse = self._buffer_reuse, _checked_bool("buffer_reuse", on)
+        if on != was:
+            _notify()
 
     @property
     def kernel_fallback(self) -> tuple[str, ...]:
@@ -130,7 +142,24 @@ def _fallback_names(names: Any, what: str, check: bool = True) -> tuple[str, ...
     return tuple(out)
 
 
-#: Called after a setting that compiled graphs depend on changes (``graph_fusion``).
+def _env_switch(variable: str) -> bool:
+    """An on/off setting read from the environment at startup (on unless 0/false/no/off)."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _checked_bool(name: str, on: Any) -> bool:
+    if not isinstance(on, bool):
+        raise OpTypeError(f"ok.config.{name} must be a bool, got {type(on).__name__} {on!r}")
+    return on
+
+
+def _notify() -> None:
+    for listener in list(CONFIG_LISTENERS):
+        listener()
+
+
+#: Called after a setting that compiled graphs depend on changes (``graph_fusion``,
+#: ``buffer_reuse``).
 CONFIG_LISTENERS: list[Callable[[], None]] = []
 
 #: The kernel fallback of this context (``ok.kernel_fallback``); None: ``config``'s.

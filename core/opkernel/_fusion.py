@@ -19,6 +19,14 @@ Grouping walks the bound nodes in their order and keeps one group open:
 
 Values of a group that nodes outside it (or the graph's outputs) read are the group's
 outputs; the others never exist as arrays.  A group of one node is left alone.
+
+Planned memory: an input of a group may be *donated* (``ElementwiseProgram.donated``),
+so the backend can write a result into its array, when
+* it has the group's shape and is the value of a fusable node (a group's output, or a
+  node run alone: either way a new array, as ``Backend.fusable`` promises);
+* every node that reads it is fusable (none keeps a reference or returns a view of it)
+  and runs no later than the group's call; and
+* it is not one of the graph's outputs (the caller's values are never written).
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ class Group:
     outputs: list[int] = field(default_factory=list)
     runner: Any = None
     ops: list[str] = field(default_factory=list)
+    donated: list[int] = field(default_factory=list)
 
     @property
     def last(self) -> int:
@@ -97,6 +106,8 @@ def plan_groups(graph: Graph, steps: Sequence[tuple[int, Any]], be: Backend) -> 
             if e.kind == "node":
                 consumers.setdefault(e.index, set()).add(i)
     returned = {e.index for e in graph.outputs if e.kind == "node"}
+    position = {i: k for k, (i, _) in enumerate(steps)}
+    fresh: set[int] = set()  # fusable nodes: their values are new arrays, their inputs kept by nothing
     groups: list[Group] = []
     open_: Group | None = None
     members: set[int] = set()
@@ -104,7 +115,9 @@ def plan_groups(graph: Graph, steps: Sequence[tuple[int, Any]], be: Backend) -> 
     def close() -> None:
         nonlocal open_
         if open_ is not None and len(open_.members) > 1:
-            group = _finish(graph, shapes, open_, consumers, returned, steps, be)
+            donate = engine.config.buffer_reuse
+            group = _finish(graph, shapes, open_, consumers, returned, steps, be,
+                            (fresh, position) if donate else None)
             if group is not None:
                 groups.append(group)
         open_ = None
@@ -113,6 +126,8 @@ def plan_groups(graph: Graph, steps: Sequence[tuple[int, Any]], be: Backend) -> 
     for i, sig in steps:
         node = graph.nodes[i]
         cand = _candidate(graph, shapes, i, sig, be)
+        if cand is not None:
+            fresh.add(i)
         if open_ is not None and cand is not None and cand == (open_.shape, open_.dtype) and len(open_.members) < MAX_NODES:
             open_.members.append(i)
             members.add(i)
@@ -129,7 +144,8 @@ def plan_groups(graph: Graph, steps: Sequence[tuple[int, Any]], be: Backend) -> 
 
 
 def _finish(graph: Graph, shapes: list[list[Any]], group: Group, consumers: dict[int, set[int]], returned: set[int],
-            steps: Sequence[tuple[int, Any]], be: Backend) -> Group | None:
+            steps: Sequence[tuple[int, Any]], be: Backend,
+            reuse: tuple[set[int], dict[int, int]] | None = None) -> Group | None:
     """The group's inputs, outputs and program, compiled by the backend (None: declined)."""
     inside = set(group.members)
     slot: dict[tuple[str, int, int], int] = {}
@@ -164,9 +180,19 @@ def _finish(graph: Graph, shapes: list[list[Any]], group: Group, consumers: dict
     if not group.outputs or len(group.outputs) > MAX_OUTPUTS:
         return None
     out_slots = [n_in + group.members.index(i) for i in group.outputs]
+    donated: list[int] = []
+    if reuse is not None:
+        fresh, position = reuse
+        call = position[group.last]
+        size = math.prod(group.shape)
+        for k, e in enumerate(group.inputs):
+            if (e.kind == "node" and e.index in fresh and e.index not in returned and group.layouts[k] == (1, size)
+                    and all(c in fresh and position[c] <= call for c in consumers.get(e.index, ()))):
+                donated.append(k)
+    group.donated = donated
     prog = ElementwiseProgram(
         dtype=group.dtype, shape=group.shape, layouts=tuple(group.layouts), instructions=tuple(program),
-        outputs=tuple(out_slots), ops=tuple(group.ops),
+        outputs=tuple(out_slots), ops=tuple(group.ops), donated=tuple(donated),
     )
     group.runner = be.fuse_elementwise(prog)
     return group if group.runner is not None else None

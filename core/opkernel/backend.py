@@ -33,7 +33,14 @@ class ElementwiseProgram:
     says: element ``i`` of the flattened result reads element ``(i // inner) % mod`` of
     the flattened input (``(1, size)``: the input has the result's shape; ``(1, 1)``: a
     scalar).  ``outputs`` are the slots the call returns, in order.  ``ops`` names the
-    nodes' ops, for profiles and errors."""
+    nodes' ops, for profiles and errors.
+
+    ``donated`` (planned memory): inputs of the result's shape whose arrays the function
+    may write results into instead of new arrays (the same array returned as that
+    output).  Each is a new array that an earlier fused group or fusable kernel made, that
+    no other value views, that nothing reads after this call and that the function's
+    caller never sees (docs/functions.md, "Planned memory").  A backend that ignores it
+    loses nothing but the reuse."""
 
     dtype: DType
     shape: tuple[int, ...]
@@ -41,6 +48,7 @@ class ElementwiseProgram:
     instructions: tuple[tuple[Any, tuple[int, ...]], ...]
     outputs: tuple[int, ...]
     ops: tuple[str, ...]
+    donated: tuple[int, ...] = ()
 
 
 def resolve_array_types(cls: type[Backend]) -> tuple[type, ...]:
@@ -192,7 +200,9 @@ class Backend:
 
     def fusable(self, kernel: Any, dtype: DType) -> bool:
         """Whether ``fuse_elementwise`` can take a node whose bound kernel is ``kernel``
-        (its ``impl``) computing ``dtype``.  The default: no node (no fusion)."""
+        (its ``impl``) computing ``dtype``.  Such a kernel, called alone, returns a new
+        array and keeps no reference to its inputs (the planner of reused buffers relies on
+        it).  The default: no node (no fusion)."""
         return False
 
     def fuse_elementwise(self, program: ElementwiseProgram) -> Callable[..., tuple[Any, ...]] | None:

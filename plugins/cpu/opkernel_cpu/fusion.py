@@ -10,6 +10,12 @@ arrays it does not take (not C-contiguous), the group runs as the ufuncs in turn
 
 Floating-point warnings: a fused group is quiet, as TensorFlow is (the unfused kernels
 of some ops let numpy warn on overflow).
+
+Planned memory: an output is written into a donated input's array
+(``ElementwiseProgram.donated``) when no instruction after the one that computes it
+reads that input (the evaluator writes an output sub-block by sub-block as its
+instruction runs, so a later reader would see the result; the instruction itself may
+read it: numpy's loops take an input that is exactly their output).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ def compile_program(program: ElementwiseProgram) -> Callable[..., tuple[np.ndarr
     config = ok.config
     size = int(np.prod(shape))
     cores = sharding.cores()
+    reuse = _reuse(program, instructions)
 
     def in_turn(arrays: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
         slots = list(arrays)
@@ -75,11 +82,36 @@ def compile_program(program: ElementwiseProgram) -> Callable[..., tuple[np.ndarr
                 if type(a) is not np.ndarray or a.dtype is not npdt or a.size != n or not a.flags.c_contiguous:
                     break
             else:
-                outs = tuple(np.empty(shape, npdt) for _ in out_slots)
+                outs = tuple(np.empty(shape, npdt) if d is None else _writable(arrays[d], shape, npdt)
+                             for d in reuse)
                 threads = min(config.intra_op_parallelism_threads or cores, max(1, size // _PER_SHARD))
                 if native.fused(instructions, arrays, layouts, outs, out_slots, threads) >= 0:  # flags: quiet
                     return outs
         return in_turn(arrays)
 
     run.__name__ = "fused_" + "_".join(program.ops)
+    run.reuse = reuse  # type: ignore[attr-defined]
     return run
+
+
+def _reuse(program: ElementwiseProgram, instructions: tuple[tuple[Any, tuple[int, ...], int], ...]) -> list[int | None]:
+    """For each output, the donated input whose array it is written into, or None."""
+    n_in = len(program.layouts)
+    last_read = {s: k for k, (_, srcs, _) in enumerate(instructions) for s in srcs}  # the last instruction reading s
+    free = [d for d in program.donated if 0 <= d < n_in]
+    chosen: list[int | None] = []
+    for slot in program.outputs:
+        k = slot - n_in  # the instruction computing this output
+        d = next((d for d in free if last_read.get(d, -1) <= k), None)
+        if d is not None:
+            free.remove(d)
+        chosen.append(d)
+    return chosen
+
+
+def _writable(a: np.ndarray, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    """A donated input as an output (checked: a plain writeable array of the result's
+    shape and type; else a new one)."""
+    if a.shape == shape and a.flags.writeable and a.flags.c_contiguous and a.base is None:
+        return a
+    return np.empty(shape, dtype)
