@@ -92,6 +92,21 @@ def _extra_bases() -> list[Base]:
                      scalar(0.01), scalar(0.9), scalar(0.999), scalar(1e-7), data(2, 3, seed=3)],
             {},
         ),
+        # the stateless random ops (tests/test_random.py checks their numbers)
+        Base("StatelessRandomGetKeyCounter", lambda: [np.array([1, 2], np.int64)], {}),
+        *(Base(op, lambda: [np.array([3, 4], np.int32), np.array([7], np.uint64), np.array([1, 2], np.uint64),
+                            np.int32(1)], {})
+          for op in ("StatelessRandomUniformV2", "StatelessRandomNormalV2", "StatelessTruncatedNormalV2",
+                     "StatelessRandomUniformFullIntV2")),
+        Base("StatelessRandomUniformIntV2", lambda: [np.array([3, 4], np.int32), np.array([7], np.uint64),
+                                                     np.array([1, 2], np.uint64), np.int32(1), np.int32(-2),
+                                                     np.int32(9)], {}),
+        *(Base(op, lambda: [np.array([3, 4], np.int32), np.array([1, 2], np.int64)], {})
+          for op in ("StatelessRandomUniform", "StatelessRandomNormal", "StatelessTruncatedNormal")),
+        Base("StatelessRandomUniformInt", lambda: [np.array([3, 4], np.int32), np.array([1, 2], np.int64),
+                                                   np.int32(-2), np.int32(9)], {}),
+        Base("StatelessMultinomial", lambda: [data(2, 5), np.int32(3), np.array([1, 2], np.int64)], {}),
+        Base("RngReadAndSkip", lambda: [np.array([5, 0, 0], np.int64), np.int32(1), np.uint64(4)], {}),
         Base("Addons>MedianPool2D", lambda: [data(1, 4, 5, 2)], dict(pool)),
         Base("Addons>MedianPool2DGrad", lambda: [data(1, 4, 5, 2), data(1, 4, 5, 2, seed=1)], dict(pool)),
     ]
@@ -256,7 +271,8 @@ def _input_variants(op_def: OpDef, arg: ArgDef, x: np.ndarray) -> Iterator[tuple
         yield "fortran_order", "noncontig", np.asfortranarray, True, False
     if x.dtype.kind in "iu" and x.size:
         yield "index_huge", "index", lambda a: np.full_like(a, 10**6), False, True
-        yield "index_negative", "index", lambda a: np.full_like(a, -(10**6)), False, True
+        if x.dtype.kind == "i":  # an unsigned input holds no negative value
+            yield "index_negative", "index", lambda a: np.full_like(a, -(10**6)), False, True
         yield "index_int_max", "index", lambda a: np.full_like(a, np.iinfo(a.dtype).max), False, True
         yield "size_2e31_int64", "size", lambda a: np.full(a.shape, 2**31, np.int64), False, True
         yield "size_2e62_int64", "size", lambda a: np.full(a.shape, 2**62, np.int64), False, True

@@ -341,7 +341,27 @@ def test_raw_kernels_are_instantiated_for_their_dtypes() -> None:
             for kernel in src.kernels:
                 prefix = expression(kernel, (CTYPES[d], ACCUMULATOR[d]))[:-1]
                 assert any(e.startswith(prefix) for e in src.name_expressions()), f"{op}: {kernel} for {d}"
-    assert {s.name for s in SOURCES} == set(RAW.values())
+    assert {s.name for s in SOURCES} == set(RAW.values()) | RANDOM_SOURCES
+
+
+#: The sources of the stateless random ops' kernels (random_kernels.py).
+RANDOM_SOURCES = {"philox", "philox_double", "philox_int", "multinomial"}
+
+
+def test_random_kernels_launch_instantiated_kernels() -> None:
+    from opkernel_cuda import random_kernels as rk
+
+    names = {(s.name, n) for s in SOURCES for n in s.name_expressions()}
+    for d in rk.FLOATS:
+        for kind in ("uniform", "normal", "truncated"):
+            want = (("philox_double", expression(f"philox_{kind}_double", ("double",))) if d == "float64"
+                    else ("philox", expression(f"philox_{kind}", (CTYPES[d],))))
+            assert want in names, (d, kind)
+    for d in rk.INTS:
+        assert ("philox_int", expression("philox_int", rk._INT_ARGS[d])) in names, d
+    for t in ("float32", "float64"):
+        for o in ("int32", "int64"):
+            assert ("multinomial", expression("multinomial", (CTYPES[t], CTYPES[o]))) in names
 
 
 # ---------------------------------------------------------------- the table run on numpy

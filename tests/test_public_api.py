@@ -16,7 +16,7 @@ import opkernel as ok
 PUBLIC = frozenset({
     "__version__",
     # modules
-    "errors", "ops", "nn", "compat", "shape_fns", "testing", "typing", "dask",
+    "errors", "ops", "nn", "random", "compat", "shape_fns", "testing", "typing", "dask",
     # tensors and dtypes
     "Tensor", "Variable", "tensor", "DType", "as_dtype",
     "bfloat16", "bool_", "complex64", "complex128", "double", "float16", "float32", "float64", "half",
@@ -39,7 +39,7 @@ PUBLIC = frozenset({
     "function", "TensorSpec", "save", "load",
 })
 
-MODULES = {"errors", "ops", "nn", "compat", "shape_fns", "testing", "typing", "dask"}
+MODULES = {"errors", "ops", "nn", "random", "compat", "shape_fns", "testing", "typing", "dask"}
 TYPE_CLASSES = {"numbertype", "numerictype", "realnumbertype", "realnumerictype", "quantizedtype"}
 
 

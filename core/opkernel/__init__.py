@@ -80,7 +80,7 @@ from .tensor import install as _install_tensor_hooks
 from .tensor import Tensor, Variable
 
 if TYPE_CHECKING:  # imported at first use: see __getattr__
-    from . import compat, dask, nn, ops, shape_fns, testing, typing
+    from . import compat, dask, nn, ops, random, shape_fns, testing, typing
     from .function import function
     from .graph import TensorSpec
     from .hookspecs import PLUGIN_API_VERSION, hookimpl
@@ -101,7 +101,7 @@ __all__ = [
     "register_op", "op_def", "infer_shapes", "function", "TensorSpec", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
     "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "profile", "explain", "load_op_library", "compat",
-    "testing", "typing", "dask",
+    "testing", "typing", "dask", "random",
     "kernel_fallback",
     "save", "load",
     "unregister_kernel", "unregister_gradient", "get_kernel", "get_kernels_for_backend", "get_gradient",
@@ -111,6 +111,7 @@ __all__ = [
 #: Public names imported at first access: name -> (module, attribute; None for the module itself).
 _LAZY: dict[str, tuple[str, str | None]] = {
     "nn": ("nn", None),
+    "random": ("random", None),
     "ops": ("ops", None),
     "compat": ("compat", None),
     "dask": ("dask", None),
@@ -129,8 +130,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 #: Submodules that ``ok.<name>`` reaches even before anything imported them.
 _SUBMODULES = frozenset({
     "autodiff", "backend", "cli", "compat", "dtypes", "engine", "errors", "gradients", "hookspecs", "kernels",
-    "library", "nn", "op_registry", "ops", "plugins", "profiler", "saving", "shape_fns", "shapes", "spec", "testing",
-    "typing",
+    "library", "nn", "op_registry", "ops", "plugins", "profiler", "random", "saving", "shape_fns", "shapes", "spec",
+    "testing", "typing",
 })
 
 

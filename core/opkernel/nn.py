@@ -12,6 +12,7 @@ import numpy as np
 from .dtypes import DType, as_dtype
 from .engine import is_tracing, to_tensor
 from .errors import InvalidArgumentError
+from .random import Generator, dropped
 from .tensor import Tensor, Variable, ops_module as _ops
 
 __all__ = [
@@ -284,6 +285,48 @@ class Embedding(Layer):
 
     def __call__(self, ids: Any) -> Tensor:
         return _ops().gather_v2(self.embeddings, ids, 0)  # type: ignore[no-any-return]
+
+
+class Dropout(Layer):
+    """Keras's Dropout: while training, each element is zeroed with probability ``rate`` and
+    the others scaled by 1 / (1 - rate) (TensorFlow's dropout arithmetic); otherwise the
+    input passes unchanged.  ``noise_shape`` (the input's shape by default; a None entry
+    takes the input's dimension) lets masks repeat along axes.
+
+    The masks come from an ``ok.random.Generator`` seeded with ``seed`` (from the operating
+    system's entropy when None), whose state is a non-trainable Variable of the layer
+    (``seed_state``: in ``variables``, not in ``trainable_variables``).  So a traced
+    training step draws a new mask on every call, and a model built with the same seed
+    draws the same masks, eager or traced."""
+
+    def __init__(self, rate: float, noise_shape: Sequence[int | None] | None = None, seed: int | None = None) -> None:
+        super().__init__()
+        if not 0 <= float(rate) < 1:
+            raise InvalidArgumentError(f"Dropout: rate must be in [0, 1), got {rate!r}")
+        self.rate = float(rate)
+        self.noise_shape = None if noise_shape is None else list(noise_shape)
+        gen = Generator.from_seed(seed) if seed is not None else Generator.from_non_deterministic_state()
+        gen.state.trainable = False
+        self.generator = gen
+        self.seed_state = gen.state
+
+    def __call__(self, x: Tensor, training: bool = False) -> Tensor:
+        if not training or self.rate == 0:
+            return x
+        ops = _ops()
+        if self.noise_shape is None:
+            shape: Any = ops.shape(x)
+        else:
+            dims = x.shape
+            if len(self.noise_shape) != len(dims):
+                raise InvalidArgumentError(f"Dropout: noise_shape {self.noise_shape} must have the input's rank "
+                                           f"{len(dims)}")
+            shape = [d if d is not None else dims[k] for k, d in enumerate(self.noise_shape)]
+            if any(d is None for d in shape):
+                raise InvalidArgumentError(f"Dropout: noise_shape {self.noise_shape} leaves a dimension unknown for "
+                                           f"an input of shape {list(dims)}")
+        uniform = self.generator.uniform(shape, dtype=x.dtype)
+        return dropped(x, uniform, self.rate)
 
 
 class LayerNormalization(Layer):

@@ -45,7 +45,8 @@ import recording  # noqa: E402
 from case import Case  # noqa: E402
 
 #: opkernel's Ref-input state ops and TensorFlow's resource-variable equivalents.
-RESOURCE_OPS = {"Assign": "AssignVariableOp", "AssignAdd": "AssignAddVariableOp", "AssignSub": "AssignSubVariableOp"}
+RESOURCE_OPS = {"Assign": "AssignVariableOp", "AssignAdd": "AssignAddVariableOp", "AssignSub": "AssignSubVariableOp",
+                "RngReadAndSkip": "RngReadAndSkip"}
 
 
 class RecorderError(Exception):
@@ -123,8 +124,9 @@ def _run_ref_op(tf: Any, case: Case, od: Any, entry: dict[str, Any]) -> list[np.
     entry["tf_op"] = target
     args: dict[str, Any] = {}
     variables = []
+    resource = tf.resource.as_datatype_enum
     for arg, value, tname in zip(od.input_arg, case.inputs, _input_names(tf, tod)):
-        if arg.is_ref:
+        if arg.is_ref or arg.type == resource:  # opkernel's Ref input; a resource handle in TensorFlow
             v = tf.Variable(tf.constant(value))
             variables.append(v)
             args[tname] = v.handle
@@ -176,7 +178,7 @@ def record_case(tf: Any, case: Case, arrays: dict[str, tuple[np.ndarray, str]],
     entry: dict[str, Any] = {"op": case.op}
     try:
         od = None if composed else _op_def(tf, case.op)
-        if od is not None and any(a.is_ref for a in od.input_arg):
+        if od is not None and (case.op in RESOURCE_OPS or any(a.is_ref for a in od.input_arg)):
             outs = _run_ref_op(tf, case, od, entry)
             sources: list[tuple[str, Any]] = []
         else:

@@ -41,6 +41,11 @@ class SparseSoftmaxCrossEntropyWithLogits(NamedTuple):
     loss: Tensor
     backprop: Tensor
 
+@type_check_only
+class StatelessRandomGetKeyCounter(NamedTuple):
+    key: Tensor
+    counter: Tensor
+
 def abs(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes the absolute value of a tensor element-wise: y = |x|.
 
@@ -1879,6 +1884,26 @@ def reshape(
       A `Tensor`. Has the same type as `tensor`.
     """
 
+def rng_read_and_skip(
+    resource: Variable,
+    alg: TensorLike,
+    delta: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Returns a random generator's state (int64 [3]: the Philox counter's low and high halves, the key) and moves its counter on by delta * 256, atomically: a tf.random.Generator's draw.
+
+    Args:
+      resource: A `Tensor` of type `int64`.
+      alg: A `Tensor` of type `int32`.
+      delta: A `Tensor` of type `uint64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `int64`.
+    """
+
 def rsqrt(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes the reciprocal of the square root of x element-wise: y = 1 / sqrt(x).
 
@@ -2213,6 +2238,250 @@ def squeeze(
 
     Returns:
       A `Tensor`. Has the same type as `input`.
+    """
+
+def stateless_multinomial(
+    logits: TensorLike,
+    num_samples: TensorLike,
+    seed: TensorLike,
+    output_dtype: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """num_samples class indices per row of logits [batch, classes], drawn with probabilities softmax(logits), a pure function of seed (shape [2]).
+
+    Args:
+      logits: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      num_samples: A `Tensor` of type `int32`.
+      seed: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      output_dtype: An optional `type` from: `int32`, `int64`. Defaults to `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `output_dtype`.
+    """
+
+def stateless_random_get_key_counter(
+    seed: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> StatelessRandomGetKeyCounter:
+    """The Philox key [1] and counter [2] TensorFlow's V2 stateless random ops draw with for a seed of shape [2].
+
+    Args:
+      seed: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A tuple of `Tensor` objects (key, counter).
+        key: A `Tensor` of type `uint64`.
+        counter: A `Tensor` of type `uint64`.
+    """
+
+def stateless_random_normal(
+    shape: TensorLike,
+    seed: TensorLike,
+    dtype: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A tensor of standard normal values, a pure function of seed (shape [2]).
+
+    Args:
+      shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      seed: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      dtype: An optional `type` from: `float16`, `bfloat16`, `float32`, `float64`. Defaults to `float32`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `dtype`.
+    """
+
+def stateless_random_normal_v2(
+    shape: TensorLike,
+    key: TensorLike,
+    counter: TensorLike,
+    alg: TensorLike,
+    dtype: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A tensor of standard normal values (Box-Muller), a pure function of key, counter and alg.
+
+    Args:
+      shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      key: A `Tensor` of type `uint64`.
+      counter: A `Tensor` of type `uint64`.
+      alg: A `Tensor` of type `int32`.
+      dtype: An optional `type` from: `float16`, `bfloat16`, `float32`, `float64`. Defaults to `float32`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `dtype`.
+    """
+
+def stateless_random_uniform(
+    shape: TensorLike,
+    seed: TensorLike,
+    dtype: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A tensor of uniform values in [0, 1), a pure function of seed (shape [2]).
+
+    Args:
+      shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      seed: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      dtype: An optional `type` from: `float16`, `bfloat16`, `float32`, `float64`. Defaults to `float32`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `dtype`.
+    """
+
+def stateless_random_uniform_full_int_v2(
+    shape: TensorLike,
+    key: TensorLike,
+    counter: TensorLike,
+    alg: TensorLike,
+    dtype: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Integers over the whole range of dtype, a pure function of key, counter and alg.
+
+    Args:
+      shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      key: A `Tensor` of type `uint64`.
+      counter: A `Tensor` of type `uint64`.
+      alg: A `Tensor` of type `int32`.
+      dtype: An optional `type` from: `int32`, `int64`, `uint32`, `uint64`. Defaults to `uint64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `dtype`.
+    """
+
+def stateless_random_uniform_int(
+    shape: TensorLike,
+    seed: TensorLike,
+    minval: TensorLike,
+    maxval: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Integers in [minval, maxval), a pure function of seed (shape [2]).
+
+    Args:
+      shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      seed: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      minval: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      maxval: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `minval`.
+    """
+
+def stateless_random_uniform_int_v2(
+    shape: TensorLike,
+    key: TensorLike,
+    counter: TensorLike,
+    alg: TensorLike,
+    minval: TensorLike,
+    maxval: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Integers in [minval, maxval): minval + (random bits mod (maxval - minval)), a pure function of key, counter and alg.
+
+    Args:
+      shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      key: A `Tensor` of type `uint64`.
+      counter: A `Tensor` of type `uint64`.
+      alg: A `Tensor` of type `int32`.
+      minval: A `Tensor`. Must be one of the following types: `int32`, `int64`, `uint32`, `uint64`.
+      maxval: A `Tensor`. Must be one of the following types: `int32`, `int64`, `uint32`, `uint64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `minval`.
+    """
+
+def stateless_random_uniform_v2(
+    shape: TensorLike,
+    key: TensorLike,
+    counter: TensorLike,
+    alg: TensorLike,
+    dtype: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A tensor of uniform values in [0, 1), a pure function of key, counter and alg.
+
+    Args:
+      shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      key: A `Tensor` of type `uint64`.
+      counter: A `Tensor` of type `uint64`.
+      alg: A `Tensor` of type `int32`.
+      dtype: An optional `type` from: `float16`, `bfloat16`, `float32`, `float64`. Defaults to `float32`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `dtype`.
+    """
+
+def stateless_truncated_normal(
+    shape: TensorLike,
+    seed: TensorLike,
+    dtype: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A tensor of standard normal values within 2 standard deviations, a pure function of seed (shape [2]).
+
+    Args:
+      shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      seed: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      dtype: An optional `type` from: `float16`, `bfloat16`, `float32`, `float64`. Defaults to `float32`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `dtype`.
+    """
+
+def stateless_truncated_normal_v2(
+    shape: TensorLike,
+    key: TensorLike,
+    counter: TensorLike,
+    alg: TensorLike,
+    dtype: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A tensor of standard normal values within 2 standard deviations, a pure function of key, counter and alg.
+
+    Args:
+      shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      key: A `Tensor` of type `uint64`.
+      counter: A `Tensor` of type `uint64`.
+      alg: A `Tensor` of type `int32`.
+      dtype: An optional `type` from: `float16`, `bfloat16`, `float32`, `float64`. Defaults to `float32`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `dtype`.
     """
 
 def stop_gradient(input: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:

@@ -20,7 +20,7 @@ def opkernel_register_backends() -> list[type[ok.Backend]]:
 
 @ok.hookimpl
 def opkernel_register_kernels() -> None:
-    from . import array_kernels, math_kernels, nn_kernels, state_kernels
+    from . import array_kernels, math_kernels, nn_kernels, random_kernels, state_kernels
 
-    for family in (math_kernels, array_kernels, nn_kernels, state_kernels):
+    for family in (math_kernels, array_kernels, nn_kernels, state_kernels, random_kernels):
         family.register_all()

@@ -1962,6 +1962,226 @@ static PyObject *matmul(PyObject *self, PyObject *args) {
     return PyLong_FromLong(raised);
 }
 
+/* ---------------------------------------------------------------- Philox random numbers
+ *
+ * ``philox(kind, key, counter, out, lo, range, threads)`` fills ``out`` with TensorFlow's
+ * stateless random numbers (random_ops.py in the core says which): the Philox 4x32-10
+ * generator at ``counter + g`` for output group g, and TensorFlow's distributions from
+ * random_distributions.h, with the C library's logf/sincosf (log/sincos for doubles), the
+ * functions TensorFlow's CPU kernels call, so the numbers are TensorFlow's bit for bit.
+ * Groups are independent, so the pool shares them out and the result does not depend on
+ * the thread count. */
+
+enum { PHILOX_UNIFORM, PHILOX_NORMAL, PHILOX_TRUNCATED, PHILOX_INT, PHILOX_FULL_INT };
+
+typedef struct {
+    int kind, wide;          /* wide: 64-bit elements (2 a group), else 32-bit (4 a group) */
+    uint32_t key[2];
+    uint32_t counter[4];
+    char *origin;            /* out's first byte: a block's first group is found from it */
+    npy_intp size, group_bytes;
+    uint64_t lo, range;      /* PHILOX_INT: lo + bits % range, wrapped to the element's width */
+} PhiloxJob;
+
+static void philox10(const uint32_t in[4], const uint32_t key[2], uint32_t out[4]) {
+    uint32_t c0 = in[0], c1 = in[1], c2 = in[2], c3 = in[3], k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+/* ``base + n`` as a 128-bit counter of four words, lowest first. */
+static void counter_add(const uint32_t base[4], uint64_t n, uint32_t c[4]) {
+    uint64_t lo = ((uint64_t)base[1] << 32 | base[0]) + n;
+    uint64_t hi = ((uint64_t)base[3] << 32 | base[2]) + (lo < n);
+    c[0] = (uint32_t)lo, c[1] = (uint32_t)(lo >> 32), c[2] = (uint32_t)hi, c[3] = (uint32_t)(hi >> 32);
+}
+
+static float u32_to_float(uint32_t x) { /* [0, 1): 23 random mantissa bits */
+    union { uint32_t u; float f; } v = {.u = (127u << 23) | (x & 0x7fffffu)};
+    return v.f - 1.0f;
+}
+
+static double u64_to_double(uint32_t x0, uint32_t x1) { /* [0, 1): 52 random mantissa bits */
+    union { uint64_t u; double d; } v = {.u = (1023ull << 52) | ((uint64_t)(x0 & 0xfffffu) << 32) | x1};
+    return v.d - 1.0;
+}
+
+static void box_muller_float(uint32_t x0, uint32_t x1, float *f0, float *f1) {
+    float u1 = u32_to_float(x0);
+    if (u1 < 1.0e-7f) u1 = 1.0e-7f;
+    const float v1 = (float)(2.0 * 3.14159265358979323846 * (double)u32_to_float(x1)); /* 2.0f * M_PI: in double */
+    const float u2 = sqrtf(-2.0f * logf(u1));
+    sincosf(v1, f0, f1);
+    *f0 *= u2;
+    *f1 *= u2;
+}
+
+static void box_muller_double(uint32_t x0, uint32_t x1, uint32_t x2, uint32_t x3, double *d0, double *d1) {
+    double u1 = u64_to_double(x0, x1);
+    if (u1 < 1.0e-7) u1 = 1.0e-7;
+    const double v1 = 2 * 3.14159265358979323846 * u64_to_double(x2, x3);
+    const double u2 = sqrt(-2.0 * log(u1));
+    sincos(v1, d0, d1);
+    *d0 *= u2;
+    *d1 *= u2;
+}
+
+/* One word after another from successive Philox calls (TensorFlow's SingleSampleAdapter). */
+typedef struct {
+    uint32_t counter[4], words[4];
+    const uint32_t *key;
+    int used;
+} Samples;
+
+static uint32_t next_word(Samples *s) {
+    if (s->used == 4) {
+        philox10(s->counter, s->key, s->words);
+        counter_add(s->counter, 1, s->counter);
+        s->used = 0;
+    }
+    return s->words[s->used++];
+}
+
+/* Group g's outputs (4 or 2) into ``group``. */
+static void philox_group(const PhiloxJob *j, uint64_t g, void *group) {
+    uint32_t c[4], w[4];
+    if (j->kind == PHILOX_TRUNCATED) {
+        Samples s = {.key = j->key, .used = 4};
+        counter_add(j->counter, g * (j->wide ? 128 : 256), s.counter); /* 256 samples reserved an output */
+        int index = 0, count = j->wide ? 2 : 4;
+        while (index < count) {
+            if (j->wide) {
+                uint32_t a = next_word(&s), b = next_word(&s), e = next_word(&s), f = next_word(&s);
+                double d[2];
+                box_muller_double(a, b, e, f, &d[0], &d[1]);
+                for (int k = 0; k < 2 && index < count; k++)
+                    if (fabs(d[k]) < 2.0) ((double *)group)[index++] = d[k];
+            } else {
+                uint32_t a = next_word(&s), b = next_word(&s);
+                float f[2];
+                box_muller_float(a, b, &f[0], &f[1]);
+                for (int k = 0; k < 2 && index < count; k++)
+                    if (fabsf(f[k]) < 2.0f) ((float *)group)[index++] = f[k];
+            }
+        }
+        return;
+    }
+    counter_add(j->counter, g, c);
+    philox10(c, j->key, w);
+    switch (j->kind) {
+    case PHILOX_UNIFORM:
+        if (j->wide) {
+            ((double *)group)[0] = u64_to_double(w[0], w[1]);
+            ((double *)group)[1] = u64_to_double(w[2], w[3]);
+        } else {
+            for (int k = 0; k < 4; k++) ((float *)group)[k] = u32_to_float(w[k]);
+        }
+        break;
+    case PHILOX_NORMAL:
+        if (j->wide) box_muller_double(w[0], w[1], w[2], w[3], &((double *)group)[0], &((double *)group)[1]);
+        else {
+            box_muller_float(w[0], w[1], &((float *)group)[0], &((float *)group)[1]);
+            box_muller_float(w[2], w[3], &((float *)group)[2], &((float *)group)[3]);
+        }
+        break;
+    case PHILOX_INT:
+        if (j->wide) {
+            for (int k = 0; k < 2; k++)
+                ((uint64_t *)group)[k] = j->lo + ((uint64_t)w[2 * k + 1] << 32 | w[2 * k]) % j->range;
+        } else {
+            for (int k = 0; k < 4; k++) ((uint32_t *)group)[k] = (uint32_t)j->lo + w[k] % (uint32_t)j->range;
+        }
+        break;
+    default: /* PHILOX_FULL_INT */
+        if (j->wide) {
+            for (int k = 0; k < 2; k++) ((uint64_t *)group)[k] = (uint64_t)w[2 * k + 1] << 32 | w[2 * k];
+        } else {
+            memcpy(group, w, sizeof w);
+        }
+    }
+}
+
+/* A pool block: groups [first, first + count) of the job, ``args[0]`` at the first one's bytes. */
+static void philox_block(char **args, npy_intp const *count, npy_intp const *unused, void *data) {
+    const PhiloxJob *j = (const PhiloxJob *)data;
+    const npy_intp esize = j->wide ? 8 : 4, per = j->wide ? 2 : 4;
+    const npy_intp first = (args[0] - j->origin) / j->group_bytes;
+    for (npy_intp g = first; g < first + count[0]; g++) {
+        npy_intp at = g * per, n = j->size - at < per ? j->size - at : per;
+        if (n == per) {
+            philox_group(j, (uint64_t)g, j->origin + at * esize);
+        } else { /* the last, partial group: its first n outputs */
+            double group[4];
+            philox_group(j, (uint64_t)g, group);
+            memcpy(j->origin + at * esize, group, (size_t)(n * esize));
+        }
+    }
+}
+
+PyDoc_STRVAR(philox_doc,
+"philox(kind, key, counter, out, lo, range, threads) -> int\n\n"
+"Fill the C-contiguous array ``out`` with TensorFlow's stateless random numbers: ``kind``\n"
+"0 uniform, 1 normal, 2 truncated normal (out float32 or float64), 3 integers lo + bits %\n"
+"range, 4 integers over the whole range (out int32, uint32, int64 or uint64; lo and range\n"
+"as unsigned 64-bit numbers, range >= 1).  ``key``: two 32-bit words, ``counter``: four\n"
+"(lowest first).  Shared out among the calling thread and ``threads - 1`` pool threads.\n"
+"Returns 0, or -2 when the arguments do not fit (nothing was written).");
+
+static PyObject *philox(PyObject *self, PyObject *args) {
+    int kind, threads;
+    unsigned int k0, k1, c0, c1, c2, c3;
+    unsigned long long lo, range;
+    PyArrayObject *out;
+    if (!PyArg_ParseTuple(args, "i(II)(IIII)O!KKi", &kind, &k0, &k1, &c0, &c1, &c2, &c3, &PyArray_Type, &out, &lo,
+                          &range, &threads))
+        return NULL;
+    int t = PyArray_TYPE(out);
+    int floats = t == NPY_FLOAT || t == NPY_DOUBLE;
+    int ints = t == NPY_INT32 || t == NPY_UINT32 || t == NPY_INT64 || t == NPY_UINT64;
+    if (kind < PHILOX_UNIFORM || kind > PHILOX_FULL_INT || (kind <= PHILOX_TRUNCATED ? !floats : !ints) ||
+        (kind == PHILOX_INT && range == 0) || !PyArray_IS_C_CONTIGUOUS(out) || !PyArray_ISALIGNED(out) ||
+        !PyArray_ISNOTSWAPPED(out) || !PyArray_ISWRITEABLE(out))
+        return PyLong_FromLong(-2);
+    PhiloxJob spec = {.kind = kind, .wide = PyArray_ITEMSIZE(out) == 8, .key = {k0, k1}, .counter = {c0, c1, c2, c3},
+                      .origin = PyArray_BYTES(out), .size = PyArray_SIZE(out), .lo = lo, .range = range};
+    const npy_intp per = spec.wide ? 2 : 4;
+    spec.group_bytes = per * PyArray_ITEMSIZE(out);
+    npy_intp groups = (spec.size + per - 1) / per;
+    if (groups == 0) return PyLong_FromLong(0);
+    Job job = {0};
+    job.loop = philox_block;
+    job.data = &spec;
+    job.nargs = 1;
+    job.ptr[0] = spec.origin;
+    job.itemsize[0] = spec.group_bytes;
+    job.size = groups;
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    job.block = 1024; /* 4 K numbers: tens of microseconds */
+    job.nblocks = groups / job.block + (groups % job.block != 0);
+    job.rounding = fegetround();
+    int raised = -1;
+    if (threads > 1 && job.nblocks > 1 && job.nblocks <= 0xffffffffLL) {
+        if (run_job(&job, threads, &raised) < 0) return NULL;
+    }
+    if (raised == -1) { /* one thread, or the pool is busy: every group here */
+        Py_BEGIN_ALLOW_THREADS
+        char *ptrs[1] = {spec.origin};
+        philox_block(ptrs, &groups, NULL, &spec);
+        Py_END_ALLOW_THREADS
+    }
+    return PyLong_FromLong(0);
+}
+
 static int add_ufuncs(PyObject *module) {
     for (size_t i = 0; i < sizeof ufunc_specs / sizeof ufunc_specs[0]; i++) {
         const UfuncSpec *u = &ufunc_specs[i];
@@ -1996,6 +2216,7 @@ static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
     {"rows", rows, METH_VARARGS, rows_doc},
     {"matmul", matmul, METH_VARARGS, matmul_doc},
+    {"philox", philox, METH_VARARGS, philox_doc},
     {"fused", fused, METH_VARARGS, fused_doc},
     {"max_pool", max_pool, METH_VARARGS, max_pool_doc},
     {"max_pool_with_argmax", max_pool_with_argmax, METH_VARARGS, max_pool_with_argmax_doc},

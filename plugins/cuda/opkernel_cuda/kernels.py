@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import array_kernels, math_kernels, nn_kernels, runtime, state_kernels
+from . import array_kernels, math_kernels, nn_kernels, random_kernels, runtime, state_kernels
 from .lazy import LazyModule
 
 Row = tuple[str, Any, "dict[str, list[str]] | None", tuple[str, ...]]
@@ -30,6 +30,7 @@ def rows(xp: str = "cupy", special: str = "cupyx.scipy.special") -> list[Row]:
         *array_kernels.rows(),
         *nn_kernels.rows(),
         *state_kernels.rows(),
+        *random_kernels.rows(),
     ]
 
 

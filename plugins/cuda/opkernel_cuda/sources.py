@@ -291,6 +291,177 @@ __global__ void apply_adam(T* var, T* m, T* v, const T* beta1_power, const T* be
 }
 """
 
+_RANDOM = r"""
+#include <cuda_fp16.h>
+typedef long long i64;
+typedef unsigned long long u64;
+
+// Philox 4x32-10 at counter + n (a 128-bit counter of four words, lowest first)
+__device__ __forceinline__ void philox10(uint4 c, unsigned k0, unsigned k1, unsigned* w) {
+  for (int r = 0; r < 10; r++) {
+    const unsigned h0 = __umulhi(0xD2511F53u, c.x), l0 = 0xD2511F53u * c.x;
+    const unsigned h1 = __umulhi(0xCD9E8D57u, c.z), l1 = 0xCD9E8D57u * c.z;
+    c = make_uint4(h1 ^ c.y ^ k0, l1, h0 ^ c.w ^ k1, l0);
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  w[0] = c.x; w[1] = c.y; w[2] = c.z; w[3] = c.w;
+}
+__device__ __forceinline__ uint4 counter_add(uint4 b, u64 n) {
+  const u64 lo = (((u64)b.y << 32) | b.x) + n;
+  const u64 hi = (((u64)b.w << 32) | b.z) + (lo < n ? 1 : 0);
+  return make_uint4((unsigned)lo, (unsigned)(lo >> 32), (unsigned)hi, (unsigned)(hi >> 32));
+}
+__device__ __forceinline__ float unit_float(unsigned x) { return __uint_as_float((127u << 23) | (x & 0x7fffffu)) - 1.0f; }
+__device__ __forceinline__ double unit_double(unsigned x0, unsigned x1) {
+  return __longlong_as_double((long long)((1023ull << 52) | ((u64)(x0 & 0xfffffu) << 32) | x1)) - 1.0;
+}
+// TensorFlow's BoxMullerFloat; the logarithm, sine, cosine and root in double, rounded to float
+__device__ __forceinline__ void box_muller_float(unsigned x0, unsigned x1, float* f0, float* f1) {
+  float u1 = unit_float(x0);
+  if (u1 < 1.0e-7f) u1 = 1.0e-7f;
+  const float v1 = (float)(2.0 * 3.14159265358979323846 * (double)unit_float(x1));
+  const float lg = (float)log((double)u1);
+  const float u2 = (float)sqrt((double)__fmul_rn(-2.0f, lg));
+  *f0 = __fmul_rn((float)sin((double)v1), u2);
+  *f1 = __fmul_rn((float)cos((double)v1), u2);
+}
+__device__ __forceinline__ void box_muller_double(unsigned x0, unsigned x1, unsigned x2, unsigned x3, double* d0, double* d1) {
+  double u1 = unit_double(x0, x1);
+  if (u1 < 1.0e-7) u1 = 1.0e-7;
+  const double v1 = __dmul_rn(2 * 3.14159265358979323846, unit_double(x2, x3));
+  const double u2 = sqrt(__dmul_rn(-2.0, log(u1)));
+  *d0 = __dmul_rn(sin(v1), u2);
+  *d1 = __dmul_rn(cos(v1), u2);
+}
+struct Samples {
+  uint4 counter; unsigned w[4]; int used; unsigned k0, k1;
+  __device__ unsigned next() {
+    if (used == 4) { philox10(counter, k0, k1, w); counter = counter_add(counter, 1); used = 0; }
+    return w[used++];
+  }
+};
+template <typename T> struct Put { __device__ static void at(T* out, i64 i, float v) { out[i] = (T)v; } };
+template <> struct Put<__half> { __device__ static void at(__half* out, i64 i, float v) { out[i] = __float2half_rn(v); } };
+
+// One thread per group of 4 outputs (2 for double), grid-stride.
+template <typename T>
+__global__ void philox_uniform(T* out, i64 size, unsigned k0, unsigned k1, unsigned c0, unsigned c1, unsigned c2, unsigned c3) {
+  const uint4 base = make_uint4(c0, c1, c2, c3);
+  for (i64 g = blockIdx.x * (i64)blockDim.x + threadIdx.x, at = g * 4; at < size; g += (i64)gridDim.x * blockDim.x, at = g * 4) {
+    unsigned w[4];
+    philox10(counter_add(base, (u64)g), k0, k1, w);
+    for (int k = 0; k < 4 && at + k < size; k++)
+      Put<T>::at(out, at + k, sizeof(T) == 2 ? (float)(w[k] & 0x3ffu) * (1.0f / 1024) : unit_float(w[k]));
+  }
+}
+template <typename T>
+__global__ void philox_normal(T* out, i64 size, unsigned k0, unsigned k1, unsigned c0, unsigned c1, unsigned c2, unsigned c3) {
+  const uint4 base = make_uint4(c0, c1, c2, c3);
+  for (i64 g = blockIdx.x * (i64)blockDim.x + threadIdx.x, at = g * 4; at < size; g += (i64)gridDim.x * blockDim.x, at = g * 4) {
+    unsigned w[4];
+    float f[4];
+    philox10(counter_add(base, (u64)g), k0, k1, w);
+    box_muller_float(w[0], w[1], &f[0], &f[1]);
+    box_muller_float(w[2], w[3], &f[2], &f[3]);
+    for (int k = 0; k < 4 && at + k < size; k++) Put<T>::at(out, at + k, f[k]);
+  }
+}
+template <typename T>
+__global__ void philox_truncated(T* out, i64 size, unsigned k0, unsigned k1, unsigned c0, unsigned c1, unsigned c2, unsigned c3) {
+  const uint4 base = make_uint4(c0, c1, c2, c3);
+  for (i64 g = blockIdx.x * (i64)blockDim.x + threadIdx.x, at = g * 4; at < size; g += (i64)gridDim.x * blockDim.x, at = g * 4) {
+    Samples s;
+    s.counter = counter_add(base, (u64)g * 256); s.used = 4; s.k0 = k0; s.k1 = k1;
+    int index = 0;
+    while (index < 4) {
+      const unsigned a = s.next(), b = s.next();
+      float f[2];
+      box_muller_float(a, b, &f[0], &f[1]);
+      for (int k = 0; k < 2 && index < 4; k++)
+        if (fabsf(f[k]) < 2.0f) { if (at + index < size) Put<T>::at(out, at + index, f[k]); index++; }
+    }
+  }
+}
+template <typename T>
+__global__ void philox_uniform_double(T* out, i64 size, unsigned k0, unsigned k1, unsigned c0, unsigned c1, unsigned c2, unsigned c3) {
+  const uint4 base = make_uint4(c0, c1, c2, c3);
+  for (i64 g = blockIdx.x * (i64)blockDim.x + threadIdx.x, at = g * 2; at < size; g += (i64)gridDim.x * blockDim.x, at = g * 2) {
+    unsigned w[4];
+    philox10(counter_add(base, (u64)g), k0, k1, w);
+    out[at] = unit_double(w[0], w[1]);
+    if (at + 1 < size) out[at + 1] = unit_double(w[2], w[3]);
+  }
+}
+template <typename T>
+__global__ void philox_normal_double(T* out, i64 size, unsigned k0, unsigned k1, unsigned c0, unsigned c1, unsigned c2, unsigned c3) {
+  const uint4 base = make_uint4(c0, c1, c2, c3);
+  for (i64 g = blockIdx.x * (i64)blockDim.x + threadIdx.x, at = g * 2; at < size; g += (i64)gridDim.x * blockDim.x, at = g * 2) {
+    unsigned w[4];
+    double d[2];
+    philox10(counter_add(base, (u64)g), k0, k1, w);
+    box_muller_double(w[0], w[1], w[2], w[3], &d[0], &d[1]);
+    out[at] = d[0];
+    if (at + 1 < size) out[at + 1] = d[1];
+  }
+}
+template <typename T>
+__global__ void philox_truncated_double(T* out, i64 size, unsigned k0, unsigned k1, unsigned c0, unsigned c1, unsigned c2, unsigned c3) {
+  const uint4 base = make_uint4(c0, c1, c2, c3);
+  for (i64 g = blockIdx.x * (i64)blockDim.x + threadIdx.x, at = g * 2; at < size; g += (i64)gridDim.x * blockDim.x, at = g * 2) {
+    Samples s;
+    s.counter = counter_add(base, (u64)g * 128); s.used = 4; s.k0 = k0; s.k1 = k1;
+    int index = 0;
+    while (index < 2) {
+      const unsigned a = s.next(), b = s.next(), c = s.next(), e = s.next();
+      double d[2];
+      box_muller_double(a, b, c, e, &d[0], &d[1]);
+      for (int k = 0; k < 2 && index < 2; k++)
+        if (fabs(d[k]) < 2.0) { if (at + index < size) out[at + index] = d[k]; index++; }
+    }
+  }
+}
+// Integers: lo + bits % range (full = 1: the bits), wrapped to T's width; W the unsigned type of that width.
+template <typename T, typename W>
+__global__ void philox_int(T* out, i64 size, unsigned k0, unsigned k1, unsigned c0, unsigned c1, unsigned c2, unsigned c3, u64 lo, u64 range, int full) {
+  const uint4 base = make_uint4(c0, c1, c2, c3);
+  const int per = sizeof(W) == 8 ? 2 : 4;
+  for (i64 g = blockIdx.x * (i64)blockDim.x + threadIdx.x, at = g * per; at < size; g += (i64)gridDim.x * blockDim.x, at = g * per) {
+    unsigned w[4];
+    philox10(counter_add(base, (u64)g), k0, k1, w);
+    for (int k = 0; k < per && at + k < size; k++) {
+      const W bits = sizeof(W) == 8 ? (W)(((u64)w[2 * k + 1] << 32) | w[2 * k]) : (W)w[k];
+      out[at + k] = (T)(full ? bits : (W)((W)lo + bits % (W)range));
+    }
+  }
+}
+// StatelessMultinomial: one thread per sample; sample i reads words 2i, 2i + 1 of the stream.
+template <typename L, typename O>
+__global__ void multinomial(O* out, const L* logits, int classes, i64 n, i64 total_samples, unsigned k0, unsigned k1, unsigned c0, unsigned c1, unsigned c2, unsigned c3) {
+  const uint4 base = make_uint4(c0, c1, c2, c3);
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < total_samples; i += (i64)gridDim.x * blockDim.x) {
+    const L* row = logits + (i / n) * classes;
+    unsigned w[4];
+    philox10(counter_add(base, (u64)(i / 2)), k0, k1, w);
+    const double u = (i % 2) ? unit_double(w[2], w[3]) : unit_double(w[0], w[1]);
+    double top = -1.0 / 0.0;
+    bool any = false;
+    for (int j = 0; j < classes; j++) { const double v = (double)row[j]; if (isfinite(v)) { if (!any || v > top) top = v; any = true; } }
+    double total = 0;
+    for (int j = 0; j < classes; j++) { const double v = (double)row[j]; if (isfinite(v)) total += exp(v - top); }
+    const double to_find = u * total;
+    double running = 0;
+    int found = classes;
+    for (int j = 0; j < classes; j++) {
+      const double v = (double)row[j];
+      if (isfinite(v)) running += exp(v - top);
+      if (running > to_find) { found = j; break; }
+    }
+    out[i] = (O)found;
+  }
+}
+"""
+
 SOURCES: tuple[Source, ...] = (
     Source("xent", _XENT, ("softmax_xent",), _types(FLOATS)),
     Source(
@@ -300,6 +471,18 @@ SOURCES: tuple[Source, ...] = (
     Source("bias_grad", _BIAS_GRAD, ("bias_grad_partial",), _types(REALS)),
     Source("pool", _POOL, ("max_pool", "max_pool_grad"), _types(POOL_TYPES)),
     Source("training", _TRAINING, ("apply_gradient_descent", "apply_momentum", "apply_adam"), _types(FLOATS)),
+    Source("philox", _RANDOM, ("philox_uniform", "philox_normal", "philox_truncated"), (("__half",), ("float",))),
+    Source("philox_double", _RANDOM, ("philox_uniform_double", "philox_normal_double", "philox_truncated_double"),
+           (("double",),)),
+    Source(
+        "philox_int", _RANDOM, ("philox_int",),
+        (("int", "unsigned"), ("unsigned", "unsigned"), ("long long", "unsigned long long"),
+         ("unsigned long long", "unsigned long long")),
+    ),
+    Source(
+        "multinomial", _RANDOM, ("multinomial",),
+        tuple((CTYPES[t], CTYPES[o]) for t in ("float32", "float64") for o in ("int32", "int64")),
+    ),
 )
 
 _BY_NAME = {s.name: s for s in SOURCES}

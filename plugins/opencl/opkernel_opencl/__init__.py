@@ -32,7 +32,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: The kernel modules, one registration table each.
-FAMILIES = ("elementwise", "array_kernels", "reduction_kernels", "linalg_kernels", "nn_kernels", "state_kernels")
+FAMILIES = (
+    "elementwise", "array_kernels", "reduction_kernels", "linalg_kernels", "nn_kernels", "state_kernels", "random_kernels",
+)
 
 
 @ok.hookimpl

@@ -1,0 +1,135 @@
+"""CUDA kernels of TensorFlow's stateless random ops (opkernel.ops.random_ops): the raw
+kernels of ``sources._RANDOM``, one thread per Philox group (grid-stride), as the
+OpenCL plugin's.  Uniform floats and integers are TensorFlow's bit for bit; normal and
+truncated normal values take the logarithm, sine, cosine and root in double, rounded to
+float (within an ulp of TensorFlow's CPU numbers; TensorFlow's own GPU kernels use
+CUDA's float functions, which differ from its CPU ones too).  The key, counter, shape,
+seed and bounds are host-memory arguments.  Over numpy (the kernel table's tests) every
+kernel is the CPU plugin's.  cupy has no bfloat16: those outputs have no CUDA kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import opkernel as ok
+from opkernel.ops import random_ops as R
+from opkernel_cpu import random_kernels as cpu
+
+from . import runtime
+from .sources import CTYPES
+
+Row = tuple[str, Any, "dict[str, list[str]] | None", tuple[str, ...]]
+
+FLOATS = ("float16", "float32", "float64")
+INTS = ("int32", "int64", "uint32", "uint64")
+_INT_ARGS = {"int32": ("int", "unsigned"), "uint32": ("unsigned", "unsigned"),
+             "int64": ("long long", "unsigned long long"), "uint64": ("unsigned long long", "unsigned long long")}
+_KIND = {cpu.UNIFORM: "uniform", cpu.NORMAL: "normal", cpu.TRUNCATED: "truncated"}
+
+
+def _fill(op: str, kind: int, dtype: ok.DType, shape: Any, key: tuple[int, int], counter: tuple[int, int, int, int],
+          lo: int = 0, span: int = 1) -> Any:
+    dims = R.check_shape(op, shape)
+    cp = runtime.STATE.cupy
+    if cp is None:  # the table over numpy (tests)
+        return cpu.fill(kind, dtype, dims, key, counter, lo, span)
+    out = cp.empty(dims, dtype.np)
+    size = math.prod(dims)
+    if not size:
+        return out
+    per = R.GROUP[dtype.name]
+    words = (np.uint32(key[0]), np.uint32(key[1]), *(np.uint32(c) for c in counter))
+    groups = -(-size // per)
+    if kind in (cpu.INT, cpu.FULL_INT):
+        runtime.launch("philox_int", "philox_int", _INT_ARGS[dtype.name], runtime.grid(groups), runtime.BLOCK,
+                       (out, np.int64(size), *words, np.uint64(lo & (2**64 - 1)), np.uint64(span),
+                        np.int32(kind == cpu.FULL_INT)))
+    elif dtype.name == "float64":
+        runtime.launch("philox_double", f"philox_{_KIND[kind]}_double", ("double",), runtime.grid(groups), runtime.BLOCK,
+                       (out, np.int64(size), *words))
+    else:
+        runtime.launch("philox", f"philox_{_KIND[kind]}", (CTYPES[dtype.name],), runtime.grid(groups), runtime.BLOCK,
+                       (out, np.int64(size), *words))
+    return out
+
+
+def _v2(op: str, kind: int) -> Any:
+    def kernel(shape: Any, key: Any, counter: Any, alg: Any, dtype: ok.DType, **attrs: Any) -> Any:
+        k, c = R.check_key_counter(op, key, counter, alg)
+        return _fill(op, kind, dtype, shape, k, c)
+
+    kernel.__name__ = op
+    return kernel
+
+
+def _v1(op: str, kind: int) -> Any:
+    def kernel(shape: Any, seed: Any, dtype: ok.DType, **attrs: Any) -> Any:
+        k, c = R.key_counter(*R.seed_words(op, seed))
+        return _fill(op, kind, dtype, shape, k, c)
+
+    kernel.__name__ = op
+    return kernel
+
+
+def stateless_random_uniform_int_v2(shape: Any, key: Any, counter: Any, alg: Any, minval: Any, maxval: Any,
+                                    dtype: ok.DType, **attrs: Any) -> Any:
+    op = "StatelessRandomUniformIntV2"
+    k, c = R.check_key_counter(op, key, counter, alg)
+    lo, hi = R.check_range(op, minval, maxval)
+    return _fill(op, cpu.INT, dtype, shape, k, c, lo, hi - lo)
+
+
+def stateless_random_uniform_int(shape: Any, seed: Any, minval: Any, maxval: Any, dtype: ok.DType, **attrs: Any) -> Any:
+    op = "StatelessRandomUniformInt"
+    k, c = R.key_counter(*R.seed_words(op, seed))
+    lo, hi = R.check_range(op, minval, maxval)
+    return _fill(op, cpu.INT, dtype, shape, k, c, lo, hi - lo)
+
+
+def stateless_random_uniform_full_int_v2(shape: Any, key: Any, counter: Any, alg: Any, dtype: ok.DType,
+                                         **attrs: Any) -> Any:
+    op = "StatelessRandomUniformFullIntV2"
+    k, c = R.check_key_counter(op, key, counter, alg)
+    return _fill(op, cpu.FULL_INT, dtype, shape, k, c)
+
+
+def stateless_multinomial(logits: Any, num_samples: Any, seed: Any, T: ok.DType, output_dtype: ok.DType,
+                          **attrs: Any) -> Any:
+    op = "StatelessMultinomial"
+    cp = runtime.STATE.cupy
+    if cp is None or T.name not in ("float32", "float64"):
+        return cpu.stateless_multinomial(logits, num_samples, seed, output_dtype=output_dtype)
+    batch, classes, n = R.check_multinomial(op, logits, num_samples)
+    key, counter = R.key_counter(*R.seed_words(op, seed))
+    out = cp.empty((batch, n), output_dtype.np)
+    total = batch * n
+    if total:
+        runtime.launch(
+            "multinomial", "multinomial", (CTYPES[T.name], CTYPES[output_dtype.name]), runtime.grid(total),
+            runtime.BLOCK, (out, cp.ascontiguousarray(logits), np.int32(classes), np.int64(n), np.int64(total),
+                            np.uint32(key[0]), np.uint32(key[1]), *(np.uint32(c) for c in counter)),
+        )
+    return out
+
+
+def rows() -> list[Row]:
+    floats = {"dtype": list(FLOATS)}
+    ints = {"dtype": list(INTS)}
+    v2 = ("shape", "key", "counter", "alg")
+    return [
+        ("StatelessRandomGetKeyCounter", cpu.stateless_random_get_key_counter, None, ("seed",)),
+        ("StatelessRandomUniformV2", _v2("StatelessRandomUniformV2", cpu.UNIFORM), floats, v2),
+        ("StatelessRandomNormalV2", _v2("StatelessRandomNormalV2", cpu.NORMAL), floats, v2),
+        ("StatelessTruncatedNormalV2", _v2("StatelessTruncatedNormalV2", cpu.TRUNCATED), floats, v2),
+        ("StatelessRandomUniformIntV2", stateless_random_uniform_int_v2, ints, v2 + ("minval", "maxval")),
+        ("StatelessRandomUniformFullIntV2", stateless_random_uniform_full_int_v2, ints, v2),
+        ("StatelessRandomUniform", _v1("StatelessRandomUniform", cpu.UNIFORM), floats, ("shape", "seed")),
+        ("StatelessRandomNormal", _v1("StatelessRandomNormal", cpu.NORMAL), floats, ("shape", "seed")),
+        ("StatelessTruncatedNormal", _v1("StatelessTruncatedNormal", cpu.TRUNCATED), floats, ("shape", "seed")),
+        ("StatelessRandomUniformInt", stateless_random_uniform_int, {"dtype": ["int32", "int64"]},
+         ("shape", "seed", "minval", "maxval")),
+        ("StatelessMultinomial", stateless_multinomial, {"T": ["float32", "float64"]}, ("num_samples", "seed")),
+    ]
