@@ -52,7 +52,8 @@ def test_check_op_across_backends(case):
 def test_every_op_of_the_library_has_a_row():
     untested = sorted(
         name for name in op_registry.op_names()
-        if name not in ROWS and ">" not in name and not name.startswith(("Assign", "Apply", "StringToNumber"))
+        if name not in ROWS and ">" not in name
+        and not name.startswith(("Assign", "Apply", "StringToNumber", "RngReadAndSkip"))  # Ref inputs: test_random.py
     )
     assert untested == []
 

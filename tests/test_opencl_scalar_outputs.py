@@ -73,7 +73,34 @@ SWEEP = {
         ("Log1p", "log1p"), ("Neg", "neg"), ("Relu", "relu"), ("Relu6", "relu6"), ("Rsqrt", "rsqrt"),
         ("Selu", "selu"), ("Sigmoid", "sigmoid"), ("Sign", "sign"), ("Sin", "sin"), ("Softplus", "softplus"),
         ("Sqrt", "sqrt"), ("Square", "square"), ("Tanh", "tanh"), ("ZerosLike", "zeros_like"),
-        ("OnesLike", "ones_like"), ("Identity", "identity"), ("StopGradient", "stop_gradient")]},
+        ("OnesLike", "ones_like"), ("Identity", "identity"), ("StopGradient", "stop_gradient"),
+        ("Tan", "tan"), ("Asin", "asin"), ("Acos", "acos"), ("Asinh", "asinh"), ("Acosh", "acosh"), ("Atanh", "atanh"),
+        ("Reciprocal", "reciprocal"), ("Round", "round"), ("IsNan", "is_nan"), ("IsInf", "is_inf"),
+        ("IsFinite", "is_finite"), ("LeakyRelu", "leaky_relu")]},
+    # the stateless random ops: a 0-d output ([] shape) and empty ones
+    **{op: [f"ok.ops.{fn}(np.array([], np.int32), np.array([7], np.uint64), np.array([1, 2], np.uint64), np.int32(1){dt})",
+            f"ok.ops.{fn}(np.array([0, 3], np.int64), np.array([7], np.uint64), np.array([1, 2], np.uint64), np.int32(3){dt})"]
+       for op, fn, dt in [("StatelessRandomUniformV2", "stateless_random_uniform_v2", ""),
+                          ("StatelessRandomNormalV2", "stateless_random_normal_v2", ", dtype=ok.float16"),
+                          ("StatelessTruncatedNormalV2", "stateless_truncated_normal_v2", ", dtype=ok.float64"),
+                          ("StatelessRandomUniformFullIntV2", "stateless_random_uniform_full_int_v2", ", dtype=ok.int32")]},
+    "StatelessRandomUniformIntV2": [
+        "ok.ops.stateless_random_uniform_int_v2(np.array([], np.int32), np.array([7], np.uint64), np.array([1, 2], np.uint64), "
+        "np.int32(1), np.int64(-3), np.int64(9))",
+        "ok.ops.stateless_random_uniform_int_v2(np.array([0], np.int32), np.array([7], np.uint64), np.array([1, 2], np.uint64), "
+        "np.int32(1), np.int32(-3), np.int32(9))"],
+    **{op: [f"ok.ops.{fn}(np.array([], np.int32), np.array([1, 2], np.int64))",
+            f"ok.ops.{fn}(np.array([2, 0], np.int32), np.array([1, 2], np.int32))"]
+       for op, fn in [("StatelessRandomUniform", "stateless_random_uniform"), ("StatelessRandomNormal", "stateless_random_normal"),
+                      ("StatelessTruncatedNormal", "stateless_truncated_normal")]},
+    "StatelessRandomUniformInt": [
+        "ok.ops.stateless_random_uniform_int(np.array([], np.int32), np.array([1, 2], np.int64), np.int32(0), np.int32(5))",
+        "ok.ops.stateless_random_uniform_int(np.array([0], np.int32), np.array([1, 2], np.int64), np.int64(0), np.int64(5))"],
+    "StatelessRandomGetKeyCounter": ["ok.ops.stateless_random_get_key_counter(np.array([1, 2], np.int64))"],
+    "StatelessMultinomial": [
+        "ok.ops.stateless_multinomial(np.zeros((0, 3), np.float32), np.int32(2), np.array([1, 2], np.int64))",
+        "ok.ops.stateless_multinomial(np.zeros((2, 3), np.float32), np.int32(0), np.array([1, 2], np.int64))"],
+    "RngReadAndSkip": ["ok.ops.rng_read_and_skip(ok.Variable(np.array([1, 2, 3], np.int64)), np.int32(1), np.uint64(0))"],
     "LogicalNot": ["ok.ops.logical_not(B)", "ok.ops.logical_not(EB)"],
     "Cast": ["ok.ops.cast(S, DstT=ok.int32)", "ok.ops.cast(E, DstT=ok.float16)", "ok.ops.cast(S64, DstT=ok.float32, Truncate=True)"],
     # binary: 0-d with 0-d, empty with empty, empty with 0-d
@@ -81,7 +108,8 @@ SWEEP = {
         ("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("RealDiv", "real_div"), ("FloorDiv", "floor_div"),
         ("FloorMod", "floor_mod"), ("Pow", "pow"), ("Maximum", "maximum"), ("Minimum", "minimum"),
         ("Equal", "equal"), ("NotEqual", "not_equal"), ("Less", "less"), ("LessEqual", "less_equal"),
-        ("Greater", "greater"), ("GreaterEqual", "greater_equal"), ("ReluGrad", "relu_grad")]},
+        ("Greater", "greater"), ("GreaterEqual", "greater_equal"), ("ReluGrad", "relu_grad"), ("Atan2", "atan2"),
+        ("SquaredDifference", "squared_difference"), ("LeakyReluGrad", "leaky_relu_grad")]},
     "LogicalAnd": ["ok.ops.logical_and(B, B)", "ok.ops.logical_and(EB, B)"],
     "LogicalOr": ["ok.ops.logical_or(B, B)", "ok.ops.logical_or(EB, EB)"],
     "AddN": ["ok.ops.add_n([S, S2])", "ok.ops.add_n([E, E, E])"],

@@ -86,6 +86,11 @@ BINARY_CASES = [
     *binary_rows("Pow", np.power, x=positive(), ints=(small_ints, lambda rng, dt, s: arr(rng, dt, s, 0, 3))),
     *binary_rows("Maximum", np.maximum, ints=(small_ints, small_ints)),
     *binary_rows("Minimum", np.minimum, ints=(small_ints, small_ints)),
+    *binary_rows("Atan2", np.arctan2, y=nonzero),
+    OpCase("Atan2-signs_and_zeros", "Atan2", lambda rng, dt: [np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, 2.0, -2.0], dt),
+                                                               np.array([0.0, 0.0, -0.0, -0.0, -1.0, -1.0, 0.0, np.inf], dt)],
+           np.arctan2, grad=False),
+    *binary_rows("SquaredDifference", lambda x, y: np.square(x - y), ints=(small_ints, small_ints)),
     OpCase("FloorMod-negative_divisor", "FloorMod", lambda rng, dt: [arr(rng, dt, (2, 3), -3, 3), nonzero(rng, dt, (2, 3))], np.mod, grad=False),
     OpCase("Pow-negative_base_int_exponent", "Pow", lambda rng, dt: [arr(rng, dt, (5,)), np.array([0, 1, 2, 3, -1], dt)], np.power, grad=False),
 ]
@@ -130,6 +135,23 @@ UNARY_CASES = [
     unary("Sinh", np.sinh, -3, 3),
     unary("Cosh", np.cosh, -3, 3),
     unary("Atan", np.arctan, -4, 4),
+    unary("Tan", np.tan, -1.2, 1.2),
+    unary("Asin", np.arcsin, -0.9, 0.9),
+    unary("Acos", np.arccos, -0.9, 0.9),
+    unary("Asinh", np.arcsinh, -3, 3),
+    unary("Acosh", np.arccosh, 1.2, 4),
+    unary("Atanh", np.arctanh, -0.9, 0.9),
+    OpCase("Reciprocal", "Reciprocal", lambda rng, dt: [nonzero(rng, dt, (2, 3))], np.reciprocal),
+    OpCase("Reciprocal-zeros", "Reciprocal", lambda rng, dt: [np.array([0.0, -0.0, np.inf, -np.inf], dt)],
+           lambda x: np.array([np.inf, -np.inf, 0.0, -0.0], x.dtype), grad=False),
+    OpCase("Round", "Round", lambda rng, dt: [np.array([-2.5, -1.5, -0.5, -0.0, 0.5, 1.5, 2.5, 0.49, 1e6 + 0.5], dt)],
+           np.rint, grad=False),
+    OpCase("Round-int32", "Round", lambda rng, dt: [arr(rng, dt, (2, 3), -5, 5)], lambda x: x, dtypes=("int32", "int64"),
+           grad=False),
+    *[
+        OpCase(op, op, lambda rng, dt: [np.array([0.0, -1.5, np.inf, -np.inf, np.nan, 1e30], dt)], ref, grad=False)
+        for op, ref in (("IsNan", np.isnan), ("IsInf", np.isinf), ("IsFinite", np.isfinite))
+    ],
     OpCase("Erf-all_ranges", "Erf", lambda rng, dt: [np.array([-7.0, -4.5, -1.0, -1e-9, 0.0, 0.3, 0.46875, 0.5, 3.9, 4.1, 30.0], dt)], erf_ref, grad=False),
     *[
         OpCase(f"{op}-int32", op, lambda rng, dt: [arr(rng, dt, (2, 3), -5, 5)], ref, dtypes=("int32",), grad=False)
@@ -428,7 +450,80 @@ COMPLEX_CASES = [
            attrs={"DstT": ok.complex128}, dtypes=FLOATS),
 ]
 
-CASES = BINARY_CASES + UNARY_CASES + LOGIC_CASES + REDUCTION_CASES + LINALG_CASES + COMPLEX_CASES
+# ---------------------------------------------------------------- stateless random ops
+
+
+def _random_ref(kind: str) -> Any:
+    """The CPU plugin's numpy path (Philox and TensorFlow's distributions in numpy, the
+    reference its native kernel is checked against; test_random.py checks both against
+    TensorFlow's recorded bits)."""
+
+    def ref(shape: Any, *rest: Any, dtype: Any = None, **attrs: Any) -> np.ndarray:
+        from opkernel.ops import random_ops as R
+        from opkernel_cpu import random_kernels as rk
+
+        if kind == "v1":  # a seed
+            key, counter = R.key_counter(*R.seed_words("", rest[0]))
+        else:  # a key, a counter and an algorithm
+            key, counter = R.check_key_counter("", rest[0], rest[1], rest[2])
+        which = attrs["_kind"]
+        dims = tuple(int(d) for d in np.asarray(shape))
+        lo, span = (int(rest[-2]), int(rest[-1]) - int(rest[-2])) if which == rk.INT else (0, 1)
+        dt = ok.as_dtype(dtype) if dtype is not None else ok.as_dtype(np.asarray(rest[-1]).dtype)
+        return rk._numpy_fill(which, dt, int(np.prod(dims)), key, counter, lo, span).reshape(dims)
+
+    return ref
+
+
+def _key_counter(rng: np.random.Generator, dt: str) -> list[np.ndarray]:
+    return [np.array([3, 4], np.int32), np.array([0x0123456789ABCDEF], np.uint64), np.array([5, 9], np.uint64),
+            np.array(1, np.int32)]
+
+
+def _random_rows() -> list[OpCase]:
+    rows = []
+    tol = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-12)}  # normal numbers off cpu: the device's log, sin, cos
+    for op, kind in (("StatelessRandomUniformV2", 0), ("StatelessRandomNormalV2", 1), ("StatelessTruncatedNormalV2", 2)):
+        for dt in ("float32", "float64"):
+            rows.append(OpCase(f"{op}-{dt}", op, _key_counter, lambda *a, _k=kind, **kw: _random_ref("v2")(*a, **{**kw, "_kind": _k}),
+                               attrs={"dtype": ok.as_dtype(dt)}, dtypes=(dt,), grad=False, tol=tol))
+    rows.append(OpCase("StatelessRandomUniformIntV2", "StatelessRandomUniformIntV2",
+                       lambda rng, dt: [*_key_counter(rng, dt), np.array(-7, dt), np.array(100, dt)],
+                       lambda *a, **kw: _random_ref("v2")(*a, **{**kw, "_kind": 3}), dtypes=("int32", "int64"), grad=False))
+    rows.append(OpCase("StatelessRandomUniformFullIntV2", "StatelessRandomUniformFullIntV2", _key_counter,
+                       lambda *a, **kw: _random_ref("v2")(*a, **{**kw, "_kind": 4}), attrs={"dtype": ok.uint32},
+                       dtypes=("int32",), grad=False))
+    seed = lambda rng, dt: [np.array([2, 3], np.int32), np.array([11, -12], np.int64)]  # noqa: E731
+    for op, kind in (("StatelessRandomUniform", 0), ("StatelessRandomNormal", 1), ("StatelessTruncatedNormal", 2)):
+        rows.append(OpCase(op, op, seed, lambda *a, _k=kind, **kw: _random_ref("v1")(*a, **{**kw, "_kind": _k}),
+                           attrs={"dtype": ok.float32}, dtypes=("float32",), grad=False, tol=tol))
+    rows.append(OpCase("StatelessRandomUniformInt", "StatelessRandomUniformInt",
+                       lambda rng, dt: [*seed(rng, dt), np.array(-3, dt), np.array(30, dt)],
+                       lambda *a, **kw: _random_ref("v1")(*a, **{**kw, "_kind": 3}), dtypes=("int32",), grad=False))
+
+    def key_counter_ref(seed: np.ndarray, **_: Any) -> tuple[np.ndarray, np.ndarray]:
+        from opkernel.ops import random_ops as R
+
+        k, c = R.key_counter(*R.seed_words("", seed))
+        return np.array([k[0] | k[1] << 32], np.uint64), np.array([c[0] | c[1] << 32, c[2] | c[3] << 32], np.uint64)
+
+    rows.append(OpCase("StatelessRandomGetKeyCounter", "StatelessRandomGetKeyCounter",
+                       lambda rng, dt: [np.array([-5, 2**40], dt)], key_counter_ref, dtypes=("int64",), grad=False))
+
+    def multinomial_ref(logits: np.ndarray, num_samples: Any, seed: Any, **_: Any) -> np.ndarray:
+        from opkernel_cpu import random_kernels as rk
+
+        return rk.stateless_multinomial(logits, num_samples, seed, output_dtype=ok.int64)
+
+    rows.append(OpCase("StatelessMultinomial", "StatelessMultinomial",
+                       lambda rng, dt: [(rng.standard_normal((3, 7)) * 2).astype(dt), np.int32(9), np.array([4, 5], np.int64)],
+                       multinomial_ref, dtypes=("float32", "float64"), grad=False))
+    return rows
+
+
+RANDOM_CASES = _random_rows()
+
+CASES = BINARY_CASES + UNARY_CASES + LOGIC_CASES + REDUCTION_CASES + LINALG_CASES + COMPLEX_CASES + RANDOM_CASES
 
 
 test_values, test_shapes, test_gradients = optable.table_tests(CASES)

@@ -65,8 +65,10 @@ DIFFERENCES: dict[str, str] = {
                                       "+0 where TensorFlow's grad*y*(1-y) gives -0 for a negative grad",
     "Tanh/float32_saturated_grad": "as Sigmoid's: grad - grad*y*y gives +0 where TensorFlow's grad*(1-y*y) "
                                    "gives -0 for a negative grad",
-    **{f"{op}/complex128_nonfinite": _COMPLEX_NONFINITE for op in ("Expm1", "Log1p", "Sigmoid", "Sign")},
-    **{f"{op}/complex128_special": _COMPLEX_ZERO_SIGN for op in ("Log1p", "Rsqrt", "Sigmoid", "Sqrt")},
+    **{f"{op}/complex128_nonfinite": _COMPLEX_NONFINITE for op in ("Expm1", "Log1p", "Sigmoid", "Sign", "Reciprocal")},
+    **{f"{op}/complex128_special": _COMPLEX_ZERO_SIGN for op in ("Log1p", "Rsqrt", "Sigmoid", "Sqrt", "Reciprocal")},
+    **{f"Round/{dt}": "TensorFlow 2.21's CPU kernel of Round returns 0 for every integer; a whole number rounds to "
+                      "itself, which opkernel returns" for dt in ("int32", "int64")},
     "Pow/complex64_special": _COMPLEX_ZERO_SIGN,
 }
 _CAST_OUT_OF_RANGE = ("a float out of the integer type's range: C++ leaves the conversion undefined and TensorFlow's "
@@ -157,7 +159,21 @@ _UNARY_FLOAT = {
     "Sinh": (True, (-3.0, 3.0)),
     "Cosh": (True, (-3.0, 3.0)),
     "Atan": (True, (-3.0, 3.0)),
+    "Tan": (True, (-1.3, 1.3)),
+    "Asin": (True, (-0.95, 0.95)),
+    "Acos": (True, (-0.95, 0.95)),
+    "Asinh": (True, (-4.0, 4.0)),
+    "Acosh": (True, (1.05, 6.0)),
+    "Atanh": (True, (-0.95, 0.95)),
+    "Reciprocal": (True, (0.25, 4.0)),
+    "Round": (False, (-6.0, 6.0)),
+    "IsNan": (False, (-6.0, 6.0)),
+    "IsInf": (False, (-6.0, 6.0)),
+    "IsFinite": (False, (-6.0, 6.0)),
 }
+
+#: The unary ops with a bool result (no gradient to compare).
+_BOOL_TESTS = ("IsNan", "IsInf", "IsFinite")
 
 #: Ops that also take signed integers.
 _UNARY_ALL = ("Abs", "Neg", "Sign", "Square")
@@ -167,7 +183,8 @@ def _unary_cases() -> list[Case]:
     out: list[Case] = []
     for op, (has_complex, (lo, hi)) in _UNARY_FLOAT.items():
         for i, dt in enumerate(FLOATS):
-            out.append(Case(f"{op}/{dt}", op, (_random(dt, (4, 8), 10 + i, lo, hi),), grad=dt in ("float32", "float64"), seed=10 + i))
+            grad = dt in ("float32", "float64") and op not in _BOOL_TESTS
+            out.append(Case(f"{op}/{dt}", op, (_random(dt, (4, 8), 10 + i, lo, hi),), grad=grad, seed=10 + i))
             special = _special(dt)
             if op == "Erf":  # the infinities apart: TensorFlow's double erf gives NaN there
                 special = special[np.isfinite(special) | np.isnan(special)]
@@ -177,9 +194,10 @@ def _unary_cases() -> list[Case]:
                 out.append(Case(f"{op}/{dt}", op, (_random(dt, (3, 5), 20 + i, -2.0, 2.0),), grad=True, seed=20 + i))
             out.append(Case(f"{op}/complex128_special", op, (_complex_special("complex128"),), why="branch cuts, signed zeros"))
             out.append(Case(f"{op}/complex128_nonfinite", op, (_complex_nonfinite("complex128"),)))
-        out.append(Case(f"{op}/scalar", op, (np.array(0.75, np.float32),), grad=True, seed=3))
-        out.append(Case(f"{op}/empty", op, (np.zeros((0, 3), np.float32),), grad=True))
-        out.append(Case(f"{op}/noncontiguous", op, (noncontiguous(_random("float64", (3, 6), 31, lo, hi)),), grad=True, seed=31))
+        grad = op not in _BOOL_TESTS
+        out.append(Case(f"{op}/scalar", op, (np.array(0.75, np.float32),), grad=grad, seed=3))
+        out.append(Case(f"{op}/empty", op, (np.zeros((0, 3), np.float32),), grad=grad))
+        out.append(Case(f"{op}/noncontiguous", op, (noncontiguous(_random("float64", (3, 6), 31, lo, hi)),), grad=grad, seed=31))
     for op in ("Exp", "Tanh", "Log1p"):
         out.append(Case(f"{op}/float32_large", op, (_periodic("float32", LARGE_TRANSCENDENTAL, 97, 0.01, 0.5),),
                         why="reaches the cpu backend's threaded path"))
@@ -193,6 +211,15 @@ def _unary_cases() -> list[Case]:
         out.append(Case(f"Erf/{dt}_infinities", "Erf", (np.array([np.inf, -np.inf], dt),)))
     out.append(Case("Erf/float64_tails", "Erf", (np.array([-30.0, -6.0, -0.46875, 0.46875, 4.0, 4.5, 30.0, 1e-200], np.float64),)))
     out.append(Case("Rsqrt/float32_negative_zero", "Rsqrt", (np.array([-0.0, 0.0, -1.0], np.float32),)))
+    out.append(Case("Round/halves", "Round", (np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999997, 8388609.0], np.float32),)))
+    for dt in ("int32", "int64"):
+        out.append(Case(f"Round/{dt}", "Round", (_random(dt, (3, 4), 61),)))
+    out.append(Case("Round/int8", "Round", (np.array([1, -2], np.int8),), why="TensorFlow has no CPU kernel"))
+    out.append(Case("Reciprocal/int32", "Reciprocal", (np.array([1, 2], np.int32),), why="TensorFlow has no CPU kernel"))
+    out.append(Case("Atanh/float32_edges", "Atanh", (np.array([-1.0, 1.0, 1.5, -0.0], np.float32),)))
+    out.append(Case("Acosh/float32_edges", "Acosh", (np.array([1.0, 0.5, np.inf, -1.0], np.float32),)))
+    out.append(Case("Atan2/signed_zeros", "Atan2", (np.array([0.0, -0.0, 0.0, -0.0, np.inf, -np.inf], np.float32),
+                                                   np.array([0.0, 0.0, -0.0, -0.0, np.inf, -np.inf], np.float32))))
 
     for op in _UNARY_ALL:
         for i, dt in enumerate(FLOATS):
@@ -239,6 +266,8 @@ _ARITH_TYPES = {
     "Maximum": FLOATS + SIGNED + UNSIGNED,
     "Minimum": FLOATS + SIGNED + UNSIGNED,
     "Pow": FLOATS + SIGNED + COMPLEX,
+    "Atan2": FLOATS,
+    "SquaredDifference": FLOATS + ("int32", "int64") + COMPLEX,
 }
 
 

@@ -190,6 +190,7 @@ def _activation_cases() -> list[Case]:
         "Elu": ["float32", "float64", "float16"],
         "Selu": ["float32", "float64", "float16"],
         "Softplus": ["float32", "float64", "float16"],
+        "LeakyRelu": ["float32", "float64", "float16", "bfloat16"],
     }
     for i, (op, dtypes) in enumerate(kinds.items()):
         for j, dt in enumerate(dtypes):
@@ -213,6 +214,15 @@ def _activation_cases() -> list[Case]:
         out.append(Case(f"{op}/rejects_int32", op, (_a([1, -2], "int32"),)))
         out.append(Case(f"{op}/float16_specials", op, (_a(_SPECIALS, "float16"),), tol=(1e-2, 1e-3),
                         why="float16's 11-bit significand"))
+    out.append(Case("LeakyRelu/alpha", "LeakyRelu", (_rand(41, (3, 5), "float32", -4, 4),), {"alpha": 0.01}, grad=True, seed=41))
+    out.append(Case("LeakyRelu/alpha_above_one", "LeakyRelu", (_rand(42, (3, 5), "float64", -4, 4),), {"alpha": 1.5},
+                    grad=True, seed=42))
+    out.append(Case("LeakyRelu/specials", "LeakyRelu", (_a(_SPECIALS, "float32"),)))
+    out.append(Case("LeakyRelu/rejects_int32", "LeakyRelu", (_a([1, -2], "int32"),)))
+    for dt in ("float32", "float64"):
+        out.append(Case(f"LeakyReluGrad/{dt}", "LeakyReluGrad", (_rand(43, (3, 4), dt), _rand(44, (3, 4), dt)),
+                        {"alpha": 0.3}, grad=True, seed=45))
+    out.append(Case("LeakyReluGrad/shape_mismatch", "LeakyReluGrad", (_rand(43, (3, 4), "float32"), _rand(44, (4, 3), "float32"))))
     # Softplus switches formulas around |x| ~ -log(eps) + 2: check both sides of each switch.
     sp = [-40.0, -20.0, -17.0, -15.0, -14.0, 14.0, 15.0, 16.0, 17.0, 18.0, 35.0, 40.0, 1e4, -1e4]
     out.append(Case("Softplus/float32_thresholds", "Softplus", (_a(sp, "float32"),), grad=True, seed=3))

@@ -201,7 +201,8 @@ def gen(*ops: str) -> Callable[[Gen], Gen]:
 
 UNARY = ("Abs", "Atan", "Ceil", "Cos", "Cosh", "Elu", "Erf", "Exp", "Expm1", "Floor", "Sinh", "Log", "Log1p", "Neg", "Relu", "Relu6", "Rsqrt", "Selu", "Sigmoid",
          "Sign", "Sin", "Softplus", "Sqrt", "Square", "Tanh", "Identity", "StopGradient", "OnesLike", "ZerosLike",
-         "Conj", "Real", "Imag", "Angle", "ComplexAbs", "Shape", "Size", "Rank", "LogicalNot", "Where")
+         "Conj", "Real", "Imag", "Angle", "ComplexAbs", "Shape", "Size", "Rank", "LogicalNot", "Where", "Tan", "Asin",
+         "Acos", "Asinh", "Acosh", "Atanh", "Reciprocal", "Round", "IsNan", "IsInf", "IsFinite", "LeakyRelu")
 
 
 @gen(*UNARY)
@@ -220,7 +221,8 @@ def _softmax(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 BINARY = ("Add", "Sub", "Mul", "RealDiv", "FloorDiv", "FloorMod", "Maximum", "Minimum", "Pow", "Equal", "NotEqual",
-          "Greater", "GreaterEqual", "Less", "LessEqual", "LogicalAnd", "LogicalOr", "Complex")
+          "Greater", "GreaterEqual", "Less", "LessEqual", "LogicalAnd", "LogicalOr", "Complex", "Atan2", "SquaredDifference",
+          "LeakyReluGrad")
 
 
 @gen(*BINARY)
@@ -832,6 +834,65 @@ def _apply_adam(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 #: Shared ops the differential test does not call at random, each with its reason.
+# ---------------------------------------------------------------- stateless random ops
+
+
+def _key_counter(g: G) -> tuple[np.ndarray, np.ndarray]:
+    words = g.rng.integers(0, 2**63, 3, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(g.int(0, 1))
+    return words[:1], words[1:]
+
+
+def _seed(g: G) -> np.ndarray:
+    return g.rng.integers(-(2**40), 2**40, 2).astype(g.pick(("int32", "int64")) if g.coin() else np.int64)
+
+
+@gen("StatelessRandomUniformV2", "StatelessRandomNormalV2", "StatelessTruncatedNormalV2", "StatelessRandomUniformFullIntV2")
+def _stateless_v2(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    key, counter = _key_counter(g)
+    shape = np.array(g.shape(), g.pick(("int32", "int64")))
+    return (shape, key, counter, np.int32(g.pick((1, 3)))), {"dtype": g.dtype("dtype")}
+
+
+@gen("StatelessRandomUniformIntV2")
+def _stateless_int_v2(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    key, counter = _key_counter(g)
+    dt = g.pick(("int32", "int64"))  # TensorFlow's CPU kernels
+    lo = g.int(-1000, 1000)
+    return (np.array(g.shape(), np.int32), key, counter, np.int32(1), np.array(lo, dt), np.array(lo + g.int(1, 5000), dt)), {}
+
+
+@gen("StatelessRandomUniform", "StatelessRandomNormal", "StatelessTruncatedNormal")
+def _stateless_v1(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    seed = g.rng.integers(-(2**31), 2**31, 2).astype(g.pick(("int32", "int64")))
+    return (np.array(g.shape(), np.int32), seed), {"dtype": g.pick(("float32", "float64"))}
+
+
+@gen("StatelessRandomUniformInt")
+def _stateless_int(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    seed = g.rng.integers(-(2**31), 2**31, 2).astype(np.int64)
+    dt = g.pick(("int32", "int64"))
+    lo = g.int(-50, 50)
+    return (np.array(g.shape(), np.int32), seed, np.array(lo, dt), np.array(lo + g.int(1, 100), dt)), {}
+
+
+@gen("StatelessRandomGetKeyCounter")
+def _key_counter_op(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return (g.rng.integers(-(2**31), 2**31, 2).astype(g.pick(("int32", "int64"))),), {}
+
+
+@gen("StatelessMultinomial")
+def _multinomial(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    logits = (g.rng.standard_normal((g.int(1, 3), g.int(1, 12))) * 2).astype(g.pick(("float32", "float64")))
+    seed = g.rng.integers(-(2**31), 2**31, 2).astype(np.int64)
+    return (logits, np.int32(g.int(0, 8)), seed), {"output_dtype": g.pick(("int32", "int64"))}
+
+
+@gen("RngReadAndSkip")
+def _rng_read_and_skip(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    state = g.rng.integers(-(2**63), 2**63 - 1, 3, dtype=np.int64)
+    return (state, np.int32(g.pick((1, 3))), np.uint64(g.int(0, 10**6))), {}
+
+
 NOT_GENERATED: dict[str, str] = {}
 
 

@@ -119,7 +119,9 @@ _ELEMENTWISE = (
     "FloorDiv FloorMod Sinh "
     "Greater GreaterEqual Identity Imag Less LessEqual Log Log1p LogicalAnd LogicalNot LogicalOr Maximum "
     "Minimum Mul Neg NotEqual OnesLike Pow Real RealDiv Relu Relu6 ReluGrad Rsqrt SelectV2 Selu Sigmoid Sign "
-    "Sin Softplus Sqrt Square StopGradient Sub Tanh ZerosLike"
+    "Sin Softplus Sqrt Square StopGradient Sub Tanh ZerosLike "
+    "Tan Asin Acos Asinh Acosh Atanh Reciprocal Round IsNan IsInf IsFinite Atan2 SquaredDifference LeakyRelu "
+    "LeakyReluGrad"
 ).split()
 
 #: The rules of the built-in ops (op name -> rule).

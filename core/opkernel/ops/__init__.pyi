@@ -57,6 +57,28 @@ def abs(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -
       A `Tensor`. Has the same type as `x`.
     """
 
+def acos(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the arccosine of x element-wise (the principal value, in [0, pi] for real x).
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
+def acosh(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the inverse hyperbolic cosine of x element-wise (NaN below 1 for real x).
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
 def add(x: TensorLike, y: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Returns x + y element-wise, with numpy broadcasting.
 
@@ -293,6 +315,28 @@ def arg_min(
       A `Tensor` of type `output_type`.
     """
 
+def asin(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the arcsine of x element-wise (the principal value, in [-pi/2, pi/2] for real x).
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
+def asinh(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the inverse hyperbolic sine of x element-wise.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
 def assign(
     ref: Variable,
     value: TensorLike,
@@ -357,6 +401,29 @@ def assign_sub(
 
 def atan(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes the arctangent of x element-wise (the principal value, in (-pi/2, pi/2) for real x).
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
+def atan2(y: TensorLike, x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the arctangent of y / x element-wise, in [-pi, pi] by the signs of both, with numpy broadcasting.
+
+    Args:
+      y: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `y`.
+    """
+
+def atanh(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the inverse hyperbolic tangent of x element-wise (+-inf at +-1, NaN beyond).
 
     Args:
       x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
@@ -1133,6 +1200,80 @@ def invert_permutation(x: TensorLike, name: str | None = None, *, _kernel: str |
       A `Tensor`. Has the same type as `x`.
     """
 
+def is_finite(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Returns which elements of x are finite (neither NaN nor infinite).
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `bool`.
+    """
+
+def is_inf(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Returns which elements of x are +inf or -inf.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `bool`.
+    """
+
+def is_nan(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Returns which elements of x are NaN.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `bool`.
+    """
+
+def leaky_relu(
+    features: TensorLike,
+    alpha: float = 0.2,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes rectified linear with a leak: features where features > 0, else features * alpha.
+
+    Args:
+      features: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      alpha: An optional `float`. Defaults to `0.2`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `features`.
+    """
+
+def leaky_relu_grad(
+    gradients: TensorLike,
+    features: TensorLike,
+    alpha: float = 0.2,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes LeakyRelu's gradients: gradients where features > 0, else gradients * alpha.
+
+    gradients: The backpropagated gradients to the corresponding LeakyRelu operation.
+    features: The features passed as input to the corresponding LeakyRelu operation, or its output.
+
+    Args:
+      gradients: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      features: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      alpha: An optional `float`. Defaults to `0.2`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `gradients`.
+    """
+
 def less(x: TensorLike, y: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Returns the truth value of (x < y) element-wise, with numpy broadcasting.
 
@@ -1822,6 +1963,17 @@ def real_div(x: TensorLike, y: TensorLike, name: str | None = None, *, _kernel: 
       A `Tensor`. Has the same type as `x`.
     """
 
+def reciprocal(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the reciprocal of x element-wise: y = 1 / x.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
 def relu(features: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes rectified linear: max(features, 0).
 
@@ -1902,6 +2054,17 @@ def rng_read_and_skip(
 
     Returns:
       A `Tensor` of type `int64`.
+    """
+
+def round(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Rounds x to the nearest integer element-wise, halves to the even one (banker's rounding).
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
     """
 
 def rsqrt(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
@@ -2214,6 +2377,24 @@ def square(x: TensorLike, name: str | None = None, *, _kernel: str | None = None
 
     Args:
       x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
+def squared_difference(
+    x: TensorLike,
+    y: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Returns (x - y) * conj(x - y) element-wise, with numpy broadcasting.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int32`, `int64`.
+      y: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int32`, `int64`.
       name: A name for the operation (optional).
 
     Returns:
@@ -2619,6 +2800,17 @@ def sum(
 
     Returns:
       A `Tensor`. Has the same type as `input`.
+    """
+
+def tan(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Computes the tangent of x element-wise.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
     """
 
 def tanh(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:

@@ -124,6 +124,18 @@ def register_ops() -> None:
         "and scale = 1.0507009873554804934193349852946.",
     )
     _activation("Softplus", _FLOATS, "Computes softplus: log(exp(features) + 1).")
+    register_op("LeakyRelu").input("features: T").output("activations: T").attr("alpha: float = 0.2").attr(
+        "T: {half, bfloat16, float, double} = DT_FLOAT"
+    ).set_shape_fn(shape_fns.unchanged_shape).doc(
+        "Computes rectified linear with a leak: features where features > 0, else features * alpha."
+    )
+    register_op("LeakyReluGrad").input("gradients: T").input("features: T").output("backprops: T").attr(
+        "alpha: float = 0.2"
+    ).attr("T: {half, bfloat16, float, double} = DT_FLOAT").set_shape_fn(shape_fns.merge_all_inputs).doc(
+        "Computes LeakyRelu's gradients: gradients where features > 0, else gradients * alpha.\n\n"
+        "gradients: The backpropagated gradients to the corresponding LeakyRelu operation.\n"
+        "features: The features passed as input to the corresponding LeakyRelu operation, or its output."
+    )
 
     register_op("Softmax").input("logits: T").output("softmax: T").attr(f"T: {_FLOATS}").set_shape_fn(
         shape_fns.unchanged_shape_with_rank_at_least(1)
@@ -339,6 +351,16 @@ def _fused_mat_mul_grad(op: Any, grad: Tensor) -> list[Any]:
     return [ga, gb, _ops().bias_add_grad(dz) if need_bias else None]
 
 
+def _leaky_relu_grad(op: Any, grad: Tensor) -> list[Any]:
+    return [_ops().leaky_relu_grad(grad, op.inputs[0], alpha=op.get_attr("alpha"))]
+
+
+def _leaky_relu_grad_grad(op: Any, grad: Tensor) -> list[Any]:
+    # Linear in ``gradients`` with the same slopes; piecewise constant in ``features``.
+    ops = _ops()
+    return [ops.leaky_relu_grad(grad, op.inputs[1], alpha=op.get_attr("alpha")), ops.zeros_like(op.inputs[1])]
+
+
 def _bias_add_grad(op: Any, grad: Tensor) -> list[Any]:
     return [grad, _ops().bias_add_grad(grad, data_format=op.get_attr("data_format"))]
 
@@ -356,6 +378,8 @@ _GRADIENTS: dict[str, Any] = {
     "Relu6": _relu6_grad,
     "Elu": _elu_grad,
     "Selu": _selu_grad,
+    "LeakyRelu": _leaky_relu_grad,
+    "LeakyReluGrad": _leaky_relu_grad_grad,
     "Softplus": _softplus_grad,
     "Softmax": _softmax_grad,
     "LogSoftmax": _log_softmax_grad,

@@ -64,6 +64,22 @@ _UNARY_DOCS = {
     "Sinh": ("Computes the hyperbolic sine of x element-wise.", _UNARY_COMPLEX),
     "Cosh": ("Computes the hyperbolic cosine of x element-wise.", _UNARY_COMPLEX),
     "Atan": ("Computes the arctangent of x element-wise (the principal value, in (-pi/2, pi/2) for real x).", _UNARY_COMPLEX),
+    "Tan": ("Computes the tangent of x element-wise.", _UNARY_COMPLEX),
+    "Asin": ("Computes the arcsine of x element-wise (the principal value, in [-pi/2, pi/2] for real x).", _UNARY_COMPLEX),
+    "Acos": ("Computes the arccosine of x element-wise (the principal value, in [0, pi] for real x).", _UNARY_COMPLEX),
+    "Asinh": ("Computes the inverse hyperbolic sine of x element-wise.", _UNARY_COMPLEX),
+    "Acosh": ("Computes the inverse hyperbolic cosine of x element-wise (NaN below 1 for real x).", _UNARY_COMPLEX),
+    "Atanh": ("Computes the inverse hyperbolic tangent of x element-wise (+-inf at +-1, NaN beyond).", _UNARY_COMPLEX),
+    "Reciprocal": ("Computes the reciprocal of x element-wise: y = 1 / x.", _UNARY_COMPLEX),
+    "Round": ("Rounds x to the nearest integer element-wise, halves to the even one (banker's rounding).",
+              "{bfloat16, half, float, double, int32, int64}"),
+}
+
+#: The bool-valued tests of floats (TensorFlow's IsNan, IsInf, IsFinite).
+_FLOAT_TESTS = {
+    "IsNan": "Returns which elements of x are NaN.",
+    "IsInf": "Returns which elements of x are +inf or -inf.",
+    "IsFinite": "Returns which elements of x are finite (neither NaN nor infinite).",
 }
 
 _COMPARISONS = {
@@ -224,6 +240,18 @@ def _register_elementwise() -> None:
     _unary("Neg", _NEG_TYPES, "Computes numerical negative value element-wise.")
     for name, (doc, types) in _UNARY_DOCS.items():
         _unary(name, types, doc)
+    for name, doc in _FLOAT_TESTS.items():
+        register_op(name).input("x: T").output("y: bool").attr(f"T: {_UNARY_REAL}").set_shape_fn(
+            shape_fns.unchanged_shape
+        ).doc(doc)
+    register_op("Atan2").input("y: T").input("x: T").output("z: T").attr(f"T: {_UNARY_REAL}").set_shape_fn(
+        shape_fns.broadcast_binary_op_shape
+    ).doc("Computes the arctangent of y / x element-wise, in [-pi, pi] by the signs of both, with numpy broadcasting.")
+    _binary(
+        "SquaredDifference",
+        "{bfloat16, half, float, double, int32, int64, complex64, complex128}",
+        "Returns (x - y) * conj(x - y) element-wise, with numpy broadcasting.",
+    )
 
 
 def _register_comparisons() -> None:
@@ -387,6 +415,23 @@ def _pair(grad_x: Any, grad_y: Any, op: Any) -> list[Any]:
     return [unbroadcast(grad_x, x), unbroadcast(grad_y, y)]
 
 
+def _atan2_grad(op: Any, grad: Any) -> list[Any]:
+    """atan2(y, x): d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2) (TensorFlow's _Atan2Grad)."""
+    ops = _ops()
+    y, x = op.inputs
+    zs = ops.reciprocal(ops.add(ops.square(x), ops.square(y)))
+    return _pair(ops.mul(ops.mul(grad, x), zs), ops.neg(ops.mul(ops.mul(grad, y), zs)), op)
+
+
+def _squared_difference_grad(op: Any, grad: Any) -> list[Any]:
+    """2 * grad * (x - y) and its negation (TensorFlow's _SquaredDifferenceGrad, which
+    takes no conjugate for complex inputs either)."""
+    ops = _ops()
+    x, y = op.inputs
+    x_grad = ops.mul(ops.mul(grad, 2), ops.sub(x, y))
+    return _pair(x_grad, ops.neg(x_grad), op)
+
+
 def _add_grad(op: Any, grad: Any) -> list[Any]:
     return _pair(grad, grad, op)
 
@@ -486,6 +531,13 @@ UNARY_GRAD_RULES = {
     "Sinh": lambda ops, g, x, y: ops.mul(g, ops.cosh(x)),
     "Cosh": lambda ops, g, x, y: ops.mul(g, ops.sinh(x)),
     "Atan": lambda ops, g, x, y: ops.real_div(g, ops.add(ops.square(x), 1)),
+    "Tan": lambda ops, g, x, y: ops.add(g, ops.mul(ops.mul(g, y), y)),  # grad * sec^2 = grad * (1 + y^2)
+    "Asin": lambda ops, g, x, y: ops.mul(g, ops.rsqrt(ops.sub(1, ops.square(x)))),
+    "Acos": lambda ops, g, x, y: ops.neg(ops.mul(g, ops.rsqrt(ops.sub(1, ops.square(x))))),
+    "Asinh": lambda ops, g, x, y: ops.real_div(g, ops.cosh(y)),
+    "Acosh": lambda ops, g, x, y: ops.real_div(g, ops.sinh(y)),
+    "Atanh": lambda ops, g, x, y: ops.real_div(g, ops.sub(1, ops.square(x))),
+    "Reciprocal": lambda ops, g, x, y: ops.neg(ops.mul(ops.mul(g, y), y)),
 }
 
 
@@ -734,8 +786,12 @@ def _angle_grad(op: Any, grad: Any) -> list[Any]:
 
 
 _NOT_DIFFERENTIABLE = (
-    "Floor",  # TensorFlow's gradients of Floor and Ceil are None
+    "Floor",  # TensorFlow's gradients of Floor, Ceil and Round are None
     "Ceil",
+    "Round",
+    "IsNan",
+    "IsInf",
+    "IsFinite",
     "FloorDiv",
     "Equal",
     "NotEqual",
@@ -783,6 +839,8 @@ def register_gradients() -> None:
         "Complex": _complex_grad,
         "ComplexAbs": _complex_abs_grad,
         "Angle": _angle_grad,
+        "Atan2": _atan2_grad,
+        "SquaredDifference": _squared_difference_grad,
     }
     table.update({name: _unary_grad(rule) for name, rule in UNARY_GRAD_RULES.items()})
     for name, fn in table.items():

@@ -31,7 +31,7 @@ from ..op_registry import register_op
 from ..shapes import InferenceContext, output_size_from
 
 __all__ = [
-    "ALG_PHILOX", "ALG_AUTO_SELECT", "GROUP", "RANDOM_OPS", "check_alg", "check_key_counter", "check_multinomial",
+    "ALG_PHILOX", "ALG_AUTO_SELECT", "GROUP", "RANDOM_OPS", "check_alg", "check_delta", "check_key_counter", "check_multinomial",
     "check_range", "check_shape", "key_counter", "philox_at", "philox_words", "register_generic_kernels",
     "register_gradients", "register_ops", "seed_words", "skipped_state",
 ]
@@ -269,6 +269,13 @@ def skipped_state(op: str, state: np.ndarray, delta: int) -> np.ndarray:
     return np.array([counter & (2**64 - 1), counter >> 64, int(words[2])], np.uint64).view(np.int64)
 
 
+def check_delta(op: str, delta: Any) -> int:
+    d = np.asarray(delta)
+    if d.shape != ():
+        raise InvalidArgumentError(f"op {op!r}: delta must be a scalar, got shape {list(d.shape)}", op=op)
+    return int(d)
+
+
 def _rng_read_and_skip_shape(c: InferenceContext) -> None:
     c.with_rank(c.input(1), 0)
     c.with_rank(c.input(2), 0)
@@ -283,11 +290,9 @@ def _rng_read_and_skip(resource: Any, alg: Any, delta: Any, **attrs: Any) -> Any
 
     op = "RngReadAndSkip"
     check_alg(op, alg.numpy())
-    d = np.asarray(delta.numpy())
-    if d.shape != ():
-        raise InvalidArgumentError(f"op {op!r}: delta must be a scalar, got shape {list(d.shape)}", op=op)
+    d = check_delta(op, delta.numpy())
     old = np.array(resource.numpy(), copy=True)
-    new = skipped_state(op, old, int(d))
+    new = skipped_state(op, old, d)
     ops = ops_module()
     ops.assign(resource, new)
     return ops.identity(old)

@@ -161,6 +161,25 @@ def rsqrt(x: np.ndarray, **attrs: Any) -> np.ndarray:
         return xp.reciprocal(root, out=root) if isinstance(root, xp.ndarray) else xp.reciprocal(root)  # type: ignore[no-any-return]
 
 
+def squared_difference(x: np.ndarray, y: np.ndarray, **attrs: Any) -> np.ndarray:
+    """(x - y) * (x - y), in x's type (integers wrap); for complex numbers times the
+    conjugate, a real square magnitude with a zero imaginary part (TensorFlow's abs2)."""
+    try:
+        np.broadcast_shapes(x.shape, y.shape)
+    except ValueError as e:
+        raise _incompatible("SquaredDifference", x, y) from e
+    xp = xp_of(x, y)
+    with np.errstate(all="ignore"):
+        d = xp.subtract(x, y)
+        if d.dtype.kind != "c":
+            return xp.multiply(d, d)  # type: ignore[no-any-return]
+        # re^2 + im^2 and an exact zero: a complex product's imaginary part, re*(-im) + im*re,
+        # is not always 0 where the multiply fuses an add
+        out = xp.zeros(d.shape, d.dtype)
+        out.real = d.real * d.real + d.imag * d.imag
+        return out  # type: ignore[no-any-return]
+
+
 _native = sharding.native_module()
 _native_erf = sharding.elementwise(_native.erf, quiet=True) if _native is not None else None
 _native_sigmoid = sharding.elementwise(_native.sigmoid, quiet=True) if _native is not None else None
@@ -644,6 +663,19 @@ def register_all() -> None:
         ("Sinh", _unary(np.sinh, quiet=True), None, ()),
         ("Cosh", _unary(np.cosh, quiet=True), None, ()),
         ("Atan", _unary(np.arctan, quiet=True), None, ()),
+        ("Tan", _unary(np.tan, quiet=True), None, ()),
+        ("Asin", _unary(np.arcsin, quiet=True), None, ()),
+        ("Acos", _unary(np.arccos, quiet=True), None, ()),
+        ("Asinh", _unary(np.arcsinh, quiet=True), None, ()),
+        ("Acosh", _unary(np.arccosh, quiet=True), None, ()),
+        ("Atanh", _unary(np.arctanh, quiet=True), None, ()),
+        ("Reciprocal", _unary(np.reciprocal, quiet=True), None, ()),
+        ("Round", _unary(np.rint), None, ()),  # halves to even, as TensorFlow's (and integers unchanged)
+        ("IsNan", _unary(np.isnan), None, ()),
+        ("IsInf", _unary(np.isinf), None, ()),
+        ("IsFinite", _unary(np.isfinite), None, ()),
+        ("Atan2", _binary("Atan2", np.arctan2, quiet=True), None, ()),
+        ("SquaredDifference", squared_difference, None, ()),
         ("Equal", _equality("Equal", np.equal, False), None, ()),
         ("NotEqual", _equality("NotEqual", np.not_equal, True), None, ()),
         ("Less", _binary("Less", np.less), None, ()),

@@ -107,6 +107,25 @@ def relu_grad(gradients: np.ndarray, features: np.ndarray, **attrs: Any) -> np.n
         return xp.multiply(gradients, features > 0, dtype=gradients.dtype)  # type: ignore[no-any-return]
 
 
+def leaky_relu(features: np.ndarray, alpha: float, T: ok.DType, **attrs: Any) -> np.ndarray:
+    """features where features > 0, else features * alpha: the attr is a 32-bit float, cast
+    to T (TensorFlow's static_cast<T>(alpha)); NaN stays NaN."""
+    xp = xp_of(features)
+    with np.errstate(all="ignore"):
+        return xp.where(features > 0, features, features * T.np.type(np.float32(alpha)))  # type: ignore[no-any-return]
+
+
+def leaky_relu_grad(gradients: np.ndarray, features: np.ndarray, alpha: float, T: ok.DType, **attrs: Any) -> np.ndarray:
+    if gradients.shape != features.shape:
+        raise _error(
+            "LeakyReluGrad",
+            f"gradients and features must have the same shape, got {list(gradients.shape)} and {list(features.shape)}",
+        )
+    xp = xp_of(gradients, features)
+    with np.errstate(all="ignore"):
+        return xp.where(features > 0, gradients, gradients * T.np.type(np.float32(alpha)))  # type: ignore[no-any-return]
+
+
 def relu6(features: np.ndarray, **attrs: Any) -> np.ndarray:
     xp = xp_of(features)
     return _positive_zero(xp.minimum(xp.maximum(features, features.dtype.type(0)), features.dtype.type(6)))
@@ -1275,6 +1294,8 @@ def register_all() -> None:
         ("Relu", relu, {"T": _REAL}, ()),
         ("ReluGrad", relu_grad, {"T": _REAL}, ()),
         ("Relu6", relu6, {"T": _REAL}, ()),
+        ("LeakyRelu", leaky_relu, None, ()),
+        ("LeakyReluGrad", leaky_relu_grad, None, ()),
         ("Elu", elu_kernel, None, ()),
         ("Selu", selu_kernel, None, ()),
         ("Softplus", softplus_kernel, None, ()),

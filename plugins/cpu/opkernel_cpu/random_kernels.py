@@ -239,6 +239,16 @@ def stateless_multinomial(logits: Any, num_samples: Any, seed: Any, output_dtype
     return out
 
 
+def rng_read_and_skip(resource: np.ndarray, alg: Any, delta: Any, **attrs: Any) -> np.ndarray:
+    """The state as it was; the variable's memory moved on in place (the engine holds its lock)."""
+    op = "RngReadAndSkip"
+    R.check_alg(op, alg)
+    d = R.check_delta(op, delta)
+    old = np.array(resource, copy=True)
+    resource[...] = R.skipped_state(op, old, d)
+    return old
+
+
 def register_all() -> None:
     floats = {"dtype": ["float16", "bfloat16", "float32", "float64"]}
     ints = {"dtype": ["int32", "int64", "uint32", "uint64"]}
@@ -256,6 +266,7 @@ def register_all() -> None:
         ("StatelessRandomUniformInt", stateless_random_uniform_int, {"dtype": ["int32", "int64"]},
          ("shape", "seed", "minval", "maxval")),
         ("StatelessMultinomial", stateless_multinomial, None, ("num_samples", "seed")),
+        ("RngReadAndSkip", rng_read_and_skip, None, ("alg", "delta")),
     ]
     for op, fn, constraints, host in table:
         ok.register_kernel(op, backend="cpu", type_constraints=constraints, host_memory=host)(fn)

@@ -389,6 +389,8 @@ def rows() -> list[Row]:
         ("Relu", cpu.relu, real, ()),
         ("ReluGrad", cpu.relu_grad, real, ()),
         ("Relu6", cpu.relu6, real, ()),
+        ("LeakyRelu", cpu.leaky_relu, None, ()),
+        ("LeakyReluGrad", cpu.leaky_relu_grad, None, ()),
         ("Elu", cpu._widened(cpu._elu), None, ()),
         ("Selu", cpu._widened(cpu._selu), None, ()),
         ("Softplus", cpu._widened(_softplus), None, ()),

@@ -115,6 +115,19 @@ def stateless_multinomial(logits: Any, num_samples: Any, seed: Any, T: ok.DType,
     return out
 
 
+def rng_read_and_skip(resource: Any, alg: Any, delta: Any, **attrs: Any) -> Any:
+    """The state (three int64s) read back to the host, moved on and copied into the
+    variable's memory (the engine holds its lock); the old state is the result."""
+    if runtime.STATE.cupy is None or isinstance(resource, np.ndarray):
+        return cpu.rng_read_and_skip(resource, alg, delta)
+    op = "RngReadAndSkip"
+    R.check_alg(op, alg)
+    d = R.check_delta(op, delta)
+    old = resource.get()
+    resource.set(R.skipped_state(op, old, d))
+    return old
+
+
 def rows() -> list[Row]:
     floats = {"dtype": list(FLOATS)}
     ints = {"dtype": list(INTS)}
@@ -132,4 +145,5 @@ def rows() -> list[Row]:
         ("StatelessRandomUniformInt", stateless_random_uniform_int, {"dtype": ["int32", "int64"]},
          ("shape", "seed", "minval", "maxval")),
         ("StatelessMultinomial", stateless_multinomial, {"T": ["float32", "float64"]}, ("num_samples", "seed")),
+        ("RngReadAndSkip", rng_read_and_skip, None, ("alg", "delta")),
     ]

@@ -284,6 +284,47 @@ def check_relu_grad(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dic
         )
 
 
+@family("leaky_relu", FLOATS)
+def _leaky_relu_source(dtype: str) -> str:
+    T = ctype(ok.as_dtype(dtype))
+    return f"""
+__kernel void leaky_relu(__global {T}* out, __global const {T}* x, {T} alpha) {{
+  int i = get_global_id(0); {T} a = x[i]; out[i] = a > 0 ? a : a * alpha;
+}}
+__kernel void leaky_relu_grad(__global {T}* out, __global const {T}* g, __global const {T}* f, {T} alpha) {{
+  int i = get_global_id(0); out[i] = f[i] > 0 ? g[i] : g[i] * alpha;
+}}
+"""
+
+
+def _leaky(op: str, kernel_name: str, arrays: Sequence[Any], alpha: float, T: ok.DType) -> Any:
+    """LeakyRelu(Grad): one launch; float16 computes in float32 with alpha rounded to half
+    first (TensorFlow's static_cast<T>(alpha)), so the product is the half product."""
+    be = _backend()
+    half = T.name == "float16"
+    alpha = float(np.float32(alpha))  # the attr is a 32-bit float
+    if half:
+        arrays = [cast(be, a, _F32, op) for a in arrays]
+        alpha = float(np.float16(alpha))
+    dtype = ok.float32 if half else T
+    out = be.new_array(tuple(arrays[0].shape), dtype.np)
+    if out.size:
+        k = be.programs.kernel("leaky_relu", dtype.name, kernel_name, op)
+        be.launch1d(k, out.size, out.base_data, *(a.base_data for a in arrays), scalar(dtype.np, alpha))
+    return cast(be, out, _F16, op) if half else out
+
+
+def leaky_relu(features: Any, alpha: float, T: ok.DType, **attrs: Any) -> Any:
+    return _leaky("LeakyRelu", "leaky_relu", [features], alpha, T)
+
+
+def leaky_relu_grad(gradients: Any, features: Any, alpha: float, T: ok.DType, **attrs: Any) -> Any:
+    if gradients.shape != features.shape:
+        raise fail("LeakyReluGrad", f"gradients and features must have the same shape, got {list(gradients.shape)} "
+                                    f"and {list(features.shape)}")
+    return _leaky("LeakyReluGrad", "leaky_relu_grad", [gradients, features], alpha, T)
+
+
 def add_n_kernel(spec: Ew) -> Callable[..., Any]:
     """AddN as a chain of contiguous adds (a fresh output each time: kernels never
     write into an input)."""
@@ -577,6 +618,21 @@ def _table() -> list[tuple[Ew, Any]]:
         (Ew("Sinh", 1, {"f": "sinh(a)"}, FLOATS), E),
         (Ew("Cosh", 1, {"f": "cosh(a)"}, FLOATS), E),
         (Ew("Atan", 1, {"f": "atan(a)"}, FLOATS), E),
+        (Ew("Tan", 1, {"f": "tan(a)"}, FLOATS), E),
+        (Ew("Asin", 1, {"f": "asin(a)"}, FLOATS), E),
+        (Ew("Acos", 1, {"f": "acos(a)"}, FLOATS), E),
+        (Ew("Asinh", 1, {"f": "asinh(a)"}, FLOATS), E),
+        (Ew("Acosh", 1, {"f": "acosh(a)"}, FLOATS), E),
+        (Ew("Atanh", 1, {"f": "atanh(a)"}, FLOATS), E),
+        (Ew("Reciprocal", 1, {"f": "(T)1 / a"}, FLOATS), E),
+        # rint: halves to even, as TensorFlow's Round; integers are whole already
+        (Ew("Round", 1, {"f": "rint(a)", "i": "a"}, FLOATS + ("int32", "int64")), E),
+        # comparisons, not the builtins: see OK_ISNAN
+        (Ew("IsNan", 1, {"f": "OK_ISNAN(a)"}, FLOATS, out="bool"), E),
+        (Ew("IsInf", 1, {"f": "a == (T)INFINITY || a == -(T)INFINITY"}, FLOATS, out="bool"), E),
+        (Ew("IsFinite", 1, {"f": "!OK_ISNAN(a) && a != (T)INFINITY && a != -(T)INFINITY"}, FLOATS, out="bool"), E),
+        (Ew("Atan2", 2, {"f": "atan2(a, b)"}, FLOATS), E),
+        (Ew("SquaredDifference", 2, {"*": "(a - b) * (a - b)"}, FLOATS + ("int32", "int64")), E),
         (Ew("Equal", 2, {"*": "a == b"}, ALL, out="bool"), _equality("Equal")),
         (Ew("NotEqual", 2, {"*": "a != b"}, ALL, out="bool"), _equality("NotEqual")),
         (Ew("Less", 2, {"*": "a < b"}, REALS, out="bool"), E),
@@ -635,6 +691,8 @@ def register_all() -> None:
                 fn.ew = spec  # type: ignore[attr-defined]  # its expression, for fused groups (_Fuser)
         table.append((spec.op, fn, constraints, ()))
     table += [
+        ("LeakyRelu", leaky_relu, {"T": list(FLOATS) + ["float16"]}, ()),
+        ("LeakyReluGrad", leaky_relu_grad, {"T": list(FLOATS) + ["float16"]}, ()),
         ("Cast", CastKernel, {"SrcT": list(CASTABLE), "DstT": list(CASTABLE)}, ()),
         ("Fill", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128", "bfloat16"]}, ("dims", "value")),
         ("ZerosLike", FillKernel, {"T": list(CASTABLE) + ["complex64", "complex128", "bfloat16"]}, ()),

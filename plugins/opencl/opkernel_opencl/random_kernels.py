@@ -332,6 +332,20 @@ def stateless_multinomial(logits: Any, num_samples: Any, seed: Any, T: ok.DType,
     return out
 
 
+def rng_read_and_skip(resource: Any, alg: Any, delta: Any, **attrs: Any) -> np.ndarray:
+    """The state (three int64s) read back to the host, moved on and written into the
+    variable's buffer (the engine holds its lock); the old state is the result."""
+    op = "RngReadAndSkip"
+    R.check_alg(op, alg)
+    d = R.check_delta(op, delta)
+    be = BE()
+    old = np.array(be.to_numpy(resource), copy=True)
+    with be.launch_lock:  # in order with the queued launches
+        resource.set(R.skipped_state(op, old, d))
+    be.dirty(resource)  # the host copy of the old value goes
+    return old
+
+
 def register_all() -> None:
     from .elementwise import KernelRow, register_table
 
@@ -351,5 +365,6 @@ def register_all() -> None:
         ("StatelessRandomUniformInt", stateless_random_uniform_int, {"dtype": ["int32", "int64"]},
          ("shape", "seed", "minval", "maxval")),
         ("StatelessMultinomial", stateless_multinomial, {"T": list(_LOGITS)}, ("num_samples", "seed")),
+        ("RngReadAndSkip", rng_read_and_skip, None, ("alg", "delta")),
     ]
     register_table(table)
