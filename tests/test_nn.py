@@ -166,3 +166,67 @@ def test_initializers() -> None:
         ok.nn.variance_scaling(mode="fan")
     with pytest.raises(InvalidArgumentError, match="rank 2 or more"):
         ok.nn.orthogonal()((3,), ok.float32, rng)
+
+
+# ---------------------------------------------------------------- MultiHeadAttention
+
+
+def _mha_reference(layer, q, v, mask=None, causal=False):
+    """numpy: the same projections, scores, masks (-1e9 added), softmax and output."""
+    h, k, kv = layer.num_heads, layer.key_dim, layer.value_dim
+
+    def proj(x, dense, size):
+        y = x @ dense.kernel.numpy() + dense.bias.numpy()
+        return y.reshape(x.shape[0], x.shape[1], h, size).transpose(0, 2, 1, 3)
+
+    qh, kh, vh = proj(q, layer.query_dense, k), proj(v, layer.key_dense, k), proj(v, layer.value_dense, kv)
+    scores = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(k)
+    keep = np.ones(scores.shape[-2:], bool)
+    if causal:
+        keep = np.tril(keep)
+    if mask is not None:
+        keep = keep & mask[:, None]
+    scores = scores + (1.0 - keep) * -1e9
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    probs = e / e.sum(-1, keepdims=True)
+    heads = (probs @ vh).transpose(0, 2, 1, 3).reshape(q.shape[0], q.shape[1], h * kv)
+    return heads @ layer.output_dense.kernel.numpy() + layer.output_dense.bias.numpy(), probs
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_multi_head_attention_matches_a_numpy_reference(backend, causal):
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    v = rng.standard_normal((2, 6, 12)).astype(np.float32)
+    mask = rng.random((2, 5, 6)) > 0.3
+    mask[:, :, 0] = True  # every query attends somewhere (a fully masked row: see below)
+    layer = ok.nn.MultiHeadAttention(3, 4, 8, value_input_dim=12, value_dim=5, seed=2)
+    out, probs = layer(ok.tensor(q), ok.tensor(v), attention_mask=mask, use_causal_mask=causal,
+                       return_attention_scores=True)
+    want, want_probs = _mha_reference(layer, q.astype(np.float64), v.astype(np.float64), mask, causal)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(probs.numpy(), want_probs, rtol=1e-4, atol=1e-6)
+    if causal:
+        assert (probs.numpy()[..., np.triu_indices(5, 1, 6)[0], np.triu_indices(5, 1, 6)[1]] < 1e-6).all()
+    assert len(layer.trainable_variables) == 8
+    none = np.zeros((2, 5, 6), bool)  # every score masked: -1e9 swamps them in float32, so uniform, as Keras's
+    _, flat = layer(ok.tensor(q), ok.tensor(v), attention_mask=none, return_attention_scores=True)
+    np.testing.assert_allclose(flat.numpy(), np.full((2, 3, 5, 6), 1 / 6), rtol=1e-5)
+
+
+def test_multi_head_attention_trains_traced_and_checks_its_inputs():
+    layer = ok.nn.MultiHeadAttention(2, 4, 8, dropout=0.1, seed=0)
+    x = ok.tensor(np.random.default_rng(1).standard_normal((2, 4, 8)).astype(np.float32))
+
+    @ok.function
+    def loss() -> ok.Tensor:
+        return ok.ops.sum(ok.ops.square(layer(x, x, use_causal_mask=True)), [0, 1, 2])
+
+    eager = ok.ops.sum(ok.ops.square(layer(x, x, use_causal_mask=True)), [0, 1, 2]).numpy()
+    np.testing.assert_allclose(loss().numpy(), eager, rtol=1e-5)  # no dropout outside training
+    with ok.GradientTape() as tape:
+        y = ok.ops.sum(layer(x, x, training=True), [0, 1, 2])
+    grads = tape.gradient(y, layer.trainable_variables)
+    assert all(g is not None and np.isfinite(g.numpy()).all() for g in grads)
+    with pytest.raises(ok.errors.InvalidArgumentError, match="rank 3"):
+        layer(ok.tensor(np.ones((4, 8), np.float32)), x)

@@ -352,6 +352,90 @@ class LayerNormalization(Layer):
         return ops.add(ops.mul(ops.mul(centered, inv), self.gamma), self.beta)  # type: ignore[no-any-return]
 
 
+class MultiHeadAttention(Layer):
+    """Keras's MultiHeadAttention: ``layer(query, value, key=None, attention_mask=None,
+    use_causal_mask=False, training=False)``.
+
+    query [B, T, query_dim], value [B, S, value_input_dim] and key (value when None) are
+    projected by Dense layers to ``num_heads`` heads of ``key_dim`` (values: ``value_dim``,
+    key_dim by default); the scores ``q @ k^T / sqrt(key_dim)`` (BatchMatMul over [B, H, T, S])
+    are masked, softmaxed over S, dropped out while training (``dropout``, with a seeded
+    generator as ``Dropout``), applied to the values, and the heads' concatenation is
+    projected to ``output_dim`` (query_dim by default).  ``attention_mask`` is bool [B, T, S]
+    (or [T, S]), True where a query may attend; ``use_causal_mask`` lets position t attend to
+    positions <= t.  A masked score gets -1e9 added (float16: -65500), as Keras adds, so a
+    fully masked row is uniform.  With ``return_attention_scores`` the call also returns the
+    probabilities [B, H, T, S].  The Dense kernels are Keras's EinsumDense kernels reshaped:
+    [query_dim, H * key_dim] and, for the output, [H * value_dim, output_dim]."""
+
+    def __init__(self, num_heads: int, key_dim: int, query_dim: int, *, value_dim: int | None = None,
+                 key_input_dim: int | None = None, value_input_dim: int | None = None, output_dim: int | None = None,
+                 dropout: float = 0.0, use_bias: bool = True, seed: int | None = 0, dtype: Any = "float32") -> None:
+        super().__init__()
+        if num_heads < 1 or key_dim < 1 or query_dim < 1:
+            raise InvalidArgumentError(f"MultiHeadAttention: num_heads, key_dim and query_dim must be positive, got "
+                                       f"{num_heads}, {key_dim}, {query_dim}")
+        self.num_heads, self.key_dim = num_heads, key_dim
+        self.value_dim = value_dim or key_dim
+        value_in = value_input_dim or query_dim
+        key_in = key_input_dim or value_in
+        out = output_dim or query_dim
+        base = 0 if seed is None else seed
+        self.query_dense = Dense(query_dim, num_heads * key_dim, seed=base, dtype=dtype)
+        self.key_dense = Dense(key_in, num_heads * key_dim, seed=base + 1, dtype=dtype)
+        self.value_dense = Dense(value_in, num_heads * self.value_dim, seed=base + 2, dtype=dtype)
+        self.output_dense = Dense(num_heads * self.value_dim, out, seed=base + 3, dtype=dtype)
+        if not use_bias:
+            for d in (self.query_dense, self.key_dense, self.value_dense, self.output_dense):
+                d.bias.assign(np.zeros(d.bias.shape, d.bias.dtype.np))
+                d.bias.trainable = False
+        self.dropout = Dropout(dropout, seed=None if seed is None else seed + 4) if dropout else None
+
+    def _heads(self, x: Tensor, dense: Dense, size: int) -> Tensor:
+        """[B, L, dim] -> [B, H, L, size]."""
+        ops = _ops()
+        b, length = x.shape[0], x.shape[1]
+        if b is None or length is None:
+            raise InvalidArgumentError(f"MultiHeadAttention: the batch and sequence sizes must be known, got {x.shape}")
+        y = ops.reshape(dense(x), [b, length, self.num_heads, size])
+        return ops.transpose(y, [0, 2, 1, 3])  # type: ignore[no-any-return]
+
+    def __call__(self, query: Tensor, value: Tensor, key: Tensor | None = None,  # type: ignore[override]
+                 attention_mask: Any = None, use_causal_mask: bool = False, training: bool = False,
+                 return_attention_scores: bool = False) -> Any:
+        ops = _ops()
+        key = value if key is None else key
+        for name, t in (("query", query), ("value", value), ("key", key)):
+            if t.ndim != 3:
+                raise InvalidArgumentError(f"MultiHeadAttention: {name} must have rank 3 [batch, length, dim], got "
+                                           f"shape {list(t.shape)}")
+        q = self._heads(query, self.query_dense, self.key_dim)
+        k = self._heads(key, self.key_dense, self.key_dim)
+        v = self._heads(value, self.value_dense, self.value_dim)
+        scores = ops.mul(ops.batch_mat_mul(q, k, adj_y=True), 1.0 / math.sqrt(self.key_dim))
+        t_len, s_len = query.shape[1], value.shape[1]
+        mask = None
+        if attention_mask is not None:
+            mask = attention_mask if isinstance(attention_mask, Tensor) else np.asarray(attention_mask)
+            if as_dtype(mask.dtype).name != "bool":  # 0/1 (or any numbers): nonzero attends
+                mask = ops.not_equal(mask, 0)
+            if mask.ndim == 3:  # [B, T, S]: the same for every head
+                mask = ops.expand_dims(mask, 1)
+        if use_causal_mask:
+            causal = np.tril(np.ones((t_len, s_len), bool))
+            mask = causal if mask is None else ops.logical_and(mask, causal)
+        if mask is not None:
+            big = -65500.0 if scores.dtype.name == "float16" else -1e9
+            keep = ops.cast(mask, DstT=scores.dtype)
+            scores = ops.add(scores, ops.mul(ops.sub(1.0, keep), big))
+        probs = ops.softmax(scores)
+        dropped = self.dropout(probs, training=training) if self.dropout is not None else probs
+        heads = ops.transpose(ops.batch_mat_mul(dropped, v), [0, 2, 1, 3])
+        b = query.shape[0]
+        out = self.output_dense(ops.reshape(heads, [b, t_len, self.num_heads * self.value_dim]))
+        return (out, probs) if return_attention_scores else out
+
+
 class Conv2D(Layer):
     """NHWC convolution with a bias: y = activation(conv2d(x, kernel) + bias), one
     FusedConv2D op for the activations it offers (as Dense's FusedMatMul)."""
