@@ -101,6 +101,12 @@ SWEEP = {
         "ok.ops.stateless_multinomial(np.zeros((0, 3), np.float32), np.int32(2), np.array([1, 2], np.int64))",
         "ok.ops.stateless_multinomial(np.zeros((2, 3), np.float32), np.int32(0), np.array([1, 2], np.int64))"],
     "RngReadAndSkip": ["ok.ops.rng_read_and_skip(ok.Variable(np.array([1, 2, 3], np.int64)), np.int32(1), np.uint64(0))"],
+    "ReverseV2": ["ok.ops.reverse_v2(S, np.zeros(0, np.int32))", "ok.ops.reverse_v2(E, np.array([0, 1], np.int32))"],
+    "MatrixBandPart": ["ok.ops.matrix_band_part(np.zeros((0, 2, 3), np.float32), np.int64(1), np.int64(0))",
+                       "ok.ops.matrix_band_part(np.zeros((2, 0), np.float32), np.int64(-1), np.int64(0))"],
+    "Cumsum": ["ok.ops.cumsum(E, np.int32(0))", "ok.ops.cumsum(E, np.int32(1), exclusive=True)"],
+    "Cumprod": ["ok.ops.cumprod(E, np.int32(0), reverse=True)", "ok.ops.cumprod(E0, np.int32(0))"],
+    "LinSpace": ["ok.ops.lin_space(np.float32(1.0), np.float32(2.0), np.int32(1))"],
     "LogicalNot": ["ok.ops.logical_not(B)", "ok.ops.logical_not(EB)"],
     "Cast": ["ok.ops.cast(S, DstT=ok.int32)", "ok.ops.cast(E, DstT=ok.float16)", "ok.ops.cast(S64, DstT=ok.float32, Truncate=True)"],
     # binary: 0-d with 0-d, empty with empty, empty with 0-d

@@ -67,6 +67,41 @@ def strided_grad_ref(shape: np.ndarray, begin: Any, end: Any, strides: Any, dy: 
     return out
 
 
+
+def band_ref(x: np.ndarray, lower: Any, upper: Any, **attrs: Any) -> np.ndarray:
+    i = np.arange(x.shape[-2])[:, None]
+    j = np.arange(x.shape[-1])[None, :]
+    keep = ((int(lower) < 0) | (i - j <= int(lower))) & ((int(upper) < 0) | (j - i <= int(upper)))
+    return np.where(keep, x, np.zeros((), x.dtype))
+
+
+def scan_ref(fn: Any, identity: int) -> Any:
+    def ref(x: np.ndarray, axis: Any, exclusive: bool = False, reverse: bool = False, **attrs: Any) -> np.ndarray:
+        a = int(axis) % x.ndim
+        y = np.flip(x, a) if reverse else x
+        out = fn(y, axis=a)
+        if exclusive:
+            out = np.concatenate([np.full_like(np.take(out, [0], axis=a), identity), np.take(out, range(out.shape[a] - 1), axis=a)], axis=a)
+        return np.flip(out, a) if reverse else out
+
+    return ref
+
+
+SCAN_CASES = [
+    OpCase("reverse_v2", "ReverseV2", one((2, 3, 4), i32(0, -1)), lambda x, a: np.flip(x, (0, 2)), dtypes=ALL),
+    OpCase("reverse_v2_int64_axis", "ReverseV2", one((3, 4), i64(1)), lambda x, a: np.flip(x, 1)),
+    OpCase("matrix_band_part", "MatrixBandPart", one((2, 4, 5), np.int64(1), np.int64(2)), band_ref, dtypes=ALL),
+    OpCase("matrix_band_part_lower", "MatrixBandPart", one((5, 4), np.int32(-1), np.int32(0)), band_ref),
+    OpCase("cumsum", "Cumsum", one((3, 5), np.int32(1)), scan_ref(np.cumsum, 0), dtypes=ALL),
+    OpCase("cumsum_exclusive_reverse", "Cumsum", one((4, 3), np.int64(0)), scan_ref(np.cumsum, 0),
+           attrs={"exclusive": True, "reverse": True}),
+    OpCase("cumprod", "Cumprod", lambda rng, dt: [np.abs(data(rng, dt, 3, 4)) + 0.5, np.int32(-1)], scan_ref(np.cumprod, 1)),
+    OpCase("cumprod_exclusive", "Cumprod", lambda rng, dt: [np.abs(data(rng, dt, 3, 4)) + 0.5, np.int32(0)],
+           scan_ref(np.cumprod, 1), attrs={"exclusive": True}),
+    OpCase("lin_space", "LinSpace", lambda rng, dt: [np.array(-1.5, dt), np.array(2.25, dt), np.int32(7)],
+           lambda s, e, n: np.linspace(s, e, int(n)), grad=False),
+]
+
 CASES = [
     OpCase("identity", "Identity", one((2, 3)), lambda x: x, dtypes=ALL),
     OpCase("stop_gradient", "StopGradient", one((2, 3)), lambda x: x, dtypes=ALL, grad=False),
@@ -242,6 +277,7 @@ CASES = [
         lambda s: np.array([1.5, -2.0]), dtypes=("float32",), grad=False,
         skip={"cuda": "strings cannot live on a CUDA device: StringToNumber has a cpu kernel only (docs/cuda.md)"},
     ),
+    *SCAN_CASES,
 ]
 
 

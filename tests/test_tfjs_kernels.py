@@ -14,13 +14,13 @@ from opkernel import op_registry, plugins
 #: TensorFlow ops of TF.js kernels that opkernel does not register yet.
 LACKING = sorted([
     "AvgPool3D", "AvgPool3DGrad", "BatchToSpaceND", "Bincount", "BitwiseAnd", "BroadcastArgs", "Conv3D",
-    "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2", "CropAndResize", "Cumprod", "Cumsum", "DenseBincount",
+    "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2", "CropAndResize", "DenseBincount",
     "DepthToSpace", "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput",
     "Diag", "Dilation2D", "Dilation2DBackpropFilter", "Dilation2DBackpropInput", "Einsum", "EluGrad", "FFT",
-    "FusedBatchNormV3", "GatherNd", "IFFT", "ImageProjectiveTransformV3", "LRN", "LRNGrad", "LinSpace", "LowerBound",
-    "MatrixBandPart", "MaxPool3D", "MaxPool3DGrad", "MirrorPad", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
+    "FusedBatchNormV3", "GatherNd", "IFFT", "ImageProjectiveTransformV3", "LRN", "LRNGrad", "LowerBound",
+    "MaxPool3D", "MaxPool3DGrad", "MirrorPad", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
     "NonMaxSuppressionV5", "PadV2", "RaggedGather", "RaggedRange", "RaggedTensorToTensor", "ResizeBilinear",
-    "ResizeBilinearGrad", "ResizeNearestNeighbor", "ResizeNearestNeighborGrad", "ReverseV2", "ScatterNd",
+    "ResizeBilinearGrad", "ResizeNearestNeighbor", "ResizeNearestNeighborGrad", "ScatterNd",
     "SpaceToBatchND", "SparseFillEmptyRows", "SparseReshape", "SparseSegmentMean", "SparseSegmentSum", "SparseToDense",
     "SplitV", "StaticRegexReplace", "StringNGrams", "StringSplitV2", "StringToHashBucketFast", "TensorScatterUpdate",
     "TopKV2", "UniqueV2", "UpperBound", "_FusedDepthwiseConv2dNative",

@@ -637,9 +637,72 @@ def _string_to_number() -> list[Case]:
     ]
 
 
+def _reverse_band_scan_linspace() -> list[Case]:
+    out: list[Case] = []
+    for dt in _ANY:
+        out.append(Case(f"ReverseV2/{dt}", "ReverseV2", (_rand((2, 3, 4), dt, 71), _i32(0, -1)), grad=dt in _FLOATS[:2], seed=71))
+    out += [
+        Case("ReverseV2/int64_axis", "ReverseV2", (_rand((3, 4), "float32", 72), _i64(1)), grad=True, seed=72),
+        Case("ReverseV2/no_axes", "ReverseV2", (_rand((3, 4), "float32", 72), np.zeros(0, np.int32))),
+        Case("ReverseV2/scalar", "ReverseV2", (np.float32(2.5), np.zeros(0, np.int32))),
+        Case("ReverseV2/empty", "ReverseV2", (np.zeros((0, 3), np.float32), _i32(1))),
+        Case("ReverseV2/noncontiguous", "ReverseV2", (noncontiguous(_rand((3, 4), "float64", 73)), _i32(-1, 0))),
+        Case("ReverseV2/string", "ReverseV2", (np.array([[b"a", b"bc"], [b"", b"d"]], object), _i32(1))),
+        Case("ReverseV2/axis_twice", "ReverseV2", (_rand((3, 4), "float32", 72), _i32(1, -1))),
+        Case("ReverseV2/axis_out_of_range", "ReverseV2", (_rand((3, 4), "float32", 72), _i32(2))),
+    ]
+    for dt in _ANY:
+        out.append(Case(f"MatrixBandPart/{dt}", "MatrixBandPart", (_rand((2, 4, 5), dt, 74), np.int64(1), np.int64(2)),
+                        grad=dt in _FLOATS[:2], seed=74))
+    out += [
+        Case("MatrixBandPart/lower_triangle", "MatrixBandPart", (_rand((5, 4), "float32", 75), np.int32(-1), np.int32(0)), grad=True),
+        Case("MatrixBandPart/upper_triangle", "MatrixBandPart", (_rand((3, 5), "float64", 76), np.int64(0), np.int64(-1))),
+        Case("MatrixBandPart/diagonal", "MatrixBandPart", (_rand((2, 2, 3, 3), "int32", 77), np.int64(0), np.int64(0))),
+        Case("MatrixBandPart/everything", "MatrixBandPart", (_rand((3, 3), "float32", 78), np.int64(-1), np.int64(-1))),
+        Case("MatrixBandPart/empty", "MatrixBandPart", (np.zeros((0, 2, 3), np.float32), np.int64(1), np.int64(1))),
+        Case("MatrixBandPart/vector_bounds", "MatrixBandPart", (np.ones((2, 3), np.float32), _i64(1), _i64(1))),
+        Case("MatrixBandPart/vector", "MatrixBandPart", (np.ones(3, np.float32), np.int64(1), np.int64(1))),
+        Case("MatrixBandPart/lower_too_big", "MatrixBandPart", (np.ones((2, 3), np.float32), np.int64(3), np.int64(1))),
+    ]
+    for op in ("Cumsum", "Cumprod"):
+        for dt in ("float32", "float64", "int32", "int64", "int8", "uint8", "complex64", "float16"):
+            x = _rand((3, 5), dt, 79)
+            if op == "Cumprod" and np.dtype(dt).kind == "f":
+                x = (np.abs(x) + 0.5).astype(dt)  # away from 0, where the gradient divides
+            out.append(Case(f"{op}/{dt}", op, (x, np.int32(1)), grad=dt in ("float32", "float64"), seed=79,
+                            tol=(5e-3, 5e-3) if dt == "float16" else None, why="float16 sums" if dt == "float16" else ""))
+        base = (np.abs(_rand((3, 4, 2), "float64", 80)) + 0.5)
+        for exclusive in (False, True):
+            for reverse in (False, True):
+                out.append(Case(f"{op}/axis0_exclusive{int(exclusive)}_reverse{int(reverse)}", op,
+                                (base, np.int64(0)), {"exclusive": exclusive, "reverse": reverse}, grad=True, seed=81))
+        out += [
+            Case(f"{op}/negative_axis", op, (base, np.int32(-2)), {"reverse": True}, grad=True, seed=82),
+            Case(f"{op}/empty", op, (np.zeros((0, 3), np.float32), np.int32(1))),
+            Case(f"{op}/special", op, (_SPECIAL, np.int32(0))),
+            Case(f"{op}/scalar", op, (np.float32(1.0), np.int32(0))),
+            Case(f"{op}/axis_out_of_range", op, (base, np.int32(3))),
+        ]
+    out.append(Case("Cumsum/float32_long", "Cumsum", (_rand((4, 5000), "float32", 83), np.int32(1)),
+                    tol=(1e-4, 1e-4), why="sequential float32 sums over 5000 elements: TensorFlow's Eigen scan adds in "
+                                          "blocks, so the last bits differ"))
+    for dt in ("float32", "float64"):
+        t = np.dtype(dt).type
+        out.append(Case(f"LinSpace/{dt}", "LinSpace", (t(-1.5), t(2.25), np.int32(7))))
+    out += [
+        Case("LinSpace/one", "LinSpace", (np.float32(3.0), np.float32(9.0), np.int64(1))),
+        Case("LinSpace/descending", "LinSpace", (np.float64(5.0), np.float64(-5.0), np.int32(11))),
+        Case("LinSpace/fine", "LinSpace", (np.float32(0.0), np.float32(1.0), np.int32(1000))),
+        Case("LinSpace/zero", "LinSpace", (np.float32(0.0), np.float32(1.0), np.int32(0))),
+        Case("LinSpace/vector_start", "LinSpace", (np.zeros(2, np.float32), np.float32(1.0), np.int32(3))),
+        Case("LinSpace/float16", "LinSpace", (np.float16(0.0), np.float16(1.0), np.int32(3)), why="no CPU kernel"),
+    ]
+    return out
+
+
 def cases() -> list[Case]:
     return (
         _identity_like() + _shape_ops() + _reshape() + _transpose() + _invert_permutation() + _expand_squeeze()
         + _pad() + _broadcast_tile_fill() + _concat_pack() + _split_slice() + _strided_slice() + _gather()
-        + _segment_sum() + _one_hot() + _range() + _where() + _string_to_number()
+        + _segment_sum() + _one_hot() + _range() + _where() + _string_to_number() + _reverse_band_scan_linspace()
     )

@@ -893,6 +893,39 @@ def _rng_read_and_skip(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (state, np.int32(g.pick((1, 3))), np.uint64(g.int(0, 10**6))), {}
 
 
+# ---------------------------------------------------------------- ReverseV2, MatrixBandPart, scans, LinSpace
+
+
+@gen("ReverseV2")
+def _reverse_v2(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    shape = g.shape(1, 4)
+    axes = [a - len(shape) if g.coin() else a for a in range(len(shape)) if g.coin()]
+    return (g.values(shape, g.dtype("T")), np.array(axes, g.pick(("int32", "int64")))), {}
+
+
+@gen("MatrixBandPart")
+def _matrix_band_part(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    shape = g.shape(2, 4)
+    dt = g.pick(("int32", "int64"))
+    lower, upper = g.int(-1, shape[-2]), g.int(-1, shape[-1])
+    return (g.values(shape, g.dtype("T")), np.array(lower, dt), np.array(upper, dt)), {}
+
+
+@gen("Cumsum", "Cumprod")
+def _scan(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    shape = g.shape(1, 4)
+    axis = g.int(-len(shape), len(shape) - 1)
+    return (g.values(shape, g.dtype("T")), np.array(axis, g.pick(("int32", "int64")))), {
+        "exclusive": g.coin(), "reverse": g.coin()}
+
+
+@gen("LinSpace")
+def _lin_space(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    dt = g.dtype("T")
+    start, stop = (np.array(g.rng.uniform(-100, 100), dt) for _ in range(2))
+    return (start, stop, np.array(g.int(1, 50), g.pick(("int32", "int64")))), {}
+
+
 NOT_GENERATED: dict[str, str] = {}
 
 

@@ -57,6 +57,7 @@ INTERFACE_DIFFERENCES: dict[str, str] = {
                                          "opkernel's MaxPoolGradGrad is the gradient of MaxPoolGrad, which takes "
                                          "EXPLICIT padding in TensorFlow too (TensorFlow's MaxPoolGradGrad does not)",
     "MaxPoolGradGrad.padding.allowed": "EXPLICIT padding, as MaxPoolGrad (see MaxPoolGradGrad.explicit_paddings)",
+    "LinSpace.T.allowed": _NO_CPU_KERNEL.format(types="bfloat16 and half"),
     "Reciprocal.T.allowed": _NO_CPU_KERNEL.format(types="the integer types"),
     "Round.T.allowed": _NO_CPU_KERNEL.format(types="int8, int16 and the complex types"),
     "RngReadAndSkip.inputs": "the generator's state is a Ref(int64) Variable, opkernel's variables, where TensorFlow's "

@@ -888,6 +888,50 @@ def cosh(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) 
       A `Tensor`. Has the same type as `x`.
     """
 
+def cumprod(
+    x: TensorLike,
+    axis: TensorLike,
+    exclusive: bool = False,
+    reverse: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """The cumulative product of x along axis; exclusive leaves each element out of its own product, reverse runs from the end.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      axis: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      exclusive: An optional `bool`. Defaults to `False`.
+      reverse: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
+def cumsum(
+    x: TensorLike,
+    axis: TensorLike,
+    exclusive: bool = False,
+    reverse: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """The cumulative sum of x along axis; exclusive leaves each element out of its own sum, reverse runs from the end.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      axis: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      exclusive: An optional `bool`. Defaults to `False`.
+      reverse: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
 def elu(features: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes the exponential linear function: features if > 0, exp(features) - 1 otherwise.
 
@@ -1304,6 +1348,26 @@ def less_equal(
       A `Tensor` of type `bool`.
     """
 
+def lin_space(
+    start: TensorLike,
+    stop: TensorLike,
+    num: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """num evenly spaced values from start to stop, both included: start + i * (stop - start) / (num - 1), the last exactly stop.
+
+    Args:
+      start: A `Tensor`. Must be one of the following types: `float32`, `float64`.
+      stop: A `Tensor`. Must be one of the following types: `float32`, `float64`.
+      num: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `start`.
+    """
+
 def log(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes the natural logarithm of x element-wise.
 
@@ -1415,6 +1479,26 @@ def mat_mul(
 
     Returns:
       A `Tensor`. Has the same type as `a`.
+    """
+
+def matrix_band_part(
+    input: TensorLike,
+    num_lower: TensorLike,
+    num_upper: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Keeps the central band of each innermost matrix, zeros elsewhere: element [m, n] stays where (num_lower < 0 or m - n <= num_lower) and (num_upper < 0 or n - m <= num_upper).
+
+    Args:
+      input: A `Tensor`.
+      num_lower: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      num_upper: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
     """
 
 def max(
@@ -2030,6 +2114,24 @@ def reshape(
     Args:
       tensor: A `Tensor`.
       shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `tensor`.
+    """
+
+def reverse_v2(
+    tensor: TensorLike,
+    axis: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Reverses the tensor along the dimensions in axis (negative counts from the end).
+
+    Args:
+      tensor: A `Tensor`. Must be one of the following types: `bfloat16`, `bool`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `string`, `uint16`, `uint32`, `uint64`, `uint8`.
+      axis: A `Tensor`. Must be one of the following types: `int32`, `int64`.
       name: A name for the operation (optional).
 
     Returns:

@@ -17,6 +17,7 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 from opkernel.ops.array_ops import parse_numbers, range_size, reshape_sizes, strided_slice_plan
+from opkernel.ops.scan_ops import band, band_mask, linspace_count, linspace_values, reverse_axes, scan_axis
 
 from .xp import xp_of
 
@@ -371,6 +372,61 @@ def string_to_number(string_tensor: np.ndarray, out_type: ok.DType, **attrs: Any
     return parse_numbers(string_tensor, out_type)
 
 
+# ---------------------------------------------------------------- ReverseV2, MatrixBandPart, Cumsum, Cumprod, LinSpace
+
+
+#: The numbers (not strings or quantized types: TensorFlow has no CPU kernels for them).
+_BAND_TYPES = ["bool", "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+               "uint32", "uint64", "complex64", "complex128"]
+_SCAN_TYPES = [t for t in _BAND_TYPES if t != "bool"]
+
+
+def reverse_v2(tensor: np.ndarray, axis: np.ndarray, **attrs: Any) -> np.ndarray:
+    axes = reverse_axes(axis, tensor.ndim)
+    xp = xp_of(tensor)
+    if not axes:
+        return tensor
+    return xp.ascontiguousarray(xp.flip(tensor, axes))  # type: ignore[no-any-return]
+
+
+def matrix_band_part(input: np.ndarray, num_lower: np.ndarray, num_upper: np.ndarray, **attrs: Any) -> np.ndarray:
+    lower, upper = band(tuple(input.shape), num_lower, num_upper)
+    xp = xp_of(input)
+    keep = xp.asarray(band_mask(input.shape[-2], input.shape[-1], lower, upper))
+    return xp.where(keep, input, xp.zeros((), input.dtype))  # type: ignore[no-any-return]
+
+
+def _scan(op: str, accumulate: Any, identity: int) -> Any:
+    """Cumsum/Cumprod: numpy's accumulation in x's own type (integers wrap, each float16
+    step rounds to half), from the end when ``reverse``, shifted by one element with the
+    identity first when ``exclusive`` (TensorFlow's ScanOp)."""
+
+    def kernel(x: np.ndarray, axis: np.ndarray, exclusive: bool, reverse: bool, **attrs: Any) -> np.ndarray:
+        a = scan_axis(op, axis, x.ndim)
+        xp = xp_of(x)
+        y = xp.flip(x, a) if reverse else x
+        with np.errstate(all="ignore"):
+            out = accumulate(xp)(y, axis=a, dtype=x.dtype)
+        if exclusive and out.shape[a]:
+            first = xp.full(out.shape[:a] + (1,) + out.shape[a + 1:], identity, x.dtype)
+            out = xp.concatenate([first, xp.take(out, xp.arange(out.shape[a] - 1), axis=a)], axis=a)
+        if reverse:
+            out = xp.flip(out, a)
+        return xp.ascontiguousarray(out)  # type: ignore[no-any-return]
+
+    kernel.__name__ = op
+    return kernel
+
+
+cumsum = _scan("Cumsum", lambda xp: xp.cumsum, 0)
+cumprod = _scan("Cumprod", lambda xp: xp.cumprod, 1)
+
+
+def lin_space(start: np.ndarray, stop: np.ndarray, num: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    n = linspace_count(start, stop, num)
+    return linspace_values(start, stop, n, np.dtype(T.np))
+
+
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
@@ -405,6 +461,11 @@ def register_all() -> None:
         ("Range", range_, None, ("start", "limit", "delta")),
         ("Where", where, None, ()),
         ("StringToNumber", string_to_number, None, ()),
+        ("ReverseV2", reverse_v2, None, ("axis",)),
+        ("MatrixBandPart", matrix_band_part, {"T": _BAND_TYPES}, ("num_lower", "num_upper")),
+        ("Cumsum", cumsum, {"T": _SCAN_TYPES}, ("axis",)),
+        ("Cumprod", cumprod, {"T": _SCAN_TYPES}, ("axis",)),
+        ("LinSpace", lin_space, None, ("start", "stop", "num")),
     ]
     for op, fn, constraints, host in table:
         ok.register_kernel(op, backend="cpu", type_constraints=constraints, host_memory=host)(fn)

@@ -16,6 +16,7 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import ResourceExhaustedError
 from opkernel.ops.array_ops import range_size
+from opkernel.ops.scan_ops import linspace_count
 from opkernel_cpu import array_kernels as cpu
 from opkernel_cpu.xp import xp_of
 
@@ -104,6 +105,23 @@ def range_on(xp: Any, start: Any, limit: Any, delta: Any, Tidx: ok.DType, device
     return (xp.arange(n).astype(Tidx.np) * d + s).astype(Tidx.np)
 
 
+def lin_space(start: Any, stop: Any, num: Any, T: ok.DType, **attrs: Any) -> Any:
+    """Built on the device (its scalars are host memory): start + step * i in T, the last
+    element exactly stop, as TensorFlow's kernel."""
+    cp = runtime.STATE.cupy
+    if cp is None or T.name == "bfloat16":  # the table over numpy (tests); cupy has no bfloat16
+        return cpu.lin_space(start, stop, num, T=T, **attrs)
+    n = linspace_count(start, stop, num)
+    t = np.dtype(T.np).type
+    s, e = t(np.asarray(start).reshape(())[()]), t(np.asarray(stop).reshape(())[()])
+    if n == 1:
+        return cp.full((1,), s, T.np)
+    step = t((e - s) / t(n - 1))
+    out = (cp.arange(n).astype(T.np) * step + s).astype(T.np)
+    out[-1] = e
+    return out
+
+
 def rows() -> list[Row]:
     return [
         ("Identity", identity, None, ()),
@@ -135,4 +153,9 @@ def rows() -> list[Row]:
         ("OneHot", cpu.one_hot, None, ("depth",)),
         ("Range", range_, None, ("start", "limit", "delta")),
         ("Where", cpu.where, None, ()),
+        ("ReverseV2", cpu.reverse_v2, None, ("axis",)),
+        ("MatrixBandPart", cpu.matrix_band_part, {"T": cpu._BAND_TYPES}, ("num_lower", "num_upper")),
+        ("Cumsum", cpu.cumsum, {"T": cpu._SCAN_TYPES}, ("axis",)),
+        ("Cumprod", cpu.cumprod, {"T": cpu._SCAN_TYPES}, ("axis",)),
+        ("LinSpace", lin_space, None, ("start", "stop", "num")),
     ]

@@ -27,6 +27,7 @@ from numpy.lib.stride_tricks import as_strided
 import opkernel as ok
 from opkernel.errors import InternalError
 from opkernel.ops.array_ops import parse_numbers, range_size, reshape_sizes, strided_slice_plan
+from opkernel.ops.scan_ops import band, linspace_count, reverse_axes, scan_axis
 
 from .backend import OpenCLBackend, ctype
 from .common import ALL, REALS, collapse, contiguous_strides, dims, fail, scalar
@@ -569,6 +570,121 @@ def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, Tidx: ok.DTy
     return out
 
 
+# ---------------------------------------------------------------- ReverseV2, MatrixBandPart, Cumsum, Cumprod, LinSpace
+
+
+def reverse_v2(tensor: Any, axis: np.ndarray, **attrs: Any) -> Any:
+    axes = reverse_axes(axis, tensor.ndim)
+    if not axes:
+        return tensor
+    index = tuple(slice(None, None, -1) if d in axes else slice(None) for d in range(tensor.ndim))
+    return gather_view(BE(), "ReverseV2", tensor, lambda g: g[index])
+
+
+@family("band", ("1", "2", "4", "8", "16"))
+def _band_source(size: str) -> str:
+    W = _WORD[int(size)]
+    zero = "(ulong2)(0, 0)" if size == "16" else "0"
+    return f"""
+// MatrixBandPart on [.., m, n], moving elements by their size
+__kernel void band(__global {W}* out, __global const {W}* x, int m, int n, long lower, long upper) {{
+  int i = get_global_id(0); long col = i % n; long row = (i / n) % m;
+  int keep = (lower < 0 || row - col <= lower) && (upper < 0 || col - row <= upper);
+  out[i] = keep ? x[i] : ({W}){zero};
+}}
+"""
+
+
+def matrix_band_part(input: Any, num_lower: np.ndarray, num_upper: np.ndarray, **attrs: Any) -> Any:
+    lower, upper = band(tuple(input.shape), num_lower, num_upper)
+    be = BE()
+    out = be.new_array(tuple(input.shape), input.dtype)
+    if out.size:
+        k = be.programs.kernel("band", str(input.dtype.itemsize), "band", "MatrixBandPart")
+        be.launch1d(k, out.size, out.base_data, input.base_data, np.int32(input.shape[-2]), np.int32(input.shape[-1]),
+                    np.int64(lower), np.int64(upper))
+    return out
+
+
+_SCAN_TYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+@family("scan", _SCAN_TYPES + ("float16",))
+def _scan_source(dtype: str) -> str:
+    half = dtype == "float16"
+    T = "half" if half else ctype(ok.as_dtype(dtype))
+    A = "float" if half else T
+    load = "vload_half(idx, x)" if half else "x[idx]"
+    # float16: the running value rounded to half at every step, as TensorFlow's half scan
+    keep = "vstore_half_rte(acc, 0, (__private half*)&h); acc = vload_half(0, (__private const half*)&h);" if half else ""
+    store = "vstore_half_rte(v, idx, out);" if half else "out[idx] = v;"
+    kernels = []
+    for name, op, identity in (("cumsum", "+", "0"), ("cumprod", "*", "1")):
+        kernels.append(f"""
+// One work-item per line along the scanned axis of [outer, len, inner]
+__kernel void {name}(__global {T}* out, __global const {T}* x, long len, long inner, int exclusive, int reverse) {{
+  long line = get_global_id(0); long o = line / inner, in = line % inner;
+  {A} acc = ({A}){identity};
+  {"ushort h;  /* a half's bits: a half variable needs cl_khr_fp16 */" if half else ""}
+  for (long k = 0; k < len; k++) {{
+    long idx = (o * len + (reverse ? len - 1 - k : k)) * inner + in;
+    {A} v = acc;
+    acc = acc {op} {load};
+    {keep}
+    if (!exclusive) v = acc;
+    {store}
+  }}
+}}""")
+    return "#pragma OPENCL FP_CONTRACT OFF\n" + "\n".join(kernels) + "\n"
+
+
+def _scan(op: str, name: str) -> Any:
+    def kernel(x: Any, axis: np.ndarray, exclusive: bool, reverse: bool, T: ok.DType, **attrs: Any) -> Any:
+        a = scan_axis(op, axis, x.ndim)
+        be = BE()
+        out = be.new_array(tuple(x.shape), x.dtype)
+        if out.size:
+            length = int(x.shape[a])
+            inner = int(math.prod(x.shape[a + 1:]))
+            lines = out.size // length
+            k = be.programs.kernel("scan", T.name, name, op)
+            be.launch(k, (lines,), None, out.base_data, x.base_data, np.int64(length), np.int64(inner),
+                      np.int32(bool(exclusive)), np.int32(bool(reverse)))
+        return out
+
+    kernel.__name__ = op
+    return kernel
+
+
+cumsum = _scan("Cumsum", "cumsum")
+cumprod = _scan("Cumprod", "cumprod")
+
+
+@family("linspace", ("float32", "float64"))
+def _linspace_source(dtype: str) -> str:
+    T = ctype(ok.as_dtype(dtype))
+    # start + step * i rounded twice, as TensorFlow's CPU kernel: not one fused multiply-add
+    return (
+        "#pragma OPENCL FP_CONTRACT OFF\n"
+        f"__kernel void linspace(__global {T}* out, {T} start, {T} stop, {T} step, long n) {{\n"
+        f"  long i = get_global_id(0); out[i] = i == n - 1 ? stop : start + step * ({T})i;\n}}\n"
+    )
+
+
+def lin_space(start: np.ndarray, stop: np.ndarray, num: np.ndarray, T: ok.DType, **attrs: Any) -> Any:
+    n = linspace_count(start, stop, num)
+    be = BE()
+    t = np.dtype(T.np).type
+    s, e = t(np.asarray(start).reshape(())[()]), t(np.asarray(stop).reshape(())[()])
+    step = t((e - s) / t(n - 1)) if n > 1 else t(0)
+    if n == 1:
+        e = s  # one value: start (the kernel writes its last element as stop)
+    out = be.new_array((n,), np.dtype(T.np))
+    k = be.programs.kernel("linspace", T.name, "linspace", "LinSpace")
+    be.launch(k, (n,), None, out.base_data, s, e, step, np.int64(n))
+    return out
+
+
 def where(input: np.ndarray, **attrs: Any) -> np.ndarray:
     return np.argwhere(input).astype(np.int64, copy=False)
 
@@ -638,5 +754,11 @@ def register_all() -> None:
         # The input is read on the host, so any dtype the device holds as bytes can be tested.
         ("Where", where, {"T": list(ALL) + ["float16", "bfloat16", "complex64", "complex128"]}, ("input",)),
         ("StringToNumber", string_to_number, None, ()),
+        ("ReverseV2", reverse_v2, every, ("axis",)),
+        ("MatrixBandPart", matrix_band_part, {"T": [t for t in MOVABLE if not t.startswith(("q", "string"))]},
+         ("num_lower", "num_upper")),
+        ("Cumsum", cumsum, {"T": list(_SCAN_TYPES) + ["float16"]}, ("axis",)),
+        ("Cumprod", cumprod, {"T": list(_SCAN_TYPES) + ["float16"]}, ("axis",)),
+        ("LinSpace", lin_space, {"T": ["float32", "float64"]}, ("start", "stop", "num")),
     ]
     register_table(table)
