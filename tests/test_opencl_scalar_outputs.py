@@ -107,6 +107,12 @@ SWEEP = {
     "Cumsum": ["ok.ops.cumsum(E, np.int32(0))", "ok.ops.cumsum(E, np.int32(1), exclusive=True)"],
     "Cumprod": ["ok.ops.cumprod(E, np.int32(0), reverse=True)", "ok.ops.cumprod(E0, np.int32(0))"],
     "LinSpace": ["ok.ops.lin_space(np.float32(1.0), np.float32(2.0), np.int32(1))"],
+    "TopKV2": ["ok.ops.top_kv2(E, np.int32(0))", "ok.ops.top_kv2(V3, np.int32(0))", "ok.ops.top_kv2(V3, np.int32(3))"],
+    "GatherNd": ["ok.ops.gather_nd(V3, np.array([[1]], np.int32))", "ok.ops.gather_nd(E, np.zeros((0, 1), np.int32))"],
+    "ScatterNd": ["ok.ops.scatter_nd(np.array([[1]], np.int32), np.ones(1, np.float32), np.array([3], np.int32))",
+                  "ok.ops.scatter_nd(np.zeros((0, 1), np.int32), np.zeros((0, 3), np.float32), np.array([0, 3], np.int32))"],
+    "TensorScatterUpdate": ["ok.ops.tensor_scatter_update(V3, np.array([[2]], np.int32), np.ones(1, np.float32))",
+                            "ok.ops.tensor_scatter_update(E, np.zeros((0, 1), np.int32), np.zeros((0, 3), np.float32))"],
     "LogicalNot": ["ok.ops.logical_not(B)", "ok.ops.logical_not(EB)"],
     "Cast": ["ok.ops.cast(S, DstT=ok.int32)", "ok.ops.cast(E, DstT=ok.float16)", "ok.ops.cast(S64, DstT=ok.float32, Truncate=True)"],
     # binary: 0-d with 0-d, empty with empty, empty with 0-d

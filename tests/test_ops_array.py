@@ -102,6 +102,40 @@ SCAN_CASES = [
            lambda s, e, n: np.linspace(s, e, int(n)), grad=False),
 ]
 
+
+def top_k_ref(x: np.ndarray, k: Any, **attrs: Any) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(-x, axis=-1, kind="stable")[..., :int(k)]
+    return np.take_along_axis(x, order, -1), order.astype(np.int32)
+
+
+def gather_nd_ref(params: np.ndarray, indices: np.ndarray, **attrs: Any) -> np.ndarray:
+    return params[tuple(np.moveaxis(indices, -1, 0))]
+
+
+def scatter_nd_ref(indices: np.ndarray, updates: np.ndarray, shape: np.ndarray, **attrs: Any) -> np.ndarray:
+    out = np.zeros(tuple(shape), updates.dtype)
+    np.add.at(out, tuple(np.moveaxis(indices, -1, 0)), updates)
+    return out
+
+
+def tensor_scatter_update_ref(tensor: np.ndarray, indices: np.ndarray, updates: np.ndarray, **attrs: Any) -> np.ndarray:
+    out = tensor.copy()
+    out[tuple(np.moveaxis(indices, -1, 0))] = updates
+    return out
+
+
+ND_CASES = [
+    OpCase("top_k", "TopKV2", one((3, 7), np.int32(3)), top_k_ref, dtypes=ALL),
+    OpCase("top_k_vector", "TopKV2", one((6,), np.int32(6)), top_k_ref),
+    OpCase("gather_nd", "GatherNd", one((3, 4, 5), i32(1, 2, 0, 3, 2, 1).reshape(3, 2)), gather_nd_ref, dtypes=ALL),
+    OpCase("gather_nd_elements", "GatherNd", one((3, 4), i64(2, 3, 0, 1).reshape(2, 2)), gather_nd_ref),
+    OpCase("scatter_nd", "ScatterNd", lambda rng, dt: [i32(1, 3, 1).reshape(3, 1), data(rng, dt, 3, 2), i32(5, 2)],
+           scatter_nd_ref, dtypes=ALL),
+    OpCase("tensor_scatter_update", "TensorScatterUpdate",
+           lambda rng, dt: [data(rng, dt, 5, 2), i32(4, 0).reshape(2, 1), data(rng, dt, 2, 2)], tensor_scatter_update_ref,
+           dtypes=ALL),
+]
+
 CASES = [
     OpCase("identity", "Identity", one((2, 3)), lambda x: x, dtypes=ALL),
     OpCase("stop_gradient", "StopGradient", one((2, 3)), lambda x: x, dtypes=ALL, grad=False),
@@ -278,6 +312,7 @@ CASES = [
         skip={"cuda": "strings cannot live on a CUDA device: StringToNumber has a cpu kernel only (docs/cuda.md)"},
     ),
     *SCAN_CASES,
+    *ND_CASES,
 ]
 
 

@@ -17,13 +17,13 @@ LACKING = sorted([
     "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2", "CropAndResize", "DenseBincount",
     "DepthToSpace", "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput",
     "Diag", "Dilation2D", "Dilation2DBackpropFilter", "Dilation2DBackpropInput", "Einsum", "EluGrad", "FFT",
-    "FusedBatchNormV3", "GatherNd", "IFFT", "ImageProjectiveTransformV3", "LRN", "LRNGrad", "LowerBound",
+    "FusedBatchNormV3", "IFFT", "ImageProjectiveTransformV3", "LRN", "LRNGrad", "LowerBound",
     "MaxPool3D", "MaxPool3DGrad", "MirrorPad", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
     "NonMaxSuppressionV5", "PadV2", "RaggedGather", "RaggedRange", "RaggedTensorToTensor", "ResizeBilinear",
-    "ResizeBilinearGrad", "ResizeNearestNeighbor", "ResizeNearestNeighborGrad", "ScatterNd",
+    "ResizeBilinearGrad", "ResizeNearestNeighbor", "ResizeNearestNeighborGrad",
     "SpaceToBatchND", "SparseFillEmptyRows", "SparseReshape", "SparseSegmentMean", "SparseSegmentSum", "SparseToDense",
-    "SplitV", "StaticRegexReplace", "StringNGrams", "StringSplitV2", "StringToHashBucketFast", "TensorScatterUpdate",
-    "TopKV2", "UniqueV2", "UpperBound", "_FusedDepthwiseConv2dNative",
+    "SplitV", "StaticRegexReplace", "StringNGrams", "StringSplitV2", "StringToHashBucketFast",
+    "UniqueV2", "UpperBound", "_FusedDepthwiseConv2dNative",
 ])
 
 #: The TensorFlow.js ops the model-building issue names (Multinomial as StatelessMultinomial).

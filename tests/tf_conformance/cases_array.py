@@ -700,9 +700,67 @@ def _reverse_band_scan_linspace() -> list[Case]:
     return out
 
 
+def _top_k_nd() -> list[Case]:
+    out: list[Case] = []
+    for dt in ("float32", "float64", "int32", "int64", "int8", "uint8", "float16"):
+        x = _rand((3, 7), dt, 91)
+        out.append(Case(f"TopKV2/{dt}", "TopKV2", (x, np.int32(3)), grad=dt in ("float32", "float64"), seed=91))
+    out += [
+        # One NaN: with several, TensorFlow's comparisons are no order (it keeps the first NaN first, the
+        # others anywhere); opkernel puts every NaN first, by index.
+        Case("TopKV2/ties_and_nan", "TopKV2", (np.array([[1.0, np.nan, 3.0, 3.0, -np.inf, 2.0, 0.5]], np.float32),
+                                                np.int32(5))),
+        Case("TopKV2/int_ties", "TopKV2", (np.array([[5, 1, 5, 2, 5]], np.int32), np.int64(3)), {"index_type": "int64"}),
+        Case("TopKV2/vector_all", "TopKV2", (_rand((6,), "float64", 92), np.int32(6)), grad=True, seed=92),
+        Case("TopKV2/rank3", "TopKV2", (_rand((2, 3, 5), "float32", 93), np.int16(2)), grad=True, seed=93),
+        Case("TopKV2/int16_indices", "TopKV2", (_rand((2, 5), "float32", 93), np.int32(2)), {"index_type": "int16"},
+             why="TensorFlow cannot take this gradient (its _TopKGrad adds int32 to int16)"),
+        Case("TopKV2/zero", "TopKV2", (_rand((2, 4), "float32", 94), np.int32(0))),
+        Case("TopKV2/too_many", "TopKV2", (_rand((2, 4), "float32", 94), np.int32(5))),
+        Case("TopKV2/negative_k", "TopKV2", (_rand((2, 4), "float32", 94), np.int32(-1))),
+        Case("TopKV2/scalar", "TopKV2", (np.float32(1.0), np.int32(1))),
+    ]
+    p = _rand((3, 4, 5), "float32", 95)
+    for dt in ("float32", "float64", "int32", "int64", "bool", "complex64", "float16", "uint8"):
+        out.append(Case(f"GatherNd/{dt}", "GatherNd", (_rand((3, 4, 5), dt, 95), _i32(1, 2, 0, 3, 2, 1).reshape(3, 2)),
+                        grad=dt in ("float32", "float64"), seed=95))
+    out += [
+        Case("GatherNd/full_index", "GatherNd", (p, _i64(2, 3, 4, 0, 0, 0).reshape(2, 3)), grad=True, seed=96),
+        Case("GatherNd/batched_indices", "GatherNd", (p, np.array([[[0], [2]], [[1], [1]]], np.int32)), grad=True, seed=97),
+        Case("GatherNd/int16_indices", "GatherNd", (p, np.array([[1, 1]], np.int16))),
+        Case("GatherNd/out_of_range", "GatherNd", (p, _i32(3, 0).reshape(1, 2))),
+        Case("GatherNd/negative_index", "GatherNd", (p, _i32(0, -1).reshape(1, 2))),
+        Case("GatherNd/too_deep", "GatherNd", (p, _i32(0, 0, 0, 0).reshape(1, 4))),
+        Case("GatherNd/empty_indices", "GatherNd", (p, np.zeros((0, 2), np.int32))),
+        Case("GatherNd/string", "GatherNd", (np.array([[b"a", b"b"], [b"c", b""]], object), _i32(1, 0).reshape(1, 2))),
+    ]
+    for dt in ("float32", "float64", "int32", "int64", "complex64", "float16"):
+        out.append(Case(f"ScatterNd/{dt}", "ScatterNd", (_i32(1, 3, 1, 0).reshape(4, 1), _rand((4, 3), dt, 98), _i32(5, 3)),
+                        grad=dt in ("float32", "float64"), seed=98, tol=(1e-2, 1e-2) if dt == "float16" else None,
+                        why="float16 sums" if dt == "float16" else ""))
+    out += [
+        Case("ScatterNd/elements", "ScatterNd", (_i64(0, 1, 2, 2, 0, 1).reshape(3, 2), np.array([1.0, 2.0, 4.0], np.float32),
+                                                 _i64(3, 3)), grad=True, seed=99),
+        Case("ScatterNd/out_of_range", "ScatterNd", (_i32(7).reshape(1, 1), np.ones(1, np.float32), _i32(5))),
+        Case("ScatterNd/updates_shape", "ScatterNd", (_i32(1, 2).reshape(2, 1), np.ones(3, np.float32), _i32(5))),
+        Case("ScatterNd/empty", "ScatterNd", (np.zeros((0, 1), np.int32), np.zeros((0,), np.float32), _i32(4))),
+    ]
+    for dt in ("float32", "int32", "bool", "float64"):
+        out.append(Case(f"TensorScatterUpdate/{dt}", "TensorScatterUpdate",
+                        (_rand((5, 3), dt, 100), _i32(4, 0).reshape(2, 1), _rand((2, 3), dt, 101)),
+                        grad=dt in ("float32", "float64"), seed=100))
+    out += [
+        Case("TensorScatterUpdate/elements", "TensorScatterUpdate",
+             (_rand((3, 3), "float64", 102), _i32(0, 1, 2, 2).reshape(2, 2), np.array([7.0, 8.0])), grad=True, seed=102),
+        Case("TensorScatterUpdate/out_of_range", "TensorScatterUpdate",
+             (_rand((3, 3), "float32", 102), _i32(3).reshape(1, 1), np.ones((1, 3), np.float32))),
+    ]
+    return out
+
+
 def cases() -> list[Case]:
     return (
         _identity_like() + _shape_ops() + _reshape() + _transpose() + _invert_permutation() + _expand_squeeze()
         + _pad() + _broadcast_tile_fill() + _concat_pack() + _split_slice() + _strided_slice() + _gather()
-        + _segment_sum() + _one_hot() + _range() + _where() + _string_to_number() + _reverse_band_scan_linspace()
+        + _segment_sum() + _one_hot() + _range() + _where() + _string_to_number() + _reverse_band_scan_linspace() + _top_k_nd()
     )

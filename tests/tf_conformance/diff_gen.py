@@ -926,6 +926,47 @@ def _lin_space(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (start, stop, np.array(g.int(1, 50), g.pick(("int32", "int64")))), {}
 
 
+@gen("TopKV2")
+def _top_kv2(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    shape = g.shape(1, 3)
+    if not shape[-1]:
+        shape = shape[:-1] + (1,)
+    k = g.int(0, shape[-1])
+    return (g.values(shape, g.dtype("T")), np.array(k, g.pick(("int32", "int64")))), {}
+
+
+@gen("GatherNd")
+def _gather_nd(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    shape = tuple(max(d, 1) for d in g.shape(1, 3))
+    depth = g.int(1, len(shape))
+    count = g.int(0, 4)
+    idx = np.stack([g.rng.integers(0, shape[d], count) for d in range(depth)], -1) if count else np.zeros((0, depth))
+    return (g.values(shape, g.dtype("Tparams")), idx.astype(g.pick(("int32", "int64")))), {}
+
+
+@gen("ScatterNd")
+def _scatter_nd(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    shape = tuple(max(d, 1) for d in g.shape(1, 3))
+    depth = g.int(1, len(shape))
+    count = g.int(0, 4)
+    dt = g.pick(("int32", "int64"))
+    idx = np.stack([g.rng.integers(0, shape[d], count) for d in range(depth)], -1) if count else np.zeros((0, depth))
+    updates = g.values((count,) + shape[depth:], g.dtype("T"))
+    return (idx.astype(dt), updates, np.array(shape, dt)), {}
+
+
+@gen("TensorScatterUpdate")
+def _tensor_scatter_update(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    shape = tuple(max(d, 1) for d in g.shape(1, 3))
+    depth = g.int(1, len(shape))
+    count = g.int(0, 3)
+    # distinct slots: TensorFlow leaves the winner of a duplicate open
+    slots = g.rng.permutation(int(np.prod(shape[:depth])))[:count]
+    idx = np.stack(np.unravel_index(slots, shape[:depth]), -1) if count else np.zeros((0, depth))
+    dt = g.dtype("T")
+    return (g.values(shape, dt), idx.astype(g.pick(("int32", "int64"))), g.values((len(slots),) + shape[depth:], dt)), {}
+
+
 NOT_GENERATED: dict[str, str] = {}
 
 

@@ -46,6 +46,11 @@ class StatelessRandomGetKeyCounter(NamedTuple):
     key: Tensor
     counter: Tensor
 
+@type_check_only
+class TopKV2(NamedTuple):
+    values: Tensor
+    indices: Tensor
+
 def abs(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes the absolute value of a tensor element-wise: y = |x|.
 
@@ -1149,6 +1154,26 @@ def fused_mat_mul(
       A `Tensor`. Has the same type as `a`.
     """
 
+def gather_nd(
+    params: TensorLike,
+    indices: TensorLike,
+    bad_indices_policy: str = "",
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Gathers slices of params at the multi-indices in the last axis of indices.
+
+    Args:
+      params: A `Tensor`.
+      indices: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`.
+      bad_indices_policy: An optional `string`. Defaults to `''`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `params`.
+    """
+
 def gather_v2(
     params: TensorLike,
     indices: TensorLike,
@@ -2180,6 +2205,28 @@ def rsqrt(x: TensorLike, name: str | None = None, *, _kernel: str | None = None)
       A `Tensor`. Has the same type as `x`.
     """
 
+def scatter_nd(
+    indices: TensorLike,
+    updates: TensorLike,
+    shape: TensorLike,
+    bad_indices_policy: str = "",
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A zero tensor of shape with updates summed into the slices the indices address (duplicates add).
+
+    Args:
+      indices: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`.
+      updates: A `Tensor`.
+      shape: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`.
+      bad_indices_policy: An optional `string`. Defaults to `''`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `updates`.
+    """
+
 def select(
     condition: TensorLike,
     x: TensorLike,
@@ -2926,6 +2973,28 @@ def tanh(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) 
       A `Tensor`. Has the same type as `x`.
     """
 
+def tensor_scatter_update(
+    tensor: TensorLike,
+    indices: TensorLike,
+    updates: TensorLike,
+    bad_indices_policy: str = "",
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A copy of tensor with the slices the indices address replaced by updates (a duplicate: the last one).
+
+    Args:
+      tensor: A `Tensor`.
+      indices: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`, `uint16`.
+      updates: A `Tensor`.
+      bad_indices_policy: An optional `string`. Defaults to `''`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `tensor`.
+    """
+
 def tile(
     input: TensorLike,
     multiples: TensorLike,
@@ -2942,6 +3011,30 @@ def tile(
 
     Returns:
       A `Tensor`. Has the same type as `input`.
+    """
+
+def top_kv2(
+    input: TensorLike,
+    k: TensorLike,
+    sorted: bool = True,
+    index_type: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> TopKV2:
+    """The k largest entries of each last-axis vector and their indices, largest first (NaN counts as the largest; of equal values the lower index comes first; sorted=false gives the same order).
+
+    Args:
+      input: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      k: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`.
+      sorted: An optional `bool`. Defaults to `True`.
+      index_type: An optional `type` from: `int16`, `int32`, `int64`. Defaults to `int32`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A tuple of `Tensor` objects (values, indices).
+        values: A `Tensor`. Has the same type as `input`.
+        indices: A `Tensor` of type `index_type`.
     """
 
 def transpose(

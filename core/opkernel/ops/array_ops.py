@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import creation_ops, indexing_ops, scan_ops, shape_ops
+from . import creation_ops, indexing_ops, nd_ops, scan_ops, shape_ops
 from .creation_ops import parse_numbers as parse_numbers, range_size
 from .indexing_ops import StridedSlicePlan, strided_slice_plan
 from .shape_ops import reshape_sizes
 
 __all__ = ["StridedSlicePlan", "range_size", "register_gradients", "reshape_sizes", "register_ops", "stop_gradient", "strided_slice_plan"]
 
-_FAMILIES = (shape_ops, indexing_ops, creation_ops, scan_ops)
+_FAMILIES = (shape_ops, indexing_ops, creation_ops, scan_ops, nd_ops)
 
 
 def stop_gradient(x: Any) -> Any:

@@ -17,6 +17,7 @@ import numpy as np
 import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 from opkernel.ops.array_ops import parse_numbers, range_size, reshape_sizes, strided_slice_plan
+from opkernel.ops.nd_ops import NdPlan, nd_plan, top_k_count
 from opkernel.ops.scan_ops import band, band_mask, linspace_count, linspace_values, reverse_axes, scan_axis
 
 from .xp import xp_of
@@ -379,6 +380,7 @@ def string_to_number(string_tensor: np.ndarray, out_type: ok.DType, **attrs: Any
 _BAND_TYPES = ["bool", "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
                "uint32", "uint64", "complex64", "complex128"]
 _SCAN_TYPES = [t for t in _BAND_TYPES if t != "bool"]
+_TOPK_TYPES = [t for t in _SCAN_TYPES if not t.startswith("complex")]
 
 
 def reverse_v2(tensor: np.ndarray, axis: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -427,6 +429,68 @@ def lin_space(start: np.ndarray, stop: np.ndarray, num: np.ndarray, T: ok.DType,
     return linspace_values(start, stop, n, np.dtype(T.np))
 
 
+# ---------------------------------------------------------------- TopKV2, GatherNd, ScatterNd, TensorScatterUpdate
+
+
+def top_k_v2(input: np.ndarray, k: np.ndarray, index_type: ok.DType, **attrs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The k largest along the last axis, largest first; NaN counts as the largest and of
+    equal values the lower index comes first (a stable sort of the reversed row, read
+    backwards): TensorFlow's order."""
+    n = top_k_count(tuple(input.shape), k)
+    xp = xp_of(input)
+    last = input.shape[-1]
+    ascending = xp.argsort(input[..., ::-1], axis=-1, kind="stable")
+    order = (last - 1 - ascending[..., ::-1])[..., :n]
+    values = xp.take_along_axis(input, order, axis=-1)
+    return values, order.astype(index_type.np)
+
+
+def _rows_of(plan: NdPlan, xp: Any) -> Any:
+    """The flat positions of every element the plan addresses: [indices..., slice]."""
+    rows = xp.asarray(plan.rows)
+    return rows[:, None] + xp.arange(plan.slice_size, dtype=np.int64)[None, :]
+
+
+def gather_nd(params: np.ndarray, indices: np.ndarray, **attrs: Any) -> np.ndarray:
+    plan = nd_plan("GatherNd", tuple(params.shape), indices)
+    xp = xp_of(params)
+    flat = xp.ascontiguousarray(params).reshape(-1)
+    return flat[_rows_of(plan, xp)].reshape(plan.out_shape)  # type: ignore[no-any-return]
+
+
+def _updates_fit(op: str, plan: NdPlan, updates: Any) -> None:
+    if tuple(updates.shape) != plan.out_shape:
+        raise InvalidArgumentError(
+            f"op {op!r}: updates must have shape {list(plan.out_shape)} (the indices' outer dimensions, then the "
+            f"slice each index addresses), got {list(updates.shape)}", op=op)
+
+
+def scatter_nd(indices: np.ndarray, updates: np.ndarray, shape: np.ndarray, **attrs: Any) -> np.ndarray:
+    op = "ScatterNd"
+    dims = tuple(int(d) for d in np.asarray(shape).reshape(-1))
+    if np.asarray(shape).ndim != 1 or any(d < 0 for d in dims):
+        raise InvalidArgumentError(f"op {op!r}: shape must be a vector of non-negative sizes, got {np.asarray(shape).tolist()}", op=op)
+    plan = nd_plan(op, dims, indices, what="shape")
+    _updates_fit(op, plan, updates)
+    xp = xp_of(updates)
+    out = xp.zeros(int(np.prod(dims, dtype=np.int64)), updates.dtype)
+    if updates.size:
+        with np.errstate(all="ignore"):  # integers wrap, as TensorFlow's
+            xp.add.at(out, _rows_of(plan, xp).reshape(-1), xp.ascontiguousarray(updates).reshape(-1))
+    return out.reshape(dims)  # type: ignore[no-any-return]
+
+
+def tensor_scatter_update(tensor: np.ndarray, indices: np.ndarray, updates: np.ndarray, **attrs: Any) -> np.ndarray:
+    op = "TensorScatterUpdate"
+    plan = nd_plan(op, tuple(tensor.shape), indices, what="shape")
+    _updates_fit(op, plan, updates)
+    xp = xp_of(tensor)
+    out = xp.array(tensor, copy=True).reshape(-1)
+    if updates.size:
+        out[_rows_of(plan, xp).reshape(-1)] = xp.ascontiguousarray(updates).reshape(-1)  # a duplicate: the last
+    return out.reshape(tensor.shape)  # type: ignore[no-any-return]
+
+
 def register_all() -> None:
     """(op, function, type constraints, host-memory args), one row per kernel."""
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
@@ -466,6 +530,10 @@ def register_all() -> None:
         ("Cumsum", cumsum, {"T": _SCAN_TYPES}, ("axis",)),
         ("Cumprod", cumprod, {"T": _SCAN_TYPES}, ("axis",)),
         ("LinSpace", lin_space, None, ("start", "stop", "num")),
+        ("TopKV2", top_k_v2, {"T": _TOPK_TYPES}, ("k",)),
+        ("GatherNd", gather_nd, None, ("indices",)),
+        ("ScatterNd", scatter_nd, {"T": _BAND_TYPES}, ("indices", "shape")),  # bool: or
+        ("TensorScatterUpdate", tensor_scatter_update, None, ("indices",)),
     ]
     for op, fn, constraints, host in table:
         ok.register_kernel(op, backend="cpu", type_constraints=constraints, host_memory=host)(fn)

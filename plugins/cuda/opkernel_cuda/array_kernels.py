@@ -158,4 +158,8 @@ def rows() -> list[Row]:
         ("Cumsum", cpu.cumsum, {"T": cpu._SCAN_TYPES}, ("axis",)),
         ("Cumprod", cpu.cumprod, {"T": cpu._SCAN_TYPES}, ("axis",)),
         ("LinSpace", lin_space, None, ("start", "stop", "num")),
+        ("TopKV2", cpu.top_k_v2, {"T": cpu._TOPK_TYPES}, ("k",)),
+        ("GatherNd", cpu.gather_nd, None, ("indices",)),
+        ("ScatterNd", cpu.scatter_nd, {"T": cpu._BAND_TYPES}, ("indices", "shape")),
+        ("TensorScatterUpdate", cpu.tensor_scatter_update, None, ("indices",)),
     ]
