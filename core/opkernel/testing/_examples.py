@@ -52,7 +52,10 @@ def _builtin_examples() -> dict[str, ExampleFn]:
     def unsorted_segment_sum() -> Example:
         return [np.ones((2, 2), f32), np.array([0, 1], np.int32), np.array(2, np.int32)], {}
 
-    return {"StridedSliceGrad": strided_slice_grad, "UnsortedSegmentSum": unsorted_segment_sum}
+    def scatter_nd() -> Example:
+        return [np.array([[1], [0]], np.int32), np.ones((2, 2), f32), np.array([3, 2], np.int32)], {}
+
+    return {"StridedSliceGrad": strided_slice_grad, "UnsortedSegmentSum": unsorted_segment_sum, "ScatterNd": scatter_nd}
 
 
 def register_example_inputs(op_name: str) -> Callable[[ExampleFn], ExampleFn]:
