@@ -107,6 +107,8 @@ def _extra_bases() -> list[Base]:
                                                    np.int32(-2), np.int32(9)], {}),
         Base("StatelessMultinomial", lambda: [data(2, 5), np.int32(3), np.array([1, 2], np.int64)], {}),
         Base("RngReadAndSkip", lambda: [np.array([5, 0, 0], np.int64), np.int32(1), np.uint64(4)], {}),
+        Base("FusedBatchNormGradV3", lambda: [data(2, 2, 2, 3), data(2, 2, 2, 3, seed=1), data(3, seed=2) ** 2 + 0.5,
+                                              data(3, seed=3), data(3, seed=4) ** 2 + 0.5, np.zeros(0, f32)], {}),
         Base("Addons>MedianPool2D", lambda: [data(1, 4, 5, 2)], dict(pool)),
         Base("Addons>MedianPool2DGrad", lambda: [data(1, 4, 5, 2), data(1, 4, 5, 2, seed=1)], dict(pool)),
     ]

@@ -230,3 +230,55 @@ def test_multi_head_attention_trains_traced_and_checks_its_inputs():
     assert all(g is not None and np.isfinite(g.numpy()).all() for g in grads)
     with pytest.raises(ok.errors.InvalidArgumentError, match="rank 3"):
         layer(ok.tensor(np.ones((4, 8), np.float32)), x)
+
+
+# ---------------------------------------------------------------- BatchNormalization
+
+
+def test_batch_normalization_trains_and_infers_as_keras(backend):
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((8, 5)) * 3 + 1).astype(np.float32)
+    layer = ok.nn.BatchNormalization(5, momentum=0.9, epsilon=1e-3)
+    layer.gamma.assign(np.linspace(0.5, 1.5, 5).astype(np.float32))
+    y = layer(ok.tensor(x), training=True).numpy()
+    m, v = x.mean(0), x.var(0)
+    np.testing.assert_allclose(y, (x - m) / np.sqrt(v + 1e-3) * np.linspace(0.5, 1.5, 5), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(layer.moving_mean.numpy(), 0.1 * m, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(layer.moving_variance.numpy(), 0.9 + 0.1 * v, rtol=1e-5)  # Keras 3: uncorrected
+    z = layer(ok.tensor(x)).numpy()  # inference: the moving statistics
+    mm, mv = layer.moving_mean.numpy(), layer.moving_variance.numpy()
+    np.testing.assert_allclose(z, (x - mm) / np.sqrt(mv + 1e-3) * np.linspace(0.5, 1.5, 5), rtol=1e-4, atol=1e-5)
+    assert [v.name.split("/")[-1] for v in layer.trainable_variables] == ["gamma", "beta"]
+    assert len(layer.variables) == 4
+
+
+def test_batch_normalization_gradients_images_and_tracing():
+    rng = np.random.default_rng(8)
+    x = ok.Variable(rng.standard_normal((2, 3, 3, 4)).astype(np.float64).astype(np.float32))
+    layer = ok.nn.BatchNormalization(4)
+    with ok.GradientTape() as tape:
+        loss = ok.ops.sum(ok.ops.square(layer(x, training=True)) * np.float32(0.5), [0, 1, 2, 3])
+    dx, dgamma, dbeta = tape.gradient(loss, [x, layer.gamma, layer.beta])
+    xv = x.numpy().astype(np.float64)
+    xhat = (xv - xv.mean((0, 1, 2))) / np.sqrt(xv.var((0, 1, 2)) + 1e-3)
+    np.testing.assert_allclose(dgamma.numpy(), (xhat * xhat).sum((0, 1, 2)), rtol=1e-4)
+    np.testing.assert_allclose(dbeta.numpy(), xhat.sum((0, 1, 2)), atol=1e-4)
+    # d/dx of sum(y^2)/2 with y = xhat (gamma 1): the batch-norm backward formula
+    dy = xhat
+    want = (dy - dy.mean((0, 1, 2)) - xhat * (dy * xhat).mean((0, 1, 2))) / np.sqrt(xv.var((0, 1, 2)) + 1e-3)
+    np.testing.assert_allclose(dx.numpy(), want, atol=1e-4)
+    nchw = ok.nn.BatchNormalization(4, axis=1)
+    out = nchw(ok.tensor(np.transpose(x.numpy(), (0, 3, 1, 2))), training=True).numpy()
+    np.testing.assert_allclose(np.transpose(out, (0, 2, 3, 1)), xhat, atol=1e-4)
+
+    traced_layer = ok.nn.BatchNormalization(4, momentum=0.5)
+
+    @ok.function
+    def step(t: ok.Tensor) -> ok.Tensor:
+        return traced_layer(t, training=True)
+
+    step(ok.tensor(x.numpy()))
+    step(ok.tensor(x.numpy()))
+    np.testing.assert_allclose(traced_layer.moving_mean.numpy(), 0.75 * xv.mean((0, 1, 2)), rtol=1e-4, atol=1e-6)
+    with pytest.raises(ok.errors.InvalidArgumentError, match="axis"):
+        ok.nn.BatchNormalization(4, axis=2)

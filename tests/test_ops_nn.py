@@ -586,7 +586,33 @@ POOL_CASES = [
            dtypes=("float16",), grad=False),
 ]
 
-CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + FUSED_CASES + CONV_CASES + POOL_CASES
+def batch_norm_ref(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, mean: np.ndarray, variance: np.ndarray,
+                   epsilon: float = 1e-4, is_training: bool = True, **attrs: Any) -> tuple[np.ndarray, ...]:
+    """TensorFlow's FusedBatchNormV3 in float64 (NHWC): y, the statistics (the variance
+    Bessel-corrected), the batch mean and uncorrected variance, an empty reserve."""
+    eps = float(np.float32(epsilon))
+    if is_training:
+        m, v = x.mean((0, 1, 2)), x.var((0, 1, 2))
+        n = x.size // x.shape[-1]
+        stats = (m, v * n / (n - 1), m, v)
+    else:
+        m, v = mean, variance
+        stats = (m, v, m, v)
+    return ((x - m) / np.sqrt(v + eps) * scale + offset, *stats, np.zeros(0))
+
+
+BATCH_NORM_CASES = [
+    OpCase("FusedBatchNormV3-training", "FusedBatchNormV3",
+           lambda rng, dt: [randn(rng, dt, 2, 3, 3, 4), np.abs(randn(rng, "float32", 4)) + 0.5, randn(rng, "float32", 4),
+                            np.zeros(0, np.float32), np.zeros(0, np.float32)],
+           batch_norm_ref, attrs={"epsilon": 0.001}, dtypes=("float32",), grad=False),  # float32 only: FusedBatchNormGradV3's cases
+    OpCase("FusedBatchNormV3-inference", "FusedBatchNormV3",
+           lambda rng, dt: [randn(rng, dt, 2, 3, 3, 4), np.abs(randn(rng, "float32", 4)) + 0.5, randn(rng, "float32", 4),
+                            randn(rng, "float32", 4), np.abs(randn(rng, "float32", 4)) + 0.5],
+           batch_norm_ref, attrs={"epsilon": 0.01, "is_training": False}, dtypes=("float32",), grad=False),
+]
+
+CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + FUSED_CASES + CONV_CASES + POOL_CASES + BATCH_NORM_CASES
 
 
 test_values, test_shapes, test_gradients = optable.table_tests(CASES)

@@ -17,7 +17,7 @@ LACKING = sorted([
     "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2", "CropAndResize", "DenseBincount",
     "DepthToSpace", "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput",
     "Diag", "Dilation2D", "Dilation2DBackpropFilter", "Dilation2DBackpropInput", "Einsum", "EluGrad", "FFT",
-    "FusedBatchNormV3", "IFFT", "ImageProjectiveTransformV3", "LRN", "LRNGrad", "LowerBound",
+    "IFFT", "ImageProjectiveTransformV3", "LRN", "LRNGrad", "LowerBound",
     "MaxPool3D", "MaxPool3DGrad", "MirrorPad", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
     "NonMaxSuppressionV5", "PadV2", "RaggedGather", "RaggedRange", "RaggedTensorToTensor", "ResizeBilinear",
     "ResizeBilinearGrad", "ResizeNearestNeighbor", "ResizeNearestNeighborGrad",

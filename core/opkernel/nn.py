@@ -436,6 +436,57 @@ class MultiHeadAttention(Layer):
         return (out, probs) if return_attention_scores else out
 
 
+class BatchNormalization(Layer):
+    """Keras's BatchNormalization over the last axis (``axis=-1``) or NCHW's axis 1: one
+    FusedBatchNormV3 op.  While training (``layer(x, training=True)``) it normalizes with
+    the batch's statistics and moves ``moving_mean`` and ``moving_variance`` (non-trainable
+    Variables) toward them, ``moving = moving * momentum + batch * (1 - momentum)`` with the
+    batch's uncorrected variance, as Keras 3 does; otherwise it normalizes with the moving
+    statistics.  Inputs of any rank >= 2 with the features on the last axis are viewed as
+    [rows, 1, 1, features] for the op; ``axis=1`` takes NCHW images (rank 4)."""
+
+    def __init__(self, dim: int, *, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3,
+                 center: bool = True, scale: bool = True, dtype: Any = "float32") -> None:
+        super().__init__()
+        if axis not in (-1, 1):
+            raise InvalidArgumentError(f"BatchNormalization: axis must be -1 (features last) or 1 (NCHW), got {axis}")
+        if not epsilon > 0 or not 0 <= momentum <= 1:
+            raise InvalidArgumentError(f"BatchNormalization: need epsilon > 0 and momentum in [0, 1], got {epsilon!r} "
+                                       f"and {momentum!r}")
+        self.axis, self.momentum, self.epsilon = axis, float(momentum), float(epsilon)
+        self.gamma = self.add_variable("gamma", (dim,), ones, "float32", None)
+        self.beta = self.add_variable("beta", (dim,), zeros, "float32", None)
+        self.gamma.trainable, self.beta.trainable = scale, center
+        self.moving_mean = self.add_variable("moving_mean", (dim,), zeros, "float32", None)
+        self.moving_variance = self.add_variable("moving_variance", (dim,), ones, "float32", None)
+        self.moving_mean.trainable = self.moving_variance.trainable = False
+
+    def __call__(self, x: Tensor, training: bool = False) -> Tensor:
+        ops = _ops()
+        shape = x.shape
+        if self.axis == 1:
+            if len(shape) != 4:
+                raise InvalidArgumentError(f"BatchNormalization: axis=1 takes NCHW images (rank 4), got shape {list(shape)}")
+            x4, fmt = x, "NCHW"
+        elif len(shape) == 4:
+            x4, fmt = x, "NHWC"
+        elif len(shape) >= 2:
+            x4, fmt = ops.reshape(x, [-1, 1, 1, shape[-1]]), "NHWC"
+        else:
+            raise InvalidArgumentError(f"BatchNormalization: input must have rank >= 2, got shape {list(shape)}")
+        # Training reads no moving statistic (empty inputs, as Keras's fused call passes): they are
+        # updated below, after the op, and a tape must not see its inputs change.
+        none = np.zeros(0, np.float32)
+        stats = (none, none) if training else (self.moving_mean, self.moving_variance)
+        y, _, _, batch_mean, batch_var, _ = ops.fused_batch_norm_v3(
+            x4, self.gamma, self.beta, *stats, epsilon=self.epsilon, data_format=fmt, is_training=training)
+        if training:
+            keep, take = np.float32(self.momentum), np.float32(1 - self.momentum)
+            ops.assign(self.moving_mean, ops.add(ops.mul(self.moving_mean, keep), ops.mul(batch_mean, take)))
+            ops.assign(self.moving_variance, ops.add(ops.mul(self.moving_variance, keep), ops.mul(batch_var, take)))
+        return y if y.shape == shape else ops.reshape(y, [d if d is not None else -1 for d in shape])  # type: ignore[no-any-return]
+
+
 class Conv2D(Layer):
     """NHWC convolution with a bias: y = activation(conv2d(x, kernel) + bias), one
     FusedConv2D op for the activations it offers (as Dense's FusedMatMul)."""

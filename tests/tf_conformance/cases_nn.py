@@ -643,6 +643,54 @@ def _pool_cases() -> list[Case]:
     return out
 
 
+def _batch_norm_inputs() -> tuple[np.ndarray, ...]:
+    c = 4
+    return (_rand(121, (c,), "float32", 0.5, 2.0), _rand(122, (c,), "float32"), _rand(123, (c,), "float32"),
+            _rand(124, (c,), "float32", 0.5, 2.0), np.zeros(0, np.float32))
+
+
+def _batch_norm_cases() -> list[Case]:
+    """The calls TensorFlow rejects, and FusedBatchNormGradV3 (FusedBatchNormV3's values are
+    composed cases: see _tf_batch_norm)."""
+    scale, offset, mean, var, none = _batch_norm_inputs()
+    out = [
+        Case("FusedBatchNormV3/bad_scale", "FusedBatchNormV3", (_rand(125, (2, 3, 3, 4), "float32"),
+                                                                np.ones(3, np.float32), offset, none, none)),
+        Case("FusedBatchNormV3/rank3", "FusedBatchNormV3", (_rand(125, (2, 3, 4), "float32"), scale, offset, none, none)),
+    ]
+    xg = _rand(132, (2, 3, 3, 4), "float32")
+    dy = _rand(133, (2, 3, 3, 4), "float32")
+    bmean, bvar = xg.mean((0, 1, 2)), xg.var((0, 1, 2))
+    for training in (True, False):
+        out.append(Case(f"FusedBatchNormGradV3/training{int(training)}", "FusedBatchNormGradV3",
+                        (dy, xg, scale, bmean if training else mean, bvar if training else var, none),
+                        {"epsilon": 0.001, "is_training": training}, tol=(1e-4, 1e-5), why="sums over the batch"))
+    return out
+
+
+def _batch_norm_composed_cases() -> list[Case]:
+    scale, offset, mean, var, none = _batch_norm_inputs()
+    out: list[Case] = []
+    for dt in ("float32", "float16"):
+        x = _rand(125, (2, 3, 3, 4), dt)
+        tol = (1e-2, 1e-2) if dt == "float16" else (1e-5, 1e-5)
+        out.append(Case(f"FusedBatchNormV3/training_{dt}", "FusedBatchNormV3", (x, scale, offset, none, none),
+                        {"epsilon": 0.001}, tol=tol, why="sums over the batch"))
+        out.append(Case(f"FusedBatchNormV3/inference_{dt}", "FusedBatchNormV3", (x, scale, offset, mean, var),
+                        {"epsilon": 0.01, "is_training": False}, tol=tol, why="sums over the batch"))
+    out += [
+        Case("FusedBatchNormV3/nchw", "FusedBatchNormV3", (_rand(128, (2, 4, 3, 5), "float32"), scale, offset, none, none),
+             {"data_format": "NCHW"}, tol=(1e-5, 1e-5), why="sums over the batch"),
+        Case("FusedBatchNormV3/running_average", "FusedBatchNormV3", (_rand(130, (3, 2, 2, 4), "float32"), scale, offset,
+                                                                      mean, var),
+             {"exponential_avg_factor": 0.1}, tol=(1e-5, 1e-5), why="sums over the batch"),
+        Case("FusedBatchNormV3/ndhwc", "FusedBatchNormV3", (_rand(131, (2, 2, 2, 2, 4), "float32"), scale, offset, none,
+                                                            none), {"data_format": "NDHWC"}, tol=(1e-5, 1e-5),
+             why="sums over the batch"),
+    ]
+    return out
+
+
 def _more_cases() -> list[Case]:
     """bfloat16, the widest unsigned types and integer wraparound."""
     out: list[Case] = []
@@ -733,7 +781,8 @@ def _rejected_cases() -> list[Case]:
 
 
 def cases() -> list[Case]:
-    return [*_activation_cases(), *_softmax_cases(), *_bias_cases(), *_conv_cases(), *_pool_cases(), *_more_cases(), *_rejected_cases()]
+    return [*_activation_cases(), *_softmax_cases(), *_bias_cases(), *_conv_cases(), *_pool_cases(), *_more_cases(),
+            *_rejected_cases(), *_batch_norm_cases()]
 
 
 # ------------------------------------------------------------------ compositions
@@ -769,7 +818,24 @@ def _tf_sparse_xent_loss(tf: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]
     return [tf.reduce_mean(loss), backprop / n]
 
 
+def _tf_batch_norm(tf: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> list[Any]:
+    """TensorFlow's FusedBatchNormV3 for y, batch_mean and batch_variance; its reserve spaces
+    (outputs 3 to 5) are scratch for its gradient kernel whose shapes and values vary from
+    run to run (uninitialized memory in inference), so they are made by their meaning: the
+    batch mean and uncorrected variance (the given mean and variance in inference), empty."""
+    x, scale, offset, mean, variance = inputs
+    r = tf.raw_ops.FusedBatchNormV3(x=x, scale=scale, offset=offset, mean=mean, variance=variance, **attrs)
+    if attrs.get("is_training", True):
+        fmt = attrs.get("data_format", "NHWC")
+        axes = [d for d in range(len(x.shape)) if d != (1 if fmt.startswith("NC") else len(x.shape) - 1)]
+        m, v = tf.nn.moments(tf.cast(x, tf.float32), axes)
+    else:
+        m, v = mean, variance
+    return [r.y, r.batch_mean, r.batch_variance, m, v, tf.zeros([0], tf.float32)]
+
+
 COMPOSED: dict[str, Callable[[Any, tuple[Any, ...], dict[str, Any]], list[Any]]] = {
+    "FusedBatchNormV3": _tf_batch_norm,
     "FusedConv2D": _tf_fused_conv2d,
     "FusedMatMul": _tf_fused_mat_mul,
     "SparseSoftmaxCrossEntropyLoss": _tf_sparse_xent_loss,
@@ -778,7 +844,7 @@ COMPOSED: dict[str, Callable[[Any, tuple[Any, ...], dict[str, Any]], list[Any]]]
 
 def composed_cases() -> list[Case]:
     """Cases of the ops in ``COMPOSED``: TensorFlow's answer is the composition's."""
-    out: list[Case] = []
+    out: list[Case] = _batch_norm_composed_cases()
     for j, act in enumerate(["Identity", "Relu", "Relu6", "Elu", "Sigmoid", "Tanh"]):
         out.append(Case(f"FusedConv2D/{act}", "FusedConv2D",
                         (_rand(1200 + j, (1, 5, 5, 2), "float32"), _rand(1210 + j, (3, 3, 2, 3), "float32"),

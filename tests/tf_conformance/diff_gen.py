@@ -967,7 +967,21 @@ def _tensor_scatter_update(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (g.values(shape, dt), idx.astype(g.pick(("int32", "int64"))), g.values((len(slots),) + shape[depth:], dt)), {}
 
 
-NOT_GENERATED: dict[str, str] = {}
+@gen("FusedBatchNormGradV3")
+def _batch_norm_grad(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    c = g.int(1, 3)
+    shape = (g.int(1, 3), g.int(1, 3), g.int(1, 3), c)
+    x = g.rng.standard_normal(shape).astype(np.float32)
+    dy = g.rng.standard_normal(shape).astype(np.float32)
+    scale = g.rng.uniform(0.5, 2.0, c).astype(np.float32)
+    mean, var = x.mean((0, 1, 2)), x.var((0, 1, 2)) + np.float32(0.5)
+    return (dy, x, scale, mean, var, np.zeros(0, np.float32)), {"epsilon": 0.001, "is_training": g.coin()}
+
+
+NOT_GENERATED: dict[str, str] = {
+    "FusedBatchNormV3": "TensorFlow's reserve-space outputs are scratch that varies from run to run (uninitialized "
+                        "in inference); its values are the conformance suite's composed cases (cases_nn.py)",
+}
 
 
 def generate(sig: Signature, seed: int, index: int) -> Case:

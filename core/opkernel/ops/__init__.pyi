@@ -22,6 +22,23 @@ def _wrapper(op_name: str) -> Callable[..., Any]: ...
 def _invalidate() -> None: ...
 
 @type_check_only
+class FusedBatchNormGradV3(NamedTuple):
+    x_backprop: Tensor
+    scale_backprop: Tensor
+    offset_backprop: Tensor
+    reserve_space_4: Tensor
+    reserve_space_5: Tensor
+
+@type_check_only
+class FusedBatchNormV3(NamedTuple):
+    y: Tensor
+    batch_mean: Tensor
+    batch_variance: Tensor
+    reserve_space_1: Tensor
+    reserve_space_2: Tensor
+    reserve_space_3: Tensor
+
+@type_check_only
 class MaxPoolWithArgmax(NamedTuple):
     output: Tensor
     argmax: Tensor
@@ -1072,6 +1089,81 @@ def floor_mod(x: TensorLike, y: TensorLike, name: str | None = None, *, _kernel:
 
     Returns:
       A `Tensor`. Has the same type as `x`.
+    """
+
+def fused_batch_norm_grad_v3(
+    y_backprop: TensorLike,
+    x: TensorLike,
+    scale: TensorLike,
+    reserve_space_1: TensorLike,
+    reserve_space_2: TensorLike,
+    reserve_space_3: TensorLike,
+    epsilon: float = 0.0001,
+    data_format: Literal["NHWC", "NCHW", "NDHWC", "NCDHW"] = "NHWC",
+    is_training: bool = True,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> FusedBatchNormGradV3:
+    """The gradients of FusedBatchNormV3 with respect to x, scale and offset.
+
+    Args:
+      y_backprop: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`.
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`.
+      scale: A `Tensor` of type `float32`.
+      reserve_space_1: A `Tensor`. Must be one of the following types: `float32`.
+      reserve_space_2: A `Tensor`. Must be one of the following types: `float32`.
+      reserve_space_3: A `Tensor`. Must be one of the following types: `float32`.
+      epsilon: An optional `float`. Defaults to `0.0001`.
+      data_format: An optional `string` from: `'NHWC'`, `'NCHW'`, `'NDHWC'`, `'NCDHW'`. Defaults to `'NHWC'`.
+      is_training: An optional `bool`. Defaults to `True`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A tuple of `Tensor` objects (x_backprop, scale_backprop, offset_backprop, reserve_space_4, reserve_space_5).
+        x_backprop: A `Tensor`. Has the same type as `y_backprop`.
+        scale_backprop: A `Tensor`. Has the same type as `reserve_space_1`.
+        offset_backprop: A `Tensor`. Has the same type as `reserve_space_1`.
+        reserve_space_4: A `Tensor`. Has the same type as `reserve_space_1`.
+        reserve_space_5: A `Tensor`. Has the same type as `reserve_space_1`.
+    """
+
+def fused_batch_norm_v3(
+    x: TensorLike,
+    scale: TensorLike,
+    offset: TensorLike,
+    mean: TensorLike,
+    variance: TensorLike,
+    epsilon: float = 0.0001,
+    exponential_avg_factor: float = 1.0,
+    data_format: Literal["NHWC", "NCHW", "NDHWC", "NCDHW"] = "NHWC",
+    is_training: bool = True,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> FusedBatchNormV3:
+    """Batch normalization over every axis but the channels' (see opkernel.ops.batch_norm_ops).
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`.
+      scale: A `Tensor`. Must be one of the following types: `bfloat16`, `float32`.
+      offset: A `Tensor`. Must be one of the following types: `bfloat16`, `float32`.
+      mean: A `Tensor`. Must be one of the following types: `bfloat16`, `float32`.
+      variance: A `Tensor`. Must be one of the following types: `bfloat16`, `float32`.
+      epsilon: An optional `float`. Defaults to `0.0001`.
+      exponential_avg_factor: An optional `float`. Defaults to `1.0`.
+      data_format: An optional `string` from: `'NHWC'`, `'NCHW'`, `'NDHWC'`, `'NCDHW'`. Defaults to `'NHWC'`.
+      is_training: An optional `bool`. Defaults to `True`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A tuple of `Tensor` objects (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3).
+        y: A `Tensor`. Has the same type as `x`.
+        batch_mean: A `Tensor`. Has the same type as `scale`.
+        batch_variance: A `Tensor`. Has the same type as `scale`.
+        reserve_space_1: A `Tensor`. Has the same type as `scale`.
+        reserve_space_2: A `Tensor`. Has the same type as `scale`.
+        reserve_space_3: A `Tensor`. Has the same type as `scale`.
     """
 
 def fused_conv2d(
