@@ -124,7 +124,22 @@ def tensor_scatter_update_ref(tensor: np.ndarray, indices: np.ndarray, updates: 
     return out
 
 
+def mirror_pad_grad_ref(g: np.ndarray, p: np.ndarray, mode: str) -> np.ndarray:
+    shape = tuple(n - b - a for n, (b, a) in zip(g.shape, p.tolist()))
+    index = np.arange(int(np.prod(shape))).reshape(shape)
+    src = np.pad(index, p.tolist(), mode=mode.lower()).reshape(-1)
+    out = np.zeros(int(np.prod(shape)), g.dtype)
+    np.add.at(out, src, g.reshape(-1))
+    return out.reshape(shape)
+
+
 ND_CASES = [
+    OpCase("mirror_pad_grad", "MirrorPadGrad", one((6, 7), i32(1, 2, 2, 1).reshape(2, 2)), mirror_pad_grad_ref,
+           attrs={"mode": "REFLECT"}, dtypes=ALL),
+    OpCase("mirror_pad_reflect", "MirrorPad", one((3, 4), i32(1, 2, 2, 1).reshape(2, 2)),
+           lambda x, p, mode: np.pad(x, p.tolist(), mode="reflect"), attrs={"mode": "REFLECT"}, dtypes=ALL),
+    OpCase("mirror_pad_symmetric", "MirrorPad", one((3, 4), i64(3, 0, 2, 4).reshape(2, 2)),
+           lambda x, p, mode: np.pad(x, p.tolist(), mode="symmetric"), attrs={"mode": "SYMMETRIC"}),
     OpCase("top_k", "TopKV2", one((3, 7), np.int32(3)), top_k_ref, dtypes=ALL),
     OpCase("top_k_vector", "TopKV2", one((6,), np.int32(6)), top_k_ref),
     OpCase("gather_nd", "GatherNd", one((3, 4, 5), i32(1, 2, 0, 3, 2, 1).reshape(3, 2)), gather_nd_ref, dtypes=ALL),

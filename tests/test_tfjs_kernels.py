@@ -18,7 +18,7 @@ LACKING = sorted([
     "DepthToSpace", "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput",
     "Diag", "Dilation2D", "Dilation2DBackpropFilter", "Dilation2DBackpropInput", "Einsum", "EluGrad", "FFT",
     "IFFT", "ImageProjectiveTransformV3", "LRN", "LRNGrad", "LowerBound",
-    "MaxPool3D", "MaxPool3DGrad", "MirrorPad", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
+    "MaxPool3D", "MaxPool3DGrad", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
     "NonMaxSuppressionV5", "PadV2", "RaggedGather", "RaggedRange", "RaggedTensorToTensor", "ResizeBilinear",
     "ResizeBilinearGrad", "ResizeNearestNeighbor", "ResizeNearestNeighborGrad",
     "SpaceToBatchND", "SparseFillEmptyRows", "SparseReshape", "SparseSegmentMean", "SparseSegmentSum", "SparseToDense",

@@ -758,9 +758,35 @@ def _top_k_nd() -> list[Case]:
     return out
 
 
+def _mirror_pad() -> list[Case]:
+    out: list[Case] = []
+    for mode in ("REFLECT", "SYMMETRIC"):
+        for dt in ("float32", "float64", "int32", "bool", "float16", "complex64"):
+            pads = _i32(1, 2, 2, 1) if mode == "REFLECT" else _i32(3, 0, 2, 4)
+            out.append(Case(f"MirrorPad/{mode}_{dt}", "MirrorPad", (_rand((3, 4), dt, 141), pads.reshape(2, 2)),
+                            {"mode": mode}, grad=dt in ("float32", "float64"), seed=141))
+        out += [
+            Case(f"MirrorPad/{mode}_rank3_int64", "MirrorPad", (_rand((2, 3, 4), "float32", 142),
+                                                                _i64(1, 1, 0, 2, 2, 1).reshape(3, 2)),
+                 {"mode": mode}, grad=True, seed=142),
+            Case(f"MirrorPad/{mode}_too_much", "MirrorPad", (_rand((3, 4), "float32", 141), _i32(0, 0, 5, 0).reshape(2, 2)),
+                 {"mode": mode}),
+            Case(f"MirrorPad/{mode}_negative", "MirrorPad", (_rand((3, 4), "float32", 141), _i32(0, -1, 0, 0).reshape(2, 2)),
+                 {"mode": mode}),
+            Case(f"MirrorPadGrad/{mode}", "MirrorPadGrad", (_rand((6, 7), "float32", 143), _i32(1, 2, 2, 1).reshape(2, 2)),
+                 {"mode": mode}, tol=(1e-5, 1e-5), why="sums in another order"),
+        ]
+    out.append(Case("MirrorPad/REFLECT_edge", "MirrorPad", (_rand((3, 4), "float32", 141), _i32(2, 2, 3, 3).reshape(2, 2)),
+                    {"mode": "REFLECT"}))
+    out.append(Case("MirrorPad/SYMMETRIC_edge", "MirrorPad", (_rand((3, 4), "float32", 141), _i32(3, 3, 4, 4).reshape(2, 2)),
+                    {"mode": "SYMMETRIC"}))
+    out.append(Case("MirrorPad/scalar", "MirrorPad", (np.float32(1.5), np.zeros((0, 2), np.int32)), {"mode": "REFLECT"}))
+    return out
+
+
 def cases() -> list[Case]:
     return (
         _identity_like() + _shape_ops() + _reshape() + _transpose() + _invert_permutation() + _expand_squeeze()
         + _pad() + _broadcast_tile_fill() + _concat_pack() + _split_slice() + _strided_slice() + _gather()
-        + _segment_sum() + _one_hot() + _range() + _where() + _string_to_number() + _reverse_band_scan_linspace() + _top_k_nd()
+        + _segment_sum() + _one_hot() + _range() + _where() + _string_to_number() + _reverse_band_scan_linspace() + _top_k_nd() + _mirror_pad()
     )

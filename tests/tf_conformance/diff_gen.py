@@ -967,6 +967,15 @@ def _tensor_scatter_update(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (g.values(shape, dt), idx.astype(g.pick(("int32", "int64"))), g.values((len(slots),) + shape[depth:], dt)), {}
 
 
+@gen("MirrorPad", "MirrorPadGrad")
+def _mirror_pad(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    mode = g.pick(("REFLECT", "SYMMETRIC"))
+    base = tuple(max(d, 2) for d in g.shape(1, 3))
+    pads = np.array([[g.int(0, d - (1 if mode == "REFLECT" else 0)) for _ in range(2)] for d in base])
+    shape = tuple(int(d + p.sum()) for d, p in zip(base, pads)) if g.sig.op == "MirrorPadGrad" else base
+    return (g.values(shape, g.dtype("T")), pads.astype(g.pick(("int32", "int64")))), {"mode": mode}
+
+
 @gen("FusedBatchNormGradV3")
 def _batch_norm_grad(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     c = g.int(1, 3)

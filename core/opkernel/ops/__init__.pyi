@@ -1943,6 +1943,46 @@ def minimum(x: TensorLike, y: TensorLike, name: str | None = None, *, _kernel: s
       A `Tensor`. Has the same type as `x`.
     """
 
+def mirror_pad(
+    input: TensorLike,
+    paddings: TensorLike,
+    mode: Literal["REFLECT", "SYMMETRIC"],
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Pads with the input's mirror image: REFLECT leaves the edge out (pads < the dimension's size), SYMMETRIC repeats it (pads <= the size).
+
+    Args:
+      input: A `Tensor`.
+      paddings: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      mode: A `string` from: `'REFLECT'`, `'SYMMETRIC'`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
+def mirror_pad_grad(
+    input: TensorLike,
+    paddings: TensorLike,
+    mode: Literal["REFLECT", "SYMMETRIC"],
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """MirrorPad's gradient: the padded tensor's mirrored parts folded back (summed) onto the input's positions.
+
+    Args:
+      input: A `Tensor`.
+      paddings: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      mode: A `string` from: `'REFLECT'`, `'SYMMETRIC'`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
 def mul(x: TensorLike, y: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Returns x * y element-wise, with numpy broadcasting.
 

@@ -19,8 +19,8 @@ from ..shapes import InferenceContext, output_size_from
 from ..tensor import ops_module as _ops
 from ._array_common import _INDEX, _scalar, _values
 
-__all__ = ["band", "band_mask", "linspace_count", "linspace_values", "register_gradients", "register_ops",
-           "reverse_axes", "scan_axis"]
+__all__ = ["band", "band_mask", "linspace_count", "linspace_values", "mirror_map", "mirror_pads", "mirror_source",
+           "register_gradients", "register_ops", "reverse_axes", "scan_axis"]
 
 _SCAN_TYPES = ("{float, double, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, "
                "quint16, uint16, complex128, half, uint32, uint64}")
@@ -111,6 +111,44 @@ def linspace_values(start: Any, stop: Any, n: int, dtype: np.dtype[Any]) -> np.n
     return out  # type: ignore[no-any-return]
 
 
+def mirror_pads(op: str, shape: tuple[int, ...], paddings: Any, mode: str) -> list[tuple[int, int]]:
+    """MirrorPad's (before, after) per dimension after TensorFlow's checks: REFLECT pads by
+    less than the dimension's size (the edge is not repeated), SYMMETRIC by at most it."""
+    pads = np.asarray(paddings)
+    if pads.shape != (len(shape), 2):
+        raise _fail(op, f"paddings must be a matrix with shape [{len(shape)}, 2] for an input of rank {len(shape)}, "
+                        f"got {list(pads.shape)}")
+    out: list[tuple[int, int]] = []
+    for d, (b, a) in enumerate(pads.tolist()):
+        n = shape[d]
+        if b < 0 or a < 0:
+            raise _fail(op, f"paddings must be non-negative, got {pads.tolist()}")
+        if mode == "REFLECT" and max(b, a) >= max(n, 1) and (b or a):
+            raise _fail(op, f"paddings must be less than the dimension size: {b}, {a} not less than {n}")
+        if mode == "SYMMETRIC" and max(b, a) > n:
+            raise _fail(op, f"paddings must be no greater than the dimension size: {b}, {a} greater than {n}")
+        out.append((int(b), int(a)))
+    return out
+
+
+def mirror_source(n: int, before: int, after: int, mode: str) -> np.ndarray:
+    """For each position of a mirror-padded dimension of size ``n``, the input index it copies."""
+    q = np.arange(-before, n + after, dtype=np.int64)
+    reflect = mode == "REFLECT"
+    q = np.where(q < 0, -q - (0 if reflect else 1), q)
+    return np.where(q >= n, 2 * n - (2 if reflect else 1) - q, q)
+
+
+def mirror_map(shape: tuple[int, ...], pads: list[tuple[int, int]], mode: str) -> np.ndarray:
+    """The flat input position each element of the padded output copies (int64, C order)."""
+    strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+    flat = np.zeros((), np.int64)
+    for d, (n, (b, a)) in enumerate(zip(shape, pads)):
+        src = mirror_source(n, b, a, mode) * strides[d]
+        flat = flat[..., None] + src
+    return flat.reshape(-1)
+
+
 # ---------------------------------------------------------------- shape functions
 
 
@@ -140,6 +178,33 @@ def _band_shape(c: InferenceContext) -> None:
 def _scan_shape(c: InferenceContext) -> None:
     c.with_rank(c.input(1), 0)
     c.set_output(0, c.input(0))
+
+
+def _mirror_pad_shape(c: InferenceContext) -> None:
+    paddings = c.with_rank(c.input(1), 2)
+    c.merge(c.dim(paddings, 1), c.make_dim(2))
+    data = c.input(0)
+    pads = c.input_tensor(1)
+    if pads is None or data.dims is None:
+        c.set_output(0, c.unknown_shape() if data.dims is None else c.unknown_shape_of_rank(len(data.dims)))
+        return
+    p = np.asarray(pads).reshape(-1, 2)
+    if len(p) != len(data.dims):
+        raise c.error(f"paddings must have {len(data.dims)} rows for an input of rank {len(data.dims)}, got {len(p)}")
+    c.set_output(0, c.make_shape([c.add(c.dim(data, i), int(lo + hi)) for i, (lo, hi) in enumerate(p)]))
+
+
+def _mirror_pad_grad_shape(c: InferenceContext) -> None:
+    paddings = c.with_rank(c.input(1), 2)
+    c.merge(c.dim(paddings, 1), c.make_dim(2))
+    data = c.input(0)
+    pads = c.input_tensor(1)
+    if pads is None or data.dims is None:
+        c.set_output(0, c.unknown_shape() if data.dims is None else c.unknown_shape_of_rank(len(data.dims)))
+        return
+    p = np.asarray(pads).reshape(-1, 2)
+    dims = [d.value for d in data.dims]
+    c.set_output(0, c.make_shape([None if d is None else d - int(lo + hi) for d, (lo, hi) in zip(dims, p)]))
 
 
 @output_size_from("num")
@@ -175,6 +240,15 @@ def register_ops() -> None:
             f"The cumulative {what} of x along axis; exclusive leaves each element out of its own "
             f"{what}, reverse runs from the end."
         )
+    for name, doc in (("MirrorPad", "Pads with the input's mirror image: REFLECT leaves the edge out (pads < the "
+                                    "dimension's size), SYMMETRIC repeats it (pads <= the size)."),
+                      ("MirrorPadGrad", "MirrorPad's gradient: the padded tensor's mirrored parts folded back (summed) "
+                                        "onto the input's positions.")):
+        register_op(name).input("input: T").input("paddings: Tpaddings").output("output: T").attr("T: type").attr(
+            f"Tpaddings: {_INDEX}"
+        ).attr("mode: {'REFLECT', 'SYMMETRIC'}").set_shape_fn(
+            _mirror_pad_shape if name == "MirrorPad" else _mirror_pad_grad_shape
+        ).doc(doc)
     register_op("LinSpace").input("start: T").input("stop: T").input("num: Tidx").output("output: T").attr(
         "T: {float, double}"
     ).attr(f"Tidx: {_INDEX}").set_shape_fn(_linspace_shape).doc(
@@ -210,7 +284,17 @@ def _cumprod_grad(op: Any, grad: Any) -> list[Any]:
     return [ops.real_div(out, x), None]
 
 
+def _mirror_pad_grad(op: Any, grad: Any) -> list[Any]:
+    return [_ops().mirror_pad_grad(grad, op.inputs[1], mode=op.get_attr("mode")), None]
+
+
+def _mirror_pad_grad_grad(op: Any, grad: Any) -> list[Any]:
+    return [_ops().mirror_pad(grad, op.inputs[1], mode=op.get_attr("mode")), None]
+
+
 def register_gradients() -> None:
+    register_gradient("MirrorPad")(_mirror_pad_grad)
+    register_gradient("MirrorPadGrad")(_mirror_pad_grad_grad)
     register_gradient("ReverseV2")(_reverse_grad)
     register_gradient("MatrixBandPart")(_band_grad)
     register_gradient("Cumsum")(_cumsum_grad)

@@ -18,7 +18,9 @@ import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 from opkernel.ops.array_ops import parse_numbers, range_size, reshape_sizes, strided_slice_plan
 from opkernel.ops.nd_ops import NdPlan, nd_plan, top_k_count
-from opkernel.ops.scan_ops import band, band_mask, linspace_count, linspace_values, reverse_axes, scan_axis
+from opkernel.ops.scan_ops import (
+    band, band_mask, linspace_count, linspace_values, mirror_pads, mirror_source, reverse_axes, scan_axis,
+)
 
 from .xp import xp_of
 
@@ -383,6 +385,38 @@ _SCAN_TYPES = [t for t in _BAND_TYPES if t != "bool"]
 _TOPK_TYPES = [t for t in _SCAN_TYPES if not t.startswith("complex")]
 
 
+def mirror_pad(input: np.ndarray, paddings: np.ndarray, mode: str, **attrs: Any) -> np.ndarray:
+    pads = mirror_pads("MirrorPad", tuple(input.shape), paddings, mode)
+    xp = xp_of(input)
+    if input.ndim == 0 or not any(b or a for b, a in pads):
+        return xp.array(input, copy=True)  # type: ignore[no-any-return]
+    return xp.pad(input, pads, mode=mode.lower())  # type: ignore[no-any-return]  # numpy's reflect and symmetric are TensorFlow's
+
+
+def mirror_pad_grad(input: np.ndarray, paddings: np.ndarray, mode: str, **attrs: Any) -> np.ndarray:
+    """The padded gradient folded back axis by axis: each padded position adds into the
+    input index it copied (mirror_source), in order."""
+    op = "MirrorPadGrad"
+    p = np.asarray(paddings)
+    if p.shape != (input.ndim, 2) or (p < 0).any():
+        raise InvalidArgumentError(f"op {op!r}: paddings must be a non-negative [{input.ndim}, 2] matrix, got "
+                                   f"{p.tolist()}", op=op)
+    shape = tuple(int(n - b - a) for n, (b, a) in zip(input.shape, p.tolist()))
+    if any(n < 0 for n in shape):
+        raise InvalidArgumentError(f"op {op!r}: paddings {p.tolist()} are more than the gradient's shape "
+                                   f"{list(input.shape)}", op=op)
+    pads = mirror_pads(op, shape, p, mode)
+    xp = xp_of(input)
+    g = input
+    for d, (n, (b, a)) in enumerate(zip(shape, pads)):
+        moved = xp.moveaxis(g, d, 0)
+        out = xp.zeros((n,) + moved.shape[1:], input.dtype)
+        with np.errstate(all="ignore"):
+            xp.add.at(out, xp.asarray(mirror_source(n, b, a, mode)), moved)
+        g = xp.moveaxis(out, 0, d)
+    return xp.array(g, copy=True, order="C")  # type: ignore[no-any-return]  # (ascontiguousarray makes a 0-d array 1-d)
+
+
 def reverse_v2(tensor: np.ndarray, axis: np.ndarray, **attrs: Any) -> np.ndarray:
     axes = reverse_axes(axis, tensor.ndim)
     xp = xp_of(tensor)
@@ -531,6 +565,8 @@ def register_all() -> None:
         ("Cumprod", cumprod, {"T": _SCAN_TYPES}, ("axis",)),
         ("LinSpace", lin_space, None, ("start", "stop", "num")),
         ("TopKV2", top_k_v2, {"T": _TOPK_TYPES}, ("k",)),
+        ("MirrorPad", mirror_pad, None, ("paddings",)),
+        ("MirrorPadGrad", mirror_pad_grad, {"T": _BAND_TYPES}, ("paddings",)),
         ("GatherNd", gather_nd, None, ("indices",)),
         ("ScatterNd", scatter_nd, {"T": _BAND_TYPES}, ("indices", "shape")),  # bool: or
         ("TensorScatterUpdate", tensor_scatter_update, None, ("indices",)),

@@ -159,6 +159,8 @@ def rows() -> list[Row]:
         ("Cumprod", cpu.cumprod, {"T": cpu._SCAN_TYPES}, ("axis",)),
         ("LinSpace", lin_space, None, ("start", "stop", "num")),
         ("TopKV2", cpu.top_k_v2, {"T": cpu._TOPK_TYPES}, ("k",)),
+        ("MirrorPad", cpu.mirror_pad, None, ("paddings",)),
+        ("MirrorPadGrad", cpu.mirror_pad_grad, {"T": cpu._BAND_TYPES}, ("paddings",)),
         ("GatherNd", cpu.gather_nd, None, ("indices",)),
         ("ScatterNd", cpu.scatter_nd, {"T": cpu._BAND_TYPES}, ("indices", "shape")),
         ("TensorScatterUpdate", cpu.tensor_scatter_update, None, ("indices",)),

@@ -1,4 +1,4 @@
-"""OpenCL kernels of TopKV2, GatherNd, ScatterNd and TensorScatterUpdate.
+"""OpenCL kernels of TopKV2, GatherNd, ScatterNd, TensorScatterUpdate, MirrorPad and MirrorPadGrad.
 
 The indices are host-memory arguments: the host checks them (an index outside the
 tensor is an InvalidArgumentError naming it, as TensorFlow's) and works out the flat
@@ -11,6 +11,8 @@ positions they address, which the kernels read.
   update.
 * ScatterNd sums each output slot's updates in their order. The host groups the updates by
   slot (a stable sort), so the sums are deterministic without atomics.
+* MirrorPad gathers each output element from the input element the host maps it to, and
+  MirrorPadGrad sums each input position's mirrored gradients as ScatterNd sums.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 import opkernel as ok
 from opkernel.ops.nd_ops import nd_plan, top_k_count
+from opkernel.ops.scan_ops import mirror_map, mirror_pads
 
 from .array_kernels import _WORD, BE, MOVABLE
 from .backend import OpenCLBackend, ctype
@@ -152,6 +155,55 @@ __kernel void nd_scatter(__global {T}* out, __global const {T}* updates, __globa
 """
 
 
+def _grouped_sum(be: OpenCLBackend, op: str, dtype_name: str, out: Any, updates: Any, target: np.ndarray,
+                 slice_: int) -> None:
+    """out[slot, j] = the sum of updates[u, j] over the updates u whose target slot is
+    ``slot``, in update order (the host groups them: a stable sort), zeros elsewhere."""
+    slots = out.size // slice_
+    order = np.argsort(target, kind="stable").astype(np.int64)
+    start = np.zeros(slots + 1, np.int64)
+    np.add.at(start, target + 1, 1)
+    start = np.cumsum(start)
+    k = be.programs.kernel("nd_scatter", dtype_name, "nd_scatter", op)
+    be.launch1d(k, out.size, out.base_data, updates.base_data if updates.size else out.base_data,
+                _rows_buffer(be, start).base_data, _rows_buffer(be, order if order.size else np.zeros(1, np.int64)).base_data,
+                np.int64(slice_))
+
+
+def mirror_pad(input: Any, paddings: np.ndarray, mode: str, **attrs: Any) -> Any:
+    """The host maps each output element to the input element it copies (mirror_map); the
+    device gathers them."""
+    pads = mirror_pads("MirrorPad", tuple(input.shape), paddings, mode)
+    be = BE()
+    out = be.new_array(tuple(n + b + a for n, (b, a) in zip(input.shape, pads)), input.dtype)
+    if out.size:
+        k = be.programs.kernel("nd_gather", str(input.dtype.itemsize), "nd_gather", "MirrorPad")
+        be.launch1d(k, out.size, out.base_data, input.base_data,
+                    _rows_buffer(be, mirror_map(tuple(input.shape), pads, mode)).base_data, np.int64(1))
+    return out
+
+
+def _mirror_pad_grad(input: Any, paddings: np.ndarray, mode: str, T: ok.DType, **attrs: Any) -> Any:
+    """Each gradient element adds into the input element its position copied: grouped sums
+    in order (deterministic, no atomics)."""
+    op = "MirrorPadGrad"
+    p = np.asarray(paddings)
+    if p.shape != (input.ndim, 2) or (p < 0).any():
+        raise fail(op, f"paddings must be a non-negative [{input.ndim}, 2] matrix, got {p.tolist()}")
+    shape = tuple(int(n - b - a) for n, (b, a) in zip(input.shape, p.tolist()))
+    if any(n < 0 for n in shape):
+        raise fail(op, f"paddings {p.tolist()} are more than the gradient's shape {list(input.shape)}")
+    pads = mirror_pads(op, shape, p, mode)
+    be = BE()
+    out = be.new_array(shape, input.dtype)
+    if out.size:
+        _grouped_sum(be, op, T.name, out, input, mirror_map(shape, pads, mode), 1)
+    return out
+
+
+mirror_pad_grad = float32_compute(_mirror_pad_grad)
+
+
 def _scatter_nd(indices: np.ndarray, updates: Any, shape: np.ndarray, T: ok.DType, **attrs: Any) -> Any:
     op = "ScatterNd"
     dims = tuple(int(d) for d in np.asarray(shape).reshape(-1))
@@ -164,16 +216,7 @@ def _scatter_nd(indices: np.ndarray, updates: Any, shape: np.ndarray, T: ok.DTyp
     out = be.new_array(dims, updates.dtype)
     if out.size:
         slice_ = max(plan.slice_size, 1)
-        slots = out.size // slice_
-        target = plan.rows // slice_
-        order = np.argsort(target, kind="stable").astype(np.int64)
-        start = np.zeros(slots + 1, np.int64)
-        np.add.at(start, target + 1, 1)
-        start = np.cumsum(start)
-        k = be.programs.kernel("nd_scatter", T.name, "nd_scatter", op)
-        be.launch1d(k, out.size, out.base_data, updates.base_data if updates.size else out.base_data,
-                    _rows_buffer(be, start).base_data, _rows_buffer(be, order if order.size else np.zeros(1, np.int64)).base_data,
-                    np.int64(slice_))
+        _grouped_sum(be, op, T.name, out, updates, plan.rows // slice_, slice_)
     return out
 
 
@@ -187,5 +230,7 @@ def register_all() -> None:
         ("GatherNd", gather_nd, {"Tparams": sorted(set(MOVABLE))}, ("indices",)),
         ("ScatterNd", scatter_nd, {"T": list(_SCATTER_TYPES) + ["float16"]}, ("indices", "shape")),
         ("TensorScatterUpdate", tensor_scatter_update, every, ("indices",)),
+        ("MirrorPad", mirror_pad, every, ("paddings",)),
+        ("MirrorPadGrad", mirror_pad_grad, {"T": list(_SCATTER_TYPES) + ["float16"]}, ("paddings",)),
     ]
     register_table(table)
