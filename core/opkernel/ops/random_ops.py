@@ -32,7 +32,7 @@ from ..shapes import InferenceContext, output_size_from
 
 __all__ = [
     "ALG_PHILOX", "ALG_AUTO_SELECT", "GROUP", "RANDOM_OPS", "check_alg", "check_delta", "check_key_counter", "check_multinomial",
-    "check_range", "check_shape", "key_counter", "philox_at", "philox_words", "register_generic_kernels",
+    "check_range", "check_shape", "fill_kernels", "key_counter", "key_counter_outputs", "philox_at", "philox_words", "register_generic_kernels",
     "register_gradients", "register_ops", "seed_words", "skipped_state",
 ]
 
@@ -165,6 +165,74 @@ def check_range(op: str, minval: Any, maxval: Any) -> tuple[int, int]:
     if not int(lo) < int(hi):
         raise InvalidArgumentError(f"op {op!r}: need minval < maxval, got {int(lo)} >= {int(hi)}", op=op)
     return int(lo), int(hi)
+
+
+# ---------------------------------------------------------------- the fill ops' kernels, over a backend's fill
+
+#: What a backend's ``fill`` draws (see ``fill_kernels``).
+UNIFORM, NORMAL, TRUNCATED, INT, FULL_INT = 0, 1, 2, 3, 4
+
+#: The floating-point and integer fill ops, each with its distribution.
+FLOAT_FILLS = {"StatelessRandomUniformV2": UNIFORM, "StatelessRandomNormalV2": NORMAL,
+               "StatelessTruncatedNormalV2": TRUNCATED}
+SEEDED_FILLS = {"StatelessRandomUniform": UNIFORM, "StatelessRandomNormal": NORMAL,
+                "StatelessTruncatedNormal": TRUNCATED}
+
+
+def fill_kernels(fill: Any) -> list[tuple[str, Any, tuple[str, ...]]]:
+    """(op, kernel function, host-memory inputs) of every stateless fill op, over a
+    backend's ``fill(op, kind, dtype, dims, key, counter, lo, span)``, which returns the
+    new array of ``kind`` (UNIFORM ... FULL_INT; INT draws lo + bits % span).  The
+    functions check their inputs (TensorFlow's checks), derive the key and counter (from
+    the seed for the V1 ops), then call ``fill``: every backend shares them."""
+    v2 = ("shape", "key", "counter", "alg")
+    out: list[tuple[str, Any, tuple[str, ...]]] = []
+
+    def keyed(op: str, kind: int) -> Any:
+        def kernel(shape: Any, key: Any, counter: Any, alg: Any, dtype: Any, **attrs: Any) -> Any:
+            k, c = check_key_counter(op, key, counter, alg)
+            return fill(op, kind, dtype, check_shape(op, shape), k, c, 0, 1)
+
+        kernel.__name__ = op
+        return kernel
+
+    def seeded(op: str, kind: int) -> Any:
+        def kernel(shape: Any, seed: Any, dtype: Any, **attrs: Any) -> Any:
+            k, c = key_counter(*seed_words(op, seed))
+            return fill(op, kind, dtype, check_shape(op, shape), k, c, 0, 1)
+
+        kernel.__name__ = op
+        return kernel
+
+    def bounded_v2(shape: Any, key: Any, counter: Any, alg: Any, minval: Any, maxval: Any, dtype: Any,
+                   **attrs: Any) -> Any:
+        op = "StatelessRandomUniformIntV2"
+        k, c = check_key_counter(op, key, counter, alg)
+        lo, hi = check_range(op, minval, maxval)
+        return fill(op, INT, dtype, check_shape(op, shape), k, c, lo, hi - lo)
+
+    def bounded(shape: Any, seed: Any, minval: Any, maxval: Any, dtype: Any, **attrs: Any) -> Any:
+        op = "StatelessRandomUniformInt"
+        k, c = key_counter(*seed_words(op, seed))
+        lo, hi = check_range(op, minval, maxval)
+        return fill(op, INT, dtype, check_shape(op, shape), k, c, lo, hi - lo)
+
+    out += [(op, keyed(op, kind), v2) for op, kind in FLOAT_FILLS.items()]
+    out += [(op, seeded(op, kind), ("shape", "seed")) for op, kind in SEEDED_FILLS.items()]
+    out += [
+        ("StatelessRandomUniformIntV2", bounded_v2, v2 + ("minval", "maxval")),
+        ("StatelessRandomUniformFullIntV2", keyed("StatelessRandomUniformFullIntV2", FULL_INT), v2),
+        ("StatelessRandomUniformInt", bounded, ("shape", "seed", "minval", "maxval")),
+    ]
+    return out
+
+
+def key_counter_outputs(seed: Any) -> list[np.ndarray]:
+    """StatelessRandomGetKeyCounter's outputs for ``seed``: the key (uint64 [1]) and the
+    counter (uint64 [2]), computed on the host (every backend uploads them)."""
+    key, counter = key_counter(*seed_words("StatelessRandomGetKeyCounter", seed))
+    return [np.array([key[0] | key[1] << 32], np.uint64),
+            np.array([counter[0] | counter[1] << 32, counter[2] | counter[3] << 32], np.uint64)]
 
 
 # ---------------------------------------------------------------- shape functions

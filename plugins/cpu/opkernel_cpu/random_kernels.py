@@ -27,7 +27,7 @@ from opkernel.ops import random_ops as R
 
 from . import sharding
 
-UNIFORM, NORMAL, TRUNCATED, INT, FULL_INT = 0, 1, 2, 3, 4
+UNIFORM, NORMAL, TRUNCATED, INT, FULL_INT = R.UNIFORM, R.NORMAL, R.TRUNCATED, R.INT, R.FULL_INT
 _NATIVE_TYPES = ("float32", "float64", "int32", "uint32", "int64", "uint64")
 
 
@@ -160,56 +160,11 @@ def _output_shape(op: str, shape: Any, dtype: ok.DType) -> tuple[int, ...]:
     return dims
 
 
-def stateless_random_get_key_counter(seed: Any, **attrs: Any) -> list[np.ndarray]:
-    key, counter = R.key_counter(*R.seed_words("StatelessRandomGetKeyCounter", seed))
-    return [np.array([key[0] | key[1] << 32], np.uint64),
-            np.array([counter[0] | counter[1] << 32, counter[2] | counter[3] << 32], np.uint64)]
-
-
-def _v2(op: str, kind: int) -> Any:
-    def kernel(shape: Any, key: Any, counter: Any, alg: Any, dtype: ok.DType, **attrs: Any) -> np.ndarray:
-        k, c = R.check_key_counter(op, key, counter, alg)
-        return fill(kind, dtype, _output_shape(op, shape, dtype), k, c)
-
-    kernel.__name__ = op
-    return kernel
-
-
-def _v1(op: str, kind: int) -> Any:
-    def kernel(shape: Any, seed: Any, dtype: ok.DType, **attrs: Any) -> np.ndarray:
-        k, c = R.key_counter(*R.seed_words(op, seed))
-        return fill(kind, dtype, _output_shape(op, shape, dtype), k, c)
-
-    kernel.__name__ = op
-    return kernel
-
-
-def _span(op: str, minval: Any, maxval: Any, dtype: ok.DType) -> tuple[int, int]:
-    lo, hi = R.check_range(op, minval, maxval)
-    return lo, hi - lo
-
-
-def stateless_random_uniform_int_v2(shape: Any, key: Any, counter: Any, alg: Any, minval: Any, maxval: Any,
-                                    dtype: ok.DType, **attrs: Any) -> np.ndarray:
-    op = "StatelessRandomUniformIntV2"
-    k, c = R.check_key_counter(op, key, counter, alg)
-    lo, span = _span(op, minval, maxval, dtype)
-    return fill(INT, dtype, _output_shape(op, shape, dtype), k, c, lo, span)
-
-
-def stateless_random_uniform_int(shape: Any, seed: Any, minval: Any, maxval: Any, dtype: ok.DType,
-                                 **attrs: Any) -> np.ndarray:
-    op = "StatelessRandomUniformInt"
-    k, c = R.key_counter(*R.seed_words(op, seed))
-    lo, span = _span(op, minval, maxval, dtype)
-    return fill(INT, dtype, _output_shape(op, shape, dtype), k, c, lo, span)
-
-
-def stateless_random_uniform_full_int_v2(shape: Any, key: Any, counter: Any, alg: Any, dtype: ok.DType,
-                                         **attrs: Any) -> np.ndarray:
-    op = "StatelessRandomUniformFullIntV2"
-    k, c = R.check_key_counter(op, key, counter, alg)
-    return fill(FULL_INT, dtype, _output_shape(op, shape, dtype), k, c)
+def _fill_op(op: str, kind: int, dtype: ok.DType, dims: tuple[int, ...], key: tuple[int, int],
+             counter: tuple[int, int, int, int], lo: int, span: int) -> np.ndarray:
+    if math.prod(dims) * np.dtype(dtype.np).itemsize > 1 << 40:
+        raise ResourceExhaustedError(f"op {op!r}: an output of shape {list(dims)} is too large", op=op)
+    return fill(kind, dtype, dims, key, counter, lo, span)
 
 
 def stateless_multinomial(logits: Any, num_samples: Any, seed: Any, output_dtype: ok.DType, **attrs: Any) -> np.ndarray:
@@ -252,19 +207,12 @@ def rng_read_and_skip(resource: np.ndarray, alg: Any, delta: Any, **attrs: Any) 
 def register_all() -> None:
     floats = {"dtype": ["float16", "bfloat16", "float32", "float64"]}
     ints = {"dtype": ["int32", "int64", "uint32", "uint64"]}
-    v2 = ("shape", "key", "counter", "alg")
+    for op, fn, host in R.fill_kernels(_fill_op):
+        allowed = {"dtype": ["int32", "int64"]} if op == "StatelessRandomUniformInt" else (
+            ints if "Int" in op else floats)
+        ok.register_kernel(op, backend="cpu", type_constraints=allowed, host_memory=host)(fn)
     table: list[tuple[str, Any, dict[str, list[str]] | None, tuple[str, ...]]] = [
-        ("StatelessRandomGetKeyCounter", stateless_random_get_key_counter, None, ("seed",)),
-        ("StatelessRandomUniformV2", _v2("StatelessRandomUniformV2", UNIFORM), floats, v2),
-        ("StatelessRandomNormalV2", _v2("StatelessRandomNormalV2", NORMAL), floats, v2),
-        ("StatelessTruncatedNormalV2", _v2("StatelessTruncatedNormalV2", TRUNCATED), floats, v2),
-        ("StatelessRandomUniformIntV2", stateless_random_uniform_int_v2, ints, v2 + ("minval", "maxval")),
-        ("StatelessRandomUniformFullIntV2", stateless_random_uniform_full_int_v2, ints, v2),
-        ("StatelessRandomUniform", _v1("StatelessRandomUniform", UNIFORM), floats, ("shape", "seed")),
-        ("StatelessRandomNormal", _v1("StatelessRandomNormal", NORMAL), floats, ("shape", "seed")),
-        ("StatelessTruncatedNormal", _v1("StatelessTruncatedNormal", TRUNCATED), floats, ("shape", "seed")),
-        ("StatelessRandomUniformInt", stateless_random_uniform_int, {"dtype": ["int32", "int64"]},
-         ("shape", "seed", "minval", "maxval")),
+        ("StatelessRandomGetKeyCounter", lambda seed, **attrs: R.key_counter_outputs(seed), None, ("seed",)),
         ("StatelessMultinomial", stateless_multinomial, None, ("num_samples", "seed")),
         ("RngReadAndSkip", rng_read_and_skip, None, ("alg", "delta")),
     ]

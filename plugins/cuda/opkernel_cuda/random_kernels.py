@@ -30,9 +30,8 @@ _INT_ARGS = {"int32": ("int", "unsigned"), "uint32": ("unsigned", "unsigned"),
 _KIND = {cpu.UNIFORM: "uniform", cpu.NORMAL: "normal", cpu.TRUNCATED: "truncated"}
 
 
-def _fill(op: str, kind: int, dtype: ok.DType, shape: Any, key: tuple[int, int], counter: tuple[int, int, int, int],
-          lo: int = 0, span: int = 1) -> Any:
-    dims = R.check_shape(op, shape)
+def _fill(op: str, kind: int, dtype: ok.DType, dims: tuple[int, ...], key: tuple[int, int],
+          counter: tuple[int, int, int, int], lo: int, span: int) -> Any:
     cp = runtime.STATE.cupy
     if cp is None:  # the table over numpy (tests)
         return cpu.fill(kind, dtype, dims, key, counter, lo, span)
@@ -54,46 +53,6 @@ def _fill(op: str, kind: int, dtype: ok.DType, shape: Any, key: tuple[int, int],
         runtime.launch("philox", f"philox_{_KIND[kind]}", (CTYPES[dtype.name],), runtime.grid(groups), runtime.BLOCK,
                        (out, np.int64(size), *words))
     return out
-
-
-def _v2(op: str, kind: int) -> Any:
-    def kernel(shape: Any, key: Any, counter: Any, alg: Any, dtype: ok.DType, **attrs: Any) -> Any:
-        k, c = R.check_key_counter(op, key, counter, alg)
-        return _fill(op, kind, dtype, shape, k, c)
-
-    kernel.__name__ = op
-    return kernel
-
-
-def _v1(op: str, kind: int) -> Any:
-    def kernel(shape: Any, seed: Any, dtype: ok.DType, **attrs: Any) -> Any:
-        k, c = R.key_counter(*R.seed_words(op, seed))
-        return _fill(op, kind, dtype, shape, k, c)
-
-    kernel.__name__ = op
-    return kernel
-
-
-def stateless_random_uniform_int_v2(shape: Any, key: Any, counter: Any, alg: Any, minval: Any, maxval: Any,
-                                    dtype: ok.DType, **attrs: Any) -> Any:
-    op = "StatelessRandomUniformIntV2"
-    k, c = R.check_key_counter(op, key, counter, alg)
-    lo, hi = R.check_range(op, minval, maxval)
-    return _fill(op, cpu.INT, dtype, shape, k, c, lo, hi - lo)
-
-
-def stateless_random_uniform_int(shape: Any, seed: Any, minval: Any, maxval: Any, dtype: ok.DType, **attrs: Any) -> Any:
-    op = "StatelessRandomUniformInt"
-    k, c = R.key_counter(*R.seed_words(op, seed))
-    lo, hi = R.check_range(op, minval, maxval)
-    return _fill(op, cpu.INT, dtype, shape, k, c, lo, hi - lo)
-
-
-def stateless_random_uniform_full_int_v2(shape: Any, key: Any, counter: Any, alg: Any, dtype: ok.DType,
-                                         **attrs: Any) -> Any:
-    op = "StatelessRandomUniformFullIntV2"
-    k, c = R.check_key_counter(op, key, counter, alg)
-    return _fill(op, cpu.FULL_INT, dtype, shape, k, c)
 
 
 def stateless_multinomial(logits: Any, num_samples: Any, seed: Any, T: ok.DType, output_dtype: ok.DType,
@@ -131,19 +90,13 @@ def rng_read_and_skip(resource: Any, alg: Any, delta: Any, **attrs: Any) -> Any:
 def rows() -> list[Row]:
     floats = {"dtype": list(FLOATS)}
     ints = {"dtype": list(INTS)}
-    v2 = ("shape", "key", "counter", "alg")
-    return [
-        ("StatelessRandomGetKeyCounter", cpu.stateless_random_get_key_counter, None, ("seed",)),
-        ("StatelessRandomUniformV2", _v2("StatelessRandomUniformV2", cpu.UNIFORM), floats, v2),
-        ("StatelessRandomNormalV2", _v2("StatelessRandomNormalV2", cpu.NORMAL), floats, v2),
-        ("StatelessTruncatedNormalV2", _v2("StatelessTruncatedNormalV2", cpu.TRUNCATED), floats, v2),
-        ("StatelessRandomUniformIntV2", stateless_random_uniform_int_v2, ints, v2 + ("minval", "maxval")),
-        ("StatelessRandomUniformFullIntV2", stateless_random_uniform_full_int_v2, ints, v2),
-        ("StatelessRandomUniform", _v1("StatelessRandomUniform", cpu.UNIFORM), floats, ("shape", "seed")),
-        ("StatelessRandomNormal", _v1("StatelessRandomNormal", cpu.NORMAL), floats, ("shape", "seed")),
-        ("StatelessTruncatedNormal", _v1("StatelessTruncatedNormal", cpu.TRUNCATED), floats, ("shape", "seed")),
-        ("StatelessRandomUniformInt", stateless_random_uniform_int, {"dtype": ["int32", "int64"]},
-         ("shape", "seed", "minval", "maxval")),
+    out: list[Row] = [
+        (op, fn, {"dtype": ["int32", "int64"]} if op == "StatelessRandomUniformInt" else (ints if "Int" in op else floats),
+         host)
+        for op, fn, host in R.fill_kernels(_fill)
+    ]
+    return out + [
+        ("StatelessRandomGetKeyCounter", lambda seed, **attrs: R.key_counter_outputs(seed), None, ("seed",)),
         ("StatelessMultinomial", stateless_multinomial, {"T": ["float32", "float64"]}, ("num_samples", "seed")),
         ("RngReadAndSkip", rng_read_and_skip, None, ("alg", "delta")),
     ]

@@ -249,9 +249,12 @@ __kernel void multinomial(__global {O}* out, {ptr} logits, int classes, long n, 
 
 
 
-def _fill(op: str, kind: str, dtype: ok.DType, shape: Any, key: tuple[int, int], counter: tuple[int, int, int, int],
-          lo: int = 0, span: int = 1) -> Any:
-    dims = R.check_shape(op, shape)
+_KIND = {R.UNIFORM: "uniform", R.NORMAL: "normal", R.TRUNCATED: "truncated", R.INT: "int", R.FULL_INT: "full_int"}
+
+
+def _fill(op: str, code: int, dtype: ok.DType, dims: tuple[int, ...], key: tuple[int, int],
+          counter: tuple[int, int, int, int], lo: int, span: int) -> Any:
+    kind = _KIND[code]
     be = BE()
     out = be.new_array(dims, dtype.np)
     size = math.prod(dims)
@@ -265,52 +268,6 @@ def _fill(op: str, kind: str, dtype: ok.DType, shape: Any, key: tuple[int, int],
     extra = (np.uint64(lo & (2**64 - 1)), np.uint64(span)) if kind in ("int", "full_int") else ()
     be.launch(k, (-(-size // per),), None, out.base_data, np.int64(size), np.uint32(key[0]), np.uint32(key[1]), base, *extra)
     return out
-
-
-def stateless_random_get_key_counter(seed: Any, **attrs: Any) -> list[np.ndarray]:
-    key, counter = R.key_counter(*R.seed_words("StatelessRandomGetKeyCounter", seed))
-    return [np.array([key[0] | key[1] << 32], np.uint64),
-            np.array([counter[0] | counter[1] << 32, counter[2] | counter[3] << 32], np.uint64)]
-
-
-def _v2(op: str, kind: str) -> Any:
-    def kernel(shape: Any, key: Any, counter: Any, alg: Any, dtype: ok.DType, **attrs: Any) -> Any:
-        k, c = R.check_key_counter(op, key, counter, alg)
-        return _fill(op, kind, dtype, shape, k, c)
-
-    kernel.__name__ = op
-    return kernel
-
-
-def _v1(op: str, kind: str) -> Any:
-    def kernel(shape: Any, seed: Any, dtype: ok.DType, **attrs: Any) -> Any:
-        k, c = R.key_counter(*R.seed_words(op, seed))
-        return _fill(op, kind, dtype, shape, k, c)
-
-    kernel.__name__ = op
-    return kernel
-
-
-def stateless_random_uniform_int_v2(shape: Any, key: Any, counter: Any, alg: Any, minval: Any, maxval: Any,
-                                    dtype: ok.DType, **attrs: Any) -> Any:
-    op = "StatelessRandomUniformIntV2"
-    k, c = R.check_key_counter(op, key, counter, alg)
-    lo, hi = R.check_range(op, minval, maxval)
-    return _fill(op, "int", dtype, shape, k, c, lo, hi - lo)
-
-
-def stateless_random_uniform_int(shape: Any, seed: Any, minval: Any, maxval: Any, dtype: ok.DType, **attrs: Any) -> Any:
-    op = "StatelessRandomUniformInt"
-    k, c = R.key_counter(*R.seed_words(op, seed))
-    lo, hi = R.check_range(op, minval, maxval)
-    return _fill(op, "int", dtype, shape, k, c, lo, hi - lo)
-
-
-def stateless_random_uniform_full_int_v2(shape: Any, key: Any, counter: Any, alg: Any, dtype: ok.DType,
-                                         **attrs: Any) -> Any:
-    op = "StatelessRandomUniformFullIntV2"
-    k, c = R.check_key_counter(op, key, counter, alg)
-    return _fill(op, "full_int", dtype, shape, k, c)
 
 
 def stateless_multinomial(logits: Any, num_samples: Any, seed: Any, T: ok.DType, output_dtype: ok.DType,
@@ -351,19 +308,13 @@ def register_all() -> None:
 
     floats = {"dtype": list(FLOATS)}
     ints = {"dtype": list(INTS)}
-    v2 = ("shape", "key", "counter", "alg")
     table: list[KernelRow] = [
-        ("StatelessRandomGetKeyCounter", stateless_random_get_key_counter, None, ("seed",)),
-        ("StatelessRandomUniformV2", _v2("StatelessRandomUniformV2", "uniform"), floats, v2),
-        ("StatelessRandomNormalV2", _v2("StatelessRandomNormalV2", "normal"), floats, v2),
-        ("StatelessTruncatedNormalV2", _v2("StatelessTruncatedNormalV2", "truncated"), floats, v2),
-        ("StatelessRandomUniformIntV2", stateless_random_uniform_int_v2, ints, v2 + ("minval", "maxval")),
-        ("StatelessRandomUniformFullIntV2", stateless_random_uniform_full_int_v2, ints, v2),
-        ("StatelessRandomUniform", _v1("StatelessRandomUniform", "uniform"), floats, ("shape", "seed")),
-        ("StatelessRandomNormal", _v1("StatelessRandomNormal", "normal"), floats, ("shape", "seed")),
-        ("StatelessTruncatedNormal", _v1("StatelessTruncatedNormal", "truncated"), floats, ("shape", "seed")),
-        ("StatelessRandomUniformInt", stateless_random_uniform_int, {"dtype": ["int32", "int64"]},
-         ("shape", "seed", "minval", "maxval")),
+        (op, fn, {"dtype": ["int32", "int64"]} if op == "StatelessRandomUniformInt" else (ints if "Int" in op else floats),
+         host)
+        for op, fn, host in R.fill_kernels(_fill)
+    ]
+    table += [
+        ("StatelessRandomGetKeyCounter", lambda seed, **attrs: R.key_counter_outputs(seed), None, ("seed",)),
         ("StatelessMultinomial", stateless_multinomial, {"T": list(_LOGITS)}, ("num_samples", "seed")),
         ("RngReadAndSkip", rng_read_and_skip, None, ("alg", "delta")),
     ]
