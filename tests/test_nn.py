@@ -282,3 +282,34 @@ def test_batch_normalization_gradients_images_and_tracing():
     np.testing.assert_allclose(traced_layer.moving_mean.numpy(), 0.75 * xv.mean((0, 1, 2)), rtol=1e-4, atol=1e-6)
     with pytest.raises(ok.errors.InvalidArgumentError, match="axis"):
         ok.nn.BatchNormalization(4, axis=2)
+
+
+# ---------------------------------------------------------------- DepthwiseConv2D
+
+
+def test_depthwise_conv2d_layer_matches_keras_definition_and_trains(backend):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 6, 5, 3)).astype(np.float32)
+    layer = ok.nn.DepthwiseConv2D(3, 3, depth_multiplier=2, padding="SAME", activation="relu")
+    k = rng.standard_normal((3, 3, 3, 2)).astype(np.float32)
+    layer.kernel.assign(k)
+    layer.bias.assign(np.linspace(-1, 1, 6).astype(np.float32))
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = np.zeros((2, 6, 5, 3, 2), np.float32)
+    for i in range(3):
+        for j in range(3):
+            want += xp[:, i:i + 6, j:j + 5, :, None] * k[i, j]
+    want = np.maximum(want.reshape(2, 6, 5, 6) + np.linspace(-1, 1, 6), 0)
+    np.testing.assert_allclose(layer(ok.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-5)
+    assert [v.name.split("/")[-1] for v in layer.trainable_variables] == ["depthwise_kernel", "bias"]
+    opt = ok.nn.SGD(0.05)
+    losses = []
+    for _ in range(5):
+        with ok.GradientTape() as tape:
+            loss = ok.ops.mean(ok.ops.square(layer(ok.tensor(x)) - np.float32(0.5)), [0, 1, 2, 3])
+        grads = tape.gradient(loss, layer.trainable_variables)
+        opt.apply_gradients(zip(grads, layer.trainable_variables))
+        losses.append(float(loss.numpy()))
+    assert losses[-1] < losses[0]
+    strided = ok.nn.DepthwiseConv2D(3, (2, 3), strides=2, use_bias=False)
+    assert strided(ok.tensor(x)).shape == (2, 3, 2, 3) and strided.bias is None

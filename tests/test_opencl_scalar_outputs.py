@@ -182,6 +182,10 @@ SWEEP = {
                "ok.ops.conv2d(np.ones((1, 3, 3, 0), np.float32), np.ones((2, 2, 0, 4), np.float32), strides=[1, 1, 1, 1], padding='SAME')"],
     "Conv2DBackpropInput": ["ok.ops.conv2d_backprop_input([0, 3, 3, 2], np.ones((2, 2, 2, 4), np.float32), np.zeros((0, 2, 2, 4), np.float32), strides=[1, 1, 1, 1], padding='VALID')"],
     "Conv2DBackpropFilter": ["ok.ops.conv2d_backprop_filter(np.zeros((0, 3, 3, 2), np.float32), [2, 2, 2, 4], np.zeros((0, 2, 2, 4), np.float32), strides=[1, 1, 1, 1], padding='VALID')"],
+    "DepthwiseConv2dNative": ["ok.ops.depthwise_conv2d_native(np.zeros((0, 3, 3, 2), np.float32), np.ones((2, 2, 2, 3), np.float32), strides=[1, 1, 1, 1], padding='VALID')",
+                              "ok.ops.depthwise_conv2d_native(np.ones((1, 3, 3, 2), np.float32), np.ones((2, 2, 2, 0), np.float32), strides=[1, 1, 1, 1], padding='SAME')"],
+    "DepthwiseConv2dNativeBackpropInput": ["ok.ops.depthwise_conv2d_native_backprop_input([0, 3, 3, 2], np.ones((2, 2, 2, 2), np.float32), np.zeros((0, 2, 2, 4), np.float32), strides=[1, 1, 1, 1], padding='VALID')"],
+    "DepthwiseConv2dNativeBackpropFilter": ["ok.ops.depthwise_conv2d_native_backprop_filter(np.zeros((0, 3, 3, 2), np.float32), [2, 2, 2, 2], np.zeros((0, 2, 2, 4), np.float32), strides=[1, 1, 1, 1], padding='VALID')"],
     **{op: [f"ok.ops.{fn}(X0, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding='VALID')"] for op, fn in [
         ("MaxPool", "max_pool"), ("AvgPool", "avg_pool"), ("MaxPoolWithArgmax", "max_pool_with_argmax")]},
     "MaxPoolGrad": ["ok.ops.max_pool_grad(X0, np.zeros((0, 2, 2, 2), np.float32), np.zeros((0, 2, 2, 2), np.float32), ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding='VALID')"],

@@ -431,6 +431,46 @@ def conv_rows(name: str, x: tuple[int, ...], w: tuple[int, ...], attrs: dict[str
     ] if x_nhwc[3] == w[2] else []
 
 
+def depthwise_as_conv(f: np.ndarray) -> np.ndarray:
+    """A depthwise filter [kh, kw, c, m] as the ordinary convolution filter [kh, kw, c, c * m]
+    it equals: input channel k feeds only its outputs k * m .. k * m + m - 1."""
+    kh, kw, c, m = f.shape
+    full = np.zeros((kh, kw, c, c * m), f.dtype)
+    for k in range(c):
+        full[:, :, k, k * m:(k + 1) * m] = f[:, :, k, :]
+    return full
+
+
+def ref_depthwise(x: np.ndarray, f: np.ndarray, **attrs: Any) -> np.ndarray:
+    return ref_conv2d(x, depthwise_as_conv(f), **attrs)
+
+
+def ref_depthwise_backprop_input(sizes: np.ndarray, f: np.ndarray, dy: np.ndarray, **attrs: Any) -> np.ndarray:
+    return ref_conv2d_backprop_input(sizes, depthwise_as_conv(f), dy, **attrs)
+
+
+def ref_depthwise_backprop_filter(x: np.ndarray, sizes: np.ndarray, dy: np.ndarray, **attrs: Any) -> np.ndarray:
+    kh, kw, c, m = (int(v) for v in sizes)
+    full = ref_conv2d_backprop_filter(x, np.array([kh, kw, c, c * m]), dy, **attrs)
+    return np.stack([full[:, :, k, k * m:(k + 1) * m] for k in range(c)], axis=2)
+
+
+def depthwise_rows(name: str, x: tuple[int, ...], w: tuple[int, ...], attrs: dict[str, Any], **kw: Any) -> list[OpCase]:
+    """DepthwiseConv2dNative and its two backprop ops on one geometry."""
+    full = {"dilations": [1, 1, 1, 1], **attrs}
+    y_shape = np.shape(ref_depthwise(np.zeros(x), np.zeros(w), **full))
+    return [
+        OpCase(f"DepthwiseConv2dNative-{name}", "DepthwiseConv2dNative",
+               lambda rng, dt: [randn(rng, dt, *x), randn(rng, dt, *w)], ref_depthwise, attrs=full, **kw),
+        OpCase(f"DepthwiseConv2dNativeBackpropInput-{name}", "DepthwiseConv2dNativeBackpropInput",
+               lambda rng, dt: [i32(*x), randn(rng, dt, *w), randn(rng, dt, *y_shape)], ref_depthwise_backprop_input,
+               attrs=full, **kw),
+        OpCase(f"DepthwiseConv2dNativeBackpropFilter-{name}", "DepthwiseConv2dNativeBackpropFilter",
+               lambda rng, dt: [randn(rng, dt, *x), i32(*w), randn(rng, dt, *y_shape)], ref_depthwise_backprop_filter,
+               attrs=full, **kw),
+    ]
+
+
 def ref_fused_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray, activation: str = "Identity", **attrs: Any) -> np.ndarray:
     return ref_fused_activation(ref_bias_add(ref_conv2d(x, w, **attrs), bias, attrs.get("data_format", "NHWC")), activation)
 
@@ -453,6 +493,14 @@ CONV_CASES = [
     # 4096 output rows of 4 channels: the cpu epilogue adds the bias tiled onto rows of 1024
     fused_conv_row("relu-many-rows", (4, 32, 32, 1), (3, 3, 1, 4), {"strides": [1, 1, 1, 1], "padding": "SAME", "activation": "Relu"},
                    grad=False),
+    *depthwise_rows("valid-m2", (2, 4, 5, 3), (3, 3, 3, 2), {"strides": [1, 1, 1, 1], "padding": "VALID"}),
+    *depthwise_rows("same-s2", (1, 6, 5, 4), (3, 3, 4, 1), {"strides": [1, 2, 2, 1], "padding": "SAME"}),
+    *depthwise_rows("same-dilated-s21", (1, 6, 6, 2), (2, 3, 2, 2),
+                    {"strides": [1, 2, 1, 1], "padding": "SAME", "dilations": [1, 1, 2, 1]}),
+    *depthwise_rows("explicit", (1, 4, 4, 2), (3, 2, 2, 3),
+                    {"strides": [1, 1, 1, 1], "padding": "EXPLICIT", "explicit_paddings": [0, 0, 1, 2, 0, 1, 0, 0]}),
+    *depthwise_rows("nchw", (2, 3, 5, 4), (2, 2, 3, 2), {"strides": [1, 1, 1, 2], "padding": "SAME", "data_format": "NCHW"}),
+    *depthwise_rows("empty-batch", (0, 4, 4, 2), (2, 2, 2, 2), {"strides": [1, 1, 1, 1], "padding": "VALID"}, grad=False),
     *conv_rows("valid", (2, 4, 4, 2), (3, 3, 2, 3), {"strides": [1, 1, 1, 1], "padding": "VALID"}),
     *conv_rows("same-s2-odd-total", (1, 6, 6, 2), (3, 3, 2, 2), {"strides": [1, 2, 2, 1], "padding": "SAME"}),
     *conv_rows("same-s21", (1, 5, 4, 2), (2, 3, 2, 2), {"strides": [1, 2, 1, 1], "padding": "SAME"}),
@@ -622,7 +670,8 @@ def test_every_op_has_rows() -> None:
     names = {"Relu", "ReluGrad", "Relu6", "Elu", "Selu", "Softplus", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
              "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyLoss", "BiasAdd", "BiasAddGrad", "FusedMatMul", "Conv2D", "Conv2DBackpropInput",
              "Conv2DBackpropFilter", "FusedConv2D", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad",
-             "MaxPoolWithArgmax", "MaxPoolGradWithArgmax", "MaxPoolGradGradWithArgmax"}
+             "MaxPoolWithArgmax", "MaxPoolGradWithArgmax", "MaxPoolGradGradWithArgmax", "DepthwiseConv2dNative",
+             "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter"}
     assert names <= {c.op for c in CASES}
     assert names <= {c.op for c in CASES if c.grad}
 

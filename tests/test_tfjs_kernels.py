@@ -15,7 +15,7 @@ from opkernel import op_registry, plugins
 LACKING = sorted([
     "AvgPool3D", "AvgPool3DGrad", "BatchToSpaceND", "Bincount", "BitwiseAnd", "BroadcastArgs", "Conv3D",
     "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2", "CropAndResize", "DenseBincount",
-    "DepthToSpace", "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput",
+    "DepthToSpace",
     "Diag", "Dilation2D", "Dilation2DBackpropFilter", "Dilation2DBackpropInput", "Einsum", "EluGrad", "FFT",
     "IFFT", "ImageProjectiveTransformV3", "LRN", "LRNGrad", "LowerBound",
     "MaxPool3D", "MaxPool3DGrad", "NonMaxSuppressionV3", "NonMaxSuppressionV4",

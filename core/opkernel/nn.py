@@ -17,7 +17,8 @@ from .tensor import Tensor, Variable, ops_module as _ops
 
 __all__ = [
     "glorot_uniform", "he_normal", "zeros", "ones", "truncated_normal", "variance_scaling", "orthogonal",
-    "Layer", "Dense", "Conv2D", "MaxPool2D", "Flatten", "Sequential", "Embedding", "LayerNormalization",
+    "Layer", "Dense", "Conv2D", "DepthwiseConv2D", "MaxPool2D", "Flatten", "Sequential", "Embedding",
+    "LayerNormalization", "Dropout", "MultiHeadAttention", "BatchNormalization",
     "gelu", "softmax", "clip_by_global_norm", "ConstantSchedule", "StepDecay", "CosineDecay", "LinearWarmup",
     "Optimizer", "SGD", "Adam", "AdamW", "sparse_softmax_cross_entropy",
 ]
@@ -510,6 +511,34 @@ class Conv2D(Layer):
                 x, self.kernel, self.bias, strides=self.strides, padding=self.padding, activation=self._fused
             )
         y = ops.bias_add(ops.conv2d(x, self.kernel, strides=self.strides, padding=self.padding), self.bias)
+        return self.activation(y) if self.activation else y
+
+
+class DepthwiseConv2D(Layer):
+    """Keras's DepthwiseConv2D (NHWC): each input channel convolved with its own
+    ``depth_multiplier`` filters, y = activation(depthwise_conv2d(x, kernel) + bias) with
+    ``channels_in * depth_multiplier`` output channels; a DepthwiseConv2dNative op."""
+
+    def __init__(self, channels_in: int, kernel_size: int | Sequence[int], *, depth_multiplier: int = 1,
+                 strides: int = 1, padding: str = "VALID", dilation_rate: int = 1, activation: str | None = None,
+                 use_bias: bool = True, seed: int | None = 0, dtype: Any = "float32",
+                 kernel_initializer: Initializer = glorot_uniform) -> None:
+        super().__init__()
+        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        self.kernel = self.add_variable("depthwise_kernel", (kh, kw, channels_in, depth_multiplier),
+                                        kernel_initializer, dtype, seed)
+        self.bias = self.add_variable("bias", (channels_in * depth_multiplier,), zeros, dtype, seed) if use_bias else None
+        self.strides = [1, strides, strides, 1]
+        self.dilations = [1, dilation_rate, dilation_rate, 1]
+        self.padding = padding
+        self.activation = _activation(activation)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        ops = _ops()
+        y = ops.depthwise_conv2d_native(x, self.kernel, strides=self.strides, padding=self.padding,
+                                        dilations=self.dilations)
+        if self.bias is not None:
+            y = ops.bias_add(y, self.bias)
         return self.activation(y) if self.activation else y
 
 

@@ -74,6 +74,10 @@ DIFFERENCES.update({
     "MaxPoolGradGradWithArgmax": _NO_CPU_KERNEL,
     "MaxPoolGradWithArgmax/int32_argmax": _NO_CPU_KERNEL,
     "Conv2DBackpropInput/dilated": _NO_CPU_DILATION,
+    "DepthwiseConv2dNative/unequal_strides":
+        "TensorFlow's DepthwiseConv2dNative kernels take one stride for both spatial dimensions ('Current "
+        "implementation only supports equal length strides in the row and column dimensions'); opkernel computes "
+        "unequal strides on every backend, checked against the definition in tests/test_ops_nn.py",
     "Conv2DBackpropFilter/dilated": _NO_CPU_DILATION,
     "SoftmaxCrossEntropyWithLogits/float32_gradient": _XENT_LABELS_GRAD,
     "SoftmaxCrossEntropyWithLogits/float64_gradient": _XENT_LABELS_GRAD,
@@ -780,9 +784,75 @@ def _rejected_cases() -> list[Case]:
     return out
 
 
+_DEPTHWISE_CONFIGS: list[tuple[str, tuple[int, ...], tuple[int, ...], dict[str, Any]]] = [
+    # name, input shape (NHWC), filter shape [kh, kw, in_channels, multiplier], attrs
+    ("valid_m2", (2, 5, 5, 3), (3, 3, 3, 2), _conv([1, 1, 1, 1], "VALID")),
+    ("same_stride2", (1, 7, 6, 4), (3, 2, 4, 1), _conv([1, 2, 2, 1], "SAME")),
+    ("same_even_filter_m3", (1, 4, 4, 2), (2, 2, 2, 3), _conv([1, 1, 1, 1], "SAME")),
+    ("explicit", (1, 4, 5, 2), (3, 3, 2, 2), _conv([1, 1, 1, 1], "EXPLICIT", explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0])),
+    ("valid_stride3", (1, 8, 7, 2), (2, 2, 2, 1), _conv([1, 3, 3, 1], "VALID")),
+]
+
+
+def _depthwise_out_shape(x: tuple[int, ...], f: tuple[int, ...], attrs: dict[str, Any]) -> tuple[int, ...]:
+    n, oh, ow, _ = _conv_out_shape(x, f, attrs)
+    return (n, oh, ow, f[2] * f[3])
+
+
+def _depthwise_cases() -> list[Case]:
+    out: list[Case] = []
+    for j, (name, xs, fs, attrs) in enumerate(_DEPTHWISE_CONFIGS):
+        ys = _depthwise_out_shape(xs, fs, attrs)
+        x, f, dy = _rand(900 + j, xs, "float32"), _rand(910 + j, fs, "float32"), _rand(920 + j, ys, "float32")
+        out.append(Case(f"DepthwiseConv2dNative/{name}", "DepthwiseConv2dNative", (x, f), attrs, grad=True, seed=900 + j))
+        out.append(Case(f"DepthwiseConv2dNativeBackpropInput/{name}", "DepthwiseConv2dNativeBackpropInput",
+                        (_a(xs, "int32"), f, dy), attrs, grad=True, seed=930 + j))
+        out.append(Case(f"DepthwiseConv2dNativeBackpropFilter/{name}", "DepthwiseConv2dNativeBackpropFilter",
+                        (x, _a(fs, "int32"), dy), attrs, grad=True, seed=940 + j))
+    xs, fs, attrs = (2, 5, 5, 3), (3, 3, 3, 2), _conv([1, 1, 1, 1], "SAME")
+    ys = _depthwise_out_shape(xs, fs, attrs)
+    for j, dt in enumerate(["float64", "float16"]):
+        tol = (2e-2, 5e-2) if dt == "float16" else None
+        why = "float16 products summed over 9 taps (the filter gradient over 50 positions)" if tol else ""
+        x, f, dy = _rand(950 + j, xs, dt), _rand(960 + j, fs, dt), _rand(970 + j, ys, dt)
+        out.append(Case(f"DepthwiseConv2dNative/{dt}", "DepthwiseConv2dNative", (x, f), attrs, grad=dt == "float64",
+                        seed=950 + j, tol=tol, why=why))
+        out.append(Case(f"DepthwiseConv2dNativeBackpropInput/{dt}", "DepthwiseConv2dNativeBackpropInput",
+                        (_a(xs, "int32"), f, dy), attrs, tol=tol, why=why))
+        out.append(Case(f"DepthwiseConv2dNativeBackpropFilter/{dt}", "DepthwiseConv2dNativeBackpropFilter",
+                        (x, _a(fs, "int32"), dy), attrs, tol=(5e-2, 2e-1) if tol else None, why=why))
+    valid = _conv([1, 1, 1, 1], "VALID")
+    x, f = _rand(980, (1, 4, 4, 2), "float32"), _rand(981, (2, 2, 2, 2), "float32")
+    out += [
+        Case("DepthwiseConv2dNative/specials", "DepthwiseConv2dNative",
+             (_a([[[[NAN, 1.0], [INF, 2.0]], [[0.0, -INF], [3.0, 4.0]]]], "float32"), np.ones((1, 1, 2, 1), np.float32)), valid),
+        Case("DepthwiseConv2dNative/empty_batch", "DepthwiseConv2dNative",
+             (np.zeros((0, 3, 3, 2), np.float32), np.ones((2, 2, 2, 1), np.float32)), valid),
+        Case("DepthwiseConv2dNative/empty_multiplier", "DepthwiseConv2dNative",
+             (np.ones((1, 3, 3, 2), np.float32), np.ones((2, 2, 2, 0), np.float32)), valid),
+        Case("DepthwiseConv2dNative/noncontiguous", "DepthwiseConv2dNative", (noncontiguous(x), f), valid),
+        Case("DepthwiseConv2dNative/rejects_depth_mismatch", "DepthwiseConv2dNative",
+             (x, _rand(982, (2, 2, 3, 1), "float32")), valid),
+        Case("DepthwiseConv2dNative/rejects_rank3", "DepthwiseConv2dNative", (x[0], f), valid),
+        Case("DepthwiseConv2dNative/filter_taller_than_input", "DepthwiseConv2dNative",
+             (x, _rand(983, (5, 2, 2, 1), "float32")), valid),
+        Case("DepthwiseConv2dNative/rejects_batch_stride", "DepthwiseConv2dNative", (x, f), _conv([2, 1, 1, 1], "VALID")),
+        Case("DepthwiseConv2dNative/unequal_strides", "DepthwiseConv2dNative", (x, f), _conv([1, 1, 2, 1], "VALID")),
+        Case("DepthwiseConv2dNativeBackpropInput/rejects_sizes_length", "DepthwiseConv2dNativeBackpropInput",
+             (_a([4, 4], "int32"), f, _rand(984, (1, 3, 3, 4), "float32")), valid),
+        Case("DepthwiseConv2dNativeBackpropInput/rejects_out_backprop_shape", "DepthwiseConv2dNativeBackpropInput",
+             (_a([1, 4, 4, 2], "int32"), f, _rand(984, (1, 3, 3, 2), "float32")), valid),
+        Case("DepthwiseConv2dNativeBackpropFilter/rejects_out_backprop_shape", "DepthwiseConv2dNativeBackpropFilter",
+             (x, _a([2, 2, 2, 2], "int32"), _rand(985, (1, 2, 3, 4), "float32")), valid),
+        Case("DepthwiseConv2dNativeBackpropFilter/rejects_depth_mismatch", "DepthwiseConv2dNativeBackpropFilter",
+             (x, _a([2, 2, 3, 2], "int32"), _rand(985, (1, 3, 3, 6), "float32")), valid),
+    ]
+    return out
+
+
 def cases() -> list[Case]:
     return [*_activation_cases(), *_softmax_cases(), *_bias_cases(), *_conv_cases(), *_pool_cases(), *_more_cases(),
-            *_rejected_cases(), *_batch_norm_cases()]
+            *_rejected_cases(), *_batch_norm_cases(), *_depthwise_cases()]
 
 
 # ------------------------------------------------------------------ compositions

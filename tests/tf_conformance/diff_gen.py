@@ -50,6 +50,7 @@ ACCUMULATING = frozenset({
     "AddN", "AvgPool", "AvgPoolGrad", "BatchMatMul", "BiasAddGrad", "Conv2D", "Conv2DBackpropFilter",
     "Conv2DBackpropInput", "MatMul", "Mean", "Prod", "Sum", "UnsortedSegmentSum", "SoftmaxCrossEntropyWithLogits",
     "SparseSoftmaxCrossEntropyWithLogits", "LogSoftmax", "Softmax", "ApplyAdam", "ApplyMomentum",
+    "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
 })
 
 
@@ -784,6 +785,41 @@ def _conv2d_backprop_input(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
 def _conv2d_backprop_filter(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     x, f, a = _conv_shapes(g)
     dy = _conv_out(x, f, a) or g.shape(4, 4)
+    return (g.x(x), np.asarray(f, np.int32), g.x(dy)), a
+
+
+def _depthwise_shapes(g: G) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]:
+    x = (g.dim(), g.int(0, 5), g.int(0, 5), g.int(1, 3))
+    f = (g.int(1, 3), g.int(1, 3), x[3] if g.coin(0.95) else x[3] + 1, g.int(0 if g.coin(0.05) else 1, 3))
+    a = _conv_attrs(g)
+    a.pop("dilations", None)  # TensorFlow's kernels ignore them (tf.nn.depthwise_conv2d dilates by space_to_batch)
+    s = a["strides"]
+    a["strides"] = [s[0], s[1], s[1], s[3]]  # TensorFlow's kernels take one spatial stride
+    return x, f, a
+
+
+def _depthwise_out(x: tuple[int, ...], f: tuple[int, ...], a: dict[str, Any]) -> tuple[int, ...] | None:
+    shape = _conv_out(x, f, a)
+    return None if shape is None else (*shape[:3], f[2] * f[3])
+
+
+@gen("DepthwiseConv2dNative")
+def _depthwise(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    x, f, a = _depthwise_shapes(g)
+    return (g.x(x), g.x(f)), a
+
+
+@gen("DepthwiseConv2dNativeBackpropInput")
+def _depthwise_backprop_input(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    x, f, a = _depthwise_shapes(g)
+    dy = _depthwise_out(x, f, a) or g.shape(4, 4)
+    return (np.asarray(x, np.int32), g.x(f), g.x(dy)), a
+
+
+@gen("DepthwiseConv2dNativeBackpropFilter")
+def _depthwise_backprop_filter(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    x, f, a = _depthwise_shapes(g)
+    dy = _depthwise_out(x, f, a) or g.shape(4, 4)
     return (g.x(x), np.asarray(f, np.int32), g.x(dy)), a
 
 

@@ -150,7 +150,8 @@ KNOWN_DIFFERENCES: list[Rule] = [
            "input or the output gradient it reads is empty (a VALID window larger than the input), returns memory it "
            "never wrote (values vary from run to run); opkernel returns zeros",
            lambda case, tf, got, detail: detail.startswith(("[values]", "[gradient]")) and _something_empty(case, got))
-      for op in ("MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter")],
+      for op in ("MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter",
+                 "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter")],
     Rule("avgpoolgrad-zero-stride", "AvgPoolGrad",
          "TensorFlow's CPU AvgPoolGrad does not check its strides (a zero stride runs); opkernel refuses a "
          "non-positive stride, as TensorFlow's AvgPool and every other pooling op do",
@@ -586,7 +587,9 @@ def _arrays(value: Any) -> list[np.ndarray]:
     return [np.asarray(value)]
 
 
-_PRODUCTS = frozenset({"MatMul", "BatchMatMul", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "Prod"})
+_PRODUCTS = frozenset({"MatMul", "BatchMatMul", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "Prod",
+                       "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+                       "DepthwiseConv2dNativeBackpropFilter"})
 
 
 def tolerance(case: Case, dtype: str, gradient: bool = False) -> tuple[float, float] | None:

@@ -954,6 +954,123 @@ def cumsum(
       A `Tensor`. Has the same type as `x`.
     """
 
+def depthwise_conv2d_native(
+    input: TensorLike,
+    filter: TensorLike,
+    strides: Sequence[int],
+    padding: Literal["SAME", "VALID", "EXPLICIT"],
+    explicit_paddings: Sequence[int] = [],
+    data_format: Literal["NHWC", "NCHW"] = "NHWC",
+    dilations: Sequence[int] = [1, 1, 1, 1],
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes a 2-D depthwise convolution given 4-D input and filter tensors.
+
+    Each input channel is convolved with its own depth_multiplier filters:
+    output[b, i, j, k * channel_multiplier + q] = sum_{di, dj} input[b, strides[1] * i + dilations[1] * di, strides[2] * j + dilations[2] * dj, k] * filter[di, dj, k, q] (NHWC, after padding).
+
+    input: 4-D tensor laid out as data_format.
+    filter: 4-D [filter_height, filter_width, in_channels, channel_multiplier].
+    strides: The stride of the sliding window for each dimension of input, in data_format order; batch and depth strides must be 1.
+    padding: The type of padding algorithm to use ('SAME', 'VALID' or 'EXPLICIT').
+    explicit_paddings: With padding 'EXPLICIT', (before, after) pairs for each dimension in data_format order; batch and depth pairs must be 0.
+    data_format: 'NHWC' or 'NCHW'.
+    dilations: The dilation factor for each dimension of input, in data_format order; batch and depth dilations must be 1.  (TensorFlow's CPU kernel ignores it and tf.nn.depthwise_conv2d dilates through space_to_batch; here every backend dilates the window.)
+
+    Args:
+      input: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      filter: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      strides: A `list(int)`.
+      padding: A `string` from: `'SAME'`, `'VALID'`, `'EXPLICIT'`.
+      explicit_paddings: An optional `list(int)`. Defaults to `()`.
+      data_format: An optional `string` from: `'NHWC'`, `'NCHW'`. Defaults to `'NHWC'`.
+      dilations: An optional `list(int)`. Defaults to `(1, 1, 1, 1)`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
+def depthwise_conv2d_native_backprop_filter(
+    input: TensorLike,
+    filter_sizes: TensorLike,
+    out_backprop: TensorLike,
+    strides: Sequence[int],
+    padding: Literal["SAME", "VALID", "EXPLICIT"],
+    explicit_paddings: Sequence[int] = [],
+    data_format: Literal["NHWC", "NCHW"] = "NHWC",
+    dilations: Sequence[int] = [1, 1, 1, 1],
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes the gradients of depthwise convolution with respect to the filter.
+
+    input: 4-D input of the convolution, laid out as data_format.
+    filter_sizes: The shape of the filter: [filter_height, filter_width, in_channels, depthwise_multiplier].
+    out_backprop: 4-D gradients with respect to the output of the convolution.
+    strides: The stride of the sliding window for each dimension of input, in data_format order; batch and depth strides must be 1.
+    padding: The type of padding algorithm to use ('SAME', 'VALID' or 'EXPLICIT').
+    explicit_paddings: With padding 'EXPLICIT', (before, after) pairs for each dimension in data_format order; batch and depth pairs must be 0.
+    data_format: 'NHWC' or 'NCHW'.
+    dilations: The dilation factor for each dimension of input, in data_format order; batch and depth dilations must be 1.  (TensorFlow's CPU kernel ignores it and tf.nn.depthwise_conv2d dilates through space_to_batch; here every backend dilates the window.)
+
+    Args:
+      input: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      filter_sizes: A `Tensor` of type `int32`.
+      out_backprop: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      strides: A `list(int)`.
+      padding: A `string` from: `'SAME'`, `'VALID'`, `'EXPLICIT'`.
+      explicit_paddings: An optional `list(int)`. Defaults to `()`.
+      data_format: An optional `string` from: `'NHWC'`, `'NCHW'`. Defaults to `'NHWC'`.
+      dilations: An optional `list(int)`. Defaults to `(1, 1, 1, 1)`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
+def depthwise_conv2d_native_backprop_input(
+    input_sizes: TensorLike,
+    filter: TensorLike,
+    out_backprop: TensorLike,
+    strides: Sequence[int],
+    padding: Literal["SAME", "VALID", "EXPLICIT"],
+    explicit_paddings: Sequence[int] = [],
+    data_format: Literal["NHWC", "NCHW"] = "NHWC",
+    dilations: Sequence[int] = [1, 1, 1, 1],
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes the gradients of depthwise convolution with respect to the input.
+
+    input_sizes: The shape of the input of the convolution (4 values in data_format order).
+    filter: 4-D [filter_height, filter_width, in_channels, depthwise_multiplier].
+    out_backprop: 4-D gradients with respect to the output of the convolution.
+    strides: The stride of the sliding window for each dimension of input, in data_format order; batch and depth strides must be 1.
+    padding: The type of padding algorithm to use ('SAME', 'VALID' or 'EXPLICIT').
+    explicit_paddings: With padding 'EXPLICIT', (before, after) pairs for each dimension in data_format order; batch and depth pairs must be 0.
+    data_format: 'NHWC' or 'NCHW'.
+    dilations: The dilation factor for each dimension of input, in data_format order; batch and depth dilations must be 1.  (TensorFlow's CPU kernel ignores it and tf.nn.depthwise_conv2d dilates through space_to_batch; here every backend dilates the window.)
+
+    Args:
+      input_sizes: A `Tensor` of type `int32`.
+      filter: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      out_backprop: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      strides: A `list(int)`.
+      padding: A `string` from: `'SAME'`, `'VALID'`, `'EXPLICIT'`.
+      explicit_paddings: An optional `list(int)`. Defaults to `()`.
+      data_format: An optional `string` from: `'NHWC'`, `'NCHW'`. Defaults to `'NHWC'`.
+      dilations: An optional `list(int)`. Defaults to `(1, 1, 1, 1)`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `filter`.
+    """
+
 def elu(features: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes the exponential linear function: features if > 0, exp(features) - 1 otherwise.
 

@@ -1,6 +1,6 @@
 """Specs, shape functions and gradients of the 2-D convolutions: Conv2D, FusedConv2D
-(Conv2D, BiasAdd and an activation in one op) and the two backprop ops, following
-TensorFlow's ``nn_ops.cc``; also FusedConv2D's generic kernel.
+(Conv2D, BiasAdd and an activation in one op), DepthwiseConv2dNative and the backprop
+ops, following TensorFlow's ``nn_ops.cc``; also FusedConv2D's generic kernel.
 
 Part of the neural-network ops (``opkernel.ops.nn_ops`` registers them and
 re-exports the public names).
@@ -107,6 +107,34 @@ def _conv2d_backprop_filter_shape(c: InferenceContext) -> None:
     c.set_output(0, _shape_from_sizes(c, 1))
 
 
+def _depthwise_shape(c: InferenceContext) -> None:
+    """DepthwiseConv2dNative's output: [batch, out_height, out_width, in_depth * depth_multiplier]
+    (in data_format order); the filter's in_depth must equal the input's."""
+    fmt = c.get_attr("data_format")
+    x = c.with_rank(c.input(0), 4)
+    f = c.with_rank(c.input(1), 4)
+    sh, sw = _checked(c, spatial_attr, c.get_attr("strides"), fmt, "strides")
+    dh, dw = _checked(c, spatial_attr, c.get_attr("dilations"), fmt, "dilations")
+    padding = c.get_attr("padding")
+    ph, pw = _checked(c, explicit_padding, padding, c.get_attr("explicit_paddings"), fmt)
+    bn, bh, bw, bd = _layout(fmt)
+    depth = c.merge(c.dim(x, bd), c.dim(f, 2))
+    oh = _windowed_dim(c, c.dim(x, bh), c.dim(f, 0), dh, sh, padding, ph)
+    ow = _windowed_dim(c, c.dim(x, bw), c.dim(f, 1), dw, sw, padding, pw)
+    c.set_output(0, _make_4d(c, fmt, c.dim(x, bn), oh, ow, c.multiply(depth, c.dim(f, 3))))
+
+
+@shape_fns.output_size_from("input_sizes")
+def _depthwise_backprop_input_shape(c: InferenceContext) -> None:
+    fmt = c.get_attr("data_format")
+    _checked(c, spatial_attr, c.get_attr("strides"), fmt, "strides")
+    _checked(c, spatial_attr, c.get_attr("dilations"), fmt, "dilations")
+    _checked(c, explicit_padding, c.get_attr("padding"), c.get_attr("explicit_paddings"), fmt)
+    c.with_rank(c.input(1), 4)
+    c.with_rank(c.input(2), 4)
+    c.set_output(0, _shape_from_sizes(c, 0))
+
+
 def _fused_conv2d_shape(c: InferenceContext) -> None:
     _conv2d_shape(c, grouped=False)
     out = c.output(0)
@@ -187,6 +215,64 @@ def register_ops() -> None:
         "filter_sizes: The shape of the filter: [filter_height, filter_width, in_channels, out_channels].\n"
         "out_backprop: 4-D gradients with respect to the output of the convolution.\n" + _CONV_DOC
     )
+    _register_depthwise_ops()
+
+
+_DEPTHWISE_DOC = (
+    "strides: The stride of the sliding window for each dimension of input, in data_format order; "
+    "batch and depth strides must be 1.\n"
+    "padding: The type of padding algorithm to use ('SAME', 'VALID' or 'EXPLICIT').\n"
+    "explicit_paddings: With padding 'EXPLICIT', (before, after) pairs for each dimension in "
+    "data_format order; batch and depth pairs must be 0.\n"
+    "data_format: 'NHWC' or 'NCHW'.\n"
+    "dilations: The dilation factor for each dimension of input, in data_format order; batch and "
+    "depth dilations must be 1.  (TensorFlow's CPU kernel ignores it and tf.nn.depthwise_conv2d "
+    "dilates through space_to_batch; here every backend dilates the window.)"
+)
+
+
+def _depthwise_op(name: str) -> Any:
+    return (
+        register_op(name)
+        .attr(f"T: {_FLOATS}")
+        .attr("strides: list(int)")
+        .attr(_PADDING_EXPLICIT)
+        .attr(_EXPLICIT_PADDINGS)
+        .attr(_DATA_FORMAT)
+        .attr("dilations: list(int) = [1, 1, 1, 1]")
+    )
+
+
+def _register_depthwise_ops() -> None:
+    """Specs of the depthwise convolution and its backprops."""
+    _depthwise_op("DepthwiseConv2dNative").input("input: T").input("filter: T").output("output: T").set_shape_fn(
+        _depthwise_shape
+    ).doc(
+        "Computes a 2-D depthwise convolution given 4-D input and filter tensors.\n\n"
+        "Each input channel is convolved with its own depth_multiplier filters:\n"
+        "output[b, i, j, k * channel_multiplier + q] = sum_{di, dj} input[b, strides[1] * i + "
+        "dilations[1] * di, strides[2] * j + dilations[2] * dj, k] * filter[di, dj, k, q] (NHWC, after "
+        "padding).\n\n"
+        "input: 4-D tensor laid out as data_format.\n"
+        "filter: 4-D [filter_height, filter_width, in_channels, channel_multiplier].\n" + _DEPTHWISE_DOC
+    )
+    _depthwise_op("DepthwiseConv2dNativeBackpropInput").input("input_sizes: int32").input("filter: T").input(
+        "out_backprop: T"
+    ).output("output: T").set_shape_fn(_depthwise_backprop_input_shape).doc(
+        "Computes the gradients of depthwise convolution with respect to the input.\n\n"
+        "input_sizes: The shape of the input of the convolution (4 values in data_format order).\n"
+        "filter: 4-D [filter_height, filter_width, in_channels, depthwise_multiplier].\n"
+        "out_backprop: 4-D gradients with respect to the output of the convolution.\n" + _DEPTHWISE_DOC
+    )
+    _depthwise_op("DepthwiseConv2dNativeBackpropFilter").input("input: T").input("filter_sizes: int32").input(
+        "out_backprop: T"
+    ).output("output: T").set_shape_fn(_conv2d_backprop_filter_shape).doc(
+        "Computes the gradients of depthwise convolution with respect to the filter.\n\n"
+        "input: 4-D input of the convolution, laid out as data_format.\n"
+        "filter_sizes: The shape of the filter: [filter_height, filter_width, in_channels, "
+        "depthwise_multiplier].\n"
+        "out_backprop: 4-D gradients with respect to the output of the convolution.\n" + _DEPTHWISE_DOC
+    )
 
 
 # ------------------------------------------------------------ gradients
@@ -254,7 +340,42 @@ def _conv2d_backprop_filter_grad(op: Any, grad: Tensor) -> list[Any]:
 
 
 
+_DEPTHWISE_ATTRS = ("strides", "padding", "explicit_paddings", "data_format", "dilations")
+
+
+def _depthwise_attrs(op: Any) -> dict[str, Any]:
+    return {name: op.get_attr(name) for name in _DEPTHWISE_ATTRS}
+
+
+def _depthwise_grad(op: Any, grad: Tensor) -> list[Any]:
+    ops, attrs = _ops(), _depthwise_attrs(op)
+    x, w = op.inputs
+    need_x, need_w = op.needs_input_grad
+    return [
+        ops.depthwise_conv2d_native_backprop_input(_sizes(x), w, grad, **attrs) if need_x else None,
+        ops.depthwise_conv2d_native_backprop_filter(x, constant(tuple(w.shape), w), grad, **attrs) if need_w else None,
+    ]
+
+
+def _depthwise_backprop_input_grad(op: Any, grad: Tensor) -> list[Any]:
+    # As TensorFlow's: the input gradient is linear in each of filter and out_backprop.
+    ops, attrs = _ops(), _depthwise_attrs(op)
+    _, w, dy = op.inputs
+    return [None, ops.depthwise_conv2d_native_backprop_filter(grad, constant(tuple(w.shape), w), dy, **attrs),
+            ops.depthwise_conv2d_native(grad, w, **attrs)]
+
+
+def _depthwise_backprop_filter_grad(op: Any, grad: Tensor) -> list[Any]:
+    ops, attrs = _ops(), _depthwise_attrs(op)
+    x, _, dy = op.inputs
+    return [ops.depthwise_conv2d_native_backprop_input(_sizes(x), grad, dy, **attrs), None,
+            ops.depthwise_conv2d_native(x, grad, **attrs)]
+
+
 _GRADIENTS: dict[str, Any] = {
+    "DepthwiseConv2dNative": _depthwise_grad,
+    "DepthwiseConv2dNativeBackpropInput": _depthwise_backprop_input_grad,
+    "DepthwiseConv2dNativeBackpropFilter": _depthwise_backprop_filter_grad,
     "Conv2D": _conv2d_grad,
     "FusedConv2D": _fused_conv2d_grad,
     "Conv2DBackpropInput": _conv2d_backprop_input_grad,

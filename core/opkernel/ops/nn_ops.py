@@ -10,7 +10,7 @@ Each op's spec, shape function and gradient live together in one module:
 
 * ``activation_ops``: the activations, softmax, the cross-entropy losses, BiasAdd
   and FusedMatMul;
-* ``conv_ops``: Conv2D, FusedConv2D and the convolution backprop ops;
+* ``conv_ops``: Conv2D, FusedConv2D, DepthwiseConv2dNative and the convolution backprop ops;
 * ``pooling_ops``: max and average pooling and their gradient ops;
 * ``_nn_common``: what they share (attr specs, the window arithmetic, shape-function
   helpers and the host-side checks of the backends' kernels).

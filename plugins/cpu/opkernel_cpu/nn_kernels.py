@@ -695,6 +695,101 @@ def conv2d_backprop_filter(
     return dw.reshape(f_shape).astype(T.np, copy=False)  # type: ignore[no-any-return]
 
 
+# ------------------------------------------------------------ depthwise convolution
+# Written against xp (numpy or cupy): the CUDA backend registers these bodies too.
+
+
+def _depthwise_window(op: str, x_shape: tuple[int, int, int, int], f_shape: tuple[int, ...], attrs: dict[str, Any]) -> _Window:
+    _check_format(op, attrs["data_format"])
+    _, h, w, c = x_shape
+    kh, kw, fc, _ = f_shape
+    if fc != c:
+        raise _error(op, f"input depth {c} must equal the filter's in_channels {fc} "
+                         f"(input shape {list(x_shape)} in NHWC order, filter shape {list(f_shape)})")
+    return _window(op, (h, w), (kh, kw), attrs["strides"], attrs["dilations"], attrs["padding"],
+                   attrs["explicit_paddings"], attrs["data_format"])
+
+
+def depthwise_conv2d_native(input: Any, filter: Any, T: ok.DType, **attrs: Any) -> Any:
+    """Each input channel c convolved with its depth_multiplier filters f[:, :, c, q]:
+    one multiply-add over the whole output per kernel position, in the work type."""
+    op = "DepthwiseConv2dNative"
+    _check_rank4(op, input=input, filter=filter)
+    x = _to_nhwc(input, attrs["data_format"])
+    win = _depthwise_window(op, x.shape, filter.shape, attrs)
+    n, c, m = x.shape[0], x.shape[3], filter.shape[3]
+    wt = _work_type(T)
+    xp = xp_of(input, filter)
+    xpad, f = win.padded(x.astype(wt, copy=False)), filter.astype(wt, copy=False)
+    out = xp.zeros((n, win.oh, win.ow, c, m), wt)
+    if out.size:
+        with np.errstate(invalid="ignore", over="ignore"):  # inf and NaN as IEEE arithmetic gives them
+            for i in range(win.kh):
+                for j in range(win.kw):
+                    out += xpad[win.tap(i, j)][..., None] * f[i, j]
+    return _from_nhwc(out.reshape(n, win.oh, win.ow, c * m).astype(T.np, copy=False), attrs["data_format"])
+
+
+def depthwise_conv2d_native_backprop_input(input_sizes: Any, filter: Any, out_backprop: Any, T: ok.DType,
+                                           **attrs: Any) -> Any:
+    """Each kernel position's products with the output gradient, summed over the
+    multiplier, added into the input positions it read."""
+    op, data_format = "DepthwiseConv2dNativeBackpropInput", attrs["data_format"]
+    _check_rank4(op, filter=filter, out_backprop=out_backprop)
+    _check_format(op, data_format)
+    x_shape = _nhwc_dims(_sizes(op, "input_sizes", input_sizes), data_format)
+    win = _depthwise_window(op, x_shape, filter.shape, attrs)
+    n, h, w, c = x_shape
+    m = filter.shape[3]
+    dy = _to_nhwc(out_backprop, data_format)
+    _check_out(op, "out_backprop", dy.shape, (n, win.oh, win.ow, c * m), data_format)
+    wt = _work_type(T)
+    xp = xp_of(filter, out_backprop)
+    dxp = xp.zeros(win.padded_shape(n, h, w, c), wt)
+    if dy.size and dxp.size:
+        dy5, f = dy.astype(wt, copy=False).reshape(n, win.oh, win.ow, c, m), filter.astype(wt, copy=False)
+        holes = None if bool(xp.isfinite(f).all()) else xp.zeros(dxp.shape[1:3], bool)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for i in range(win.kh):
+                for j in range(win.kw):
+                    tap = win.tap(i, j)
+                    dxp[tap] += dy5[..., 0] * f[i, j, :, 0] if m == 1 else (dy5 * f[i, j]).sum(axis=-1)
+                    if holes is not None:
+                        # As TensorFlow's kernel: positions this tap's outputs do not read take
+                        # 0 * the tap (NaN for an infinite or NaN filter value), not nothing.
+                        holes[...] = True
+                        holes[tap[1:3]] = False
+                        dxp[:, holes] += (0 * f[i, j]).sum(axis=-1)
+    return _from_nhwc(win.crop(dxp, h, w).astype(T.np), data_format)
+
+
+def depthwise_conv2d_native_backprop_filter(input: Any, filter_sizes: Any, out_backprop: Any, T: ok.DType,
+                                            **attrs: Any) -> Any:
+    """Per kernel position, the input it read times the output gradient, summed over
+    the batch and the output positions (one contraction per position)."""
+    op, data_format = "DepthwiseConv2dNativeBackpropFilter", attrs["data_format"]
+    _check_rank4(op, input=input, out_backprop=out_backprop)
+    _check_format(op, data_format)
+    kh, kw, c, m = f_shape = tuple(_sizes(op, "filter_sizes", filter_sizes))
+    x = _to_nhwc(input, data_format)
+    dy = _to_nhwc(out_backprop, data_format)
+    win = _depthwise_window(op, x.shape, f_shape, attrs)
+    n = x.shape[0]
+    _check_out(op, "out_backprop", dy.shape, (n, win.oh, win.ow, c * m), data_format)
+    wt = _work_type(T)
+    xp = xp_of(input, out_backprop)
+    df = xp.zeros(f_shape, wt)
+    p = n * win.oh * win.ow
+    if p and df.size:
+        xpad = win.padded(x.astype(wt, copy=False))
+        dy3 = dy.astype(wt, copy=False).reshape(p, c, m)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for i in range(kh):
+                for j in range(kw):
+                    df[i, j] = xp.einsum("pc,pcm->cm", xpad[win.tap(i, j)].reshape(p, c), dy3)
+    return df.astype(T.np, copy=False)
+
+
 # ------------------------------------------------------------ pooling
 
 
@@ -1311,6 +1406,9 @@ def register_all() -> None:
         ("Conv2D", conv2d, None, ()),
         ("Conv2DBackpropInput", conv2d_backprop_input, None, ("input_sizes",)),
         ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),
+        ("DepthwiseConv2dNative", depthwise_conv2d_native, None, ()),
+        ("DepthwiseConv2dNativeBackpropInput", depthwise_conv2d_native_backprop_input, None, ("input_sizes",)),
+        ("DepthwiseConv2dNativeBackpropFilter", depthwise_conv2d_native_backprop_filter, None, ("filter_sizes",)),
         ("MaxPool", max_pool, {"T": _REAL}, ()),
         ("MaxPoolGrad", max_pool_grad, None, ()),
         ("MaxPoolGradGrad", max_pool_grad_grad, None, ()),

@@ -635,6 +635,68 @@ __kernel void avg_pool_grad(__global T* dx, __global const T* dy, dims_t g1, dim
   }}
   dx[i] = acc;
 }}
+// Depthwise convolution, M (g2.v[6]) filters per input channel.  Work-item i, the
+// input-channel position (n, oh, ow, c) of output element i / M, writes its M outputs.
+// As TensorFlow's kernels, the three multiply every tap, a padding position's as a zero
+// (so an infinite filter tap there gives NaN, 0 * inf), and never skip one.
+__kernel void depthwise(__global T* out, __global const T* x, __global const T* f, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+  int i = get_global_id(0);
+  OUT_INDEX(i)
+  int M = g2.v[6];
+  for (int m = 0; m < M; ++m) {{
+    T acc = 0;
+    for (int ii = 0; ii < KH; ++ii) {{
+      IDX h = (IDX)oh * SH - PT + (IDX)ii * DH; bool hin = h >= 0 && h < H;
+      for (int j = 0; j < KW; ++j) {{
+        IDX w = (IDX)ow * SW - PL + (IDX)j * DW; bool in = hin && w >= 0 && w < W;
+        T v = in ? x[(((long)n * H + h) * W + w) * C + c] : (T)0;
+        acc += v * f[((long)(ii * KW + j) * C + c) * M + m];
+      }}
+    }}
+    out[(long)i * M + m] = acc;
+  }}
+}}
+// dx[n, h, w, c]: the output gradients of every window that read (n, h, w, c), times the
+// filter taps that read it, summed over the multiplier.
+__kernel void depthwise_backprop_input(__global T* dx, __global const T* dy, __global const T* f, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+  int i = get_global_id(0);
+  IN_INDEX(i)
+  int M = g2.v[6];
+  T acc = 0;
+  for (int ii = 0; ii < KH; ++ii) {{
+    IDX hh = (IDX)h + PT - (IDX)ii * DH; IDX oh = hh < 0 ? (IDX)-1 : DIV_SH(hh); bool hin = hh >= 0 && oh * SH == hh && oh < OH;
+    for (int j = 0; j < KW; ++j) {{
+      IDX ww = (IDX)w + PL - (IDX)j * DW; IDX ow = ww < 0 ? (IDX)-1 : DIV_SW(ww); bool in = hin && ww >= 0 && ow * SW == ww && ow < OW;
+      __global const T* k = f + ((long)(ii * KW + j) * C + c) * M;
+      if (in) {{
+        __global const T* g = dy + ((((long)n * OH + oh) * OW + ow) * C + c) * M;
+        for (int m = 0; m < M; ++m) acc += g[m] * k[m];
+      }} else {{
+        for (int m = 0; m < M; ++m) acc += (T)0 * k[m];  // no output read this tap: a zero gradient
+      }}
+    }}
+  }}
+  dx[i] = acc;
+}}
+// df[ii, j, c, m]: work-item e sums its tap's input times the output gradient over the
+// batch and the output positions, in that order.
+__kernel void depthwise_backprop_filter(__global T* df, __global const T* x, __global const T* dy, dims_t g1, dims_t g2, dims_t g3, dims_t g4) {{
+  int e = get_global_id(0);
+  int M = g2.v[6];
+  int m = e % M; int t = e / M; int c = t % C; t /= C; int j = t % KW; int ii = t / KW;
+  T acc = 0;
+  for (int n = 0; n < N; ++n) {{
+    for (int oh = 0; oh < OH; ++oh) {{
+      IDX h = (IDX)oh * SH - PT + (IDX)ii * DH; bool hin = h >= 0 && h < H;
+      for (int ow = 0; ow < OW; ++ow) {{
+        IDX w = (IDX)ow * SW - PL + (IDX)j * DW; bool in = hin && w >= 0 && w < W;
+        T v = in ? x[(((long)n * H + h) * W + w) * C + c] : (T)0;
+        acc += v * dy[((((long)n * OH + oh) * OW + ow) * C + c) * M + m];
+      }}
+    }}
+  }}
+  df[e] = acc;
+}}
 #undef T
 """
 
@@ -773,6 +835,73 @@ def conv2d_backprop_filter(input: Any, filter_sizes: np.ndarray, out_backprop: A
     _check_out(op, "out_backprop", dy.shape, (x.shape[0], win.oh, win.ow, oc), fmt)
     dw = _columns_product(be, op, x, win, _check_conv_type(op, T), dy, oc, (oc, 1), transposed=True)
     return be.view(dw, f_shape)
+
+
+def _depthwise_format(op: str, attrs: dict[str, Any]) -> str:
+    fmt = attrs["data_format"]
+    if fmt not in ("NHWC", "NCHW"):
+        raise fail(op, f"data_format {fmt!r} is not supported on this backend; use 'NHWC' or 'NCHW'")
+    return str(fmt)
+
+
+def _depthwise_kernel(be: OpenCLBackend, op: str, name: str, win: Window, T: ok.DType) -> Any:
+    if T.name not in FLOATS:
+        raise fail(op, f"T={T.name} is not supported by the OpenCL depthwise convolution")
+    return be.programs.kernel("window", win.key(T.name), name, op)
+
+
+def depthwise_conv2d_native(input: Any, filter: Any, T: ok.DType, **attrs: Any) -> Any:
+    """A work-item per (n, oh, ow, c) computing its channel's depth_multiplier outputs
+    (the window loops of the pooling kernels, with the filter's taps)."""
+    op = "DepthwiseConv2dNative"
+    _rank4(op, input=input, filter=filter)
+    be, fmt = BE(), _depthwise_format(op, attrs)
+    x = _nhwc(be, op, input, fmt)
+    win = _conv_window(op, x.shape, filter.shape, attrs)
+    m = filter.shape[3]
+    out = be.new_array((win.n, win.oh, win.ow, win.c * m), x.dtype)
+    if out.size:
+        be.launch1d(_depthwise_kernel(be, op, "depthwise", win, T), win.n * win.oh * win.ow * win.c, out.base_data,
+                    x.base_data, filter.base_data, values=win.args(m))
+    return _from_nhwc(be, op, out, fmt)
+
+
+def depthwise_conv2d_native_backprop_input(input_sizes: np.ndarray, filter: Any, out_backprop: Any, T: ok.DType,
+                                           **attrs: Any) -> Any:
+    op = "DepthwiseConv2dNativeBackpropInput"
+    _rank4(op, filter=filter, out_backprop=out_backprop)
+    be, fmt = BE(), _depthwise_format(op, attrs)
+    x_shape = _nhwc_dims(_sizes(op, "input_sizes", input_sizes), fmt)
+    win = _conv_window(op, x_shape, filter.shape, attrs)
+    m = filter.shape[3]
+    dy = _nhwc(be, op, out_backprop, fmt)
+    _check_out(op, "out_backprop", dy.shape, (win.n, win.oh, win.ow, win.c * m), fmt)
+    dx = be.new_array(x_shape, dy.dtype)
+    if dx.size:
+        be.launch1d(_depthwise_kernel(be, op, "depthwise_backprop_input", win, T), dx.size, dx.base_data, dy.base_data,
+                    filter.base_data, values=win.args(m))
+    return _from_nhwc(be, op, dx, fmt)
+
+
+def depthwise_conv2d_native_backprop_filter(input: Any, filter_sizes: np.ndarray, out_backprop: Any, T: ok.DType,
+                                            **attrs: Any) -> Any:
+    """A work-item per filter element, summing over the batch and the output positions
+    (deterministic, no atomics; the work is the filter's size, so large inputs with small
+    filters keep few work-items busy)."""
+    op = "DepthwiseConv2dNativeBackpropFilter"
+    _rank4(op, input=input, out_backprop=out_backprop)
+    be, fmt = BE(), _depthwise_format(op, attrs)
+    f_shape = tuple(_sizes(op, "filter_sizes", filter_sizes))
+    x = _nhwc(be, op, input, fmt)
+    dy = _nhwc(be, op, out_backprop, fmt)
+    win = _conv_window(op, x.shape, f_shape, attrs)
+    m = f_shape[3]
+    _check_out(op, "out_backprop", dy.shape, (win.n, win.oh, win.ow, win.c * m), fmt)
+    df = be.new_array(f_shape, x.dtype)
+    if df.size:
+        be.launch1d(_depthwise_kernel(be, op, "depthwise_backprop_filter", win, T), df.size, df.base_data, x.base_data,
+                    dy.base_data, values=win.args(m))
+    return df
 
 
 def _pool_window(op: str, x_shape: tuple[int, ...], attrs: dict[str, Any]) -> Window:
@@ -1116,6 +1245,9 @@ def register_all() -> None:
         ("FusedConv2D", f(fused_conv2d), floats, ()),
         ("Conv2DBackpropInput", f(conv2d_backprop_input), conv, ("input_sizes",)),
         ("Conv2DBackpropFilter", f(conv2d_backprop_filter), conv, ("filter_sizes",)),
+        ("DepthwiseConv2dNative", f(depthwise_conv2d_native), floats, ()),
+        ("DepthwiseConv2dNativeBackpropInput", f(depthwise_conv2d_native_backprop_input), floats, ("input_sizes",)),
+        ("DepthwiseConv2dNativeBackpropFilter", f(depthwise_conv2d_native_backprop_filter), floats, ("filter_sizes",)),
         ("MaxPool", _half_floor(f(_pool("MaxPool", "max_pool"))), pools, ()),
         ("MaxPoolGrad", f(max_pool_grad), pools, ()),
         ("MaxPoolGradGrad", f(max_pool_grad_grad), pools, ()),
