@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import math
+
 import numpy as np
 import opkernel as ok
 import optable
@@ -660,7 +662,102 @@ BATCH_NORM_CASES = [
            batch_norm_ref, attrs={"epsilon": 0.01, "is_training": False}, dtypes=("float32",), grad=False),
 ]
 
-CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + FUSED_CASES + CONV_CASES + POOL_CASES + BATCH_NORM_CASES
+def _resize_positions(in_size: int, out_size: int, align_corners: bool, half_pixel: bool, nearest: bool) -> list[float]:
+    """The sample position of each output along one axis, by TensorFlow's definition
+    (tf.image.resize's half-pixel centers; align_corners maps corner to corner)."""
+    scale = (in_size - 1) / (out_size - 1) if align_corners and out_size > 1 else in_size / out_size
+    scale = float(np.float32(scale))
+    if half_pixel:
+        return [(y + 0.5) * scale - (0.0 if nearest else 0.5) for y in range(out_size)]
+    return [y * scale for y in range(out_size)]
+
+
+def ref_resize_bilinear(x: np.ndarray, size: np.ndarray, align_corners: bool = False,
+                        half_pixel_centers: bool = False) -> np.ndarray:
+    n, h, w, c = x.shape
+    oh, ow = (int(v) for v in size)
+    out = np.zeros((n, oh, ow, c))
+    xf = x.astype(np.float64)
+    for i, py in enumerate(_resize_positions(h, oh, align_corners, half_pixel_centers, False)):
+        y0, y1, fy = max(math.floor(py), 0), min(math.ceil(py), h - 1), py - math.floor(py)
+        for j, px in enumerate(_resize_positions(w, ow, align_corners, half_pixel_centers, False)):
+            x0, x1, fx = max(math.floor(px), 0), min(math.ceil(px), w - 1), px - math.floor(px)
+            top = xf[:, y0, x0] * (1 - fx) + xf[:, y0, x1] * fx
+            bottom = xf[:, y1, x0] * (1 - fx) + xf[:, y1, x1] * fx
+            out[:, i, j] = top * (1 - fy) + bottom * fy
+    return out.astype(np.float32)
+
+
+def ref_resize_bilinear_grad(g: np.ndarray, original: np.ndarray, align_corners: bool = False,
+                             half_pixel_centers: bool = False) -> np.ndarray:
+    n, h, w, c = original.shape
+    out = np.zeros(original.shape)
+    for i, py in enumerate(_resize_positions(h, g.shape[1], align_corners, half_pixel_centers, False)):
+        y0, y1, fy = max(math.floor(py), 0), min(math.ceil(py), h - 1), py - math.floor(py)
+        for j, px in enumerate(_resize_positions(w, g.shape[2], align_corners, half_pixel_centers, False)):
+            x0, x1, fx = max(math.floor(px), 0), min(math.ceil(px), w - 1), px - math.floor(px)
+            for (r, cl), wgt in (((y0, x0), (1 - fy) * (1 - fx)), ((y0, x1), (1 - fy) * fx), ((y1, x0), fy * (1 - fx)),
+                                 ((y1, x1), fy * fx)):
+                out[:, r, cl] += g[:, i, j] * wgt
+    return out.astype(original.dtype)
+
+
+def _nearest(in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> list[int]:
+    pos = _resize_positions(in_size, out_size, align_corners, half_pixel, True)
+    return [min(max(int(math.floor(p + 0.5) if align_corners else math.floor(p)), 0), in_size - 1) for p in pos]
+
+
+def ref_resize_nearest(x: np.ndarray, size: np.ndarray, align_corners: bool = False,
+                       half_pixel_centers: bool = False) -> np.ndarray:
+    rows = _nearest(x.shape[1], int(size[0]), align_corners, half_pixel_centers)
+    cols = _nearest(x.shape[2], int(size[1]), align_corners, half_pixel_centers)
+    return x[:, rows][:, :, cols]
+
+
+def ref_resize_nearest_grad(g: np.ndarray, size: np.ndarray, align_corners: bool = False,
+                            half_pixel_centers: bool = False) -> np.ndarray:
+    h, w = (int(v) for v in size)
+    out = np.zeros((g.shape[0], h, w, g.shape[3]), g.dtype)
+    rows = _nearest(h, g.shape[1], align_corners, half_pixel_centers)
+    cols = _nearest(w, g.shape[2], align_corners, half_pixel_centers)
+    for i, r in enumerate(rows):
+        for j, cl in enumerate(cols):
+            out[:, r, cl] += g[:, i, j]
+    return out
+
+
+#: ResizeBilinear computes in float32 whatever its input (values up to about 60 here).
+_IN_FLOAT32 = {"float32": (1e-5, 5e-5), "float64": (1e-5, 5e-5), "int32": (1e-5, 5e-5), "uint8": (1e-5, 5e-5)}
+
+
+def resize_rows(name: str, x: tuple[int, ...], size: tuple[int, int], attrs: dict[str, Any]) -> list[OpCase]:
+    """The two resizes and their gradient ops on one geometry."""
+    g = (x[0], size[0], size[1], x[3])
+    ints = ("float32", "float64", "int32", "uint8")
+    return [
+        OpCase(f"ResizeBilinear-{name}", "ResizeBilinear", lambda rng, dt: [(randn(rng, dt, *x) * 20).astype(dt), i32(*size)],
+               ref_resize_bilinear, attrs=attrs, dtypes=ints, grad=False, tol=_IN_FLOAT32),  # in float32: adjoint test below
+        OpCase(f"ResizeBilinearGrad-{name}", "ResizeBilinearGrad",
+               lambda rng, dt: [randn(rng, "float32", *g), np.zeros(x, dt)], ref_resize_bilinear_grad, attrs=attrs,
+               grad=False, tol=_IN_FLOAT32),
+        OpCase(f"ResizeNearestNeighbor-{name}", "ResizeNearestNeighbor", lambda rng, dt: [randn(rng, dt, *x), i32(*size)],
+               ref_resize_nearest, attrs=attrs, dtypes=("float32", "float64", "int32", "uint8", "float16")),
+        OpCase(f"ResizeNearestNeighborGrad-{name}", "ResizeNearestNeighborGrad",
+               lambda rng, dt: [randn(rng, dt, *g), i32(*x[1:3])], ref_resize_nearest_grad, attrs=attrs,
+               dtypes=("float32", "float64", "int32")),
+    ]
+
+
+RESIZE_CASES = [
+    *resize_rows("up", (2, 3, 4, 2), (5, 7), {}),
+    *resize_rows("down-align", (1, 6, 5, 3), (4, 2), {"align_corners": True}),
+    *resize_rows("half-pixel", (2, 4, 3, 1), (7, 5), {"half_pixel_centers": True}),
+    *resize_rows("same-size", (1, 3, 3, 2), (3, 3), {}),
+    *resize_rows("to-one", (1, 4, 5, 2), (1, 1), {"align_corners": True}),
+]
+
+
+CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + FUSED_CASES + CONV_CASES + POOL_CASES + BATCH_NORM_CASES + RESIZE_CASES
 
 
 test_values, test_shapes, test_gradients = optable.table_tests(CASES)
@@ -1507,3 +1604,28 @@ def test_softmax_cross_entropy_takes_labels_that_broadcast_to_a_matrix(backend: 
     np.testing.assert_allclose(tape.gradient(total, x).numpy(), np.exp(logp) - labels, rtol=1e-5, atol=1e-6)
     with pytest.raises(ok.errors.InvalidArgumentError, match="must be 2-D or broadcast to 2-D"):
         ok.ops.softmax_cross_entropy_with_logits(np.zeros(3, np.float32), np.zeros(3, np.float32))
+
+
+@pytest.mark.parametrize("attrs", [{}, {"align_corners": True}, {"half_pixel_centers": True}])
+def test_resize_bilinear_gradients_are_adjoint(backend: str, attrs: dict[str, Any]) -> None:
+    """ResizeBilinear computes in float32, which finite differences cannot resolve; its
+    gradient (ResizeBilinearGrad) and that op's own gradient (ResizeBilinear back) are
+    checked as adjoints instead: <resize(x), g> = <x, resize_grad(g)>, through tapes."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 4, 5, 3)).astype(np.float32)
+    g = rng.standard_normal((2, 7, 3, 3)).astype(np.float32)
+    size = i32(7, 3)
+    with ok.use_backend(backend):
+        xv = ok.Variable(x)
+        with ok.GradientTape() as tape:
+            y = ok.ops.resize_bilinear(xv, size, **attrs)
+        (dx,) = tape.gradient(y, [xv], output_gradients=[ok.tensor(g)])
+        direct = ok.ops.resize_bilinear_grad(g, x, **attrs).numpy()
+        gv = ok.Variable(g)
+        with ok.GradientTape() as tape2:
+            back = ok.ops.resize_bilinear_grad(gv, x, **attrs)
+        (dg,) = tape2.gradient(back, [gv], output_gradients=[ok.tensor(x)])
+    np.testing.assert_array_equal(dx.numpy(), direct)
+    lhs = float((ref_resize_bilinear(x, size, **attrs).astype(np.float64) * g).sum())
+    np.testing.assert_allclose(float((x.astype(np.float64) * direct).sum()), lhs, rtol=1e-5)
+    np.testing.assert_allclose(dg.numpy(), ok.ops.resize_bilinear(x, size, **attrs).numpy(), rtol=1e-6)

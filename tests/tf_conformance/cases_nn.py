@@ -850,9 +850,69 @@ def _depthwise_cases() -> list[Case]:
     return out
 
 
+def _resize_cases() -> list[Case]:
+    out: list[Case] = []
+    modes = {"legacy": {}, "align": {"align_corners": True}, "half_pixel": {"half_pixel_centers": True}}
+    geometries = {"up": ((2, 4, 5, 3), (7, 9)), "down": ((1, 9, 7, 2), (4, 3)), "mixed": ((2, 5, 3, 1), (2, 8))}
+    for j, (gname, (xs, size)) in enumerate(geometries.items()):
+        gs = (xs[0], size[0], size[1], xs[3])
+        for mname, attrs in modes.items():
+            seed = 1000 + 10 * j + len(mname)
+            x, g = _rand(seed, xs, "float32", -50.0, 50.0), _rand(seed + 1, gs, "float32")
+            sz = _a(size, "int32")
+            out += [
+                Case(f"ResizeBilinear/{gname}_{mname}", "ResizeBilinear", (x, sz), attrs, grad=True, seed=seed),
+                Case(f"ResizeNearestNeighbor/{gname}_{mname}", "ResizeNearestNeighbor", (x, sz), attrs, grad=True,
+                     seed=seed),
+                Case(f"ResizeBilinearGrad/{gname}_{mname}", "ResizeBilinearGrad", (g, np.zeros(xs, np.float32)), attrs),
+                Case(f"ResizeNearestNeighborGrad/{gname}_{mname}", "ResizeNearestNeighborGrad",
+                     (g, _a(xs[1:3], "int32")), attrs),
+            ]
+    xs, size, gs = (1, 3, 4, 2), _a([5, 6], "int32"), (1, 5, 6, 2)
+    for dt in ("float64", "float16", "bfloat16", "int32", "uint8", "int8", "int64", "uint16", "int16"):
+        x = _rand(1100, xs, dt, -100, 100) if dt != "uint8" and dt != "uint16" else _rand(1100, xs, dt, 0, 200)
+        out.append(Case(f"ResizeBilinear/{dt}", "ResizeBilinear", (x, size), {"half_pixel_centers": True}))
+        out.append(Case(f"ResizeNearestNeighbor/{dt}", "ResizeNearestNeighbor", (x, size), {"align_corners": True}))
+    for dt in ("float64", "float16", "bfloat16"):
+        out.append(Case(f"ResizeBilinearGrad/{dt}", "ResizeBilinearGrad",
+                        (_rand(1110, gs, "float32"), np.zeros(xs, dt)), {"half_pixel_centers": True}))
+    for dt in ("float64", "float16", "bfloat16", "int32", "int8", "uint8"):
+        lo, hi = (0, 20) if dt == "uint8" else (-20, 20)
+        out.append(Case(f"ResizeNearestNeighborGrad/{dt}", "ResizeNearestNeighborGrad",
+                        (_rand(1120, gs, dt, lo, hi), _a(xs[1:3], "int32")), {}))
+    x = _rand(1130, (1, 2, 3, 2), "float32")
+    out += [
+        Case("ResizeBilinear/specials", "ResizeBilinear",
+             (_a([[[[NAN], [1.0], [INF]], [[-INF], [2.0], [3.0]]]], "float32"), _a([3, 5], "int32")), {}),
+        Case("ResizeBilinear/empty_batch", "ResizeBilinear", (np.zeros((0, 2, 2, 1), np.float32), _a([3, 3], "int32")), {}),
+        Case("ResizeNearestNeighbor/empty_batch", "ResizeNearestNeighbor",
+             (np.zeros((0, 2, 2, 1), np.float32), _a([3, 3], "int32")), {}),
+        Case("ResizeBilinear/noncontiguous", "ResizeBilinear", (noncontiguous(x), _a([4, 4], "int32")), {}),
+        Case("ResizeBilinear/rejects_align_and_half_pixel", "ResizeBilinear", (x, _a([4, 4], "int32")),
+             {"align_corners": True, "half_pixel_centers": True}),
+        Case("ResizeBilinear/rejects_zero_size", "ResizeBilinear", (x, _a([0, 4], "int32")), {}),
+        Case("ResizeBilinear/rejects_size_length", "ResizeBilinear", (x, _a([4, 4, 4], "int32")), {}),
+        Case("ResizeBilinear/rejects_rank3", "ResizeBilinear", (x[0], _a([4, 4], "int32")), {}),
+        Case("ResizeBilinear/rejects_empty_image", "ResizeBilinear", (np.zeros((1, 0, 3, 2), np.float32), _a([4, 4], "int32")), {}),
+        Case("ResizeBilinear/rejects_no_channels", "ResizeBilinear", (np.zeros((1, 2, 3, 0), np.float32), _a([4, 4], "int32")), {}),
+        Case("ResizeNearestNeighbor/rejects_negative_size", "ResizeNearestNeighbor", (x, _a([-1, 4], "int32")), {}),
+        Case("ResizeNearestNeighbor/rejects_align_and_half_pixel", "ResizeNearestNeighbor", (x, _a([4, 4], "int32")),
+             {"align_corners": True, "half_pixel_centers": True}),
+        Case("ResizeBilinearGrad/rejects_empty_grads", "ResizeBilinearGrad",
+             (np.zeros((1, 0, 3, 2), np.float32), np.zeros((1, 2, 3, 2), np.float32)), {}),
+        Case("ResizeBilinearGrad/rejects_empty_original", "ResizeBilinearGrad",
+             (np.ones((1, 2, 3, 2), np.float32), np.zeros((1, 0, 3, 2), np.float32)), {}),
+        Case("ResizeNearestNeighborGrad/rejects_zero_size", "ResizeNearestNeighborGrad",
+             (np.ones((1, 2, 3, 2), np.float32), _a([0, 3], "int32")), {}),
+        Case("ResizeNearestNeighborGrad/rejects_size_length", "ResizeNearestNeighborGrad",
+             (np.ones((1, 2, 3, 2), np.float32), _a([3], "int32")), {}),
+    ]
+    return out
+
+
 def cases() -> list[Case]:
     return [*_activation_cases(), *_softmax_cases(), *_bias_cases(), *_conv_cases(), *_pool_cases(), *_more_cases(),
-            *_rejected_cases(), *_batch_norm_cases(), *_depthwise_cases()]
+            *_rejected_cases(), *_batch_norm_cases(), *_depthwise_cases(), *_resize_cases()]
 
 
 # ------------------------------------------------------------------ compositions

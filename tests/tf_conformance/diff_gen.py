@@ -51,6 +51,7 @@ ACCUMULATING = frozenset({
     "Conv2DBackpropInput", "MatMul", "Mean", "Prod", "Sum", "UnsortedSegmentSum", "SoftmaxCrossEntropyWithLogits",
     "SparseSoftmaxCrossEntropyWithLogits", "LogSoftmax", "Softmax", "ApplyAdam", "ApplyMomentum",
     "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
+    "ResizeBilinearGrad", "ResizeNearestNeighborGrad",
 })
 
 
@@ -821,6 +822,36 @@ def _depthwise_backprop_filter(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     x, f, a = _depthwise_shapes(g)
     dy = _depthwise_out(x, f, a) or g.shape(4, 4)
     return (g.x(x), np.asarray(f, np.int32), g.x(dy)), a
+
+
+def _resize_attrs(g: G) -> dict[str, Any]:
+    mode = g.pick(("legacy", "align", "half_pixel", "both"))
+    return {"align_corners": mode in ("align", "both"), "half_pixel_centers": mode in ("half_pixel", "both")}
+
+
+def _resize_shapes(g: G) -> tuple[tuple[int, ...], tuple[int, int]]:
+    image = (g.dim(), g.int(0 if g.coin(0.05) else 1, 6), g.int(1, 6), g.int(0 if g.coin(0.05) else 1, 3))
+    size = (g.int(0 if g.coin(0.05) else 1, 8), g.int(1, 8))
+    return image, size
+
+
+@gen("ResizeBilinear", "ResizeNearestNeighbor")
+def _resize(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    image, size = _resize_shapes(g)
+    return (g.x(image), np.asarray(size, np.int32)), _resize_attrs(g)
+
+
+@gen("ResizeBilinearGrad")
+def _resize_bilinear_grad(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    image, size = _resize_shapes(g)
+    grads = g.values((image[0], size[0], size[1], image[3]), "float32")
+    return (grads, g.x(image)), _resize_attrs(g)
+
+
+@gen("ResizeNearestNeighborGrad")
+def _resize_nearest_grad(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    image, size = _resize_shapes(g)
+    return (g.x((image[0], size[0], size[1], image[3])), np.asarray(image[1:3], np.int32)), _resize_attrs(g)
 
 
 @gen("SoftmaxCrossEntropyWithLogits")

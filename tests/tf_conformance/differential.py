@@ -135,6 +135,12 @@ KNOWN_DIFFERENCES: list[Rule] = [
          "opkernel has no gradient of FusedBatchNormGradV3 yet (second-order derivatives of batch normalization); "
          "TensorFlow has one",
          lambda case, tf, got, detail: detail.startswith("[gradient_fails]") and "GradientNotFoundError" in detail),
+    Rule("resize-grad-gradient", "ResizeBilinearGrad",
+         "TensorFlow registers no gradient for ResizeBilinearGrad (its tape gives zeros); opkernel's is its adjoint, "
+         "the bilinear resize of the incoming gradient to the gradient image's size, checked in tests/test_ops_nn.py "
+         "(test_resize_bilinear_gradients_are_adjoint)",
+         lambda case, tf, got, detail: detail.startswith("[gradient]")
+         and all(not np.any(np.asarray(w["value"])) for w in tf.get("grads") or [])),
     Rule("round-integers-zero", "Round",
          "TensorFlow 2.21's CPU kernel of Round returns 0 for every integer input; opkernel returns the integer "
          "(the conformance cases Round/int32 and Round/int64)",

@@ -2394,6 +2394,115 @@ def reshape(
       A `Tensor`. Has the same type as `tensor`.
     """
 
+def resize_bilinear(
+    images: TensorLike,
+    size: TensorLike,
+    align_corners: bool = False,
+    half_pixel_centers: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Resize images to size using bilinear interpolation, computed in float32.
+
+    images: 4-D [batch, height, width, channels].
+    size: 1-D int32, 2 elements: new_height, new_width.
+    resized_images: 4-D [batch, new_height, new_width, channels], float32.
+    align_corners: If true, the centers of the 4 corner pixels of the input and output are aligned, preserving the values at the corners.
+    half_pixel_centers: If true, pixel centers are at 0.5 (the sample positions TensorFlow 2's tf.image.resize uses); excludes align_corners.
+
+    Args:
+      images: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint8`.
+      size: A `Tensor` of type `int32`.
+      align_corners: An optional `bool`. Defaults to `False`.
+      half_pixel_centers: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `float32`.
+    """
+
+def resize_bilinear_grad(
+    grads: TensorLike,
+    original_image: TensorLike,
+    align_corners: bool = False,
+    half_pixel_centers: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes the gradient of bilinear interpolation: each gradient element adds its four weighted parts into the input positions it was interpolated from.
+
+    grads: 4-D [batch, height, width, channels], float32.
+    original_image: The image that was resized (only its shape is used).
+    align_corners: If true, the centers of the 4 corner pixels of the input and output are aligned, preserving the values at the corners.
+    half_pixel_centers: If true, pixel centers are at 0.5 (the sample positions TensorFlow 2's tf.image.resize uses); excludes align_corners.
+
+    Args:
+      grads: A `Tensor` of type `float32`.
+      original_image: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      align_corners: An optional `bool`. Defaults to `False`.
+      half_pixel_centers: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `original_image`.
+    """
+
+def resize_nearest_neighbor(
+    images: TensorLike,
+    size: TensorLike,
+    align_corners: bool = False,
+    half_pixel_centers: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Resize images to size using nearest neighbor interpolation.
+
+    images: 4-D [batch, height, width, channels].
+    size: 1-D int32, 2 elements: new_height, new_width.
+    align_corners: If true, the centers of the 4 corner pixels of the input and output are aligned, preserving the values at the corners.
+    half_pixel_centers: If true, pixel centers are at 0.5 (the sample positions TensorFlow 2's tf.image.resize uses); excludes align_corners.
+
+    Args:
+      images: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint8`.
+      size: A `Tensor` of type `int32`.
+      align_corners: An optional `bool`. Defaults to `False`.
+      half_pixel_centers: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `images`.
+    """
+
+def resize_nearest_neighbor_grad(
+    grads: TensorLike,
+    size: TensorLike,
+    align_corners: bool = False,
+    half_pixel_centers: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes the gradient of nearest neighbor interpolation: each gradient element adds into the input position it copied, in row-major order.
+
+    grads: 4-D [batch, height, width, channels].
+    size: 1-D int32, 2 elements: the original input's height and width.
+    align_corners: If true, the centers of the 4 corner pixels of the input and output are aligned, preserving the values at the corners.
+    half_pixel_centers: If true, pixel centers are at 0.5 (the sample positions TensorFlow 2's tf.image.resize uses); excludes align_corners.
+
+    Args:
+      grads: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int32`, `int8`, `uint8`.
+      size: A `Tensor` of type `int32`.
+      align_corners: An optional `bool`. Defaults to `False`.
+      half_pixel_centers: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `grads`.
+    """
+
 def reverse_v2(
     tensor: TensorLike,
     axis: TensorLike,

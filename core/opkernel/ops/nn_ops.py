@@ -1,8 +1,8 @@
 """Specs, shape functions and gradients of the neural-network ops.
 
-Activations, softmax and the cross-entropy losses, BiasAdd, Conv2D and its two
-backprop ops, and max/average pooling with their gradient ops, following
-TensorFlow's ``nn_ops.cc``.  The window arithmetic (``window_output_size``,
+Activations, softmax and the cross-entropy losses, BiasAdd, the convolutions and their
+backprop ops, max/average pooling and the image resizes with their gradient ops,
+following TensorFlow's ``nn_ops.cc`` and ``image_ops.cc``.  The window arithmetic (``window_output_size``,
 ``spatial_attr``, ``explicit_padding``) is public so that backends compute
 exactly the geometry the shape functions promise.
 
@@ -12,6 +12,7 @@ Each op's spec, shape function and gradient live together in one module:
   and FusedMatMul;
 * ``conv_ops``: Conv2D, FusedConv2D, DepthwiseConv2dNative and the convolution backprop ops;
 * ``pooling_ops``: max and average pooling and their gradient ops;
+* ``image_ops``: the bilinear and nearest-neighbor resizes and their gradient ops;
 * ``_nn_common``: what they share (attr specs, the window arithmetic, shape-function
   helpers and the host-side checks of the backends' kernels).
 
@@ -21,7 +22,7 @@ import the public names from (re-exported here).
 
 from __future__ import annotations
 
-from . import activation_ops, conv_ops, pooling_ops
+from . import activation_ops, conv_ops, image_ops, pooling_ops
 from ._nn_common import (
     check_argmax_type as check_argmax_type,
     check_out_shape as check_out_shape,
@@ -52,7 +53,7 @@ __all__ = [
     "window_output_size",
 ]
 
-_FAMILIES = (activation_ops, conv_ops, pooling_ops)
+_FAMILIES = (activation_ops, conv_ops, pooling_ops, image_ops)
 
 
 def register_ops() -> None:

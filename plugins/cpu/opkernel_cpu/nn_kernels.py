@@ -16,6 +16,7 @@ import numpy as np
 import opkernel as ok
 from numpy.lib.stride_tricks import as_strided
 from opkernel.errors import InvalidArgumentError
+from opkernel.ops.image_ops import bilinear_table, nearest_index, resize_grad_sizes, resize_size
 from opkernel.ops.nn_ops import (
     check_argmax_type,
     check_out_shape,
@@ -790,6 +791,89 @@ def depthwise_conv2d_native_backprop_filter(input: Any, filter_sizes: Any, out_b
     return df.astype(T.np, copy=False)
 
 
+# ------------------------------------------------------------ image resizes
+# Written against xp (numpy or cupy): the CUDA backend registers these bodies too.  The
+# sample positions and weights come from opkernel.ops.image_ops (TensorFlow's float32
+# arithmetic); the gradients add in TensorFlow's order (row-major over the gradient, the
+# four corners in order), so the sums are its sums.
+
+
+def resize_bilinear(images: Any, size: Any, align_corners: bool, half_pixel_centers: bool, T: ok.DType,
+                    **attrs: Any) -> Any:
+    """Each output the lerp of its four input neighbors in float32, along x then y, as
+    TensorFlow's compute_lerp; a resize to the same size is the image in float32, as
+    TensorFlow's (so an infinity stays one, where its lerp would make NaN)."""
+    oh, ow = resize_size("ResizeBilinear", tuple(images.shape), size, align_corners, half_pixel_centers)
+    n, h, w, c = images.shape
+    if (oh, ow) == (h, w):
+        return images.astype(np.float32)
+    ys, xs = bilinear_table(h, oh, align_corners, half_pixel_centers), bilinear_table(w, ow, align_corners, half_pixel_centers)
+    xp = xp_of(images)
+    x = images.astype(np.float32, copy=False)
+    xl, yl = xp.asarray(xs.lerp)[:, None], xp.asarray(ys.lerp)[:, None, None]
+    xlo, xhi = xp.asarray(xs.lower), xp.asarray(xs.upper)
+    with np.errstate(invalid="ignore", over="ignore"):
+        top, bottom = x[:, xp.asarray(ys.lower)], x[:, xp.asarray(ys.upper)]
+        top = top[:, :, xlo] + (top[:, :, xhi] - top[:, :, xlo]) * xl
+        bottom = bottom[:, :, xlo] + (bottom[:, :, xhi] - bottom[:, :, xlo]) * xl
+        return top + (bottom - top) * yl
+
+
+def _add_in_order(xp: Any, shape: tuple[int, int, int, int], dtype: Any, targets: np.ndarray, values: Any) -> Any:
+    """An NHWC array of ``shape``: each of ``values`` ([k, batch, channels]) added into
+    spatial position ``targets[k]`` (flat h * W + w), one after another in k's order."""
+    n, h, w, c = shape
+    out = xp.zeros((h * w, n * c), dtype)
+    if values.size:
+        with np.errstate(invalid="ignore", over="ignore"):
+            xp.add.at(out, xp.asarray(targets), values.reshape(len(targets), n * c))
+    return xp.ascontiguousarray(out.reshape(h, w, n, c).transpose(2, 0, 1, 3))
+
+
+def resize_bilinear_grad(grads: Any, original_image: Any, align_corners: bool, half_pixel_centers: bool,
+                         T: ok.DType, **attrs: Any) -> Any:
+    """Each gradient element's four parts, ``grad * (1 - y_lerp) * (1 - x_lerp)`` and so on
+    in float32, rounded to T and added into the output in TensorFlow's order (float16 and
+    bfloat16 add in float32, rounded once at the end, as TensorFlow's)."""
+    op = "ResizeBilinearGrad"
+    oh, ow = resize_grad_sizes(op, tuple(grads.shape), tuple(original_image.shape), align_corners, half_pixel_centers)
+    n, rh, rw, c = grads.shape
+    ys, xs = bilinear_table(oh, rh, align_corners, half_pixel_centers), bilinear_table(ow, rw, align_corners, half_pixel_centers)
+    xp = xp_of(grads)
+    one = np.float32(1)
+    yw = np.stack([one - ys.lerp, one - ys.lerp, ys.lerp, ys.lerp], axis=1)  # [rh, 4]: TL, TR, BL, BR
+    xw = np.stack([one - xs.lerp, xs.lerp, one - xs.lerp, xs.lerp], axis=1)  # [rw, 4]
+    rows = np.stack([ys.lower, ys.lower, ys.upper, ys.upper], axis=1)
+    cols = np.stack([xs.lower, xs.upper, xs.lower, xs.upper], axis=1)
+    targets = (rows[:, None, :] * ow + cols[None, :, :]).reshape(-1)  # [rh * rw * 4], y, x, corner
+    g = xp.moveaxis(grads.astype(np.float32, copy=False), 0, 2)  # [rh, rw, n, c]
+    with np.errstate(invalid="ignore", over="ignore"):
+        parts = (g[:, :, None] * xp.asarray(yw)[:, None, :, None, None]) * xp.asarray(xw)[None, :, :, None, None]
+        wt = _work_type(T)
+        out = _add_in_order(xp, (n, oh, ow, c), wt, targets, parts.astype(wt, copy=False))
+    return out if wt is T.np else out.astype(T.np)
+
+
+def resize_nearest_neighbor(images: Any, size: Any, align_corners: bool, half_pixel_centers: bool, **attrs: Any) -> Any:
+    oh, ow = resize_size("ResizeNearestNeighbor", tuple(images.shape), size, align_corners, half_pixel_centers)
+    n, h, w, c = images.shape
+    xp = xp_of(images)
+    rows = xp.asarray(nearest_index(h, oh, align_corners, half_pixel_centers))
+    cols = xp.asarray(nearest_index(w, ow, align_corners, half_pixel_centers))
+    return images[:, rows][:, :, cols]
+
+
+def resize_nearest_neighbor_grad(grads: Any, size: Any, align_corners: bool, half_pixel_centers: bool, T: ok.DType,
+                                 **attrs: Any) -> Any:
+    """Each gradient element added into the position its output copied, in row-major order."""
+    n, rh, rw, c = grads.shape if grads.ndim == 4 else (0, 0, 0, 0)
+    oh, ow = resize_grad_sizes("ResizeNearestNeighborGrad", tuple(grads.shape), size, align_corners, half_pixel_centers)
+    rows, cols = nearest_index(oh, rh, align_corners, half_pixel_centers), nearest_index(ow, rw, align_corners, half_pixel_centers)
+    targets = (rows[:, None] * ow + cols[None, :]).reshape(-1)
+    xp = xp_of(grads)
+    return _add_in_order(xp, (n, oh, ow, c), T.np, targets, xp.moveaxis(grads, 0, 2))
+
+
 # ------------------------------------------------------------ pooling
 
 
@@ -1407,6 +1491,10 @@ def register_all() -> None:
         ("Conv2DBackpropInput", conv2d_backprop_input, None, ("input_sizes",)),
         ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),
         ("DepthwiseConv2dNative", depthwise_conv2d_native, None, ()),
+        ("ResizeBilinear", resize_bilinear, None, ("size",)),
+        ("ResizeBilinearGrad", resize_bilinear_grad, None, ()),
+        ("ResizeNearestNeighbor", resize_nearest_neighbor, None, ("size",)),
+        ("ResizeNearestNeighborGrad", resize_nearest_neighbor_grad, None, ("size",)),
         ("DepthwiseConv2dNativeBackpropInput", depthwise_conv2d_native_backprop_input, None, ("input_sizes",)),
         ("DepthwiseConv2dNativeBackpropFilter", depthwise_conv2d_native_backprop_filter, None, ("filter_sizes",)),
         ("MaxPool", max_pool, {"T": _REAL}, ()),

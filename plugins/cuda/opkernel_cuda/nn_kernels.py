@@ -385,6 +385,7 @@ def rows() -> list[Row]:
     pool = {"T": list(POOL_TYPES)}
     floats = {"T": list(FLOATS)}
     number = {"T": [t for t in cpu._NUMBER if t != "bfloat16"]}
+    resize = {"T": ["int8", "uint8", "int16", "uint16", "int32", "int64", *FLOATS]}
     return [
         ("Relu", cpu.relu, real, ()),
         ("ReluGrad", cpu.relu_grad, real, ()),
@@ -407,6 +408,10 @@ def rows() -> list[Row]:
         ("Conv2DBackpropInput", conv2d_backprop_input, None, ("input_sizes",)),
         ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),
         ("DepthwiseConv2dNative", cpu.depthwise_conv2d_native, floats, ()),
+        ("ResizeBilinear", cpu.resize_bilinear, resize, ("size",)),
+        ("ResizeBilinearGrad", cpu.resize_bilinear_grad, floats, ()),
+        ("ResizeNearestNeighbor", cpu.resize_nearest_neighbor, resize, ("size",)),
+        ("ResizeNearestNeighborGrad", cpu.resize_nearest_neighbor_grad, {"T": ["uint8", "int8", "int32", *FLOATS]}, ("size",)),
         ("DepthwiseConv2dNativeBackpropInput", cpu.depthwise_conv2d_native_backprop_input, floats, ("input_sizes",)),
         ("DepthwiseConv2dNativeBackpropFilter", cpu.depthwise_conv2d_native_backprop_filter, floats, ("filter_sizes",)),
         ("MaxPool", max_pool, pool, ()),

@@ -138,8 +138,22 @@ def tensor_scatter_update(tensor: Any, indices: np.ndarray, updates: Any, **attr
 _SCATTER_TYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
-@family("nd_scatter", _SCATTER_TYPES)
+@family("nd_scatter", _SCATTER_TYPES + ("float16",))
 def _nd_scatter_source(dtype: str) -> str:
+    if dtype == "float16":
+        return """
+// nd_scatter on halves: each step's sum rounded to half, as a half accumulator's is
+__kernel void nd_scatter(__global half* out, __global const half* updates, __global const long* start,
+                         __global const long* order, long slice) {
+  long i = get_global_id(0); long s = i / slice, j = i % slice;
+  float acc = 0.0f; ushort h;  /* a half's bits: a half variable needs cl_khr_fp16 */
+  for (long p = start[s]; p < start[s + 1]; p++) {
+    acc += vload_half(order[p] * slice + j, updates);
+    vstore_half_rte(acc, 0, (__private half*)&h); acc = vload_half(0, (__private const half*)&h);
+  }
+  vstore_half_rte(acc, i, out);
+}
+"""
     T = ctype(ok.as_dtype(dtype))
     return f"""
 #pragma OPENCL FP_CONTRACT OFF
