@@ -335,6 +335,17 @@ LINALG_CASES = [
     OpCase("BatchMatMul-adj_y", "BatchMatMul", two((2, 2, 3), (2, 4, 3)), bmm_ref, attrs={"adj_y": True}),
     OpCase("BatchMatMul-adj_both", "BatchMatMul", two((1, 3, 2), (2, 2, 3)), bmm_ref, attrs={"adj_x": True, "adj_y": True}),
     OpCase("BatchMatMul-int32", "BatchMatMul", lambda rng, dt: [arr(rng, dt, (2, 2, 3), -4, 4), arr(rng, dt, (3, 2), -4, 4)], bmm_ref, dtypes=("int32",), grad=False),
+    *[OpCase(f"Einsum-{eq.replace('...', 'E').replace(',', '_').replace('->', '-to-') or 'scalar'}", "Einsum",
+             (lambda shapes: lambda rng, dt: [[arr(rng, dt, s) for s in shapes]])(shapes),
+             (lambda eq: lambda xs, equation: np.einsum(eq, *xs))(eq), attrs={"equation": eq},
+             dtypes=("float32", "float64", "int32") if i < 3 else ("float32", "float64"))
+      for i, (eq, shapes) in enumerate([
+          ("ij,jk->ik", [(2, 3), (3, 4)]), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 2)]), ("ij->ji", [(2, 3)]),
+          ("ii->i", [(3, 3)]), ("ii->", [(3, 3)]), ("ij->", [(2, 3)]), ("i,j->ij", [(3,), (2,)]),
+          ("...ij,...jk->...ik", [(2, 1, 2, 3), (3, 3, 2)]), ("bhqd,bhkd->bhqk", [(1, 2, 3, 2), (1, 2, 4, 2)]),
+          ("iij,jk->ik", [(2, 2, 3), (3, 2)]), ("ij,kj->", [(2, 3), (4, 3)]), ("a...,a->...", [(3, 2, 2), (3,)]),
+          ("->", [()]), (",i->i", [(), (3,)]), ("ab,ab->ab", [(2, 3), (2, 3)]),
+      ])],
     OpCase("AddN", "AddN", lambda rng, dt: [[arr(rng, dt, (2, 3)) for _ in range(3)]], lambda xs: sum(xs), dtypes=("float32", "float64", "int32"), grad=False),
     OpCase("AddN-one", "AddN", lambda rng, dt: [[arr(rng, dt, (4,))]], lambda xs: xs[0], grad=False),
 ]

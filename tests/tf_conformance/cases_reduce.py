@@ -267,6 +267,66 @@ def _matmul_cases() -> list[Case]:
     return out
 
 
+_EINSUMS: list[tuple[str, list[tuple[int, ...]], bool]] = [
+    # equation, operand shapes, compare gradients
+    ("ij,jk->ik", [(3, 4), (4, 2)], True),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)], True),
+    ("bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)], True),
+    ("abc,cd->abd", [(2, 3, 4), (4, 5)], True),
+    ("ij->ji", [(3, 4)], True),
+    ("ij->", [(3, 4)], True),
+    ("ij->j", [(3, 4)], True),
+    ("ii->i", [(4, 4)], True),
+    ("ii->", [(4, 4)], True),
+    ("iij,jk->ik", [(3, 3, 4), (4, 2)], True),
+    ("i,i->", [(5,), (5,)], True),
+    ("i,j->ij", [(3,), (4,)], True),
+    ("ij,kj->", [(3, 4), (5, 4)], True),
+    ("ab,ab->ab", [(3, 4), (3, 4)], True),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 2)], True),
+    ("a...,a->...", [(3, 2, 4), (3,)], True),
+    ("...ij->...ji", [(2, 3, 4)], True),
+    ("ij,jk->ki", [(3, 4), (4, 2)], True),
+    ("->", [()], False),
+    (",i->i", [(), (3,)], True),
+]
+
+
+def _einsum_cases() -> list[Case]:
+    out: list[Case] = []
+    for i, (eq, shapes, grad) in enumerate(_EINSUMS):
+        xs = [rand("float32", s, 300 + 10 * i + k) for k, s in enumerate(shapes)]
+        name = eq.replace("...", "E").replace(",", "_").replace("->", "_to_") or "scalar"
+        out.append(Case(f"Einsum/{name}", "Einsum", (xs,), {"equation": eq}, grad=grad, seed=300 + i))
+    for i, dt in enumerate(("float64", "float16", "bfloat16", "int32", "int64") + COMPLEX):
+        xs = [rand(dt, (2, 3, 4), 500 + i, -5, 6), rand(dt, (2, 4, 2), 510 + i, -5, 6)]
+        out.append(Case(f"Einsum/{dt}", "Einsum", (xs,), {"equation": "bij,bjk->bik"},
+                        tol=(2e-2, 5e-2) if dt in ("float16", "bfloat16") else None,
+                        why="16-bit floats: the products are rounded at different points"))
+    a, b = rand("float32", (3, 4), 520), rand("float32", (4, 2), 521)
+    out += [
+        Case("Einsum/float64_grad", "Einsum", ([a.astype(np.float64), b.astype(np.float64)],), {"equation": "ij,jk->ik"},
+             grad=True, seed=522),
+        Case("Einsum/empty", "Einsum", ([np.zeros((0, 4), np.float32), b],), {"equation": "ij,jk->ik"}),
+        Case("Einsum/empty_contraction", "Einsum", ([np.zeros((3, 0), np.float32), np.zeros((0, 2), np.float32)],),
+             {"equation": "ij,jk->ik"}),
+        Case("Einsum/nan_inf", "Einsum", ([_a([[NAN, 1.0], [INF, 0.0]], "float32"), _a([[1.0, 0.0], [0.0, 1.0]], "float32")],),
+             {"equation": "ij,jk->ik"}),
+        Case("Einsum/noncontiguous", "Einsum", ([noncontiguous(a), b],), {"equation": "ij,jk->ik"}),
+        Case("Einsum/rejects_no_arrow", "Einsum", ([a, b],), {"equation": "ij,jk"}),
+        Case("Einsum/rejects_three_operands", "Einsum", ([a, a.T.copy(), a],), {"equation": "ij,ji,ij->i"}),
+        Case("Einsum/rejects_operand_count", "Einsum", ([a],), {"equation": "ij,jk->ik"}),
+        Case("Einsum/rejects_size_mismatch", "Einsum", ([a, a],), {"equation": "ij,jk->ik"}),
+        Case("Einsum/rejects_rank_mismatch", "Einsum", ([a, b],), {"equation": "ijk,jk->ik"}),
+        Case("Einsum/rejects_unknown_output_label", "Einsum", ([a, b],), {"equation": "ij,jk->iz"}),
+        Case("Einsum/repeated_output_label", "Einsum", ([a, b],), {"equation": "ij,jk->ii"}),
+        Case("Einsum/rejects_broadcast_without_ellipsis", "Einsum", ([rand("float32", (2, 3, 4), 523)],),
+             {"equation": "...ij->ij"}),
+        Case("Einsum/digit_labels", "Einsum", ([a, b],), {"equation": "i1,1k->ik"}),
+    ]
+    return out
+
+
 def _batch_matmul_cases() -> list[Case]:
     out: list[Case] = []
     for i, dt in enumerate(("float16", "float32", "float64", "int32", "int64") + COMPLEX + _BF16):
@@ -498,6 +558,7 @@ def cases() -> list[Case]:
     out += _reduction_cases("Max", REAL)
     out += _reduction_cases("Min", REAL)
     out += _reduce_specials()
+    out += _einsum_cases()
     out += _bool_cases("All") + _bool_cases("Any")
     out += _arg_cases("ArgMax") + _arg_cases("ArgMin")
     out += _matmul_cases() + _batch_matmul_cases()
@@ -509,6 +570,9 @@ def cases() -> list[Case]:
 
 #: Reviewed, deliberate differences from TensorFlow: case id (or op name) -> reason.
 DIFFERENCES: dict[str, str] = {
+    "Einsum/rejects_unknown_output_label": (
+        "an output label that no operand has: TensorFlow's Einsum drops it (ij,jk->iz gives shape [3]); opkernel "
+        "raises InvalidArgumentError naming the label, as numpy's einsum does"),
     "BatchMatMul/broadcast_batch": (
         "opkernel's BatchMatMul is TensorFlow's BatchMatMulV2 (documented in the op): batch dimensions "
         "broadcast as in numpy, where TensorFlow's BatchMatMul (v1) requires them equal"),

@@ -51,7 +51,7 @@ ACCUMULATING = frozenset({
     "Conv2DBackpropInput", "MatMul", "Mean", "Prod", "Sum", "UnsortedSegmentSum", "SoftmaxCrossEntropyWithLogits",
     "SparseSoftmaxCrossEntropyWithLogits", "LogSoftmax", "Softmax", "ApplyAdam", "ApplyMomentum",
     "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
-    "ResizeBilinearGrad", "ResizeNearestNeighborGrad",
+    "ResizeBilinearGrad", "ResizeNearestNeighborGrad", "Einsum",
 })
 
 
@@ -619,6 +619,29 @@ def _batch_matmul(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     a = batch + ((k, m) if ax else (m, k))
     b = (batch if g.coin(0.9) else g.broadcast_partner(batch)) + ((n, k) if ay else (k, n))
     return (g.x(a), g.x(b)), {"adj_x": ax, "adj_y": ay}
+
+
+_EINSUM_FORMS = [
+    ("ij,jk->ik", "ij", "jk"), ("bij,bjk->bik", "bij", "bjk"), ("ij->ji", "ij", None), ("ii->i", "ii", None),
+    ("ij->", "ij", None), ("i,j->ij", "i", "j"), ("...ij,...jk->...ik", "...ij", "...jk"), ("ij,kj->", "ij", "kj"),
+    ("abc,cd->abd", "abc", "cd"), ("ab,ab->ab", "ab", "ab"), ("a...,a->...", "a...", "a"), ("iij,jk->ik", "iij", "jk"),
+]
+
+
+@gen("Einsum")
+def _einsum(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    eq, sa, sb = g.pick(_EINSUM_FORMS)
+    sizes = {label: g.dim() for label in "abcdijk"}
+    ell = g.shape(0, 2)
+
+    def shape(sub: str) -> tuple[int, ...]:
+        head, sep, tail = sub.partition("...")
+        return tuple(sizes[c] for c in head) + (tuple(ell) if sep else ()) + tuple(sizes[c] for c in tail)
+
+    xs = [g.x(shape(sa))] + ([g.x(shape(sb))] if sb is not None else [])
+    if g.coin(0.05) and sb is not None:
+        xs[1] = g.x(tuple(d + 1 for d in xs[1].shape) or (1,))
+    return ([*xs],), {"equation": eq}
 
 
 @gen("BiasAdd")

@@ -135,6 +135,11 @@ KNOWN_DIFFERENCES: list[Rule] = [
          "opkernel has no gradient of FusedBatchNormGradV3 yet (second-order derivatives of batch normalization); "
          "TensorFlow has one",
          lambda case, tf, got, detail: detail.startswith("[gradient_fails]") and "GradientNotFoundError" in detail),
+    Rule("einsum-broadcast-empty-gradient", "Einsum",
+         "TensorFlow's Einsum gradient fails with a Reshape error when a label of size 1 in one operand broadcast "
+         "against size 0 in the other; opkernel's sums the empty dimension (tests/tf_conformance/cases_reduce.py "
+         "and tests/test_ops_math.py check the gradient elsewhere)",
+         lambda case, tf, got, detail: detail.startswith("[gradient_tf_fails]") and _something_empty(case, got)),
     Rule("resize-grad-gradient", "ResizeBilinearGrad",
          "TensorFlow registers no gradient for ResizeBilinearGrad (its tape gives zeros); opkernel's is its adjoint, "
          "the bilinear resize of the incoming gradient to the gradient image's size, checked in tests/test_ops_nn.py "
@@ -595,7 +600,7 @@ def _arrays(value: Any) -> list[np.ndarray]:
 
 _PRODUCTS = frozenset({"MatMul", "BatchMatMul", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "Prod",
                        "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
-                       "DepthwiseConv2dNativeBackpropFilter"})
+                       "DepthwiseConv2dNativeBackpropFilter", "Einsum"})
 
 
 def tolerance(case: Case, dtype: str, gradient: bool = False) -> tuple[float, float] | None:

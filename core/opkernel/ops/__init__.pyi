@@ -1071,6 +1071,28 @@ def depthwise_conv2d_native_backprop_input(
       A `Tensor`. Has the same type as `filter`.
     """
 
+def einsum(
+    inputs: Sequence[TensorLike],
+    equation: str,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Tensor contraction according to the Einstein summation convention.
+
+    equation: '<labels>,<labels>-><labels>' with one or two operands; labels are letters, '...' stands for broadcast dimensions. A label in both operands and not in the output is summed over their products; a label repeated within an operand takes its diagonal; a label of one operand only, not in the output, is summed.
+    inputs: One or two tensors.
+    output: The labels of the output, in its order.
+
+    Args:
+      inputs: A list of at least 1 `Tensor` objects.
+      equation: A `string`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `inputs`.
+    """
+
 def elu(features: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes the exponential linear function: features if > 0, exp(features) - 1 otherwise.
 

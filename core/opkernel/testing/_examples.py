@@ -41,8 +41,9 @@ _PREFERRED = ("float32", "float64", "float16", "complex64", "complex128", "int32
 
 
 def _builtin_examples() -> dict[str, ExampleFn]:
-    """Built-in ops whose integer inputs must agree with each other in ways no single
-    guess satisfies (a shape and the slice bounds within it; segment ids below a count)."""
+    """Built-in ops whose inputs must agree with each other in ways no single guess
+    satisfies (a shape and the slice bounds within it; segment ids below a count; sizes
+    and the gradient they shape; an equation and its operands)."""
     f32 = np.float32
 
     def strided_slice_grad() -> Example:
@@ -55,7 +56,20 @@ def _builtin_examples() -> dict[str, ExampleFn]:
     def scatter_nd() -> Example:
         return [np.array([[1], [0]], np.int32), np.ones((2, 2), f32), np.array([3, 2], np.int32)], {}
 
-    return {"StridedSliceGrad": strided_slice_grad, "UnsortedSegmentSum": unsorted_segment_sum, "ScatterNd": scatter_nd}
+    window = {"strides": [1, 1, 1, 1], "padding": "VALID"}
+
+    def depthwise_backprop_input() -> Example:
+        return [np.array([1, 2, 2, 2], np.int32), np.ones((1, 1, 2, 1), f32), np.ones((1, 2, 2, 2), f32)], window
+
+    def depthwise_backprop_filter() -> Example:
+        return [np.ones((1, 2, 2, 2), f32), np.array([1, 1, 2, 1], np.int32), np.ones((1, 2, 2, 2), f32)], window
+
+    def einsum() -> Example:
+        return [[np.ones((2, 3), f32), np.ones((3, 2), f32)]], {"equation": "ij,jk->ik"}
+
+    return {"StridedSliceGrad": strided_slice_grad, "UnsortedSegmentSum": unsorted_segment_sum, "ScatterNd": scatter_nd,
+            "DepthwiseConv2dNativeBackpropInput": depthwise_backprop_input,
+            "DepthwiseConv2dNativeBackpropFilter": depthwise_backprop_filter, "Einsum": einsum}
 
 
 def register_example_inputs(op_name: str) -> Callable[[ExampleFn], ExampleFn]:
