@@ -74,8 +74,9 @@ def test_embedding_looks_up_rows_and_its_gradient_reaches_only_them(backend: str
     np.testing.assert_allclose(g.numpy(), want)
 
 
-def test_layer_normalization(backend: str) -> None:
-    layer = ok.nn.LayerNormalization(4, epsilon=1e-3)
+@pytest.mark.parametrize("fused", [True, False])
+def test_layer_normalization(backend: str, fused: bool) -> None:
+    layer = ok.nn.LayerNormalization(4, epsilon=1e-3, fused=fused)
     layer.gamma.assign([1.0, 2.0, 0.5, 1.0])
     layer.beta.assign([0.0, 1.0, 0.0, -1.0])
     x = RNG.standard_normal((3, 2, 4)).astype(np.float32) * 3 + 1
@@ -88,6 +89,41 @@ def test_layer_normalization(backend: str) -> None:
     assert err < 2e-2, err
     with pytest.raises(InvalidArgumentError, match="epsilon must be positive"):
         ok.nn.LayerNormalization(4, epsilon=0.0)
+
+
+def test_fused_and_composed_layer_normalization_agree_with_gradients(backend: str) -> None:
+    """The fused op and the composition give the same values, gradients and second-order
+    gradients (FusedLayerNormGrad's own gradient, through dx, dgamma and dbeta)."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 3, 16)) * 2 + 0.5).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    results = []
+    for fused in (True, False):
+        layer = ok.nn.LayerNormalization(16, fused=fused)
+        layer.gamma.assign(np.linspace(0.5, 1.5, 16).astype(np.float32))
+        layer.beta.assign(np.linspace(-1, 1, 16).astype(np.float32))
+        xv = ok.Variable(x)
+        with ok.GradientTape() as tape:
+            y = layer(xv)
+        grads = tape.gradient(y, [xv, layer.gamma, layer.beta], output_gradients=[ok.tensor(g)])
+        results.append([y.numpy()] + [t.numpy() for t in grads])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=2e-5)
+    second = []
+    w = rng.standard_normal((2, 3, 6))
+    for fused in (True, False):
+        layer = ok.nn.LayerNormalization(6, fused=fused, dtype="float64")
+        layer.gamma.assign(np.linspace(0.5, 1.5, 6))
+        layer.beta.assign(np.linspace(-1, 1, 6))
+        xv = ok.Variable(x[..., :6].astype(np.float64))
+        with ok.GradientTape() as outer:
+            with ok.GradientTape() as inner:
+                y = ok.ops.sum(ok.ops.mul(ok.ops.square(layer(xv)), w), [0, 1, 2])
+            dx, dg, db = inner.gradient(y, [xv, layer.gamma, layer.beta])
+            z = ok.ops.sum(ok.ops.square(dx), [0, 1, 2]) + ok.ops.sum(dg * dg, [0]) + ok.ops.sum(db * dg, [0])
+        second.append([t.numpy() for t in outer.gradient(z, [xv, layer.gamma, layer.beta])])
+    for a, b in zip(*second):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
 
 
 def test_clip_by_global_norm(backend: str) -> None:

@@ -748,6 +748,43 @@ def resize_rows(name: str, x: tuple[int, ...], size: tuple[int, int], attrs: dic
     ]
 
 
+def ref_layer_norm(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, epsilon: float = 1e-3) -> np.ndarray:
+    xf = x.astype(np.float64)
+    mean = xf.mean(-1, keepdims=True)
+    return ((xf - mean) / np.sqrt(xf.var(-1, keepdims=True) + epsilon) * scale + offset).astype(x.dtype)
+
+
+def ref_layer_norm_grad(dy: np.ndarray, x: np.ndarray, scale: np.ndarray, epsilon: float = 1e-3) -> tuple[np.ndarray, ...]:
+    xf, d = x.astype(np.float64), dy.astype(np.float64)
+    rstd = 1 / np.sqrt(xf.var(-1, keepdims=True) + epsilon)
+    xhat = (xf - xf.mean(-1, keepdims=True)) * rstd
+    g = d * scale
+    dx = rstd * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True))
+    lead = tuple(range(x.ndim - 1))
+    return dx.astype(x.dtype), (d * xhat).sum(lead).astype(x.dtype), d.sum(lead).astype(x.dtype)
+
+
+def _layer_norm_inputs(shape: tuple[int, ...]) -> Any:
+    return lambda rng, dt: [randn(rng, dt, *shape), randn(rng, dt, shape[-1]), randn(rng, dt, shape[-1])]
+
+
+LAYER_NORM_CASES = [
+    OpCase("FusedLayerNorm-3d", "FusedLayerNorm", _layer_norm_inputs((2, 3, 5)), ref_layer_norm,
+           dtypes=("float32", "float64", "float16"), tol={"float16": (2e-2, 2e-2)}),
+    OpCase("FusedLayerNorm-1d-eps", "FusedLayerNorm", _layer_norm_inputs((7,)), ref_layer_norm, attrs={"epsilon": 0.5}),
+    OpCase("FusedLayerNorm-wide", "FusedLayerNorm", _layer_norm_inputs((3, 300)), ref_layer_norm, grad=False),
+    OpCase("FusedLayerNorm-empty", "FusedLayerNorm", _layer_norm_inputs((0, 4)), ref_layer_norm, grad=False),
+    OpCase("FusedLayerNormGrad-3d", "FusedLayerNormGrad",
+           lambda rng, dt: [randn(rng, dt, 2, 3, 5), randn(rng, dt, 2, 3, 5), randn(rng, dt, 5)], ref_layer_norm_grad,
+           grad=False, dtypes=("float32", "float64", "float16"), tol={"float16": (3e-2, 3e-2)}),
+    OpCase("FusedLayerNormGrad-1d", "FusedLayerNormGrad",
+           lambda rng, dt: [randn(rng, dt, 6), randn(rng, dt, 6), randn(rng, dt, 6)], ref_layer_norm_grad, grad=False),
+    OpCase("FusedLayerNormGrad-empty", "FusedLayerNormGrad",
+           lambda rng, dt: [randn(rng, dt, 0, 4), randn(rng, dt, 0, 4), randn(rng, dt, 4)], ref_layer_norm_grad,
+           grad=False),
+]
+
+
 RESIZE_CASES = [
     *resize_rows("up", (2, 3, 4, 2), (5, 7), {}),
     *resize_rows("down-align", (1, 6, 5, 3), (4, 2), {"align_corners": True}),
@@ -757,7 +794,7 @@ RESIZE_CASES = [
 ]
 
 
-CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + FUSED_CASES + CONV_CASES + POOL_CASES + BATCH_NORM_CASES + RESIZE_CASES
+CASES = ACTIVATION_CASES + SOFTMAX_CASES + BIAS_CASES + FUSED_CASES + CONV_CASES + POOL_CASES + BATCH_NORM_CASES + RESIZE_CASES + LAYER_NORM_CASES
 
 
 test_values, test_shapes, test_gradients = optable.table_tests(CASES)

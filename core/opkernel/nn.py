@@ -333,19 +333,23 @@ class Dropout(Layer):
 class LayerNormalization(Layer):
     """Normalizes the last axis to mean 0 and variance 1, then scales by ``gamma`` and
     shifts by ``beta`` (both learned, of size ``dim``): Keras's LayerNormalization, whose
-    default ``epsilon`` is 1e-3 (torch's is 1e-5).  Composed of Mean, Sub, Square, Rsqrt
-    and Mul ops."""
+    default ``epsilon`` is 1e-3 (torch's is 1e-5).  One FusedLayerNorm op each way (with
+    second-order gradients); ``fused=False`` composes it of Mean, Sub, Square, Rsqrt and
+    Mul ops instead."""
 
-    def __init__(self, dim: int, *, epsilon: float = 1e-3, dtype: Any = "float32") -> None:
+    def __init__(self, dim: int, *, epsilon: float = 1e-3, dtype: Any = "float32", fused: bool = True) -> None:
         super().__init__()
         if not epsilon > 0:
             raise InvalidArgumentError(f"LayerNormalization: epsilon must be positive, got {epsilon!r}")
         self.epsilon = epsilon
+        self.fused = fused
         self.gamma = self.add_variable("gamma", (dim,), ones, dtype, None)
         self.beta = self.add_variable("beta", (dim,), zeros, dtype, None)
 
     def __call__(self, x: Tensor) -> Tensor:
         ops = _ops()
+        if self.fused:
+            return ops.fused_layer_norm(x, self.gamma, self.beta, epsilon=self.epsilon)  # type: ignore[no-any-return]
         axis = [x.ndim - 1]
         centered = ops.sub(x, ops.mean(x, axis, keep_dims=True))
         variance = ops.mean(ops.square(centered), axis, keep_dims=True)

@@ -106,6 +106,10 @@ EXEMPT: dict[str, str] = {
                    "compared with MatMul + BiasAdd + activation composed in TensorFlow (composed_cases)",
     "SparseSoftmaxCrossEntropyLoss": "opkernel's own op (TensorFlow has none); compared with "
                                      "SparseSoftmaxCrossEntropyWithLogits + Mean/Sum in TensorFlow (composed_cases)",
+    "FusedLayerNorm": "opkernel's own op (TensorFlow and Keras compose layer normalization); compared with Keras 3's "
+                      "composition (moments, then the normalization) in TensorFlow (composed_cases)",
+    "FusedLayerNormGrad": "opkernel's own op (FusedLayerNorm's gradient); compared with the gradient of that "
+                          "composition in TensorFlow (composed_cases)",
     "Addons>MedianPool2D": "not a TensorFlow op (TensorFlow Addons' Python layer, no registered op); "
                            "tests/test_median_pool.py checks it against numpy's median",
     "Addons>MedianPool2DGrad": "not a TensorFlow op (the gradient of Addons>MedianPool2D); "
@@ -964,7 +968,32 @@ def _tf_batch_norm(tf: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> l
     return [r.y, r.batch_mean, r.batch_variance, m, v, tf.zeros([0], tf.float32)]
 
 
+def _tf_layer_norm_of(tf: Any, x: Any, scale: Any, offset: Any, epsilon: float) -> Any:
+    """Keras 3's LayerNormalization(axis=-1) on TensorFlow: moments, then the normalization."""
+    wide = x.dtype in (tf.float16, tf.bfloat16)
+    xf = tf.cast(x, tf.float32) if wide else x
+    mean, variance = tf.nn.moments(xf, axes=[-1], keepdims=True)
+    y = (xf - mean) * tf.math.rsqrt(variance + epsilon) * tf.cast(scale, xf.dtype) + tf.cast(offset, xf.dtype)
+    return tf.cast(y, x.dtype) if wide else y
+
+
+def _tf_layer_norm(tf: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> list[Any]:
+    x, scale, offset = (tf.constant(v) for v in inputs)
+    return [_tf_layer_norm_of(tf, x, scale, offset, attrs.get("epsilon", 1e-3))]
+
+
+def _tf_layer_norm_grad(tf: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> list[Any]:
+    dy, x, scale = (tf.constant(v) for v in inputs)
+    offset = tf.zeros_like(scale)
+    with tf.GradientTape() as tape:
+        tape.watch([x, scale, offset])
+        y = _tf_layer_norm_of(tf, x, scale, offset, attrs.get("epsilon", 1e-3))
+    return list(tape.gradient(y, [x, scale, offset], output_gradients=dy))
+
+
 COMPOSED: dict[str, Callable[[Any, tuple[Any, ...], dict[str, Any]], list[Any]]] = {
+    "FusedLayerNorm": _tf_layer_norm,
+    "FusedLayerNormGrad": _tf_layer_norm_grad,
     "FusedBatchNormV3": _tf_batch_norm,
     "FusedConv2D": _tf_fused_conv2d,
     "FusedMatMul": _tf_fused_mat_mul,
@@ -1002,4 +1031,22 @@ def composed_cases() -> list[Case]:
                         {"reduction": red}, grad=True, seed=1270 + j))
     out.append(Case("SparseSoftmaxCrossEntropyLoss/label_out_of_range", "SparseSoftmaxCrossEntropyLoss",
                     (_rand(1290, (2, 3), "float32"), _a([0, 3], "int64"))))
+    for j, (shape, dt) in enumerate([((4, 16), "float32"), ((2, 3, 8), "float32"), ((3, 5), "float64"),
+                                     ((2, 64), "float16"), ((5,), "float32")]):
+        c = shape[-1]
+        x = _rand(1300 + j, shape, dt) * 2 + 0.5
+        tol = (2e-2, 2e-2) if dt == "float16" else None
+        why = "float16: TensorFlow's composition rounds each op's result to half, the fused op once" if tol else ""
+        out.append(Case(f"FusedLayerNorm/{dt}_{'x'.join(map(str, shape))}", "FusedLayerNorm",
+                        (x.astype(dt), _rand(1310 + j, (c,), dt), _rand(1320 + j, (c,), dt)), {}, grad=dt != "float16",
+                        seed=1300 + j, tol=tol, why=why))
+        out.append(Case(f"FusedLayerNormGrad/{dt}_{'x'.join(map(str, shape))}", "FusedLayerNormGrad",
+                        (_rand(1330 + j, shape, dt), x.astype(dt), _rand(1340 + j, (c,), dt)), {},
+                        tol=tol or (1e-5, 1e-5), why=why or "the row sums of the two formulas associate differently"))
+    out.append(Case("FusedLayerNorm/epsilon", "FusedLayerNorm",
+                    (_rand(1350, (3, 4), "float32"), _rand(1351, (4,), "float32"), _rand(1352, (4,), "float32")),
+                    {"epsilon": 0.25}, grad=True, seed=1350))
+    out.append(Case("FusedLayerNorm/specials", "FusedLayerNorm",
+                    (_a([[NAN, 1.0, 2.0], [INF, 0.0, 1.0], [1.0, 1.0, 1.0]], "float32"), np.ones(3, np.float32),
+                     np.zeros(3, np.float32)), {}))
     return out

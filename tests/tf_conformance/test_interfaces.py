@@ -72,6 +72,9 @@ NOT_IN_TENSORFLOW: dict[str, str] = {
     "FusedMatMul": "TensorFlow's _FusedMatMul is internal (made by grappler); opkernel's is public",
     "SparseSoftmaxCrossEntropyLoss": "opkernel's fused training loss (SparseSoftmaxCrossEntropyWithLogits "
                                      "followed by a reduction); TensorFlow has no such op",
+    "FusedLayerNorm": "opkernel's fused layer normalization; TensorFlow and Keras compose it from moments and "
+                      "elementwise ops (the oracle compares it with that composition)",
+    "FusedLayerNormGrad": "FusedLayerNorm's gradient op (compared with the gradient of TensorFlow's composition)",
 }
 
 

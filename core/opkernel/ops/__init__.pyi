@@ -39,6 +39,12 @@ class FusedBatchNormV3(NamedTuple):
     reserve_space_3: Tensor
 
 @type_check_only
+class FusedLayerNormGrad(NamedTuple):
+    x_backprop: Tensor
+    scale_backprop: Tensor
+    offset_backprop: Tensor
+
+@type_check_only
 class MaxPoolWithArgmax(NamedTuple):
     output: Tensor
     argmax: Tensor
@@ -1350,6 +1356,62 @@ def fused_conv2d(
 
     Returns:
       A `Tensor`. Has the same type as `input`.
+    """
+
+def fused_layer_norm(
+    x: TensorLike,
+    scale: TensorLike,
+    offset: TensorLike,
+    epsilon: float = 0.001,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Layer normalization over the last axis in one op: y = (x - mean) * rsqrt(var + epsilon) * scale + offset, with the mean and uncorrected variance of each row (Keras's LayerNormalization(axis=-1); its default epsilon is 1e-3, torch's 1e-5).
+
+    x: rank >= 1; its last axis is normalized.
+    scale: the last axis' size.
+    offset: the last axis' size.
+    epsilon: added to the variance, > 0.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      scale: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      offset: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      epsilon: An optional `float`. Defaults to `0.001`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
+def fused_layer_norm_grad(
+    y_backprop: TensorLike,
+    x: TensorLike,
+    scale: TensorLike,
+    epsilon: float = 0.001,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> FusedLayerNormGrad:
+    """The gradients of FusedLayerNorm with respect to x, scale and offset, from the output's gradient and the forward op's x and scale (the statistics are computed again).
+
+    y_backprop: the gradient of y, x's shape.
+    x: the forward op's input.
+    scale: the forward op's scale.
+
+    Args:
+      y_backprop: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      x: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      scale: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      epsilon: An optional `float`. Defaults to `0.001`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A tuple of `Tensor` objects (x_backprop, scale_backprop, offset_backprop).
+        x_backprop: A `Tensor`. Has the same type as `y_backprop`.
+        scale_backprop: A `Tensor`. Has the same type as `y_backprop`.
+        offset_backprop: A `Tensor`. Has the same type as `y_backprop`.
     """
 
 def fused_mat_mul(

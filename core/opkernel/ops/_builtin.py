@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from . import array_ops, batch_norm_ops, einsum_ops, math_ops, nn_ops, random_ops, state_ops
+from . import array_ops, batch_norm_ops, einsum_ops, layer_norm_ops, math_ops, nn_ops, random_ops, state_ops
 
-_FAMILIES = (math_ops, array_ops, nn_ops, state_ops, random_ops, batch_norm_ops, einsum_ops)
+_FAMILIES = (math_ops, array_ops, nn_ops, state_ops, random_ops, batch_norm_ops, einsum_ops, layer_norm_ops)
 
 
 @hookimpl

@@ -64,12 +64,16 @@ def _builtin_examples() -> dict[str, ExampleFn]:
     def depthwise_backprop_filter() -> Example:
         return [np.ones((1, 2, 2, 2), f32), np.array([1, 1, 2, 1], np.int32), np.ones((1, 2, 2, 2), f32)], window
 
+    def layer_norm() -> Example:
+        return [np.ones((2, 3), f32), np.ones(3, f32), np.zeros(3, f32)], {}
+
     def einsum() -> Example:
         return [[np.ones((2, 3), f32), np.ones((3, 2), f32)]], {"equation": "ij,jk->ik"}
 
     return {"StridedSliceGrad": strided_slice_grad, "UnsortedSegmentSum": unsorted_segment_sum, "ScatterNd": scatter_nd,
             "DepthwiseConv2dNativeBackpropInput": depthwise_backprop_input,
-            "DepthwiseConv2dNativeBackpropFilter": depthwise_backprop_filter, "Einsum": einsum}
+            "DepthwiseConv2dNativeBackpropFilter": depthwise_backprop_filter, "Einsum": einsum,
+            "FusedLayerNorm": layer_norm}
 
 
 def register_example_inputs(op_name: str) -> Callable[[ExampleFn], ExampleFn]:

@@ -17,6 +17,7 @@ import opkernel as ok
 from numpy.lib.stride_tricks import as_strided
 from opkernel.errors import InvalidArgumentError
 from opkernel.ops.image_ops import bilinear_table, nearest_index, resize_grad_sizes, resize_size
+from opkernel.ops.layer_norm_ops import check_layer_norm
 from opkernel.ops.nn_ops import (
     check_argmax_type,
     check_out_shape,
@@ -791,6 +792,67 @@ def depthwise_conv2d_native_backprop_filter(input: Any, filter_sizes: Any, out_b
     return df.astype(T.np, copy=False)
 
 
+# ------------------------------------------------------------ layer normalization
+# Written against xp (numpy or cupy): the CUDA backend registers these bodies too.
+
+
+def _row_dot(a: Any, b: Any) -> Any:
+    """The dot product of each row (last axis) of a and b, keeping the axis: one pass."""
+    return xp_of(a).einsum("...i,...i->...", a, b)[..., None]
+
+
+def _layer_norm_stats(x: Any, epsilon: float) -> tuple[Any, Any]:
+    """(x - mean, rstd) of each row (last axis), in x's type; the variance uncorrected.
+    ``x - mean`` is a new array the callers may overwrite."""
+    xp = xp_of(x)
+    n = x.dtype.type(x.shape[-1])
+    centered = x - x.mean(axis=-1, keepdims=True)
+    return centered, 1.0 / xp.sqrt(_row_dot(centered, centered) / n + x.dtype.type(epsilon))
+
+
+def fused_layer_norm(x: Any, scale: Any, offset: Any, epsilon: float, T: ok.DType, **attrs: Any) -> Any:
+    """Four passes over x: the mean, the centering, the variance (a row dot product), and
+    the normalization written in place into the centered array."""
+    check_layer_norm("FusedLayerNorm", tuple(x.shape), tuple(scale.shape), tuple(offset.shape), epsilon)
+    wt = _work_type(T)
+    if x.size == 0:
+        return xp_of(x).zeros(x.shape, T.np)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        y, rstd = _layer_norm_stats(x.astype(wt, copy=False), epsilon)
+        y *= rstd
+        y *= scale.astype(wt, copy=False)
+        y += offset.astype(wt, copy=False)
+    return y.astype(T.np, copy=False)
+
+
+def fused_layer_norm_grad(y_backprop: Any, x: Any, scale: Any, epsilon: float, T: ok.DType, **attrs: Any) -> Any:
+    """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale, the row
+    means and dot products one pass each, the rest in place; the parameters' gradients
+    summed over the rows."""
+    op = "FusedLayerNormGrad"
+    c = check_layer_norm(op, tuple(x.shape), tuple(scale.shape), None, epsilon)
+    if tuple(y_backprop.shape) != tuple(x.shape):
+        raise _error(op, f"y_backprop must have x's shape {list(x.shape)}, got {list(y_backprop.shape)}")
+    wt = _work_type(T)
+    xp = xp_of(x, y_backprop)
+    if x.size == 0:
+        return xp.zeros(x.shape, T.np), xp.zeros((c,), T.np), xp.zeros((c,), T.np)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        xhat, rstd = _layer_norm_stats(x.astype(wt, copy=False), epsilon)
+        xhat *= rstd
+        dy = y_backprop.astype(wt, copy=False)
+        n = xhat.dtype.type(c)
+        dx = dy * scale.astype(wt, copy=False)
+        mean_gx = _row_dot(dx, xhat) / n
+        dx -= dx.mean(axis=-1, keepdims=True)
+        dx -= xhat * mean_gx
+        dx *= rstd
+        rows_dy, rows_xhat = dy.reshape(-1, c), xhat.reshape(-1, c)
+        dscale = xp.einsum("ri,ri->i", rows_dy, rows_xhat)
+        doffset = rows_dy.sum(axis=0)
+    return dx.astype(T.np, copy=False), dscale.astype(T.np, copy=False), doffset.astype(T.np, copy=False)
+
+
 # ------------------------------------------------------------ image resizes
 # Written against xp (numpy or cupy): the CUDA backend registers these bodies too.  The
 # sample positions and weights come from opkernel.ops.image_ops (TensorFlow's float32
@@ -1492,6 +1554,8 @@ def register_all() -> None:
         ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),
         ("DepthwiseConv2dNative", depthwise_conv2d_native, None, ()),
         ("ResizeBilinear", resize_bilinear, None, ("size",)),
+        ("FusedLayerNorm", fused_layer_norm, None, ()),
+        ("FusedLayerNormGrad", fused_layer_norm_grad, None, ()),
         ("ResizeBilinearGrad", resize_bilinear_grad, None, ()),
         ("ResizeNearestNeighbor", resize_nearest_neighbor, None, ("size",)),
         ("ResizeNearestNeighborGrad", resize_nearest_neighbor_grad, None, ("size",)),

@@ -409,6 +409,8 @@ def rows() -> list[Row]:
         ("Conv2DBackpropFilter", conv2d_backprop_filter, None, ("filter_sizes",)),
         ("DepthwiseConv2dNative", cpu.depthwise_conv2d_native, floats, ()),
         ("ResizeBilinear", cpu.resize_bilinear, resize, ("size",)),
+        ("FusedLayerNorm", cpu.fused_layer_norm, floats, ()),
+        ("FusedLayerNormGrad", cpu.fused_layer_norm_grad, floats, ()),
         ("ResizeBilinearGrad", cpu.resize_bilinear_grad, floats, ()),
         ("ResizeNearestNeighbor", cpu.resize_nearest_neighbor, resize, ("size",)),
         ("ResizeNearestNeighborGrad", cpu.resize_nearest_neighbor_grad, {"T": ["uint8", "int8", "int32", *FLOATS]}, ("size",)),

@@ -34,7 +34,7 @@ def __getattr__(name: str) -> Any:
 #: The kernel modules, one registration table each.
 FAMILIES = (
     "elementwise", "array_kernels", "reduction_kernels", "linalg_kernels", "nn_kernels", "state_kernels", "random_kernels",
-    "nd_kernels", "image_kernels",
+    "nd_kernels", "image_kernels", "norm_kernels",
 )
 
 
