@@ -516,6 +516,48 @@ def test_native_rows_refuse_what_they_cannot_compute():
     assert sharding.rows(sharding.SOFTMAX, x.astype(np.float16)) is None
 
 
+# ---------------------------------------------------------------- layer normalization
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 16), (300, 64), (2048, 64), (9,)])
+def test_native_layer_norm_matches_the_numpy_path(dtype, shape, monkeypatch):
+    """FusedLayerNorm and FusedLayerNormGrad on the cpu backend: the native row kernel
+    (threaded past 64 K elements) against the numpy path, values and all three gradients."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    scale, offset = rng.standard_normal(shape[-1]).astype(dtype), rng.standard_normal(shape[-1]).astype(dtype)
+    calls = []
+    real = native.layer_norm
+    monkeypatch.setattr(native, "layer_norm", lambda *a: calls.append(a[1] is None) or real(*a))
+
+    def run():
+        with ok.use_backend("cpu"):
+            y = ok.ops.fused_layer_norm(x, scale, offset, epsilon=1e-3).numpy()
+            return [y] + [t.numpy() for t in ok.ops.fused_layer_norm_grad(dy, x, scale, epsilon=1e-3)]
+
+    fast = run()
+    assert calls == [True, False]  # the forward and the gradient took the native kernel
+    monkeypatch.setattr(sharding, "_native", None)
+    slow = run()
+    tol = 2e-5 if dtype == "float32" else 1e-12
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * 10)
+
+
+def test_native_layer_norm_refuses_what_it_cannot_compute():
+    x, s = np.ones((4, 6), np.float32), np.ones(6, np.float32)
+    out = np.empty((4, 6), np.float32)
+    assert native.layer_norm(x[:, ::2], None, s[:3], s[:3], np.empty((4, 3), np.float32), None, 1e-3, 1) == -2
+    assert native.layer_norm(x, None, s.astype(np.float64), s, out, None, 1e-3, 1) == -2  # mixed types
+    assert native.layer_norm(x, None, s[:5], s, out, None, 1e-3, 1) == -2  # scale of another size
+    assert native.layer_norm(x, x, s, None, out, np.empty((4, 1), np.float32), 1e-3, 1) == -2  # stats: 2 a row
+    assert native.layer_norm(x.astype(np.float16), None, s.astype(np.float16), s.astype(np.float16),
+                             out.astype(np.float16), None, 1e-3, 1) == -2
+    assert sharding.layer_norm(x[:, ::2], s[:3], s[:3], 1e-3) is None  # the kernels take numpy's path then
+
+
 # ---------------------------------------------------------------- fused elementwise programs
 
 

@@ -1299,6 +1299,159 @@ static PyObject *rows(PyObject *self, PyObject *args) {
 }
 
 
+/* ---------------------------------------------------------------- layer normalization
+ *
+ * ``layer_norm`` normalizes each row (the last axis, n values) in three passes: the mean
+ * and the uncorrected variance (lane-wise sums, as the row kernels above), then
+ * y = (x - mean) * rstd * scale + offset with rstd = 1 / sqrt(var + eps).  The gradient
+ * (dy given) writes dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale,
+ * xhat = (x - mean) * rstd, and keeps each row's (mean, rstd) for the parameters'
+ * gradients, which sum over the rows (the caller's). */
+
+typedef struct {
+    npy_intp n;
+    int backward;
+    const char *scale, *offset;
+    double eps;
+} NormJob;
+
+#define NORM_ROWS(NAME, T, SQRT)                                                                       \
+WIDE_CLONES                                                                                            \
+static void NAME(const T *x, const T *dy, T *out, T *stats, npy_intp rows, const NormJob *job) {       \
+    const npy_intp n = job->n;                                                                         \
+    const T *s = (const T *)job->scale, *o = (const T *)job->offset;                                   \
+    const T eps = (T)job->eps;                                                                         \
+    for (npy_intp r = 0; r < rows; r++) {                                                              \
+        const T *xr = x + r * n;                                                                       \
+        T acc[LANES] = {0};                                                                            \
+        npy_intp i = 0, whole = n - n % LANES;                                                         \
+        for (; i < whole; i += LANES)                                                                  \
+            for (int k = 0; k < LANES; k++) acc[k] += xr[i + k];                                       \
+        T total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));    \
+        for (; i < n; i++) total += xr[i];                                                             \
+        const T mean = total / (T)n;                                                                   \
+        for (int k = 0; k < LANES; k++) acc[k] = 0;                                                    \
+        for (i = 0; i < whole; i += LANES)                                                             \
+            for (int k = 0; k < LANES; k++) { T d = xr[i + k] - mean; acc[k] += d * d; }                \
+        T var = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));      \
+        for (; i < n; i++) { T d = xr[i] - mean; var += d * d; }                                       \
+        const T rstd = (T)1 / SQRT(var / (T)n + eps);                                                  \
+        T *yr = out + r * n;                                                                           \
+        if (!job->backward) {                                                                          \
+            for (i = 0; i < n; i++) yr[i] = (xr[i] - mean) * rstd * s[i] + o[i];                       \
+            continue;                                                                                  \
+        }                                                                                              \
+        const T *dr = dy + r * n;                                                                      \
+        T sg[LANES] = {0}, sgx[LANES] = {0};                                                           \
+        for (i = 0; i < whole; i += LANES)                                                             \
+            for (int k = 0; k < LANES; k++) {                                                          \
+                T g = dr[i + k] * s[i + k];                                                            \
+                sg[k] += g;                                                                            \
+                sgx[k] += g * ((xr[i + k] - mean) * rstd);                                             \
+            }                                                                                          \
+        T mg = ((sg[0] + sg[1]) + (sg[2] + sg[3])) + ((sg[4] + sg[5]) + (sg[6] + sg[7]));               \
+        T mgx = ((sgx[0] + sgx[1]) + (sgx[2] + sgx[3])) + ((sgx[4] + sgx[5]) + (sgx[6] + sgx[7]));      \
+        for (; i < n; i++) { T g = dr[i] * s[i]; mg += g; mgx += g * ((xr[i] - mean) * rstd); }        \
+        mg /= (T)n;                                                                                    \
+        mgx /= (T)n;                                                                                   \
+        for (i = 0; i < n; i++) yr[i] = rstd * ((dr[i] * s[i] - mg) - (xr[i] - mean) * rstd * mgx);    \
+        stats[2 * r] = mean;                                                                           \
+        stats[2 * r + 1] = rstd;                                                                       \
+    }                                                                                                  \
+}
+
+NORM_ROWS(norm_rows_f32, float, sqrtf)
+NORM_ROWS(norm_rows_f64, double, sqrt)
+
+/* The pool's view: args x, dy, out, stats (rows of n, n, n and 2 values). */
+static void norm_loop_f32(char **args, npy_intp const *count, npy_intp const *steps, void *data) {
+    (void)steps;
+    norm_rows_f32((const float *)args[0], (const float *)args[1], (float *)args[2], (float *)args[3], *count,
+                  (const NormJob *)data);
+}
+
+static void norm_loop_f64(char **args, npy_intp const *count, npy_intp const *steps, void *data) {
+    (void)steps;
+    norm_rows_f64((const double *)args[0], (const double *)args[1], (double *)args[2], (double *)args[3], *count,
+                  (const NormJob *)data);
+}
+
+static int norm_array_ok(PyArrayObject *a, int type, int writeable) {
+    return PyArray_TYPE(a) == type && PyArray_IS_C_CONTIGUOUS(a) && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a) &&
+           (!writeable || PyArray_ISWRITEABLE(a));
+}
+
+PyDoc_STRVAR(layer_norm_doc,
+"layer_norm(x, dy, scale, offset, out, stats, eps, threads) -> int\n\n"
+"Layer normalization of the rows (last axis) of ``x`` (C-contiguous float32 or float64):\n"
+"with ``dy`` None, ``out`` = (x - mean) * rstd * scale + offset (``offset`` a vector like\n"
+"``scale``); with ``dy`` (x's shape), ``out`` = the gradient with respect to x and\n"
+"``stats`` (rows x 2) each row's mean and rstd.  Rows are shared out among the calling\n"
+"thread and ``threads - 1`` pool threads.  Returns 0, or -2 when the arrays are not as\n"
+"described (nothing computed).");
+
+static PyObject *layer_norm(PyObject *self, PyObject *args) {
+    PyArrayObject *x, *scale, *out;
+    PyObject *dy_obj, *offset_obj, *stats_obj;
+    double eps;
+    int threads;
+    if (!PyArg_ParseTuple(args, "O!OO!OO!Odi", &PyArray_Type, &x, &dy_obj, &PyArray_Type, &scale, &offset_obj,
+                          &PyArray_Type, &out, &stats_obj, &eps, &threads))
+        return NULL;
+    int t = PyArray_TYPE(x);
+    int backward = dy_obj != Py_None;
+    if ((t != NPY_FLOAT && t != NPY_DOUBLE) || PyArray_NDIM(x) < 1 || !norm_array_ok(x, t, 0) ||
+        !norm_array_ok(scale, t, 0) || !norm_array_ok(out, t, 1))
+        return PyLong_FromLong(-2);
+    npy_intp n = PyArray_DIM(x, PyArray_NDIM(x) - 1), size = PyArray_SIZE(x);
+    if (n < 1 || PyArray_SIZE(scale) != n || PyArray_SIZE(out) != size) return PyLong_FromLong(-2);
+    npy_intp nrows = size / n;
+    PyArrayObject *dy = NULL, *offset = NULL, *stats = NULL;
+    if (backward) {
+        if (!PyArray_Check(dy_obj) || !PyArray_Check(stats_obj)) return PyLong_FromLong(-2);
+        dy = (PyArrayObject *)dy_obj;
+        stats = (PyArrayObject *)stats_obj;
+        if (!norm_array_ok(dy, t, 0) || PyArray_SIZE(dy) != size || !norm_array_ok(stats, t, 1) ||
+            PyArray_SIZE(stats) != 2 * nrows)
+            return PyLong_FromLong(-2);
+    } else {
+        if (!PyArray_Check(offset_obj)) return PyLong_FromLong(-2);
+        offset = (PyArrayObject *)offset_obj;
+        if (!norm_array_ok(offset, t, 0) || PyArray_SIZE(offset) != n) return PyLong_FromLong(-2);
+    }
+    if (nrows == 0) return PyLong_FromLong(0);
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    npy_intp itemsize = PyArray_ITEMSIZE(x);
+    NormJob spec = {n, backward, PyArray_BYTES(scale), offset ? PyArray_BYTES(offset) : NULL, eps};
+    Job job = {0};
+    job.loop = t == NPY_FLOAT ? norm_loop_f32 : norm_loop_f64;
+    job.data = &spec;
+    job.nargs = 4;
+    job.ptr[0] = PyArray_BYTES(x);
+    job.ptr[1] = backward ? PyArray_BYTES(dy) : PyArray_BYTES(x);
+    job.ptr[2] = PyArray_BYTES(out);
+    job.ptr[3] = backward ? PyArray_BYTES(stats) : PyArray_BYTES(out);
+    job.itemsize[0] = job.itemsize[1] = job.itemsize[2] = n * itemsize;
+    job.itemsize[3] = backward ? 2 * itemsize : 0;
+    job.size = nrows;
+    job.block = (1 << 14) / n > 1 ? (1 << 14) / n : 1;
+    job.nblocks = nrows / job.block + (nrows % job.block != 0);
+    job.rounding = fegetround();
+    int raised = -1;
+    if (threads > 1 && job.nblocks > 1 && job.nblocks <= 0xffffffffLL) {
+        if (run_job(&job, threads, &raised) < 0) return NULL;
+    }
+    if (raised == -1) {
+        Py_BEGIN_ALLOW_THREADS
+        char *ptrs[4] = {job.ptr[0], job.ptr[1], job.ptr[2], job.ptr[3]};
+        job.loop(ptrs, &nrows, job.itemsize, job.data);
+        Py_END_ALLOW_THREADS
+    }
+    return PyLong_FromLong(0);
+}
+
+
 /* ---------------------------------------------------------------- fused elementwise programs
  *
  * ``fused`` runs a chain of elementwise ufuncs (a program that ok.function's fusion found in
@@ -2215,6 +2368,7 @@ static PyObject *pool_blocks(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
     {"rows", rows, METH_VARARGS, rows_doc},
+    {"layer_norm", layer_norm, METH_VARARGS, layer_norm_doc},
     {"matmul", matmul, METH_VARARGS, matmul_doc},
     {"philox", philox, METH_VARARGS, philox_doc},
     {"fused", fused, METH_VARARGS, fused_doc},

@@ -811,14 +811,20 @@ def _layer_norm_stats(x: Any, epsilon: float) -> tuple[Any, Any]:
 
 
 def fused_layer_norm(x: Any, scale: Any, offset: Any, epsilon: float, T: ok.DType, **attrs: Any) -> Any:
-    """Four passes over x: the mean, the centering, the variance (a row dot product), and
-    the normalization written in place into the centered array."""
+    """The native row kernel (three passes over each row, rows shared on the pool) for
+    numpy float32/float64; otherwise (cupy, float16 in float32 without it) four passes:
+    the mean, the centering, the variance (a row dot product), and the normalization
+    written in place into the centered array."""
     check_layer_norm("FusedLayerNorm", tuple(x.shape), tuple(scale.shape), tuple(offset.shape), epsilon)
     wt = _work_type(T)
     if x.size == 0:
         return xp_of(x).zeros(x.shape, T.np)
+    xw, sw, ow = x.astype(wt, copy=False), scale.astype(wt, copy=False), offset.astype(wt, copy=False)
+    native = sharding.layer_norm(xw, sw, ow, epsilon)  # the native row kernel: three passes, threaded
+    if native is not None:
+        return native.astype(T.np, copy=False)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        y, rstd = _layer_norm_stats(x.astype(wt, copy=False), epsilon)
+        y, rstd = _layer_norm_stats(xw, epsilon)
         y *= rstd
         y *= scale.astype(wt, copy=False)
         y += offset.astype(wt, copy=False)
@@ -826,7 +832,8 @@ def fused_layer_norm(x: Any, scale: Any, offset: Any, epsilon: float, T: ok.DTyp
 
 
 def fused_layer_norm_grad(y_backprop: Any, x: Any, scale: Any, epsilon: float, T: ok.DType, **attrs: Any) -> Any:
-    """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale, the row
+    """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale: by the native
+    row kernel where it applies (it also gives each row's mean and rstd), else the row
     means and dot products one pass each, the rest in place; the parameters' gradients
     summed over the rows."""
     op = "FusedLayerNormGrad"
@@ -837,16 +844,22 @@ def fused_layer_norm_grad(y_backprop: Any, x: Any, scale: Any, epsilon: float, T
     xp = xp_of(x, y_backprop)
     if x.size == 0:
         return xp.zeros(x.shape, T.np), xp.zeros((c,), T.np), xp.zeros((c,), T.np)
+    xw, dy = x.astype(wt, copy=False), y_backprop.astype(wt, copy=False)
+    native = sharding.layer_norm_grad(dy, xw, scale.astype(wt, copy=False), epsilon)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        xhat, rstd = _layer_norm_stats(x.astype(wt, copy=False), epsilon)
-        xhat *= rstd
-        dy = y_backprop.astype(wt, copy=False)
-        n = xhat.dtype.type(c)
-        dx = dy * scale.astype(wt, copy=False)
-        mean_gx = _row_dot(dx, xhat) / n
-        dx -= dx.mean(axis=-1, keepdims=True)
-        dx -= xhat * mean_gx
-        dx *= rstd
+        if native is not None:  # the native row kernel's dx, and each row's mean and rstd for xhat
+            dx, stats = native
+            xhat = xw - stats[:, 0].reshape(x.shape[:-1] + (1,))
+            xhat *= stats[:, 1].reshape(x.shape[:-1] + (1,))
+        else:
+            xhat, rstd = _layer_norm_stats(xw, epsilon)
+            xhat *= rstd
+            n = xhat.dtype.type(c)
+            dx = dy * scale.astype(wt, copy=False)
+            mean_gx = _row_dot(dx, xhat) / n
+            dx -= dx.mean(axis=-1, keepdims=True)
+            dx -= xhat * mean_gx
+            dx *= rstd
         rows_dy, rows_xhat = dy.reshape(-1, c), xhat.reshape(-1, c)
         dscale = xp.einsum("ri,ri->i", rows_dy, rows_xhat)
         doffset = rows_dy.sum(axis=0)

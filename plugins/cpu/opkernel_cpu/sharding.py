@@ -478,6 +478,37 @@ def rows(kind: int, x: Any) -> np.ndarray | None:
     return out
 
 
+#: Layer norm costs about 1-2 ns an element each way: share it past 64 K elements.
+_NORM_PER_SHARD = 1 << 16
+
+
+def _norm_ready(*arrays: Any) -> bool:
+    return _native is not None and all(type(a) is np.ndarray and a.dtype == arrays[0].dtype and a.flags.c_contiguous
+                                       for a in arrays) and arrays[0].dtype in _ROW_TYPES
+
+
+def layer_norm(x: Any, scale: Any, offset: Any, eps: float) -> np.ndarray | None:
+    """FusedLayerNorm's y by the native row kernel (``_native.layer_norm``), or None where it
+    does not apply (the caller's numpy path runs): no native module, or not C-contiguous
+    float32/float64 numpy arrays of one type, or empty rows."""
+    if not _norm_ready(x, scale, offset) or not x.ndim or not x.shape[-1]:
+        return None
+    out = np.empty(x.shape, x.dtype)
+    threads = min(ok.config.intra_op_parallelism_threads or _CORES, max(x.size // _NORM_PER_SHARD, 1))
+    return out if _native.layer_norm(x, None, scale, offset, out, None, eps, threads) == 0 else None
+
+
+def layer_norm_grad(dy: Any, x: Any, scale: Any, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """(dx, stats): FusedLayerNormGrad's x gradient by the native row kernel and each row's
+    (mean, rstd), or None where it does not apply."""
+    if not _norm_ready(x, dy, scale) or not x.ndim or not x.shape[-1]:
+        return None
+    out = np.empty(x.shape, x.dtype)
+    stats = np.empty((x.size // x.shape[-1], 2), x.dtype)
+    threads = min(ok.config.intra_op_parallelism_threads or _CORES, max(x.size // _NORM_PER_SHARD, 1))
+    return (out, stats) if _native.layer_norm(x, dy, scale, None, out, stats, eps, threads) == 0 else None
+
+
 #: Batched products go to ``_native.matmul`` when each item is at most this many
 #: multiply-adds (OpenBLAS runs products up to 4 * 65536 on the calling thread; larger
 #: ones it threads itself, and its threads then fight the pool's for the cores) and the
