@@ -146,6 +146,13 @@ print(json.dumps(out))
 """
 
 
+def _unwrapped(table: str) -> str:
+    """The text of ``opkernel info``'s tables with rich's cell borders and line wraps taken
+    out, so that a phrase wrapped across lines of a cell reads whole (the continuation
+    lines' other cells are empty)."""
+    return " ".join(table.translate(str.maketrans("│┃", "  ")).split())
+
+
 def _no_platform_but_pocl(tmp_path: Path) -> str:
     only = tmp_path / "vendors"  # a directory the user chose: no system ICD, and so no Intel runtime
     only.mkdir()
@@ -158,7 +165,7 @@ def test_when_every_opencl_probe_fails_the_default_falls_back_to_cpu(tmp_path: P
     out = _child(CHILD, tmp_path, OCL_ICD_VENDORS=_no_platform_but_pocl(tmp_path), POCL_EXTRA_BUILD_FLAGS="-march=no-such-cpu")
     assert "opencl" not in out["available"] and out["default"] == "cpu" and out["add"] == [2.0, 2.0]
     assert "failed to build the probe program" in out["set"] and "PoCL" in out["set"], out["set"]
-    info = " ".join(out["info"].split())  # rich wraps long cells
+    info = _unwrapped(out["info"])
     assert "unavailable: no OpenCL device works" in info
     assert "failed" in info and "failed to build the probe" in info
 
@@ -168,7 +175,7 @@ def test_when_pocl_fails_intels_runtime_serves(tmp_path: Path) -> None:
         pytest.skip("Intel's CPU runtime is not installed or does not work here")
     out = _child(CHILD, tmp_path, POCL_EXTRA_BUILD_FLAGS="-march=no-such-cpu")
     assert "opencl" in out["available"] and out["set"] == "ok"
-    info = " ".join(out["info"].split())
+    info = _unwrapped(out["info"])
     assert "platform=Intel(R) OpenCL" in info and "failed to build the probe program" in info
 
 

@@ -1014,7 +1014,9 @@ def composed_cases() -> list[Case]:
         out.append(Case(f"FusedMatMul/{act}", "FusedMatMul",
                         (_rand(1230 + j, (3, 4), "float32"), _rand(1240 + j, (4, 5), "float32"),
                          _rand(1250 + j, (5,), "float32")),
-                        {"activation": act}, grad=True, seed=1230 + j))
+                        {"activation": act}, grad=True, seed=1230 + j, tol=(1e-4, 1e-5),
+                        why="the weights' gradient sums 3 float32 products per value, with cancellation: "
+                        "TensorFlow's own answer moves by 1e-6 between Intel and AMD CPUs (oneDNN's kernels)"))
     out.append(Case("FusedConv2D/float64_strided", "FusedConv2D",
                     (_rand(1260, (2, 6, 5, 2), "float64"), _rand(1261, (2, 2, 2, 2), "float64"),
                      _rand(1262, (2,), "float64")),
