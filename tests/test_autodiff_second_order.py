@@ -123,3 +123,58 @@ def test_third_order_through_three_tapes(backend: str) -> None:
             g1 = total(t1.gradient(y, x))
         g2 = total(t2.gradient(g1, x))
     np.testing.assert_allclose(t3.gradient(g2, x).numpy(), -np.cos(X), rtol=1e-12)
+
+
+def _batch_norm_composed(x: ok.Tensor, scale: ok.Tensor, offset: ok.Tensor, mean: np.ndarray, variance: np.ndarray,
+                         fmt: str, training: bool) -> ok.Tensor:
+    axes = [0, 2, 3] if fmt == "NCHW" else [0, 1, 2]
+    bshape = [1, -1, 1, 1] if fmt == "NCHW" else [1, 1, 1, -1]
+    if training:
+        m = ops.mean(x, axes, keep_dims=True)
+        centered = x - m
+        r = ops.rsqrt(ops.mean(ops.square(centered), axes, keep_dims=True) + np.float32(1e-3))
+    else:
+        centered = x - ops.reshape(ok.tensor(mean), bshape)
+        r = ops.reshape(ok.tensor((1 / np.sqrt(variance + np.float32(1e-3))).astype(np.float32)), bshape)
+    return centered * r * ops.reshape(scale, bshape) + ops.reshape(offset, bshape)
+
+
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("training", [True, False], ids=["training", "inference"])
+def test_batch_norm_second_order_equals_the_composition(backend: str, training: bool, fmt: str) -> None:
+    """FusedBatchNormV3's gradient is FusedBatchNormGradV3, whose own gradient is written
+    with ops: the second derivatives (through x, scale and offset, with an upstream
+    gradient that depends on the output) equal those of batch normalization composed
+    from elementwise ops and reductions."""
+    rng = np.random.default_rng(7)
+    shape = (3, 4, 2, 5) if fmt == "NHWC" else (3, 5, 4, 2)
+    x0 = rng.standard_normal(shape).astype(np.float32)
+    scale0 = rng.uniform(0.5, 2.0, 5).astype(np.float32)
+    offset0 = rng.standard_normal(5).astype(np.float32)
+    c = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(shape).astype(np.float32)
+    axes = (0, 2, 3) if fmt == "NCHW" else (0, 1, 2)
+    mean, variance = x0.mean(axes), x0.var(axes) + np.float32(0.25)
+
+    def fused(x: ok.Tensor, scale: ok.Tensor, offset: ok.Tensor) -> ok.Tensor:
+        stats = (np.zeros(0, np.float32),) * 2 if training else (mean, variance)
+        return ops.fused_batch_norm_v3(x, scale, offset, *stats, epsilon=1e-3, data_format=fmt,
+                                       is_training=training)[0]
+
+    def composed(x: ok.Tensor, scale: ok.Tensor, offset: ok.Tensor) -> ok.Tensor:
+        return _batch_norm_composed(x, scale, offset, mean, variance, fmt, training)
+
+    def derivatives(f: Callable[..., ok.Tensor]) -> list[np.ndarray]:
+        xs = [ok.tensor(x0), ok.tensor(scale0), ok.tensor(offset0)]
+        with ok.GradientTape() as outer:
+            outer.watch(xs)
+            with ok.GradientTape() as inner:
+                inner.watch(xs)
+                y = f(*xs)
+                loss = total(y * y * c)  # its gradient dy = 2 c y depends on x, scale and offset
+            gx, gscale, _ = inner.gradient(loss, xs)
+            s = total(gx * w) + ops.sum(gscale * np.float32(0.5), [0])
+        return [gx.numpy()] + [g.numpy() for g in outer.gradient(s, xs, unconnected_gradients="zero")]
+
+    for got, want, name in zip(derivatives(fused), derivatives(composed), ["dx", "d2/dx", "d2/dscale", "d2/doffset"]):
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3, err_msg=name)

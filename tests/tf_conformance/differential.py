@@ -131,10 +131,6 @@ KNOWN_DIFFERENCES: list[Rule] = [
            "are otherwise equal",
            lambda case, tf, got, detail: detail.startswith("[values]") and _equal_but_zero_signs(tf, got))
       for op in sorted(diff_gen.ACCUMULATING)],
-    Rule("batch-norm-second-order", "FusedBatchNormGradV3",
-         "opkernel has no gradient of FusedBatchNormGradV3 yet (second-order derivatives of batch normalization); "
-         "TensorFlow has one",
-         lambda case, tf, got, detail: detail.startswith("[gradient_fails]") and "GradientNotFoundError" in detail),
     Rule("einsum-broadcast-empty-gradient", "Einsum",
          "TensorFlow's Einsum gradient fails with a Reshape error when a label of size 1 in one operand broadcast "
          "against size 0 in the other; opkernel's sums the empty dimension (tests/tf_conformance/cases_reduce.py "

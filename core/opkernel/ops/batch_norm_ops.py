@@ -24,6 +24,7 @@ from ..kernels import register_kernel
 from ..op_registry import register_op
 from ..shapes import InferenceContext
 from ..tensor import ops_module as _ops
+from ._norm_grads import normalization_grad_grad
 
 __all__ = ["register_generic_kernels", "register_gradients", "register_ops"]
 
@@ -211,5 +212,56 @@ def _fused_batch_norm_grad(op: Any, dy: Any, *_unused: Any) -> list[Any]:
     return [dx, dscale, doffset, None, None]
 
 
+def _fused_batch_norm_grad_grad(op: Any, gx: Any, gscale: Any, goffset: Any, *_unused: Any) -> list[Any]:
+    """The gradient of FusedBatchNormGradV3, as TensorFlow's _FusedBatchNormGradGradV3
+    defines it, written with other ops (so higher orders work).  Training: the
+    statistics are recomputed from x (the reserve spaces, functions of x in the graph
+    that made them, get no gradient), and the normalizations' second derivative
+    (``_norm_grads``) runs over every axis but the channel's.  Inference: with
+    r = rsqrt(variance + epsilon) and the given mean, dx = dy * scale * r,
+    dscale = sum(dy * (x - mean) * r) and doffset = sum(dy) are linear in dy, and only
+    dscale depends on x.  The mean and variance get no gradient in either mode, as in
+    TensorFlow."""
+    op_name = "FusedBatchNormGradV3"
+    ops = _ops()
+    dy, x, scale, r1, r2 = op.inputs[:5]
+    fmt, training = op.get_attr("data_format"), op.get_attr("is_training")
+    eps = float(op.get_attr("epsilon"))
+    rank = len(x.shape)
+    axis = _channel_axis(fmt, rank)
+    axes = [d for d in range(rank) if d != axis]
+    bshape = [-1 if d == axis else 1 for d in range(rank)]
+    half = x.dtype.name != "float32"
+
+    def f32(t: Any) -> Any:
+        return None if t is None else ops.cast(t, DstT="float32") if half else t
+
+    def per_channel(t: Any) -> Any:
+        return None if t is None else ops.reshape(t, bshape)
+
+    dyf, xf, gxf = f32(dy), f32(x), f32(gx)
+    scale_b, gs_b, gb_b = per_channel(scale), per_channel(gscale), per_channel(goffset)
+    if training:
+        sizes = [x.shape[d] for d in axes]
+        if any(s is None for s in sizes):
+            raise _fail(op_name, f"its gradient needs the sizes of the normalized axes known, got shape {list(x.shape)}")
+        d_dy, d_x, d_scale = normalization_grad_grad(dyf, xf, scale_b, eps, axes, float(np.prod(sizes)),
+                                                     lambda v: ops.sum(v, axes), gxf, gs_b, gb_b)
+    else:
+        r = per_channel(ops.rsqrt(ops.add(r2, np.float32(eps))))
+        xh = ops.mul(ops.sub(xf, per_channel(r1)), r)
+        terms = [t for t in (None if gxf is None else ops.mul(gxf, ops.mul(scale_b, r)),
+                             None if gs_b is None else ops.mul(gs_b, xh), gb_b) if t is not None]
+        d_dy = ops.zeros_like(xf)
+        for t in terms:
+            d_dy = ops.add(d_dy, t)
+        d_x = ops.mul(ops.mul(gs_b, dyf), r) if gs_b is not None else ops.zeros_like(xf)
+        d_scale = ops.sum(ops.mul(ops.mul(gxf, dyf), r), axes) if gxf is not None else None
+    if half:
+        d_dy, d_x = ops.cast(d_dy, DstT=x.dtype), ops.cast(d_x, DstT=x.dtype)
+    return [d_dy, d_x, d_scale if d_scale is not None else ops.zeros_like(scale), None, None, None]
+
+
 def register_gradients() -> None:
     register_gradient("FusedBatchNormV3")(_fused_batch_norm_grad)
+    register_gradient("FusedBatchNormGradV3")(_fused_batch_norm_grad_grad)

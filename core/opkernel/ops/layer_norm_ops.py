@@ -23,6 +23,7 @@ from ..gradients import register_gradient
 from ..op_registry import register_op
 from ..shapes import InferenceContext
 from ..tensor import Tensor, ops_module as _ops
+from ._norm_grads import normalization_grad_grad
 
 __all__ = ["check_layer_norm", "register_gradients", "register_ops"]
 
@@ -96,66 +97,21 @@ def _layer_norm_grad(op: Any, grad: Tensor) -> list[Any]:
 
 def _layer_norm_grad_grad(op: Any, gx: Tensor | None, gs: Tensor | None, gb: Tensor | None) -> list[Any]:
     """The gradient of FusedLayerNormGrad, written with other ops (so it has gradients of
-    its own).  Per row of N values, with r = rstd, xh = (x - mean) * r, g = dy * scale and
-    P(v) = v - mean(v) - xh * mean(v * xh) (the projection the first derivative applies):
-    the first derivative is dx = r * P(g), dscale = sum(dy * xh), doffset = sum(dy), so for
-    incoming gradients Gx, Gs, Gb:
-      d/d dy    = scale * r * P(Gx) + Gs * xh + Gb
-      d/d scale = sum over rows of dy * r * P(Gx)
-      d/d x     = r * P(Gs * dy) - r^2 / N * (w * P(Gx) + u * P(g))
-                  + r^2 * xh / N * (u * w / N - (sum(Gx * g) - sum(Gx) * sum(g) / N))
-    with u = sum(Gx * xh) and w = sum(g * xh) (r's own derivative is -r^2 * xh / N)."""
+    its own): the normalizations' second derivative (``_norm_grads``) over the last axis,
+    the scale's gradient summed over the rows."""
     ops = _ops()
     dy, x, scale = op.inputs
-    eps = op.get_attr("epsilon")
-    last = [len(x.shape) - 1]
-    lead = list(range(len(x.shape) - 1))
     if x.shape[-1] is None:
         raise InvalidArgumentError("op 'FusedLayerNormGrad': its gradient needs the normalized axis' size known",
                                    op="FusedLayerNormGrad")
-    n = float(x.shape[-1])
+    lead = list(range(len(x.shape) - 1))
 
-    def mean(v: Tensor) -> Tensor:
-        return ops.mean(v, last, keep_dims=True)  # type: ignore[no-any-return]
+    def sum_rows(v: Any) -> Any:
+        return ops.sum(v, lead) if lead else v
 
-    def total(v: Tensor) -> Tensor:
-        return ops.sum(v, last, keep_dims=True)  # type: ignore[no-any-return]
-
-    xc = ops.sub(x, mean(x))
-    r = ops.rsqrt(ops.add(mean(ops.square(xc)), eps))
-    xh = ops.mul(xc, r)
-    g = ops.mul(dy, scale)
-
-    def proj(v: Tensor) -> Tensor:
-        return ops.sub(ops.sub(v, mean(v)), ops.mul(xh, mean(ops.mul(v, xh))))  # type: ignore[no-any-return]
-
-    zeros = ops.zeros_like(x)
-    gx = zeros if gx is None else gx
-    terms_dy: list[Any] = []
-    terms_x: list[Any] = []
-    d_scale = None
-    if op.needs_input_grad[0] or op.needs_input_grad[1] or op.needs_input_grad[2]:
-        p_gx = proj(gx)
-        terms_dy.append(ops.mul(ops.mul(scale, r), p_gx))
-        d_scale = ops.sum(ops.mul(ops.mul(dy, r), p_gx), lead) if lead else ops.mul(ops.mul(dy, r), p_gx)
-        u, w = total(ops.mul(gx, xh)), total(ops.mul(g, xh))
-        r2 = ops.square(r)
-        a_b = ops.sub(total(ops.mul(gx, g)), ops.real_div(ops.mul(total(gx), total(g)), n))
-        terms_x.append(ops.neg(ops.mul(ops.real_div(r2, n), ops.add(ops.mul(w, p_gx), ops.mul(u, proj(g))))))
-        terms_x.append(ops.mul(ops.real_div(ops.mul(r2, xh), n), ops.sub(ops.real_div(ops.mul(u, w), n), a_b)))
-    if gs is not None:
-        terms_dy.append(ops.mul(gs, xh))
-        terms_x.append(ops.mul(r, proj(ops.mul(gs, dy))))
-    if gb is not None:
-        terms_dy.append(ops.add(zeros, gb))
-
-    def added(terms: list[Any]) -> Any:
-        out = terms[0] if terms else zeros
-        for t in terms[1:]:
-            out = ops.add(out, t)
-        return out
-
-    return [added(terms_dy), added(terms_x), d_scale if d_scale is not None else ops.zeros_like(scale)]
+    d_dy, d_x, d_scale = normalization_grad_grad(dy, x, scale, op.get_attr("epsilon"), [len(x.shape) - 1],
+                                                 float(x.shape[-1]), sum_rows, gx, gs, gb)
+    return [d_dy, d_x, d_scale if d_scale is not None else ops.zeros_like(scale)]
 
 
 def register_gradients() -> None:
