@@ -8,7 +8,7 @@ context 64, batch 32.
 
     .venv/bin/python examples/transformer_lm.py [--steps 30] [--backend cpu]
 
-trains both models on the same batches of this file's own text and prints the two loss
+trains both models on the same batches of a fixed text (corpus.py) and prints the two loss
 curves (torch is optional: without it only opkernel's is printed).
 """
 
@@ -17,13 +17,15 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 import opkernel as ok
 from opkernel import nn
+
+from corpus import character_ids
+from twins import keras_adam
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,8 @@ def initial_weights(cfg: Config, seed: int = 0) -> dict[str, np.ndarray]:
 
 def batches(cfg: Config, seed: int = 1) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
     """A function returning the next (inputs, targets) batch of int32 character ids
-    [batch, context] drawn from this file's text."""
-    text = np.frombuffer(Path(__file__).read_bytes(), np.uint8).astype(np.int32)
-    ids = np.clip(text - 32, 0, cfg.vocab - 1)
+    [batch, context] drawn from a fixed text (corpus.py)."""
+    ids = character_ids(cfg.vocab)
     rng = np.random.default_rng(seed)
 
     def next_batch() -> tuple[np.ndarray, np.ndarray]:
@@ -161,14 +162,18 @@ def opkernel_step(cfg: Config, w: dict[str, np.ndarray], traced: bool = False) -
 # ---------------------------------------------------------------- torch
 
 
-def torch_step(torch: Any, cfg: Config, w: dict[str, np.ndarray], compiled: bool = False) -> Callable[[np.ndarray, np.ndarray], Any]:
-    """The same model and step in PyTorch (``compiled``: through ``torch.compile``)."""
+def torch_step(torch: Any, cfg: Config, w: dict[str, np.ndarray], compiled: bool = False,
+               same_adam: bool = False) -> Callable[[np.ndarray, np.ndarray], Any]:
+    """The same model and step in PyTorch (``compiled``: through ``torch.compile``;
+    ``same_adam``: Keras's Adam step, as ``ok.nn.Adam`` takes, rather than
+    ``torch.optim.Adam``'s, which places epsilon differently: twins.py)."""
     F = torch.nn.functional
     p = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in w.items()}
     ln = {k: (torch.nn.Parameter(torch.ones(cfg.d_model)), torch.nn.Parameter(torch.zeros(cfg.d_model)))
           for k in [f"{i}.ln{j}" for i in range(cfg.layers) for j in (1, 2)] + ["ln"]}
     params = list(p.values()) + [t for pair in ln.values() for t in pair]
-    opt = torch.optim.Adam(params, lr=cfg.learning_rate, eps=1e-7)
+    opt = (keras_adam(torch, params, cfg.learning_rate) if same_adam
+           else torch.optim.Adam(params, lr=cfg.learning_rate, eps=1e-7))
     b, t, d, h = cfg.batch, cfg.context, cfg.d_model, cfg.heads
     mask = torch.from_numpy(np.triu(np.full((t, t), -1e9, np.float32), 1))
     positions = torch.arange(t)
@@ -214,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         torch = None
     with ok.use_backend(args.backend):
         ours = opkernel_step(cfg, w, traced=args.traced)
-        theirs = torch_step(torch, cfg, w) if torch is not None else None
+        theirs = torch_step(torch, cfg, w, same_adam=True) if torch is not None else None
         data = batches(cfg)
         print("step  opkernel  torch")
         for s in range(args.steps):
