@@ -45,6 +45,25 @@ def in_numpy(fn: Callable[[], Any]) -> Callable[[], Any]:
     return call
 
 
+def torch_layer_norm(x: np.ndarray, dy: np.ndarray, scale: np.ndarray,
+                     offset: np.ndarray) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """torch's layer_norm forward (no autograd) and its backward (x, weight and bias)."""
+    assert torch is not None
+    tx, tw, tb, tdy = (torch.from_numpy(v).requires_grad_(True) for v in (x, scale, offset, dy))
+    shape = x.shape[-1:]
+
+    def forward() -> Any:
+        with torch.no_grad():
+            return torch.nn.functional.layer_norm(tx, shape, tw, tb, 1e-5)
+
+    ty = torch.nn.functional.layer_norm(tx, shape, tw, tb, 1e-5)
+
+    def backward() -> Any:
+        return torch.autograd.grad(ty, (tx, tw, tb), tdy, retain_graph=True)
+
+    return forward, backward
+
+
 def main() -> int:
     print(environment())
     print("| shape | pass | native kernel | numpy passes | torch | native ÷ numpy | native ÷ torch |")
@@ -67,21 +86,7 @@ def main() -> int:
         np.testing.assert_allclose(forward(), want_y, rtol=1e-4, atol=1e-5)
         for a, b in zip(backward(), want_g):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-3)
-        t_fwd: Callable[[], Any] | None = None
-        t_bwd: Callable[[], Any] | None = None
-        if torch is not None:
-            tx = torch.from_numpy(x).requires_grad_(True)
-            tw, tb, tdy = (torch.from_numpy(v).requires_grad_(True) for v in (scale, offset, dy))
-
-            def t_fwd() -> Any:
-                with torch.no_grad():
-                    return torch.nn.functional.layer_norm(tx, shape[-1:], tw, tb, 1e-5)
-
-            ty = torch.nn.functional.layer_norm(tx, shape[-1:], tw, tb, 1e-5)
-
-            def t_bwd() -> Any:
-                return torch.autograd.grad(ty, (tx, tw, tb), tdy, retain_graph=True)
-
+        t_fwd, t_bwd = torch_layer_norm(x, dy, scale, offset) if torch is not None else (None, None)
         for name, native, theirs in (("forward", forward, t_fwd), ("gradient", backward, t_bwd)):
             n, p, t = interleaved([Timed(native), Timed(in_numpy(native)), Timed(theirs)], rounds=5)
             print(f"| {list(shape)} | {name} | {fmt_time(n)} | {fmt_time(p)} | {fmt_time(t)} | {n / p:.2f}× | {n / t:.2f}× |")

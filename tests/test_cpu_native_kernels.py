@@ -520,10 +520,12 @@ def test_native_rows_refuse_what_they_cannot_compute():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 16), (300, 64), (2048, 64), (9,)])
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 16), (300, 64), (2048, 64), (9,), (20000, 5), (70, 3000)])
 def test_native_layer_norm_matches_the_numpy_path(dtype, shape, monkeypatch):
     """FusedLayerNorm and FusedLayerNormGrad on the cpu backend: the native row kernel
-    (threaded past 64 K elements) against the numpy path, values and all three gradients."""
+    (threaded past 64 K elements; the parameters' gradients from per-block column sums,
+    several blocks of rows, a last one short, a row longer than a block) against the
+    numpy path, values and all three gradients."""
     rng = np.random.default_rng(11)
     x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
     dy = rng.standard_normal(shape).astype(dtype)
@@ -553,6 +555,13 @@ def test_native_layer_norm_refuses_what_it_cannot_compute():
     assert native.layer_norm(x, None, s.astype(np.float64), s, out, None, 1e-3, 1) == -2  # mixed types
     assert native.layer_norm(x, None, s[:5], s, out, None, 1e-3, 1) == -2  # scale of another size
     assert native.layer_norm(x, x, s, None, out, np.empty((4, 1), np.float32), 1e-3, 1) == -2  # stats: 2 a row
+    stats = np.empty((4, 2), np.float32)
+    assert native.layer_norm(x, x, s, None, out, stats, 1e-3, 1, np.zeros((1, 2, 5), np.float32)) == -2  # [blocks, 2, n]
+    assert native.layer_norm(x, x, s, None, out, stats, 1e-3, 1, np.zeros((1, 2, 6), np.float64)) == -2  # its type
+    assert native.layer_norm(x, None, s, s, out, None, 1e-3, 1, np.zeros((1, 2, 6), np.float32)) == -2  # forward
+    partials = np.zeros((1, 2, 6), np.float32)
+    assert native.layer_norm(x, x, s, None, out, stats, 1e-3, 1, partials) == 0
+    np.testing.assert_allclose(partials[0, 1], x.sum(0))  # sum(dy) over the rows (dy = x here)
     assert native.layer_norm(x.astype(np.float16), None, s.astype(np.float16), s.astype(np.float16),
                              out.astype(np.float16), None, 1e-3, 1) == -2
     assert sharding.layer_norm(x[:, ::2], s[:3], s[:3], 1e-3) is None  # the kernels take numpy's path then

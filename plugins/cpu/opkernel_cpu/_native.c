@@ -1304,15 +1304,20 @@ static PyObject *rows(PyObject *self, PyObject *args) {
  * ``layer_norm`` normalizes each row (the last axis, n values) in three passes: the mean
  * and the uncorrected variance (lane-wise sums, as the row kernels above), then
  * y = (x - mean) * rstd * scale + offset with rstd = 1 / sqrt(var + eps).  The gradient
- * (dy given) writes dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale,
- * xhat = (x - mean) * rstd, and keeps each row's (mean, rstd) for the parameters'
- * gradients, which sum over the rows (the caller's). */
+ * (dy given; its second pass also sums g and g * (x - mean)) writes dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale,
+ * xhat = (x - mean) * rstd, keeps each row's (mean, rstd), and, given ``partials``, adds
+ * each row's dy * xhat and dy into the partial column sums of its block of rows (one
+ * [2, n] slice per block, so that threads never share one; the caller sums the blocks'
+ * slices: the scale's and offset's gradients). */
 
 typedef struct {
     npy_intp n;
     int backward;
     const char *scale, *offset;
     double eps;
+    const char *x_base;  /* the first row: a row's index is its distance from here */
+    char *partials;      /* NULL, or [nblocks, 2, n]: per block of rows, sum(dy * xhat), sum(dy) */
+    npy_intp block;      /* rows per block */
 } NormJob;
 
 #define NORM_ROWS(NAME, T, SQRT)                                                                       \
@@ -1321,6 +1326,7 @@ static void NAME(const T *x, const T *dy, T *out, T *stats, npy_intp rows, const
     const npy_intp n = job->n;                                                                         \
     const T *s = (const T *)job->scale, *o = (const T *)job->offset;                                   \
     const T eps = (T)job->eps;                                                                         \
+    const npy_intp r0 = (npy_intp)(((const char *)x - job->x_base) / (npy_intp)(n * sizeof(T)));       \
     for (npy_intp r = 0; r < rows; r++) {                                                              \
         const T *xr = x + r * n;                                                                       \
         T acc[LANES] = {0};                                                                            \
@@ -1331,30 +1337,47 @@ static void NAME(const T *x, const T *dy, T *out, T *stats, npy_intp rows, const
         for (; i < n; i++) total += xr[i];                                                             \
         const T mean = total / (T)n;                                                                   \
         for (int k = 0; k < LANES; k++) acc[k] = 0;                                                    \
-        for (i = 0; i < whole; i += LANES)                                                             \
-            for (int k = 0; k < LANES; k++) { T d = xr[i + k] - mean; acc[k] += d * d; }                \
-        T var = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));      \
-        for (; i < n; i++) { T d = xr[i] - mean; var += d * d; }                                       \
-        const T rstd = (T)1 / SQRT(var / (T)n + eps);                                                  \
         T *yr = out + r * n;                                                                           \
+        const T *dr = job->backward ? dy + r * n : NULL;                                               \
+        T var, mg = 0, mgx = 0;                                                                        \
         if (!job->backward) {                                                                          \
+            for (i = 0; i < whole; i += LANES)                                                         \
+                for (int k = 0; k < LANES; k++) { T d = xr[i + k] - mean; acc[k] += d * d; }           \
+            var = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));   \
+            for (; i < n; i++) { T d = xr[i] - mean; var += d * d; }                                   \
+            const T rstd = (T)1 / SQRT(var / (T)n + eps);                                              \
             for (i = 0; i < n; i++) yr[i] = (xr[i] - mean) * rstd * s[i] + o[i];                       \
             continue;                                                                                  \
         }                                                                                              \
-        const T *dr = dy + r * n;                                                                      \
-        T sg[LANES] = {0}, sgx[LANES] = {0};                                                           \
+        /* The gradient's second pass: the variance, sum(g) and sum(g * (x - mean)) at once. */        \
+        T sg[LANES] = {0}, sgc[LANES] = {0};                                                           \
         for (i = 0; i < whole; i += LANES)                                                             \
             for (int k = 0; k < LANES; k++) {                                                          \
-                T g = dr[i + k] * s[i + k];                                                            \
+                T d = xr[i + k] - mean, g = dr[i + k] * s[i + k];                                      \
+                acc[k] += d * d;                                                                       \
                 sg[k] += g;                                                                            \
-                sgx[k] += g * ((xr[i + k] - mean) * rstd);                                             \
+                sgc[k] += g * d;                                                                       \
             }                                                                                          \
-        T mg = ((sg[0] + sg[1]) + (sg[2] + sg[3])) + ((sg[4] + sg[5]) + (sg[6] + sg[7]));               \
-        T mgx = ((sgx[0] + sgx[1]) + (sgx[2] + sgx[3])) + ((sgx[4] + sgx[5]) + (sgx[6] + sgx[7]));      \
-        for (; i < n; i++) { T g = dr[i] * s[i]; mg += g; mgx += g * ((xr[i] - mean) * rstd); }        \
+        var = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));       \
+        mg = ((sg[0] + sg[1]) + (sg[2] + sg[3])) + ((sg[4] + sg[5]) + (sg[6] + sg[7]));                \
+        mgx = ((sgc[0] + sgc[1]) + (sgc[2] + sgc[3])) + ((sgc[4] + sgc[5]) + (sgc[6] + sgc[7]));       \
+        for (; i < n; i++) { T d = xr[i] - mean, g = dr[i] * s[i]; var += d * d; mg += g; mgx += g * d; }\
+        const T rstd = (T)1 / SQRT(var / (T)n + eps);                                                  \
         mg /= (T)n;                                                                                    \
-        mgx /= (T)n;                                                                                   \
-        for (i = 0; i < n; i++) yr[i] = rstd * ((dr[i] * s[i] - mg) - (xr[i] - mean) * rstd * mgx);    \
+        mgx *= rstd / (T)n;  /* mean(g * xhat) */                                                      \
+        if (job->partials) {                                                                           \
+            T *restrict ps = (T *)job->partials + ((r0 + r) / job->block) * 2 * n;                     \
+            T *restrict pb = ps + n, *restrict yo = yr;                                                \
+            const T *restrict xi = xr, *restrict di = dr, *restrict si = s;                            \
+            for (i = 0; i < n; i++) {                                                                  \
+                T xh = (xi[i] - mean) * rstd;                                                          \
+                yo[i] = rstd * ((di[i] * si[i] - mg) - xh * mgx);                                      \
+                ps[i] += di[i] * xh;                                                                   \
+                pb[i] += di[i];                                                                        \
+            }                                                                                          \
+        } else {                                                                                       \
+            for (i = 0; i < n; i++) yr[i] = rstd * ((dr[i] * s[i] - mg) - (xr[i] - mean) * rstd * mgx);\
+        }                                                                                              \
         stats[2 * r] = mean;                                                                           \
         stats[2 * r + 1] = rstd;                                                                       \
     }                                                                                                  \
@@ -1382,21 +1405,23 @@ static int norm_array_ok(PyArrayObject *a, int type, int writeable) {
 }
 
 PyDoc_STRVAR(layer_norm_doc,
-"layer_norm(x, dy, scale, offset, out, stats, eps, threads) -> int\n\n"
+"layer_norm(x, dy, scale, offset, out, stats, eps, threads, partials=None) -> int\n\n"
 "Layer normalization of the rows (last axis) of ``x`` (C-contiguous float32 or float64):\n"
 "with ``dy`` None, ``out`` = (x - mean) * rstd * scale + offset (``offset`` a vector like\n"
 "``scale``); with ``dy`` (x's shape), ``out`` = the gradient with respect to x and\n"
-"``stats`` (rows x 2) each row's mean and rstd.  Rows are shared out among the calling\n"
+"``stats`` (rows x 2) each row's mean and rstd, and, with ``partials`` (zeros, [blocks, 2, n],\n"
+"blocks of max(16384 // n, 1) rows), each block's column sums of dy * xhat and of dy added\n"
+"into its [2, n] slice.  Rows are shared out among the calling\n"
 "thread and ``threads - 1`` pool threads.  Returns 0, or -2 when the arrays are not as\n"
 "described (nothing computed).");
 
 static PyObject *layer_norm(PyObject *self, PyObject *args) {
     PyArrayObject *x, *scale, *out;
-    PyObject *dy_obj, *offset_obj, *stats_obj;
+    PyObject *dy_obj, *offset_obj, *stats_obj, *partials_obj = Py_None;
     double eps;
     int threads;
-    if (!PyArg_ParseTuple(args, "O!OO!OO!Odi", &PyArray_Type, &x, &dy_obj, &PyArray_Type, &scale, &offset_obj,
-                          &PyArray_Type, &out, &stats_obj, &eps, &threads))
+    if (!PyArg_ParseTuple(args, "O!OO!OO!Odi|O", &PyArray_Type, &x, &dy_obj, &PyArray_Type, &scale, &offset_obj,
+                          &PyArray_Type, &out, &stats_obj, &eps, &threads, &partials_obj))
         return NULL;
     int t = PyArray_TYPE(x);
     int backward = dy_obj != Py_None;
@@ -1419,11 +1444,20 @@ static PyObject *layer_norm(PyObject *self, PyObject *args) {
         offset = (PyArrayObject *)offset_obj;
         if (!norm_array_ok(offset, t, 0) || PyArray_SIZE(offset) != n) return PyLong_FromLong(-2);
     }
+    npy_intp block = (1 << 14) / n > 1 ? (1 << 14) / n : 1;
+    npy_intp nblocks = nrows / block + (nrows % block != 0);
+    PyArrayObject *partials = NULL;
+    if (partials_obj != Py_None) {
+        if (!backward || !PyArray_Check(partials_obj)) return PyLong_FromLong(-2);
+        partials = (PyArrayObject *)partials_obj;
+        if (!norm_array_ok(partials, t, 1) || PyArray_SIZE(partials) != 2 * n * nblocks) return PyLong_FromLong(-2);
+    }
     if (nrows == 0) return PyLong_FromLong(0);
     if (threads < 1) threads = 1;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     npy_intp itemsize = PyArray_ITEMSIZE(x);
-    NormJob spec = {n, backward, PyArray_BYTES(scale), offset ? PyArray_BYTES(offset) : NULL, eps};
+    NormJob spec = {n, backward, PyArray_BYTES(scale), offset ? PyArray_BYTES(offset) : NULL, eps,
+                    PyArray_BYTES(x), partials ? PyArray_BYTES(partials) : NULL, block};
     Job job = {0};
     job.loop = t == NPY_FLOAT ? norm_loop_f32 : norm_loop_f64;
     job.data = &spec;
@@ -1435,8 +1469,8 @@ static PyObject *layer_norm(PyObject *self, PyObject *args) {
     job.itemsize[0] = job.itemsize[1] = job.itemsize[2] = n * itemsize;
     job.itemsize[3] = backward ? 2 * itemsize : 0;
     job.size = nrows;
-    job.block = (1 << 14) / n > 1 ? (1 << 14) / n : 1;
-    job.nblocks = nrows / job.block + (nrows % job.block != 0);
+    job.block = block;
+    job.nblocks = nblocks;
     job.rounding = fegetround();
     int raised = -1;
     if (threads > 1 && job.nblocks > 1 && job.nblocks <= 0xffffffffLL) {

@@ -832,10 +832,10 @@ def fused_layer_norm(x: Any, scale: Any, offset: Any, epsilon: float, T: ok.DTyp
 
 
 def fused_layer_norm_grad(y_backprop: Any, x: Any, scale: Any, epsilon: float, T: ok.DType, **attrs: Any) -> Any:
-    """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale: by the native
-    row kernel where it applies (it also gives each row's mean and rstd), else the row
-    means and dot products one pass each, the rest in place; the parameters' gradients
-    summed over the rows."""
+    """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale, and the
+    parameters' gradients summed over the rows: by the native row kernel where it applies
+    (dx and per-block column sums in its last pass over a row), else the row means and
+    dot products one pass each, the rest in place."""
     op = "FusedLayerNormGrad"
     c = check_layer_norm(op, tuple(x.shape), tuple(scale.shape), None, epsilon)
     if tuple(y_backprop.shape) != tuple(x.shape):
@@ -846,20 +846,18 @@ def fused_layer_norm_grad(y_backprop: Any, x: Any, scale: Any, epsilon: float, T
         return xp.zeros(x.shape, T.np), xp.zeros((c,), T.np), xp.zeros((c,), T.np)
     xw, dy = x.astype(wt, copy=False), y_backprop.astype(wt, copy=False)
     native = sharding.layer_norm_grad(dy, xw, scale.astype(wt, copy=False), epsilon)
+    if native is not None:  # the native row kernel: dx and the parameters' column sums
+        dx, dscale, doffset = native
+        return dx.astype(T.np, copy=False), dscale.astype(T.np, copy=False), doffset.astype(T.np, copy=False)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        if native is not None:  # the native row kernel's dx, and each row's mean and rstd for xhat
-            dx, stats = native
-            xhat = xw - stats[:, 0].reshape(x.shape[:-1] + (1,))
-            xhat *= stats[:, 1].reshape(x.shape[:-1] + (1,))
-        else:
-            xhat, rstd = _layer_norm_stats(xw, epsilon)
-            xhat *= rstd
-            n = xhat.dtype.type(c)
-            dx = dy * scale.astype(wt, copy=False)
-            mean_gx = _row_dot(dx, xhat) / n
-            dx -= dx.mean(axis=-1, keepdims=True)
-            dx -= xhat * mean_gx
-            dx *= rstd
+        xhat, rstd = _layer_norm_stats(xw, epsilon)
+        xhat *= rstd
+        n = xhat.dtype.type(c)
+        dx = dy * scale.astype(wt, copy=False)
+        mean_gx = _row_dot(dx, xhat) / n
+        dx -= dx.mean(axis=-1, keepdims=True)
+        dx -= xhat * mean_gx
+        dx *= rstd
         rows_dy, rows_xhat = dy.reshape(-1, c), xhat.reshape(-1, c)
         dscale = xp.einsum("ri,ri->i", rows_dy, rows_xhat)
         doffset = rows_dy.sum(axis=0)

@@ -498,15 +498,23 @@ def layer_norm(x: Any, scale: Any, offset: Any, eps: float) -> np.ndarray | None
     return out if _native.layer_norm(x, None, scale, offset, out, None, eps, threads) == 0 else None
 
 
-def layer_norm_grad(dy: Any, x: Any, scale: Any, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """(dx, stats): FusedLayerNormGrad's x gradient by the native row kernel and each row's
-    (mean, rstd), or None where it does not apply."""
+def layer_norm_grad(dy: Any, x: Any, scale: Any, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(dx, dscale, doffset): FusedLayerNormGrad's gradients by the native row kernel, the
+    parameters' from its per-block column sums (summed here over the blocks), or None
+    where it does not apply."""
     if not _norm_ready(x, dy, scale) or not x.ndim or not x.shape[-1]:
         return None
+    n = x.shape[-1]
+    rows = x.size // n
+    block = max((1 << 14) // n, 1)  # the kernel's blocks of rows: one [2, n] slice of partial sums each
     out = np.empty(x.shape, x.dtype)
-    stats = np.empty((x.size // x.shape[-1], 2), x.dtype)
+    stats = np.empty((rows, 2), x.dtype)
+    partials = np.zeros((-(-rows // block), 2, n), x.dtype)
     threads = min(ok.config.intra_op_parallelism_threads or _CORES, max(x.size // _NORM_PER_SHARD, 1))
-    return (out, stats) if _native.layer_norm(x, dy, scale, None, out, stats, eps, threads) == 0 else None
+    if _native.layer_norm(x, dy, scale, None, out, stats, eps, threads, partials) != 0:
+        return None
+    sums = partials.sum(axis=0)
+    return out, sums[0], sums[1]
 
 
 #: Batched products go to ``_native.matmul`` when each item is at most this many
