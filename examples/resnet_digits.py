@@ -16,8 +16,8 @@ that the curves agree.
 
 from __future__ import annotations
 
-import argparse
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,6 +25,12 @@ import numpy as np
 
 import opkernel as ok
 from opkernel import nn
+
+from twins import side_by_side
+
+
+# How main and tests/test_model_zoo.py call torch_step: SGD with momentum is one formula in both frameworks.
+TWIN_OPTIONS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -180,28 +186,7 @@ def torch_step(torch: Any, cfg: Config, w: dict[str, np.ndarray]) -> Callable[[n
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--backend", default="cpu")
-    parser.add_argument("--traced", action="store_true", help="train with ok.function")
-    args = parser.parse_args(argv)
-    cfg = Config()
-    w = initial_weights(cfg)
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    with ok.use_backend(args.backend):
-        ours = opkernel_step(cfg, w, traced=args.traced)
-        theirs = torch_step(torch, cfg, w) if torch is not None else None
-        data = batches(cfg)
-        print("step  opkernel  torch")
-        for s in range(args.steps):
-            x, y = data()
-            a = float(ours(x, y).numpy())
-            b = float(theirs(x, y)) if theirs is not None else float("nan")
-            print(f"{s:4d}  {a:8.4f}  {b:8.4f}")
-    return 0
+    return side_by_side(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

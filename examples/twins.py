@@ -1,4 +1,5 @@
-"""What the PyTorch twins of the examples share: Adam as Keras and TensorFlow define it.
+"""What the PyTorch twins of the examples share: Adam as Keras and TensorFlow define it,
+and the side-by-side training run each example's ``main`` is.
 
 ``ok.nn.Adam`` is TensorFlow's ``ApplyAdam`` (and Keras's Adam): the step is
 ``lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon)``, epsilon added to
@@ -10,7 +11,9 @@ benchmark times torch's own optimizer."""
 
 from __future__ import annotations
 
+import argparse
 import math
+from types import ModuleType
 from typing import Any, Iterable
 
 
@@ -40,3 +43,34 @@ def keras_adam(torch: Any, params: Iterable[Any], lr: float, beta1: float = 0.9,
                     p.sub_(rate * m / (v.sqrt() + epsilon))
 
     return KerasAdam()
+
+
+def side_by_side(example: ModuleType, argv: list[str] | None = None) -> int:
+    """Train an example's model (``Config``, ``initial_weights``, ``batches``,
+    ``opkernel_step``) and its PyTorch twin (``torch_step``, called with the example's
+    ``TWIN_OPTIONS``) on the same batches, printing both loss curves (torch is optional:
+    without it only opkernel's is printed)."""
+    import opkernel as ok
+
+    parser = argparse.ArgumentParser(description=(example.__doc__ or "").splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--backend", default="cpu")
+    parser.add_argument("--traced", action="store_true", help="train with ok.function")
+    args = parser.parse_args(argv)
+    cfg = example.Config()
+    w = example.initial_weights(cfg)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    with ok.use_backend(args.backend):
+        ours = example.opkernel_step(cfg, w, traced=args.traced)
+        theirs = example.torch_step(torch, cfg, w, **example.TWIN_OPTIONS) if torch is not None else None
+        data = example.batches(cfg)
+        print("step  opkernel  torch")
+        for s in range(args.steps):
+            x, y = data()
+            a = float(ours(x, y).numpy())
+            b = float(theirs(x, y)) if theirs is not None else float("nan")
+            print(f"{s:4d}  {a:8.4f}  {b:8.4f}")
+    return 0

@@ -62,8 +62,7 @@ def opkernel_curve(name: str, traced: bool) -> list[float]:
 def torch_curve(torch: Any, name: str) -> list[float]:
     torch.manual_seed(0)
     module, cfg, w, batches = _setup(name)
-    # Adam as Keras defines it, which ok.nn.Adam is (examples/twins.py): the resnet's SGD is the same in both.
-    step = module.torch_step(torch, cfg, w, same_adam=True) if name != "resnet_digits" else module.torch_step(torch, cfg, w)
+    step = module.torch_step(torch, cfg, w, **module.TWIN_OPTIONS)
     return [float(step(x, y)) for x, y in batches]
 
 
