@@ -152,9 +152,10 @@ def test_wheels_hold_every_core_module(wheels: dict[str, Path]) -> None:
     expected = {
         "opkernel/" + str(p.relative_to(ROOT / "core" / "opkernel")).replace(os.sep, "/")
         for p in (ROOT / "core" / "opkernel").rglob("*")
-        if p.suffix in (".py", ".typed") and "__pycache__" not in p.parts
+        if p.suffix in (".py", ".typed", ".h") and "__pycache__" not in p.parts
     }
     assert sorted(expected - names) == [], "add the missing packages to [tool.setuptools] in pyproject.toml"
+    assert "opkernel/include/opkernel/c_api.h" in names, "the C ABI's header installs with the core"
     assert "opkernel = opkernel.cli:main" in entry_points
     assert "opkernel = opkernel.testing.pytest_plugin" in entry_points
 

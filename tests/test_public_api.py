@@ -16,7 +16,7 @@ import opkernel as ok
 PUBLIC = frozenset({
     "__version__",
     # modules
-    "errors", "ops", "nn", "random", "compat", "shape_fns", "testing", "typing", "dask",
+    "errors", "ops", "nn", "random", "compat", "shape_fns", "testing", "typing", "dask", "sysconfig",
     # tensors and dtypes
     "Tensor", "Variable", "tensor", "DType", "as_dtype",
     "bfloat16", "bool_", "complex64", "complex128", "double", "float16", "float32", "float64", "half",
@@ -31,6 +31,8 @@ PUBLIC = frozenset({
     "OpKernel", "OpKernelConstruction", "OpKernelContext", "register_gradient", "unregister_gradient",
     "get_kernel", "get_kernels_for_backend", "copy_registered_kernels", "get_gradient",
     "not_differentiable", "register_plugin", "plugin_errors", "load_op_library", "hookimpl", "PLUGIN_API_VERSION",
+    # exchange: DLPack, and the C ABI's build settings
+    "from_dlpack",
     # shapes
     "Dimension", "InferenceContext", "TensorShape", "infer_shapes",
     # autodiff
@@ -39,7 +41,7 @@ PUBLIC = frozenset({
     "function", "TensorSpec", "save", "load",
 })
 
-MODULES = {"errors", "ops", "nn", "random", "compat", "shape_fns", "testing", "typing", "dask"}
+MODULES = {"errors", "ops", "nn", "random", "compat", "shape_fns", "testing", "typing", "dask", "sysconfig"}
 TYPE_CLASSES = {"numbertype", "numerictype", "realnumbertype", "realnumerictype", "quantizedtype"}
 
 

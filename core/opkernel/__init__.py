@@ -80,10 +80,11 @@ from .tensor import install as _install_tensor_hooks
 from .tensor import Tensor, Variable
 
 if TYPE_CHECKING:  # imported at first use: see __getattr__
-    from . import compat, dask, nn, ops, random, shape_fns, testing, typing
+    from . import compat, dask, nn, ops, random, shape_fns, sysconfig, testing, typing
     from .function import function
     from .graph import TensorSpec
     from .hookspecs import PLUGIN_API_VERSION, hookimpl
+    from ._dlpack import from_dlpack
     from .library import load_op_library
     from .profiler import explain, profile
     from .typing import TensorLike
@@ -101,6 +102,7 @@ __all__ = [
     "register_op", "op_def", "infer_shapes", "function", "TensorSpec", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
     "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "profile", "explain", "load_op_library", "compat",
+    "from_dlpack", "sysconfig",
     "testing", "typing", "dask", "random",
     "kernel_fallback",
     "save", "load",
@@ -116,9 +118,11 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "compat": ("compat", None),
     "dask": ("dask", None),
     "shape_fns": ("shape_fns", None),
+    "sysconfig": ("sysconfig", None),
     "profile": ("profiler", "profile"),
     "explain": ("profiler", "explain"),
     "load_op_library": ("library", "load_op_library"),
+    "from_dlpack": ("_dlpack", "from_dlpack"),
     "hookimpl": ("hookspecs", "hookimpl"),
     "PLUGIN_API_VERSION": ("hookspecs", "PLUGIN_API_VERSION"),
     "function": ("function", None),  # the module is callable: ok.function is the decorator
@@ -131,7 +135,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 _SUBMODULES = frozenset({
     "autodiff", "backend", "cli", "compat", "dtypes", "engine", "errors", "gradients", "hookspecs", "kernels",
     "library", "nn", "op_registry", "ops", "plugins", "profiler", "random", "saving", "shape_fns", "shapes", "spec",
-    "testing", "typing",
+    "sysconfig", "testing", "typing",
 })
 
 

@@ -425,7 +425,9 @@ class _Document:
 #: name may look like: they end up in messages and a suggested ``pip install`` command.
 _DIST_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?", re.ASCII)
 _VERSION_RE = re.compile(r"[A-Za-z0-9.+!_-]{1,64}", re.ASCII)
-_PLUGIN_RE = re.compile(r"[A-Za-z0-9_<?][A-Za-z0-9_.<>?-]{0,199}", re.ASCII)
+# A plugin's name: an entry point's or module's name, or the path of an op library loaded
+# from a file (``ok.load_op_library("./zero_out.so")`` names it by its absolute path).
+_PLUGIN_RE = re.compile(r"[A-Za-z0-9_<?/\\~.][A-Za-z0-9_.<>?/\\:~+ -]{0,1023}", re.ASCII)
 
 
 def _provider(where: str, value: Any) -> Provider | None:

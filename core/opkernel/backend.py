@@ -137,6 +137,33 @@ class Backend:
         not read ``array`` after returning, since the caller may change it."""
         raise NotImplementedError
 
+    def from_dlpack(self, source: Any, copy: bool | None = None) -> Any:
+        """A native array of a DLPack exporter's data (``ok.from_dlpack``).
+
+        The default takes it through ``numpy.from_dlpack``: a host backend keeps that
+        array (sharing the exporter's memory unless ``copy``), a device backend uploads
+        it.  Device backends whose arrays speak DLPack override it (cuda: CuPy)."""
+        array = np.from_dlpack(source) if copy is None else np.from_dlpack(source, copy=copy)
+        return array if self.host_memory_is_native else self.from_numpy(array)
+
+    def stream_pointer(self) -> int | None:
+        """The native stream new work is ordered on, as an address (a ``cudaStream_t`` on
+        cuda), for kernels in C (docs/c-kernels.md); None on host backends and wherever
+        work has no such stream."""
+        return None
+
+    def dlpack_exporter(self, value: Any, copy: bool | None = None) -> Any:
+        """What ``Tensor.__dlpack__`` asks for its capsule: an object with ``__dlpack__``
+        and ``__dlpack_device__`` viewing ``value`` (or a copy of it), or None where the
+        backend's memory has no DLPack pointer.  No consumer may write to a tensor: an
+        export that shares memory must be marked read-only.  The default: a read-only
+        numpy view on a host backend, None elsewhere."""
+        if not (self.host_memory_is_native and isinstance(value, np.ndarray)):
+            return None
+        view = value.view()
+        view.flags.writeable = False
+        return view
+
     def to_numpy(self, value: Any) -> np.ndarray:
         """A numpy copy (or view, on host backends) of a native array; synchronises."""
         raise NotImplementedError

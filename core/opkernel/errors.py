@@ -163,6 +163,12 @@ class PluginError(OpkernelError, RuntimeError):
         super().__init__(message, plugin=plugin, **context)
 
 
+class DLPackError(OpkernelError, BufferError):
+    """A tensor that cannot be exchanged through DLPack as asked (``Tensor.__dlpack__``,
+    ``ok.from_dlpack``): memory without a DLPack pointer, a device it cannot reach, or a
+    ``copy=False`` that would break the values-are-values rule."""
+
+
 class ResourceExhaustedError(OpkernelError, MemoryError):
     """A device ran out of memory; ``.requested_bytes`` says how much was asked for."""
 

@@ -1,7 +1,8 @@
 """Op libraries loaded at run time: ``ok.load_op_library``, as ``tf.load_op_library``.
 
 A library is a plugin (a module with ``opkernel`` hooks): an installed
-distribution's entry point, any importable module, or a ``.py`` file.  Loading
+distribution's entry point, any importable module, or a ``.py`` file; or a shared
+object built against the C ABI (``opkernel/c_api.h``, :mod:`opkernel._c_library`).  Loading
 runs its hooks through the same plugin manager as discovery, once; the result
 is a module-like :class:`OpLibrary` whose attributes are the generated wrappers
 of exactly the ops that library registered.
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import op_registry, plugins
+from . import _c_library, op_registry, plugins
 from ._provenance import Provider, providing
 from ._known_packages import KNOWN_OP_PACKAGES, KnownOpPackage, known_package_for
 from .errors import PluginError
@@ -87,7 +88,9 @@ class OpLibrary(types.ModuleType):
             )
         from .ops import _wrapper
 
-        return _wrapper(op_name)
+        fn = _wrapper(op_name)
+        self.__dict__[attr] = fn  # later lookups find it without building the wrapper again
+        return fn
 
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *self._index()})
@@ -110,7 +113,11 @@ def _entry_point(target: str) -> Any:
 
 
 def _is_path(target: str) -> bool:
-    return target.endswith(".py") or os.sep in target or (os.altsep is not None and os.altsep in target)
+    return (
+        target.endswith((".py", ".so", ".dylib", ".dll"))
+        or os.sep in target
+        or (os.altsep is not None and os.altsep in target)
+    )
 
 
 def _load_file(path: Path) -> str:
@@ -120,6 +127,9 @@ def _load_file(path: Path) -> str:
         raise PluginError(f"load_op_library: no such file: {str(path)!r}", plugin=str(path))
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
     module_name = "_opkernel_library_" + re.sub(r"\W", "_", path.stem) + "_" + digest
+    if path.suffix != ".py" and _c_library.is_shared_object(path):
+        _files[path] = _register(_c_library.load(path, module_name), str(path), module_name)
+        return _files[path]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise PluginError(f"load_op_library: cannot import {str(path)!r} as a Python module", plugin=str(path))
@@ -221,7 +231,8 @@ def load_op_library(target: str | os.PathLike[str]) -> OpLibrary:
 
     ``target`` is an installed distribution's plugin name (its entry point in the
     group ``opkernel``, e.g. ``"medianpool"``), an importable module name
-    (``"opkernel_medianpool"``) or the path of a ``.py`` file.  The library's hooks
+    (``"opkernel_medianpool"``), the path of a ``.py`` file, or the path of a shared
+    object built against the C ABI (``"./zero_out.so"``: docs/c-kernels.md).  The library's hooks
     run as any plugin's do; loading it a second time (or loading a plugin that
     discovery already loaded) registers nothing again.  Raises PluginError when
     the target cannot be found or its hooks fail (nothing is left registered).

@@ -367,6 +367,11 @@ def _installed_version(distribution: str) -> str | None:
 def _missing_message(op: str, saved: Provider | None) -> str:
     from . import plugins
 
+    if saved is not None and not saved.distribution and saved.plugin.endswith((".so", ".dylib", ".dll", ".py")):
+        return (
+            f"op {op!r} is not registered; when the graph was saved it came from the op library {saved.plugin!r}: "
+            f"ok.load_op_library({saved.plugin!r}) before ok.load"
+        )
     if saved is None or not saved.distribution:
         who = f"registered by {saved.plugin!r}, not by an installed distribution" if saved else "of unknown origin"
         return f"op {op!r} is not registered; when the graph was saved it was {who}: register it before ok.load"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Seque
 import numpy as np
 
 from .dtypes import DType
-from .errors import SymbolicTensorError
+from .errors import DLPackError, SymbolicTensorError
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -128,6 +128,54 @@ class Tensor:
             return a.astype(dtype)
         # np.array(t) asks for a copy: without one, writing to it would change the tensor.
         return a.copy() if copy else a
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """The DLPack device of the tensor's memory: ``(1, 0)`` (kDLCPU) on host backends,
+        ``(2, index)`` (kDLCUDA) on cuda."""
+        device_type, device_id = self._exporter(None).__dlpack_device__()
+        return int(device_type), int(device_id)
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: Any = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A DLPack capsule of the tensor, for ``np.from_dlpack``, ``torch.from_dlpack``,
+        ``cupy.from_dlpack``, ``jax.dlpack.from_dlpack`` (docs/c-kernels.md, "DLPack").
+
+        A tensor is a value, so no consumer may write to it.  On host backends the capsule
+        shares the tensor's memory and is marked read-only (DLPack 1.0's flag: numpy then
+        returns a read-only array); a consumer that asks for a pre-1.0 capsule, which
+        cannot carry the flag, gets a copy.  On cuda the consumer gets a copy (CuPy cannot
+        mark an export read-only).  ``copy=True`` always copies; ``copy=False`` where a
+        copy is needed raises DLPackError."""
+        source = self._exporter(copy)
+        legacy = max_version is None or int(max_version[0]) < 1
+        if isinstance(source, np.ndarray) and not source.flags.writeable and (legacy or copy):
+            if copy is False:
+                raise DLPackError(
+                    "Tensor.__dlpack__: the consumer asked for a pre-1.0 DLPack capsule, which cannot be marked "
+                    "read-only, and copy=False: a tensor is a value, so it is exported read-only or as a copy"
+                )
+            source, copy = source.copy(), None
+        kwargs = {"stream": stream}
+        for name, value in (("max_version", max_version), ("dl_device", dl_device), ("copy", copy)):
+            if value is not None:
+                kwargs[name] = value
+        return source.__dlpack__(**kwargs)
+
+    def _exporter(self, copy: bool | None) -> Any:
+        source = self._backend.dlpack_exporter(self._value, copy)
+        if source is None:
+            raise DLPackError(
+                f"a tensor on backend {self._backend.name!r} cannot be exchanged through DLPack: its memory has no "
+                "DLPack pointer; use .numpy() or .to('cpu')",
+                backend=self._backend.name,
+            )
+        return source
 
     def __len__(self) -> int:
         if not self._value.shape:

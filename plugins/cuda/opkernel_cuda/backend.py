@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 import numpy as np
 
 import opkernel as ok
-from opkernel.errors import InternalError, InvalidArgumentError, OpTypeError, ResourceExhaustedError
+from opkernel.errors import DLPackError, InternalError, InvalidArgumentError, OpTypeError, ResourceExhaustedError
 
 from . import device_kernels, driver, runtime
 
@@ -103,6 +103,31 @@ class CudaBackend(ok.Backend):
                     f"uploading {array.nbytes} bytes: {e}",
                     requested_bytes=array.nbytes, backend=self.name,
                 ) from e
+
+    def from_dlpack(self, source: Any, copy: bool | None = None) -> Any:
+        device_type, _ = source.__dlpack_device__()
+        if int(device_type) not in (2, 13):  # kDLCUDA, kDLCUDAManaged: else through host memory
+            return super().from_dlpack(source, copy)
+        if self.index:
+            with self.device:
+                array = self.cupy.from_dlpack(source)
+        else:
+            array = self.cupy.from_dlpack(source)
+        return array.copy() if copy else array
+
+    def stream_pointer(self) -> int | None:
+        return int(self.cupy.cuda.get_current_stream().ptr) or None
+
+    def dlpack_exporter(self, value: Any, copy: bool | None = None) -> Any:
+        # CuPy cannot mark an export read-only: the consumer gets a copy of its own.
+        if not isinstance(value, self._ndarray):
+            return None
+        if copy is False:
+            raise DLPackError(
+                "Tensor.__dlpack__: a tensor on cuda is exported as a copy (CuPy cannot mark an export read-only, "
+                "and a tensor is a value), so copy=False cannot be honoured", backend=self.name,
+            )
+        return self.copy(value)
 
     def copy(self, value: Any) -> Any:
         if self.index:
