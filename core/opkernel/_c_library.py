@@ -387,7 +387,10 @@ def _host_address(array: np.ndarray) -> int:
     """The address of a C-contiguous array's data (a writable array's through the buffer
     protocol, three times cheaper than ``array.ctypes.data``)."""
     if array.flags.writeable and array.size:
-        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+        try:
+            return ctypes.addressof(ctypes.c_char.from_buffer(array))
+        except ValueError:  # a dtype the buffer protocol cannot carry (ml_dtypes' bfloat16)
+            pass
     return int(array.ctypes.data)
 
 

@@ -17,6 +17,7 @@ static int add_all(const OK_Api* api, OK_KernelContext* ctx) {
   memset(sum, 0, (size_t)size * sizeof(float));
   for (int i = 0; i < n; ++i) {
     const DLTensor* x = api->input(ctx, i);
+    if (x == NULL) return OK_INTERNAL;
     if (x->ndim != first->ndim || memcmp(x->shape, first->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
       return api->set_error(ctx, OK_INVALID_ARGUMENT, "inputs must all have one shape");
     const float* v = (const float*)x->data;
@@ -42,6 +43,7 @@ static int attrs(const OK_Api* api, OK_KernelContext* ctx) {
   if (!status) status = api->attr_string(ctx, "s", s, sizeof s, &length);
   if (status) return status;
   const DLTensor* x = api->input(ctx, 0);
+  if (x == NULL) return OK_INTERNAL;
   int64_t n = 11 + (count < 8 ? count : 8) + x->ndim;
   DLTensor* out = api->allocate_output(ctx, 0, 1, &n);
   if (out == NULL) return OK_INTERNAL;
@@ -90,6 +92,7 @@ static int sleep_kernel(const OK_Api* api, OK_KernelContext* ctx) {
   struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
   const DLTensor* x = api->input(ctx, 0);
+  if (x == NULL) return OK_INTERNAL;
   DLTensor* out = api->allocate_output(ctx, 0, x->ndim, x->shape);
   if (out == NULL) return OK_INTERNAL;
   memcpy(out->data, x->data, sizeof(float));
