@@ -56,7 +56,8 @@ layers: install-test
 # The whole suite runs with the default OpenCL device (the best one that passes its probe);
 # then the OpenCL part of it runs again on every other OpenCL device that passes its probe
 # (PoCL and Intel's CPU runtime where both work here): docs/opencl.md, "Which device".
-TEST_ENV := OPKERNEL_STRICT_PLUGINS=1 OPKERNEL_REQUIRE_NVRTC=1
+# nvcc builds the CUDA op library of tests/test_c_op_library.py (docs/c-kernels.md says where to get it).
+TEST_ENV := OPKERNEL_STRICT_PLUGINS=1 OPKERNEL_REQUIRE_NVRTC=1 OPKERNEL_REQUIRE_NVCC=1
 OPENCL_TESTS ?= opencl or program_cache or device_kernel_api
 test: typecheck layers
 	$(TEST_ENV) $(BIN)/python -m pytest -q --opkernel-backends=$(REQUIRED_BACKENDS) $(PYTEST_ARGS)

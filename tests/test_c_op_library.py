@@ -24,6 +24,9 @@ from opkernel import sysconfig
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = Path(__file__).parent / "c_libraries"
 ZERO_OUT = ROOT / "examples" / "zero_out_c" / "zero_out.c"
+ADD_ONE = ROOT / "examples" / "zero_out_c" / "add_one.cu"
+#: `make test` requires nvcc (the CUDA library's compile check); elsewhere its absence skips.
+NVCC_REQUIRED = os.environ.get("OPKERNEL_REQUIRE_NVCC") == "1"
 REFUSED = ("WRONG_ABI", "NO_ENTRY", "BAD_SPEC", "IGNORED_ERROR", "CROSS_CHECK")
 
 
@@ -305,3 +308,65 @@ def test_a_saved_graph_names_the_library_its_op_came_from(libs: dict[str, Path],
         f"ok.load_op_library({lib!r}) before ok.load" in out
     ), out
     assert out.strip().endswith("[1.0, 9.0, 1.0]"), out
+
+
+def find_nvcc() -> str | None:
+    """``$OPKERNEL_NVCC``, the nvcc of NVIDIA's ``nvidia-cuda-nvcc`` wheel, or nvcc on PATH
+    (or in /usr/local/cuda)."""
+    if os.environ.get("OPKERNEL_NVCC"):
+        return os.environ["OPKERNEL_NVCC"]
+    import sysconfig as python_sysconfig
+
+    wheel = Path(python_sysconfig.get_paths()["purelib"]) / "nvidia" / "cu13" / "bin" / "nvcc"
+    if wheel.is_file():
+        return str(wheel)
+    return shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
+
+
+@pytest.fixture(scope="module")
+def add_one(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TensorFlow's CUDA example as a library (a cpu and a cuda kernel), built with nvcc
+    for sm_80 and sm_90 against the C ABI's header."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        message = (
+            "no nvcc (set OPKERNEL_NVCC, put nvcc on PATH, or pip install nvidia-cuda-nvcc==13.0.88 "
+            "nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96)"
+        )
+        (pytest.fail if NVCC_REQUIRED else pytest.skip)(message)
+    out = tmp_path_factory.mktemp("cuda_library") / "add_one.so"
+    lib_dir = Path(nvcc).resolve().parent.parent / "lib"  # the wheel's static cudart (its profile says lib64)
+    cmd = [
+        nvcc, "-shared", "--cudart", "static", f"-L{lib_dir}", "-Xcompiler", "-fPIC,-Wall,-Wextra,-Werror",
+        *sysconfig.get_compile_flags()[:1], "-Xcompiler", "-fvisibility=hidden",
+        "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]",
+        str(ADD_ONE), "-o", str(out),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.fail(f"nvcc failed: {' '.join(cmd)}\n{done.stderr}")
+    return out
+
+
+def test_a_cuda_library_from_nvcc_loads_and_runs_where_it_can(add_one: Path, backend: str) -> None:
+    """TensorFlow's AddOne: built by nvcc into a .so whose cuda kernel is registered here
+    even without a GPU, and whose cpu kernel runs; on cuda (when a GPU is lent) the CUDA
+    kernel runs on the tensors' stream."""
+    out = child(
+        f"""
+        from opkernel import kernels
+        lib = ok.load_op_library(path)
+        assert lib.op_names == ["AddOne"], lib.op_names
+        cuda = kernels.get_kernel("AddOne", "cuda")
+        assert cuda.provider.plugin == path and cuda.is_class, cuda
+        x = np.arange(-3, 1000, dtype=np.int32)
+        with ok.kernel_fallback("cpu"):  # on opencl: the cpu kernel, the result copied back
+            y = lib.add_one(ok.tensor(x))
+            empty = lib.add_one(np.zeros((0, 2), np.int32))
+        print(y.backend, (y.numpy() == x + 1).all(), empty.shape)
+        """,
+        backend=backend,
+        what=f"AddOne on {backend}",
+        path=add_one,
+    )
+    assert out.split() == [backend, "True", "(0,", "2)"], out
