@@ -353,7 +353,7 @@ def test_a_cuda_library_from_nvcc_loads_and_runs_where_it_can(add_one: Path, bac
     even without a GPU, and whose cpu kernel runs; on cuda (when a GPU is lent) the CUDA
     kernel runs on the tensors' stream."""
     out = child(
-        f"""
+        """
         from opkernel import kernels
         lib = ok.load_op_library(path)
         assert lib.op_names == ["AddOne"], lib.op_names

@@ -388,7 +388,7 @@ def _host_address(array: np.ndarray) -> int:
     protocol, three times cheaper than ``array.ctypes.data``)."""
     if array.flags.writeable and array.size:
         try:
-            return ctypes.addressof(ctypes.c_char.from_buffer(array))
+            return ctypes.addressof(ctypes.c_char.from_buffer(array.data))
         except ValueError:  # a dtype the buffer protocol cannot carry (ml_dtypes' bfloat16)
             pass
     return int(array.ctypes.data)
