@@ -27,7 +27,7 @@ ZERO_OUT = ROOT / "examples" / "zero_out_c" / "zero_out.c"
 ADD_ONE = ROOT / "examples" / "zero_out_c" / "add_one.cu"
 #: `make test` requires nvcc (the CUDA library's compile check); elsewhere its absence skips.
 NVCC_REQUIRED = os.environ.get("OPKERNEL_REQUIRE_NVCC") == "1"
-REFUSED = ("WRONG_ABI", "NO_ENTRY", "BAD_SPEC", "IGNORED_ERROR", "CROSS_CHECK")
+REFUSED = ("WRONG_ABI", "NO_ENTRY", "BAD_SPEC", "IGNORED_ERROR", "CROSS_CHECK", "OPENCL_KERNEL")
 
 
 def compile_library(source: Path, out: Path, *defines: str) -> Path:
@@ -183,7 +183,7 @@ def test_a_kernels_errors_reach_the_caller_as_opkernel_errors(libs: dict[str, Pa
     out = child(
         """
         lib = ok.load_op_library(path)
-        for mode in range(9):
+        for mode in range(12):
             try:
                 lib.misbehave([1.0], mode=mode)
                 print(mode, "no error")
@@ -205,7 +205,13 @@ def test_a_kernels_errors_reach_the_caller_as_opkernel_errors(libs: dict[str, Pa
         "5": f"InvalidArgumentError {prefix} failed (INVALID_ARGUMENT): attr_bool: attr 'mode' is int 5, not a bool",
         "6": f"ResourceExhaustedError {prefix} failed (RESOURCE_EXHAUSTED): no room for the answer",
         "7": f"InvalidArgumentError {prefix} failed (INVALID_ARGUMENT): allocate_output: output 0: negative dimension in shape [-2]",
-        "8": f"InternalError {prefix} failed (UNIMPLEMENTED): no such mode",
+        "8": f"ResourceExhaustedError {prefix} failed (RESOURCE_EXHAUSTED): allocate_output: out of memory: "
+        "Unable to allocate 4.00 TiB for an array with shape (1048576, 1048576) and data type float32",
+        "9": f"InvalidArgumentError {prefix} failed (INVALID_ARGUMENT): allocate_output: output 0: ndim 300 (0 to 254) "
+        "with a shape",
+        "10": f"InvalidArgumentError {prefix} failed (INVALID_ARGUMENT): allocate_output: output 0: shape "
+        "[2147483648, 2147483648] has more bytes than a 64-bit size can count",
+        "11": f"InternalError {prefix} failed (UNIMPLEMENTED): no such mode",
     }
     assert lines == expected, out
 
@@ -247,7 +253,7 @@ def test_a_bad_library_is_refused_whole_with_the_reason(libs: dict[str, Path], n
             print("loaded")
         except PluginError as e:
             print(e)
-        for op in ("Refused>Good", "Refused>Bad", "Refused>Ignored", "Refused>CrossCheck"):
+        for op in ("Refused>Good", "Refused>Bad", "Refused>Ignored", "Refused>CrossCheck", "Refused>OnOpenCL"):
             try:
                 ok.op_def(op)
                 print("registered:", op)
@@ -267,6 +273,8 @@ def test_a_bad_library_is_refused_whole_with_the_reason(libs: dict[str, Path], n
         "IGNORED_ERROR": f"load_op_library: {str(path)!r} failed to register, so nothing of it is: register_kernel: "
         "type constraint 'T': cannot interpret 'floaty' as a dtype",
         "CROSS_CHECK": f"op 'Refused>CrossCheck' (registered at {path}) is invalid: input 'x' refers to undefined attr 'T'",
+        "OPENCL_KERNEL": "register_kernel: kernel of op 'Refused>OnOpenCL': backend 'opencl' keeps tensors in memory "
+        "without a DLPack pointer; C kernels run on host backends (cpu) and cuda",
         "not_a_library": f"load_op_library: cannot load shared object {str(path)!r}",
         "missing": f"load_op_library: no such file: {str(path)!r}",
     }[name]

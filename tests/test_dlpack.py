@@ -124,3 +124,16 @@ def test_torch_both_ways_without_copies() -> None:
     assert y.dtype == torch.int64 and y.tolist() == [0, 1, 2, 3]
     z = ok.tensor([1.0, 2.0], backend="cpu")
     assert torch.from_dlpack(z).data_ptr() == z.numpy().ctypes.data
+
+
+def test_jax_both_ways() -> None:
+    """JAX (0.10) asks for pre-1.0 capsules, so it gets a copy of a tensor; a jax array
+    comes in without one."""
+    jnp = pytest.importorskip("jax.numpy")
+    t = ok.tensor(np.arange(8, dtype=np.float32), backend="cpu")
+    j = jnp.from_dlpack(t)
+    np.testing.assert_array_equal(np.asarray(j), np.arange(8))
+    x = jnp.arange(6, dtype=jnp.float32) * 2
+    u = ok.from_dlpack(x)
+    assert u.backend == "cpu" and u.numpy().ctypes.data == x.unsafe_buffer_pointer()
+    np.testing.assert_array_equal(u.numpy(), np.arange(6) * 2.0)

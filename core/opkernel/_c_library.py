@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from . import op_registry
+from . import op_registry, plugins
 from .dtypes import DType, as_dtype
 from .errors import (
     AlreadyExistsError,
@@ -88,7 +88,7 @@ _CODE_NAMES = {
     0: "OK", 1: "CANCELLED", 2: "UNKNOWN", 3: "INVALID_ARGUMENT", 5: "NOT_FOUND", 6: "ALREADY_EXISTS",
     8: "RESOURCE_EXHAUSTED", 9: "FAILED_PRECONDITION", 11: "OUT_OF_RANGE", 12: "UNIMPLEMENTED", 13: "INTERNAL",
 }
-OK, INVALID_ARGUMENT, INTERNAL = 0, 3, 13
+OK, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL = 0, 3, 8, 13
 
 
 def code_name(code: int) -> str:
@@ -178,8 +178,12 @@ def _guarded(name: str, fn: Callable[..., Any], failed: Any) -> Callable[..., An
             return fn(owner, *args)
         except _Failure as e:
             owner.fail(e.code, f"{name}: {e.message}")
+        except ResourceExhaustedError as e:
+            owner.fail(RESOURCE_EXHAUSTED, f"{name}: {e}")
         except OpkernelError as e:
             owner.fail(INVALID_ARGUMENT, f"{name}: {e}")
+        except MemoryError as e:
+            owner.fail(RESOURCE_EXHAUSTED, f"{name}: out of memory: {e}")
         except Exception as e:  # a bug here must not crash the library's process
             owner.fail(INTERNAL, f"{name}: {type(e).__name__}: {e}")
         return failed(owner.first_code())
@@ -273,6 +277,9 @@ def _op_set_is_stateful(decl: _OpDecl) -> int:
     return decl.add("set_is_stateful", None)
 
 
+#: The most dimensions an output may have (TensorFlow's limit).
+MAX_NDIM = 254
+
 _CONSTRAINT = re.compile(r"\s*([A-Za-z_]\w*)\s*:\s*\{([^{}]*)\}\s*(?:;|$)")
 
 
@@ -311,6 +318,13 @@ def _register_kernel(
         raise _Failure(INVALID_ARGUMENT, "the op and the backend must be named")
     if not compute:
         raise _Failure(INVALID_ARGUMENT, f"kernel of op {op_name!r} on {backend_name!r}: the compute function is NULL")
+    known = plugins.backend_classes().get(backend_name)
+    if known is not None and not known[0].host_memory_is_native and backend_name != "cuda":
+        raise _Failure(
+            INVALID_ARGUMENT,
+            f"kernel of op {op_name!r}: backend {backend_name!r} keeps tensors in memory without a DLPack "
+            "pointer; C kernels run on host backends (cpu) and cuda",
+        )
     parsed = parse_constraints(_text(constraints)) if constraints else None
     lib.kernels.append((op_name, backend_name, parsed, _COMPUTE(compute)))
     return OK
@@ -353,6 +367,8 @@ class _Call:
             code_bits = _DL_DTYPES[dtype] = dl_dtype(dtype)
             if code_bits is None:
                 raise _Failure(INVALID_ARGUMENT, f"a {dtype.name} tensor has no DLPack dtype")
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
         if isinstance(value, np.ndarray):
             if not value.flags.c_contiguous:
                 value = np.ascontiguousarray(value)
@@ -430,11 +446,18 @@ def _allocate_output(call: _Call, i: int, ndim: int, shape: Any) -> int:
         raise _Failure(INVALID_ARGUMENT, f"output {i} out of range: the op has {n} outputs")
     if call.outputs[i] is not None:
         raise _Failure(INVALID_ARGUMENT, f"output {i} was already allocated")
-    if ndim < 0 or (ndim and not shape):
-        raise _Failure(INVALID_ARGUMENT, f"output {i}: ndim {ndim} with {'no' if not shape else 'a'} shape")
+    if not 0 <= ndim <= MAX_NDIM or (ndim and not shape):
+        raise _Failure(
+            INVALID_ARGUMENT, f"output {i}: ndim {ndim} (0 to {MAX_NDIM}) with {'no' if not shape else 'a'} shape"
+        )
     dims = [int(shape[k]) for k in range(ndim)]
     if any(d < 0 for d in dims):
         raise _Failure(INVALID_ARGUMENT, f"output {i}: negative dimension in shape {dims}")
+    size = 1
+    for d in dims:
+        size *= d
+    if size * call.ctx.output_dtypes[i].size >= 1 << 63:
+        raise _Failure(INVALID_ARGUMENT, f"output {i}: shape {dims} has more bytes than a 64-bit size can count")
     value = call.ctx.allocate_output(i, dims)
     at = call.outputs[i] = call.dltensor(value, call.ctx.output_dtypes[i])
     return at

@@ -81,6 +81,12 @@ static int misbehave(const OK_Api* api, OK_KernelContext* ctx) {
     case 5: return api->attr_bool(ctx, "mode", &b);                     /* an int, not a bool */
     case 6: return api->set_error(ctx, OK_RESOURCE_EXHAUSTED, "no room for the answer");
     case 7: { int64_t bad = -2; return api->allocate_output(ctx, 0, 1, &bad) ? OK_OK : OK_INTERNAL; }
+    case 8: { int64_t huge[2] = {1LL << 20, 1LL << 20};                 /* 4 TiB of floats */
+              return api->allocate_output(ctx, 0, 2, huge) ? OK_OK : OK_INTERNAL; }
+    case 9: { int64_t dims[300] = {0};                                  /* past 254 dimensions */
+              return api->allocate_output(ctx, 0, 300, dims) ? OK_OK : OK_INTERNAL; }
+    case 10: { int64_t huge[2] = {1LL << 31, 1LL << 31};                /* 2^64 bytes */
+              return api->allocate_output(ctx, 0, 2, huge) ? OK_OK : OK_INTERNAL; }
     default: return api->set_error(ctx, OK_UNIMPLEMENTED, "no such mode");
   }
 }

@@ -38,6 +38,14 @@ OPKERNEL_LIBRARY(api, lib) {
   api->op_output(op, "y: float");
   return api->register_kernel(lib, "Refused>CrossCheck", "cpu", NULL, nothing);
 }
+#elif defined(OPENCL_KERNEL)
+/* A kernel for a backend whose memory has no pointer a C function could use. */
+OPKERNEL_LIBRARY(api, lib) {
+  OK_OpBuilder* op = api->new_op(lib, "Refused>OnOpenCL");
+  api->op_input(op, "x: float");
+  api->op_output(op, "y: float");
+  return api->register_kernel(lib, "Refused>OnOpenCL", "opencl", NULL, nothing);
+}
 #else
 #error choose a library with -D
 #endif
