@@ -137,3 +137,15 @@ def test_jax_both_ways() -> None:
     u = ok.from_dlpack(x)
     assert u.backend == "cpu" and u.numpy().ctypes.data == x.unsafe_buffer_pointer()
     np.testing.assert_array_equal(u.numpy(), np.arange(6) * 2.0)
+
+
+def test_an_exported_variable_is_a_snapshot(backend: str) -> None:
+    """A Variable's export holds its memory, so a later update copies the variable first
+    (as ``read_value`` snapshots do): the consumer's array never changes."""
+    if not _host(backend):
+        pytest.skip("only host tensors export")
+    v = ok.Variable(np.zeros(3, np.float32))
+    a = np.from_dlpack(v)
+    v.assign_add(np.ones(3, np.float32))
+    np.testing.assert_array_equal(a, [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(v.numpy(), [1.0, 1.0, 1.0])
