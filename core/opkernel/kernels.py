@@ -444,7 +444,7 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
             )
         _serial += 1
         kernel = replace(kernel, serial=_serial)
-        bucket = _kernels.setdefault((kernel.op, kernel.backend), bucket)
+        bucket = list(bucket)  # changed as a copy and swapped in: see _swap
         if same_key and override:
             old = same_key[0]
             warnings.warn(
@@ -461,8 +461,19 @@ def add_kernel(kernel: KernelDef, *, override: bool = False) -> None:
             # owns the op or backend and that kernel was registered before it knew so (a plugin
             # loaded earlier): the plugin layer then refuses that plugin.
             bucket.append(kernel)
-        bucket.sort(key=_lookup_order)
+        _swap((kernel.op, kernel.backend), bucket)
         _changed()
+
+
+def _swap(key: tuple[str, str], bucket: list[KernelDef]) -> None:
+    """Put ``bucket``, sorted, in the registry under ``key`` (or drop the key when it is
+    empty) as one new list.  Lookups (``kernels_for``) read buckets without the lock, so a
+    bucket is never changed in place: ``list.sort`` empties a list while it sorts, and a
+    thread copying it then would find no kernel at all."""
+    if bucket:
+        _kernels[key] = sorted(bucket, key=_lookup_order)
+    else:
+        _kernels.pop(key, None)
 
 
 def _lookup_order(k: KernelDef) -> tuple[int, bool]:
@@ -571,16 +582,13 @@ def _describe_bucket(op: str, backend: str) -> str:
 def _remove(kernel: KernelDef) -> None:
     """Take ``kernel`` out of its bucket, putting back the kernel it replaced under the same key."""
     key = (kernel.op, kernel.backend)
-    bucket = _kernels[key]
-    bucket[:] = [k for k in bucket if k is not kernel]
+    bucket = [k for k in _kernels[key] if k is not kernel]
     older = next((old for new, old in reversed(_superseded) if new is kernel), None)
     _superseded[:] = [(new, old) for new, old in _superseded if new is not kernel]
     _replaced[:] = [(new, old) for new, old in _replaced if new is not kernel]
     if older is not None and not any(k.key == older.key for k in bucket):
         bucket.append(older)
-        bucket.sort(key=_lookup_order)
-    if not bucket:
-        del _kernels[key]
+    _swap(key, bucket)
     _changed()
 
 
@@ -665,17 +673,14 @@ def remove_provider(provider: Provider) -> None:
     with _lock:
         present = {id(k) for bucket in _kernels.values() for k in bucket}
         for key, bucket in list(_kernels.items()):
-            bucket[:] = [k for k in bucket if k.provider != provider]
-            if not bucket:
-                del _kernels[key]
+            _swap(key, [k for k in bucket if k.provider != provider])
         for new, old in list(_superseded):
             if new.provider == provider or old.provider == provider:
                 _superseded.remove((new, old))
                 if new.provider == provider and old.provider != provider and id(new) in present:
-                    bucket = _kernels.setdefault((old.op, old.backend), [])
+                    bucket = _kernels.get((old.op, old.backend), [])
                     if not any(k.key == old.key for k in bucket):
-                        bucket.append(old)  # the overridden kernel returns
-                        bucket.sort(key=_lookup_order)
+                        _swap((old.op, old.backend), [*bucket, old])  # the overridden kernel returns
         _replaced[:] = [(new, old) for new, old in _replaced if provider not in (new.provider, old.provider)]
         _changed()
 
@@ -685,9 +690,7 @@ def remove_kernels(doomed: Iterable[KernelDef]) -> None:
     with _lock:
         ids = {id(k) for k in doomed}
         for key, bucket in list(_kernels.items()):
-            bucket[:] = [k for k in bucket if id(k) not in ids]
-            if not bucket:
-                del _kernels[key]
+            _swap(key, [k for k in bucket if id(k) not in ids])
         _changed()
 
 
