@@ -71,7 +71,7 @@ from .engine import (
     warmup,
 )
 from .gradients import get_gradient, not_differentiable, register_gradient, unregister_gradient
-from .kernels import OpKernel, OpKernelConstruction, OpKernelContext, register_kernel
+from .kernels import AsyncOpKernel, OpKernel, OpKernelConstruction, OpKernelContext, register_kernel
 from .kernels import copy_registered_kernels, get_kernel, get_kernels_for_backend, unregister_kernel
 from .op_registry import OpDef, OpDefBuilder, register_op
 from .plugins import plugin_errors, register_plugin
@@ -98,7 +98,7 @@ __all__ = [
     "numbertype", "numerictype", "realnumbertype", "realnumerictype", "quantizedtype",
     "available_backends", "config", "execute", "get_backend", "kernel_label_map", "set_backend", "tensor",
     "use_backend", "not_differentiable", "register_gradient", "PLUGIN_API_VERSION", "hookimpl",
-    "OpKernel", "OpKernelConstruction", "OpKernelContext", "register_kernel", "OpDef", "OpDefBuilder",
+    "OpKernel", "AsyncOpKernel", "OpKernelConstruction", "OpKernelContext", "register_kernel", "OpDef", "OpDefBuilder",
     "register_op", "op_def", "infer_shapes", "function", "TensorSpec", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
     "value_and_grad", "stop_recording", "stop_gradient", "warmup", "memory", "profile", "explain", "load_op_library", "compat",

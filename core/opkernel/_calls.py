@@ -288,6 +288,8 @@ def invoker(
         def run_class(flat: list[Any]) -> list[Any]:
             ctx = OpKernelContext(op_def, attrs, be, prepare(flat) if host else flat, out_dtypes)
             kernel.compute(ctx)
+            if ctx.status is not None:  # ctx.set_status: the kernel failed the call
+                raise ctx.status
             return ctx.outputs
 
         return run_class

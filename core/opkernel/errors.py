@@ -163,6 +163,16 @@ class PluginError(OpkernelError, RuntimeError):
         super().__init__(message, plugin=plugin, **context)
 
 
+class CancelledError(OpkernelError, RuntimeError):
+    """An operation that was cancelled before it could finish: an asynchronous kernel
+    whose wait was given up (a channel or queue closed while it waited)."""
+
+
+class OutOfRangeError(OpkernelError, IndexError):
+    """Nothing more will come: a take from a closed, empty channel or queue (TensorFlow's
+    OUT_OF_RANGE, which ends an input loop)."""
+
+
 class DLPackError(OpkernelError, BufferError):
     """A tensor that cannot be exchanged through DLPack as asked (``Tensor.__dlpack__``,
     ``ok.from_dlpack``): memory without a DLPack pointer, a device it cannot reach, or a

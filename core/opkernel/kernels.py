@@ -31,6 +31,7 @@ __all__ = [
     "GENERIC",
     "KernelDef",
     "OpKernel",
+    "AsyncOpKernel",
     "OpKernelConstruction",
     "OpKernelContext",
     "register_kernel",
@@ -235,7 +236,7 @@ class OpKernelConstruction:
 class OpKernelContext(OpKernelConstruction):
     """What ``OpKernel.compute`` sees: flat native inputs, and room for the outputs."""
 
-    __slots__ = ("inputs", "outputs", "output_dtypes")
+    __slots__ = ("inputs", "outputs", "output_dtypes", "status")
 
     def __init__(
         self,
@@ -249,6 +250,7 @@ class OpKernelContext(OpKernelConstruction):
         self.inputs = inputs
         self.output_dtypes = output_dtypes
         self.outputs: list[Any] = [None] * len(output_dtypes)
+        self.status: Exception | None = None
 
     def num_inputs(self) -> int:
         return len(self.inputs)
@@ -267,6 +269,13 @@ class OpKernelContext(OpKernelConstruction):
     def set_output(self, i: int, value: Any) -> None:
         self.outputs[i] = value
 
+    def set_status(self, error: Exception) -> None:
+        """Fail the call with ``error`` (an ``opkernel.errors`` error), as TensorFlow's
+        ``ctx->SetStatus``: an asynchronous kernel does so before calling ``done``.  The
+        first status set is the one the caller gets."""
+        if self.status is None:
+            self.status = error
+
 
 class OpKernel:
     """Base class of class-style kernels (TensorFlow's OpKernel).
@@ -281,6 +290,30 @@ class OpKernel:
 
     def compute(self, ctx: OpKernelContext) -> None:
         raise NotImplementedError(f"{type(self).__name__}.compute")
+
+
+class AsyncOpKernel(OpKernel):
+    """Base class of asynchronous kernels (TensorFlow's AsyncOpKernel).
+
+    ``compute_async(ctx, done)`` starts the work and may return before it ends: whoever
+    finishes it (a callback of another op, another thread) fills the outputs, sets a
+    failure with ``ctx.set_status(error)`` if there is one, and calls ``done()`` once.  A
+    kernel that waits for another op (a receive waiting for its send, a dequeue for an
+    enqueue) so holds no thread while it waits: it leaves a callback where the other op
+    will find it.  The call that runs it (eagerly, or a traced function's replay) waits
+    for ``done`` and then returns the outputs or raises the status; an error raised by
+    ``compute_async`` itself reaches the caller as from any kernel.
+    """
+
+    def compute_async(self, ctx: OpKernelContext, done: Callable[[], None]) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.compute_async")
+
+    def compute(self, ctx: OpKernelContext) -> None:
+        finished = threading.Event()
+        self.compute_async(ctx, finished.set)
+        finished.wait()
+        if ctx.status is not None:
+            raise ctx.status
 
 
 _lock = threading.RLock()
