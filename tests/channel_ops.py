@@ -1,5 +1,6 @@
 """A channel: values put under a name and taken in order, where a take that comes first
-waits for its put without holding a thread (an asynchronous kernel).  The example of
+waits for its put without holding a thread (an asynchronous kernel), kept in the
+backend's resource manager.  The example of
 docs/kernel-authoring.md, "Asynchronous kernels", and the library of
 tests/test_async_kernels.py."""
 
@@ -12,8 +13,9 @@ from typing import Any, Callable
 import opkernel as ok
 
 
-class Channel:
-    """The values put and not yet taken, or the takes waiting for a put."""
+class Channel(ok.ResourceBase):
+    """The values put and not yet taken, or the takes waiting for a put: a resource of
+    the backend's resource manager, so every kernel of the backend finds the same one."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -21,20 +23,29 @@ class Channel:
         self.takers: deque[tuple[ok.OpKernelContext, Callable[[], None]]] = deque()
         self.closed = False
 
+    def debug_string(self) -> str:
+        return f"channel: {len(self.values)} values, {len(self.takers)} takes waiting"
 
-CHANNELS: dict[str, Channel] = {}
-_channels_lock = threading.Lock()
+    def close(self) -> None:
+        """Closed: the takes still waiting are cancelled (also when its container is
+        cleaned up)."""
+        with self.lock:
+            self.closed = True
+            takers, self.takers = list(self.takers), deque()
+        for taker, done in takers:
+            name = taker.get_attr("channel")
+            taker.set_status(ok.errors.CancelledError(f"op {taker.op_name!r}: channel {name!r} was closed", op=taker.op_name))
+            done()
 
 
-def channel(name: str) -> Channel:
-    with _channels_lock:
-        return CHANNELS.setdefault(name, Channel())
+def channel(ctx: ok.OpKernelConstruction) -> Channel:
+    return ctx.resource_manager.lookup_or_create("", ctx.get_attr("channel"), Channel, Channel)
 
 
 class ChannelPut(ok.OpKernel):
     def compute(self, ctx: ok.OpKernelContext) -> None:
         name, value = ctx.get_attr("channel"), ctx.input(0)
-        ch = channel(name)
+        ch = channel(ctx)
         with ch.lock:
             if ch.closed:
                 raise ok.errors.CancelledError(f"op {ctx.op_name!r}: channel {name!r} is closed", op=ctx.op_name)
@@ -49,7 +60,7 @@ class ChannelPut(ok.OpKernel):
 class ChannelTake(ok.AsyncOpKernel):
     def compute_async(self, ctx: ok.OpKernelContext, done: Callable[[], None]) -> None:
         name = ctx.get_attr("channel")
-        ch = channel(name)
+        ch = channel(ctx)
         with ch.lock:
             if not ch.values and not ch.closed:
                 ch.takers.append((ctx, done))  # no thread waits: the put calls done
@@ -76,14 +87,7 @@ def give(ctx: ok.OpKernelContext, value: Any) -> None:
 
 class ChannelClose(ok.OpKernel):
     def compute(self, ctx: ok.OpKernelContext) -> None:
-        name = ctx.get_attr("channel")
-        ch = channel(name)
-        with ch.lock:
-            ch.closed = True
-            takers, ch.takers = list(ch.takers), deque()
-        for taker, done in takers:  # the takes still waiting are cancelled
-            taker.set_status(ok.errors.CancelledError(f"op {taker.op_name!r}: channel {name!r} was closed", op=taker.op_name))
-            done()
+        channel(ctx).close()
 
 
 def register() -> None:

@@ -28,7 +28,7 @@ PUBLIC = frozenset({
     "kernel_label_map", "kernel_fallback", "warmup", "memory", "profile", "explain",
     # registries
     "register_op", "op_def", "OpDef", "OpDefBuilder", "register_kernel", "unregister_kernel",
-    "OpKernel", "AsyncOpKernel", "OpKernelConstruction", "OpKernelContext", "register_gradient", "unregister_gradient",
+    "OpKernel", "AsyncOpKernel", "OpKernelConstruction", "OpKernelContext", "ResourceBase", "ResourceMgr", "register_gradient", "unregister_gradient",
     "get_kernel", "get_kernels_for_backend", "copy_registered_kernels", "get_gradient",
     "not_differentiable", "register_plugin", "plugin_errors", "load_op_library", "hookimpl", "PLUGIN_API_VERSION",
     # exchange: DLPack, and the C ABI's build settings

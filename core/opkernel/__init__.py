@@ -75,6 +75,7 @@ from .kernels import AsyncOpKernel, OpKernel, OpKernelConstruction, OpKernelCont
 from .kernels import copy_registered_kernels, get_kernel, get_kernels_for_backend, unregister_kernel
 from .op_registry import OpDef, OpDefBuilder, register_op
 from .plugins import plugin_errors, register_plugin
+from .resources import ResourceBase, ResourceMgr
 from .shapes import Dimension, InferenceContext, TensorShape
 from .tensor import install as _install_tensor_hooks
 from .tensor import Tensor, Variable
@@ -98,6 +99,7 @@ __all__ = [
     "numbertype", "numerictype", "realnumbertype", "realnumerictype", "quantizedtype",
     "available_backends", "config", "execute", "get_backend", "kernel_label_map", "set_backend", "tensor",
     "use_backend", "not_differentiable", "register_gradient", "PLUGIN_API_VERSION", "hookimpl",
+    "ResourceBase", "ResourceMgr",
     "OpKernel", "AsyncOpKernel", "OpKernelConstruction", "OpKernelContext", "register_kernel", "OpDef", "OpDefBuilder",
     "register_op", "op_def", "infer_shapes", "function", "TensorSpec", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
@@ -135,7 +137,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 _SUBMODULES = frozenset({
     "autodiff", "backend", "cli", "compat", "dtypes", "engine", "errors", "gradients", "hookspecs", "kernels",
     "library", "nn", "op_registry", "ops", "plugins", "profiler", "random", "saving", "shape_fns", "shapes", "spec",
-    "sysconfig", "testing", "typing",
+    "resources", "sysconfig", "testing", "typing",
 })
 
 

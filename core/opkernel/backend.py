@@ -9,6 +9,7 @@ driver is an initialisation error for that backend, not for ``import opkernel``.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -16,6 +17,9 @@ import numpy as np
 
 from .dtypes import DType
 from .probes import DeviceStatus
+from .resources import ResourceMgr
+
+_MANAGERS_LOCK = threading.Lock()
 
 __all__ = ["Backend", "ElementwiseProgram", "resolve_array_types"]
 
@@ -110,6 +114,16 @@ class Backend:
             # An instance attribute, so the class keeps its strings and stays cheap to import.
             self.__dict__["array_types"] = resolve_array_types(cls)
         return self
+
+    @property
+    def resource_manager(self) -> ResourceMgr:
+        """This backend's resources (``opkernel.resources``): what its ops share, by
+        container and name.  Kernels reach it as ``ctx.resource_manager``."""
+        mgr = self.__dict__.get("_resource_manager")
+        if mgr is None:
+            with _MANAGERS_LOCK:
+                mgr = self.__dict__.setdefault("_resource_manager", ResourceMgr(self.name))
+        return mgr  # type: ignore[no-any-return]
 
     @classmethod
     def availability(cls) -> str | None:

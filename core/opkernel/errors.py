@@ -163,6 +163,10 @@ class PluginError(OpkernelError, RuntimeError):
         super().__init__(message, plugin=plugin, **context)
 
 
+class ResourceNotFoundError(OpkernelError, LookupError):
+    """No resource under that container and name in the backend's resource manager."""
+
+
 class CancelledError(OpkernelError, RuntimeError):
     """An operation that was cancelled before it could finish: an asynchronous kernel
     whose wait was given up (a channel or queue closed while it waited)."""

@@ -26,6 +26,7 @@ from .errors import AlreadyExistsError, InvalidArgumentError, KernelNotFoundErro
 if TYPE_CHECKING:
     from .backend import Backend
     from .op_registry import OpDef
+    from .resources import ResourceMgr
 
 __all__ = [
     "GENERIC",
@@ -216,6 +217,12 @@ class OpKernelConstruction:
     @property
     def op_name(self) -> str:
         return self.op_def.name
+
+    @property
+    def resource_manager(self) -> ResourceMgr:
+        """The backend's resource manager (TensorFlow's ``ctx->resource_manager()``): keep
+        state that calls share there, not in the kernel object."""
+        return self.backend.resource_manager
 
     def get_attr(self, name: str) -> Any:
         try:
