@@ -132,7 +132,10 @@ class Tensor:
     def __dlpack_device__(self) -> tuple[int, int]:
         """The DLPack device of the tensor's memory: ``(1, 0)`` (kDLCPU) on host backends,
         ``(2, index)`` (kDLCUDA) on cuda."""
-        device_type, device_id = self._exporter(None).__dlpack_device__()
+        value = self._value
+        if isinstance(value, np.ndarray) or not hasattr(value, "__dlpack_device__"):
+            value = self._exporter(None)  # raises where the memory has no DLPack pointer
+        device_type, device_id = value.__dlpack_device__()  # a device array's own: no copy to learn it
         return int(device_type), int(device_id)
 
     def __dlpack__(
