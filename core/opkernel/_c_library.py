@@ -177,16 +177,17 @@ def _guarded(name: str, fn: Callable[..., Any], failed: Any) -> Callable[..., An
         try:
             return fn(owner, *args)
         except _Failure as e:
-            owner.fail(e.code, f"{name}: {e.message}")
+            code, message = e.code, e.message
         except ResourceExhaustedError as e:
-            owner.fail(RESOURCE_EXHAUSTED, f"{name}: {e}")
+            code, message = RESOURCE_EXHAUSTED, str(e)
         except OpkernelError as e:
-            owner.fail(INVALID_ARGUMENT, f"{name}: {e}")
+            code, message = INVALID_ARGUMENT, str(e)
         except MemoryError as e:
-            owner.fail(RESOURCE_EXHAUSTED, f"{name}: out of memory: {e}")
+            code, message = RESOURCE_EXHAUSTED, f"out of memory: {e}"
         except Exception as e:  # a bug here must not crash the library's process
-            owner.fail(INTERNAL, f"{name}: {type(e).__name__}: {e}")
-        return failed(owner.first_code())
+            code, message = INTERNAL, f"{type(e).__name__}: {e}"
+        owner.fail(code, f"{name}: {message}")
+        return failed(code)  # this call's code (the first recorded is the one raised)
 
     callback.__name__ = name
     return callback
@@ -210,9 +211,6 @@ class _OpDecl:
     def fail(self, code: int, message: str) -> None:
         self.lib.fail(code, message)
 
-    def first_code(self) -> int:
-        return self.lib.first_code()
-
     def add(self, method: str, value: Any) -> int:
         if self.lib.closed:
             raise _Failure(INVALID_ARGUMENT, "the library's registration has ended")
@@ -233,9 +231,6 @@ class _Registration:
 
     def fail(self, code: int, message: str) -> None:
         self.errors.append((code, message))
-
-    def first_code(self) -> int:
-        return self.errors[0][0] if self.errors else INTERNAL
 
 
 def _new_op(lib: _Registration, name: bytes | None) -> int:
@@ -355,9 +350,6 @@ class _Call:
 
     def fail(self, code: int, message: str) -> None:
         self.errors.append((code, message))
-
-    def first_code(self) -> int:
-        return self.errors[0][0] if self.errors else INTERNAL
 
     def dltensor(self, value: Any, dtype: DType) -> int:
         """The address of a DLTensor viewing ``value`` (made contiguous first, if it is not),
