@@ -59,12 +59,17 @@ layers: install-test
 # nvcc builds the CUDA op library of tests/test_c_op_library.py (docs/c-kernels.md says where to get it).
 TEST_ENV := OPKERNEL_STRICT_PLUGINS=1 OPKERNEL_REQUIRE_NVRTC=1 OPKERNEL_REQUIRE_NVCC=1
 OPENCL_TESTS ?= opencl or program_cache or device_kernel_api
+# Test processes (pytest-xdist): two keep a 2-core machine busy, since most of a test's time
+# is one process (a child process's start, a compile, a kernel) while the other waits.
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 test: typecheck layers
-	$(TEST_ENV) $(BIN)/python -m pytest -q --opkernel-backends=$(REQUIRED_BACKENDS) $(PYTEST_ARGS)
+	$(TEST_ENV) $(PYTEST) --opkernel-backends=$(REQUIRED_BACKENDS) $(PYTEST_ARGS)
 	@devices="$$($(BIN)/python -m opkernel_opencl.devices --others)" || exit 1; \
 	for device in $$devices; do \
 		echo "== the OpenCL tests on OpenCL device $$device (OPKERNEL_OPENCL_DEVICE=$$device)"; \
-		OPKERNEL_OPENCL_DEVICE=$$device $(TEST_ENV) $(BIN)/python -m pytest -q --opkernel-backends=opencl \
+		OPKERNEL_OPENCL_DEVICE=$$device $(TEST_ENV) $(PYTEST) --opkernel-backends=opencl \
 			-k '$(OPENCL_TESTS)' $(PYTEST_ARGS) || exit 1; \
 	done
 
