@@ -80,6 +80,11 @@ def _extra_bases() -> list[Base]:
         return np.array(v, f32)
 
     pool = {"ksize": [1, 3, 3, 1], "strides": [1, 1, 1, 1], "padding": "SAME"}
+
+    def variable() -> ok.Tensor:
+        """A handle to an assigned float32 [2, 3] resource variable on the active backend."""
+        return ok.ResourceVariable(data(2, 3, seed=5)).handle
+
     return [
         Base("Assign", lambda: [data(2, 3), data(2, 3, seed=1)], {}),
         Base("AssignAdd", lambda: [data(2, 3), data(2, 3, seed=1)], {}),
@@ -109,6 +114,16 @@ def _extra_bases() -> list[Base]:
         Base("RngReadAndSkip", lambda: [np.array([5, 0, 0], np.int64), np.int32(1), np.uint64(4)], {}),
         Base("FusedBatchNormGradV3", lambda: [data(2, 2, 2, 3), data(2, 2, 2, 3, seed=1), data(3, seed=2) ** 2 + 0.5,
                                               data(3, seed=3), data(3, seed=4) ** 2 + 0.5, np.zeros(0, f32)], {}),
+        # the resource variable ops (tests/test_resource_variables.py compares them with TensorFlow)
+        Base("VarHandleOp", lambda: [], {"dtype": "float32", "shape": [2, 3], "shared_name": "swept"}),
+        Base("ReadVariableOp", lambda: [variable()], {"dtype": "float32"}),
+        Base("AssignVariableOp", lambda: [variable(), data(2, 3, seed=1)], {}),
+        Base("AssignAddVariableOp", lambda: [variable(), data(2, 3, seed=1)], {}),
+        Base("AssignSubVariableOp", lambda: [variable(), data(2, 3, seed=1)], {}),
+        Base("VarIsInitializedOp", lambda: [variable()], {}),
+        Base("VariableShape", lambda: [variable()], {}),
+        Base("ResourceGather", lambda: [variable(), np.array([1, 0], np.int32)], {"dtype": "float32"}),
+        Base("DestroyResourceOp", lambda: [variable()], {}),
         Base("Addons>MedianPool2D", lambda: [data(1, 4, 5, 2)], dict(pool)),
         Base("Addons>MedianPool2DGrad", lambda: [data(1, 4, 5, 2), data(1, 4, 5, 2, seed=1)], dict(pool)),
     ]
@@ -341,6 +356,11 @@ def cases_of(base: Base) -> list[Case]:
 
     for i, (arg, x0) in enumerate(zip(op_def.inputs, inputs0)):
         p = arg.name
+        if arg.dtype is not None and arg.dtype.is_resource:  # a handle: made by ops only, never from host data
+            add(f"{p}:float_for_handle", "dtype", lambda i=i: (_with(base.inputs(), i, np.float32(1)), dict(attrs0)))
+            add(f"{p}:vector_for_handle", "rank", lambda i=i: (_with(base.inputs(), i, np.zeros(2, np.float32)), dict(attrs0)))
+            add(f"{p}:none", "pyarg", lambda i=i: (_with(base.inputs(), i, None), dict(attrs0)))
+            continue
         if arg.is_list:
             if isinstance(x0, (list, tuple)) and len(x0) > 0:
                 add(f"{p}:empty_list", "shape", lambda i=i: (_with(base.inputs(), i, []), dict(attrs0)))
@@ -449,6 +469,8 @@ def _flat(x: Any) -> list[Any]:
 
 def digest(value: Any) -> dict[str, Any]:
     """An output as JSON: dtype, shape and the values (complex as [re, im] pairs)."""
+    if isinstance(value, ok.Tensor) and value.dtype.is_resource:  # handles name their backend: compare the kind
+        return {"dtype": "resource", "shape": list(value.shape), "values": [h.kind for h in value.numpy().reshape(-1)]}
     a = value.numpy() if isinstance(value, ok.Tensor) else np.asarray(value)
     a = np.asarray(a)
     if a.dtype.kind == "c":

@@ -28,7 +28,7 @@ DOCS = ROOT / "docs"
 GUIDES = [
     "index.md", "op-authoring.md", "kernel-authoring.md", "backend-authoring.md", "plugins.md", "errors.md",
     "autodiff.md", "custom-op.md", "functions.md", "saved-graphs.md", "opencl.md", "scaling.md", "nn.md",
-    "random.md", "c-kernels.md",
+    "random.md", "c-kernels.md", "resources.md",
 ]
 FENCE = re.compile(r"^```([\w+-]*)\s*$")
 EXCERPT = re.compile(r"^<!-- excerpt: (\S+) -->$")

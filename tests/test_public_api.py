@@ -20,7 +20,7 @@ PUBLIC = frozenset({
     # tensors and dtypes
     "Tensor", "Variable", "tensor", "DType", "as_dtype",
     "bfloat16", "bool_", "complex64", "complex128", "double", "float16", "float32", "float64", "half",
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "string",
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "string", "resource",
     "qint8", "qint16", "qint32", "quint8", "quint16",
     "numbertype", "numerictype", "realnumbertype", "realnumerictype", "quantizedtype",
     # backends and dispatch
@@ -28,7 +28,7 @@ PUBLIC = frozenset({
     "kernel_label_map", "kernel_fallback", "warmup", "memory", "profile", "explain",
     # registries
     "register_op", "op_def", "OpDef", "OpDefBuilder", "register_kernel", "unregister_kernel",
-    "OpKernel", "AsyncOpKernel", "OpKernelConstruction", "OpKernelContext", "ResourceBase", "ResourceMgr", "register_gradient", "unregister_gradient",
+    "OpKernel", "AsyncOpKernel", "OpKernelConstruction", "OpKernelContext", "ResourceBase", "ResourceMgr", "ResourceHandle", "ResourceVariable", "register_gradient", "unregister_gradient",
     "get_kernel", "get_kernels_for_backend", "copy_registered_kernels", "get_gradient",
     "not_differentiable", "register_plugin", "plugin_errors", "load_op_library", "hookimpl", "PLUGIN_API_VERSION",
     # exchange: DLPack, and the C ABI's build settings

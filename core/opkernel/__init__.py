@@ -51,6 +51,7 @@ from .dtypes import (
     quint16,
     realnumbertype,
     realnumerictype,
+    resource,
     string,
     uint8,
     uint16,
@@ -75,7 +76,7 @@ from .kernels import AsyncOpKernel, OpKernel, OpKernelConstruction, OpKernelCont
 from .kernels import copy_registered_kernels, get_kernel, get_kernels_for_backend, unregister_kernel
 from .op_registry import OpDef, OpDefBuilder, register_op
 from .plugins import plugin_errors, register_plugin
-from .resources import ResourceBase, ResourceMgr
+from .resources import ResourceBase, ResourceHandle, ResourceMgr
 from .shapes import Dimension, InferenceContext, TensorShape
 from .tensor import install as _install_tensor_hooks
 from .tensor import Tensor, Variable
@@ -86,6 +87,7 @@ if TYPE_CHECKING:  # imported at first use: see __getattr__
     from .graph import TensorSpec
     from .hookspecs import PLUGIN_API_VERSION, hookimpl
     from ._dlpack import from_dlpack
+    from .resource_variables import ResourceVariable
     from .library import load_op_library
     from .profiler import explain, profile
     from .typing import TensorLike
@@ -94,12 +96,12 @@ if TYPE_CHECKING:  # imported at first use: see __getattr__
 __all__ = [
     "__version__", "errors", "shape_fns", "ops", "Backend", "DType", "as_dtype",
     "bfloat16", "bool_", "complex64", "complex128", "double", "float16", "float32", "float64", "half",
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "string",
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "string", "resource",
     "qint8", "qint16", "qint32", "quint8", "quint16",
     "numbertype", "numerictype", "realnumbertype", "realnumerictype", "quantizedtype",
     "available_backends", "config", "execute", "get_backend", "kernel_label_map", "set_backend", "tensor",
     "use_backend", "not_differentiable", "register_gradient", "PLUGIN_API_VERSION", "hookimpl",
-    "ResourceBase", "ResourceMgr",
+    "ResourceBase", "ResourceMgr", "ResourceHandle", "ResourceVariable",
     "OpKernel", "AsyncOpKernel", "OpKernelConstruction", "OpKernelContext", "register_kernel", "OpDef", "OpDefBuilder",
     "register_op", "op_def", "infer_shapes", "function", "TensorSpec", "plugin_errors", "register_plugin", "Dimension",
     "InferenceContext", "TensorShape", "Tensor", "Variable", "nn", "GradientTape", "custom_gradient", "grad",
@@ -125,6 +127,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "explain": ("profiler", "explain"),
     "load_op_library": ("library", "load_op_library"),
     "from_dlpack": ("_dlpack", "from_dlpack"),
+    "ResourceVariable": ("resource_variables", "ResourceVariable"),
     "hookimpl": ("hookspecs", "hookimpl"),
     "PLUGIN_API_VERSION": ("hookspecs", "PLUGIN_API_VERSION"),
     "function": ("function", None),  # the module is callable: ok.function is the decorator

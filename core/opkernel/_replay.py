@@ -17,7 +17,7 @@ from ._context import CONFIG_LISTENERS
 from ._symbolic import SymbolicTensor, _flat_result, _shape_text, _VariableArgument, graph_shapes
 from .autodiff import RECORDING, active_tapes
 from .backend import Backend
-from .dtypes import as_dtype
+from .dtypes import of_array
 from .errors import InvalidArgumentError, OpkernelError, OpTypeError
 from .graph import Edge, Graph, GraphError, TensorSpec
 from .shapes import output_size_inputs
@@ -473,7 +473,7 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
                 "there)"
             )
     generation = _GENERATION[0]  # read first: a change while binding makes the plan stale at once
-    consts = [Tensor(be.from_numpy(c), as_dtype(c.dtype), be) for c in graph.constants]
+    consts = [Tensor(be.from_numpy(c), of_array(c), be) for c in graph.constants]
     small = _statically_small(graph)
     steps = []
     for i in cf.live_nodes:

@@ -72,6 +72,12 @@ def _storage(dtype: DType) -> np.dtype[Any]:
         return np.dtype("<u2")
     if dtype.name == "string":
         raise InvalidArgumentError("string tensors cannot be saved: the format stores numeric tensors only")
+    if dtype.is_resource:
+        raise InvalidArgumentError(
+            "a resource handle cannot be saved: it names a resource of one process's backend (a function that "
+            "captures an ok.ResourceVariable's handle): make the handle inside the function (VarHandleOp with a "
+            "shared_name), or pass the variable's value as an argument"
+        )
     return np.dtype(dtype.np).newbyteorder("<") if np.dtype(dtype.np).byteorder not in "|" else np.dtype(dtype.np)
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "complex64",
     "complex128",
     "string",
+    "resource",
     "qint8",
     "quint8",
     "qint16",
@@ -56,8 +57,8 @@ __all__ = [
 
 NumpyDType: TypeAlias = "np.dtype[Any]"
 
-_FLOAT, _INT, _UINT, _COMPLEX, _QUANT, _BOOL, _STRING = (
-    "float", "int", "uint", "complex", "quantized", "bool", "string"
+_FLOAT, _INT, _UINT, _COMPLEX, _QUANT, _BOOL, _STRING, _RESOURCE = (
+    "float", "int", "uint", "complex", "quantized", "bool", "string", "resource"
 )
 
 
@@ -146,8 +147,19 @@ class DType:
 
     @property
     def is_numeric(self) -> bool:
-        """True for every dtype in ``numbertype`` (everything but bool and string)."""
-        return self._kind not in (_BOOL, _STRING)
+        """True for every dtype in ``numbertype`` (everything but bool, string and resource)."""
+        return self._kind not in (_BOOL, _STRING, _RESOURCE)
+
+    @property
+    def is_resource(self) -> bool:
+        """True for ``resource``: tensors of handles to resources (``opkernel.resources``)."""
+        return self._kind == _RESOURCE
+
+    @property
+    def in_host_memory(self) -> bool:
+        """True for the dtypes whose tensors every backend keeps as numpy object arrays in
+        host memory: ``string`` and ``resource``."""
+        return self._kind in (_STRING, _RESOURCE)
 
     @property
     def size(self) -> int:
@@ -207,6 +219,11 @@ quint8 = _make("quint8", "DT_QUINT8", "quint8", np.uint8, _QUANT)
 qint16 = _make("qint16", "DT_QINT16", "qint16", np.int16, _QUANT)
 quint16 = _make("quint16", "DT_QUINT16", "quint16", np.uint16, _QUANT)
 qint32 = _make("qint32", "DT_QINT32", "qint32", np.int32, _QUANT)
+#: Handles to resources (a variable, a table, a queue: ``opkernel.resources``), as
+#: TensorFlow's DT_RESOURCE: numpy object arrays of ``ResourceHandle`` in host memory.
+#: An op takes or makes handles by naming ``resource`` as an argument's type; a ``type``
+#: attr does not range over it (TensorFlow's does: its Identity forwards handles).
+resource = _make("resource", "DT_RESOURCE", "resource", np.object_, _RESOURCE)
 
 half = float16
 double = float64
@@ -219,7 +236,7 @@ ALL_DTYPES: tuple[DType, ...] = (
 
 #: Every name :func:`as_dtype` accepts: Python names, spec names and enum names.
 DTYPES: dict[str, DType] = {}
-for _dt in ALL_DTYPES:
+for _dt in (*ALL_DTYPES, resource):
     DTYPES[_dt.name] = DTYPES[_dt.spec_name] = DTYPES[_dt.enum] = _dt
 del _dt
 
@@ -306,6 +323,15 @@ def as_dtype(value: object) -> DType:
     if found is None:
         raise OpTypeError(f"cannot interpret {value!r} as a dtype; expected {_ACCEPTED}")
     return found
+
+
+def of_array(array: np.ndarray) -> DType:
+    """The dtype of the tensor a native host array holds: ``resource`` for an object
+    array of resource handles (``opkernel.resources.ResourceHandle``), else the numpy
+    dtype's (:func:`as_dtype`).  Graph constants are typed this way."""
+    if array.dtype.kind == "O" and array.size and getattr(array.flat[0], "is_resource_handle", False):
+        return resource
+    return as_dtype(array.dtype)
 
 
 def _from_numpy(value: np.dtype[Any]) -> DType | None:

@@ -27,6 +27,11 @@ __all__ = [
     "BackendNotFoundError",
     "BackendUnavailableError",
     "PluginError",
+    "ResourceNotFoundError",
+    "FailedPreconditionError",
+    "CancelledError",
+    "OutOfRangeError",
+    "DLPackError",
     "ResourceExhaustedError",
     "InternalError",
     "NativeError",
@@ -165,6 +170,12 @@ class PluginError(OpkernelError, RuntimeError):
 
 class ResourceNotFoundError(OpkernelError, LookupError):
     """No resource under that container and name in the backend's resource manager."""
+
+
+class FailedPreconditionError(OpkernelError, RuntimeError):
+    """The op's inputs are fine but the state it works on is not ready for it: a variable
+    read before its first assignment, a table looked up before it is initialized
+    (TensorFlow's FailedPreconditionError)."""
 
 
 class CancelledError(OpkernelError, RuntimeError):

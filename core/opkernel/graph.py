@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ._provenance import Provider
-from .dtypes import DType, as_dtype
+from .dtypes import DType, as_dtype, of_array
 from .errors import InvalidArgumentError, OpkernelError
 from .tensor import Tensor, Variable
 
@@ -167,7 +167,7 @@ class Graph:
             return self.nodes[edge.index].outputs[edge.output]
         if edge.kind == "const":
             c = self.constants[edge.index]
-            return TensorSpec(tuple(c.shape), as_dtype(c.dtype))
+            return TensorSpec(tuple(c.shape), of_array(c))
         v = self.variables[edge.index]
         return TensorSpec(tuple(v.shape), v.dtype, self.variable_names[edge.index])
 

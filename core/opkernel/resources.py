@@ -21,19 +21,26 @@ instance has its own manager, so a resource is shared by the ops of one backend.
 ``cleanup(container)`` drops a container (its resources' ``close()`` runs, so a queue can
 wake the ops still waiting on it).
 
-Handles to resources as tensors (the ``resource`` type of the REGISTER_OP grammar,
-VarHandleOp and the ops taking a handle) are not built yet: a kernel names its resource
-by attrs, as TensorFlow 1's ``container``/``shared_name`` ops do.
+A kernel may name its resource by attrs, as TensorFlow 1's ``container``/``shared_name``
+ops do, or take a *handle*: a tensor of the ``resource`` dtype (the REGISTER_OP
+grammar's ``resource`` type), whose elements are :class:`ResourceHandle` values naming
+the backend, container, name and kind of a resource, as TensorFlow's ResourceHandle.  An
+op making a handle (VarHandleOp, HashTableV2, FIFOQueueV2) outputs one; the ops using
+the resource take it as an input.  A handle made with no ``shared_name`` is *anonymous*:
+its resource is deleted when the last copy of the handle is gone, as TensorFlow's eager
+resources are.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
-from typing import Callable, TypeVar
+import weakref
+from typing import Any, Callable, TypeVar
 
 from .errors import AlreadyExistsError, InvalidArgumentError, ResourceNotFoundError
 
-__all__ = ["ResourceBase", "ResourceMgr", "DEFAULT_CONTAINER"]
+__all__ = ["ResourceBase", "ResourceHandle", "ResourceMgr", "DEFAULT_CONTAINER"]
 
 #: The container a resource goes to when none is named (TensorFlow's "localhost").
 DEFAULT_CONTAINER = "localhost"
@@ -130,6 +137,17 @@ class ResourceMgr:
                 del self._containers[container]
         found.close()
 
+    def discard(self, container: str, name: str) -> None:
+        """Remove and close the resource under the name if there is one (an anonymous
+        handle's finalizer; never raises)."""
+        with self._lock:
+            held = self._containers.get(self._container(container), {})
+            found = held.pop(name, None)
+            if not held:
+                self._containers.pop(self._container(container), None)
+        if found is not None:
+            found.close()
+
     def cleanup(self, container: str) -> None:
         """Drop a container and close its resources (nothing happens for an unknown one)."""
         with self._lock:
@@ -152,3 +170,72 @@ class ResourceMgr:
                 f"{c}/{n}: {r.debug_string()}" for c, held in sorted(self._containers.items()) for n, r in sorted(held.items())
             ]
         return "\n".join(rows)
+
+
+class ResourceHandle:
+    """What a ``resource`` tensor holds: the resource's backend, container, name and
+    kind (the type name of the resource, e.g. ``"Var"``), and what the op that made it
+    knows of the values behind it (``dtypes_and_shapes``: a variable's dtype and shape).
+    Immutable; two handles are equal when they name the same resource.
+
+    ``anonymous`` handles name a resource made for them alone: the resource is deleted
+    from ``manager`` when the handle is garbage collected (every copy of a handle tensor
+    holds the same handle object)."""
+
+    __slots__ = ("backend", "container", "name", "kind", "dtypes_and_shapes", "anonymous", "__weakref__")
+    #: What ``opkernel.dtypes.of_array`` looks for: an object array of these is a ``resource`` tensor.
+    is_resource_handle = True
+
+    backend: str
+    container: str
+    name: str
+    kind: str
+    dtypes_and_shapes: tuple[tuple[Any, Any], ...]
+    anonymous: bool
+
+    def __init__(
+        self, backend: str, container: str, name: str, kind: str,
+        dtypes_and_shapes: tuple[tuple[Any, Any], ...] = (), *, manager: ResourceMgr | None = None,
+    ) -> None:
+        for field_, value in (("backend", backend), ("container", container), ("name", name), ("kind", kind)):
+            if not isinstance(value, str):
+                raise InvalidArgumentError(f"ResourceHandle: {field_} is a string, got {value!r}")
+        set_ = object.__setattr__
+        set_(self, "backend", backend)
+        set_(self, "container", container or DEFAULT_CONTAINER)
+        set_(self, "name", name)
+        set_(self, "kind", kind)
+        set_(self, "dtypes_and_shapes", tuple(dtypes_and_shapes))
+        set_(self, "anonymous", manager is not None)
+        if manager is not None:
+            weakref.finalize(self, manager.discard, self.container, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a ResourceHandle is immutable")
+
+    def _key(self) -> tuple[str, str, str, str]:
+        return (self.backend, self.container, self.name, self.kind)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ResourceHandle) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        extra = " (anonymous)" if self.anonymous else ""
+        return f"<ResourceHandle {self.kind} {self.name!r} in container {self.container!r} on {self.backend!r}{extra}>"
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            f"{self!r} cannot be pickled or saved: a handle names a resource of one process's backend "
+            "(save the values behind it instead)"
+        )
+
+
+_ANONYMOUS = itertools.count()
+
+
+def anonymous_name(kind: str) -> str:
+    """A name no other resource of this process has (TensorFlow's anonymous resources)."""
+    return f"_Anonymous{kind}_{next(_ANONYMOUS)}"

@@ -34,7 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ._provenance import Provider
-from .dtypes import DType, as_dtype
+from .dtypes import DType, as_dtype, of_array
 from .errors import (
     IncompatibleOpError,
     InvalidArgumentError,
@@ -156,7 +156,7 @@ def _attr_type(op_def: Any, name: str, value: Any) -> str:
 
 def _dtype_of(value: Any) -> DType:
     dtype = getattr(value, "dtype", None)
-    return dtype if isinstance(dtype, DType) else as_dtype(np.asarray(value).dtype)
+    return dtype if isinstance(dtype, DType) else of_array(np.asarray(value))
 
 
 class _Writer:

@@ -61,7 +61,7 @@ _MAX_NESTING = 32
 # Names a spec may use for a fixed dtype: TensorFlow's ("float", "half") and
 # the Python ones ("float32", "float16").  Enum names (DT_FLOAT) are for defaults.
 _SPEC_DTYPES: dict[str, DType] = {}
-for _dt in dtypes.ALL_DTYPES:
+for _dt in (*dtypes.ALL_DTYPES, dtypes.resource):
     _SPEC_DTYPES[_dt.name] = _SPEC_DTYPES[_dt.spec_name] = _dt
 del _dt
 

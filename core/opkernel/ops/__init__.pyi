@@ -407,6 +407,24 @@ def assign_add(
       A `Tensor`. Has the same type as `ref`.
     """
 
+def assign_add_variable_op(
+    resource: TensorLike,
+    value: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """variable = variable + value, atomically; value has the variable's shape.
+
+    Args:
+      resource: A `Tensor` of type `resource`.
+      value: A `Tensor`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
 def assign_sub(
     ref: Variable,
     value: TensorLike,
@@ -425,6 +443,44 @@ def assign_sub(
 
     Returns:
       A `Tensor`. Has the same type as `ref`.
+    """
+
+def assign_sub_variable_op(
+    resource: TensorLike,
+    value: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """variable = variable - value, atomically; value has the variable's shape.
+
+    Args:
+      resource: A `Tensor` of type `resource`.
+      value: A `Tensor`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
+def assign_variable_op(
+    resource: TensorLike,
+    value: TensorLike,
+    validate_shape: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Stores a copy of value as the variable's value, creating the variable at the first assignment.
+
+    Args:
+      resource: A `Tensor` of type `resource`.
+      value: A `Tensor`.
+      validate_shape: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
     """
 
 def atan(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
@@ -1075,6 +1131,24 @@ def depthwise_conv2d_native_backprop_input(
 
     Returns:
       A `Tensor`. Has the same type as `filter`.
+    """
+
+def destroy_resource_op(
+    resource: TensorLike,
+    ignore_lookup_error: bool = True,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Deletes the resource the handle names (a missing one is an error unless ignore_lookup_error).
+
+    Args:
+      resource: A `Tensor` of type `resource`.
+      ignore_lookup_error: An optional `bool`. Defaults to `True`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
     """
 
 def einsum(
@@ -2372,6 +2446,24 @@ def rank(input: TensorLike, name: str | None = None, *, _kernel: str | None = No
       A `Tensor` of type `int32`.
     """
 
+def read_variable_op(
+    resource: TensorLike,
+    dtype: DTypeLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """The variable's value (never changed by a later update).
+
+    Args:
+      resource: A `Tensor` of type `resource`.
+      dtype: A `type`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `dtype`.
+    """
+
 def real(
     input: TensorLike,
     Tout: DTypeLike = ...,
@@ -2585,6 +2677,30 @@ def resize_nearest_neighbor_grad(
 
     Returns:
       A `Tensor`. Has the same type as `grads`.
+    """
+
+def resource_gather(
+    resource: TensorLike,
+    indices: TensorLike,
+    dtype: DTypeLike,
+    batch_dims: int = 0,
+    validate_indices: bool = True,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Gathers slices of the variable's value along axis 0 (after batch_dims), as GatherV2.
+
+    Args:
+      resource: A `Tensor` of type `resource`.
+      indices: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      batch_dims: An optional `int`. Defaults to `0`.
+      validate_indices: An optional `bool`. Defaults to `True`.
+      dtype: A `type`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `dtype`.
     """
 
 def reverse_v2(
@@ -3535,6 +3651,66 @@ def unsorted_segment_sum(
 
     Returns:
       A `Tensor`. Has the same type as `data`.
+    """
+
+def var_handle_op(
+    dtype: DTypeLike,
+    shape: ShapeLike,
+    container: str = "",
+    shared_name: str = "",
+    debug_name: str = "",
+    allowed_devices: Sequence[str] = [],
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A handle to the resource variable shared_name of this backend (a new anonymous variable, deleted with its handle, when shared_name is empty); the variable exists from its first AssignVariableOp.
+
+    Args:
+      container: An optional `string`. Defaults to `''`.
+      shared_name: An optional `string`. Defaults to `''`.
+      debug_name: An optional `string`. Defaults to `''`.
+      dtype: A `type`.
+      shape: A `shape`.
+      allowed_devices: An optional `list(string)`. Defaults to `()`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `resource`.
+    """
+
+def var_is_initialized_op(
+    resource: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """True once the variable has been assigned (and not destroyed).
+
+    Args:
+      resource: A `Tensor` of type `resource`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `bool`.
+    """
+
+def variable_shape(
+    input: TensorLike,
+    out_type: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """The shape of the variable's value.
+
+    Args:
+      input: A `Tensor` of type `resource`.
+      out_type: An optional `type` from: `int32`, `int64`. Defaults to `int32`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `out_type`.
     """
 
 def where(condition: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:

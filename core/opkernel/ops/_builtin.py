@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from . import array_ops, batch_norm_ops, einsum_ops, layer_norm_ops, math_ops, nn_ops, random_ops, state_ops
+from . import (
+    array_ops, batch_norm_ops, einsum_ops, layer_norm_ops, math_ops, nn_ops, random_ops, resource_variable_ops, state_ops,
+)
 
-_FAMILIES = (math_ops, array_ops, nn_ops, state_ops, random_ops, batch_norm_ops, einsum_ops, layer_norm_ops)
+_FAMILIES = (
+    math_ops, array_ops, nn_ops, state_ops, random_ops, batch_norm_ops, einsum_ops, layer_norm_ops, resource_variable_ops,
+)
 
 
 @hookimpl
@@ -27,3 +31,4 @@ def opkernel_register_kernels() -> None:
     random_ops.register_generic_kernels()
     batch_norm_ops.register_generic_kernels()
     einsum_ops.register_generic_kernels()
+    resource_variable_ops.register_generic_kernels()
