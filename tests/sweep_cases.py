@@ -81,6 +81,24 @@ def _extra_bases() -> list[Base]:
 
     pool = {"ksize": [1, 3, 3, 1], "strides": [1, 1, 1, 1], "padding": "SAME"}
 
+    def table(mutable: bool) -> ok.Tensor:
+        """A handle to an int64 -> float32 table on the active backend (a mutable one holding
+        keys 1 and 2)."""
+        if not mutable:
+            return ok.ops.hash_table_v2(key_dtype="int64", value_dtype="float32")
+        t = ok.ops.mutable_hash_table_v2(key_dtype="int64", value_dtype="float32")
+        ok.ops.lookup_table_insert_v2(t, np.array([1, 2], np.int64), data(2, seed=6))
+        return t
+
+    def queue(closed: bool) -> ok.Tensor:
+        """A handle to an unbounded queue of float32 [2] elements holding 3 (closed: every
+        dequeue is served or fails at once, never waits)."""
+        q = ok.ops.fifo_queue_v2(component_types=["float32"], shapes=[[2]])
+        ok.ops.queue_enqueue_many_v2(q, [data(3, 2, seed=7)])
+        if closed:
+            ok.ops.queue_close_v2(q)
+        return q
+
     def variable() -> ok.Tensor:
         """A handle to an assigned float32 [2, 3] resource variable on the active backend."""
         return ok.ResourceVariable(data(2, 3, seed=5)).handle
@@ -124,6 +142,25 @@ def _extra_bases() -> list[Base]:
         Base("VariableShape", lambda: [variable()], {}),
         Base("ResourceGather", lambda: [variable(), np.array([1, 0], np.int32)], {"dtype": "float32"}),
         Base("DestroyResourceOp", lambda: [variable()], {}),
+        # the lookup table ops
+        Base("HashTableV2", lambda: [], {"key_dtype": "int64", "value_dtype": "float32", "shared_name": "swept"}),
+        Base("MutableHashTableV2", lambda: [], {"key_dtype": "int64", "value_dtype": "float32"}),
+        Base("InitializeTableV2", lambda: [table(False), np.array([1, 2], np.int64), data(2)], {}),
+        Base("LookupTableFindV2", lambda: [table(True), np.array([[1, 5]], np.int64), scalar(-1.0)], {}),
+        Base("LookupTableInsertV2", lambda: [table(True), np.array([3, 1], np.int64), data(2)], {}),
+        Base("LookupTableRemoveV2", lambda: [table(True), np.array([1, 9], np.int64)], {}),
+        Base("LookupTableSizeV2", lambda: [table(True)], {}),
+        Base("LookupTableExportV2", lambda: [table(True)], {"Tkeys": "int64", "Tvalues": "float32"}),
+        Base("LookupTableImportV2", lambda: [table(True), np.array([4, 5], np.int64), data(2)], {}),
+        # the queue ops: dequeues from closed queues, so a dequeue never waits for an enqueue
+        Base("FIFOQueueV2", lambda: [], {"component_types": ["float32"], "shapes": [[2]], "capacity": 5}),
+        Base("QueueEnqueueV2", lambda: [queue(False), [data(2)]], {}),
+        Base("QueueEnqueueManyV2", lambda: [queue(False), [data(3, 2)]], {}),
+        Base("QueueDequeueV2", lambda: [queue(True)], {"component_types": ["float32"]}),
+        Base("QueueDequeueManyV2", lambda: [queue(True), np.int32(2)], {"component_types": ["float32"]}),
+        Base("QueueCloseV2", lambda: [queue(False)], {}),
+        Base("QueueSizeV2", lambda: [queue(False)], {}),
+        Base("QueueIsClosedV2", lambda: [queue(False)], {}),
         Base("Addons>MedianPool2D", lambda: [data(1, 4, 5, 2)], dict(pool)),
         Base("Addons>MedianPool2DGrad", lambda: [data(1, 4, 5, 2), data(1, 4, 5, 2, seed=1)], dict(pool)),
     ]

@@ -1,6 +1,6 @@
-"""Resource handles and resource variables (TensorFlow's resource_variable_ops and
-tf.Variable): the ops give TensorFlow's answers and errors step by step on every
-backend, updates from many threads lose none, a value read never changes, traced
+"""Resource handles, resource variables and lookup tables (TensorFlow's
+resource_variable_ops, tf.Variable and lookup_ops): the ops give TensorFlow's answers
+and errors step by step on every backend (tests/resource_transcripts.py), updates from many threads lose none, a value read never changes, traced
 functions read and update variables at each call, anonymous variables go with their
 handles, and handles never leave their backend or their process."""
 
@@ -26,8 +26,10 @@ def test_ops_follow_tensorflows_transcript(backend: str) -> None:
     got = resource_transcripts.opkernel_transcripts(backend)
     for name, script in resource_transcripts.SCRIPTS.items():
         assert len(want[name]) == len(script), f"the recording of {name!r} is stale: re-record it"
+        differences = {i for (n, i) in resource_transcripts.DIFFERENCES if n == name}
         wrong = [f"step {i} {op} {args}: TensorFlow {a}, opkernel {b}"
-                 for i, ((op, args), a, b) in enumerate(zip(script, want[name], got[name])) if a != b]
+                 for i, ((op, args), a, b) in enumerate(zip(script, want[name], got[name]))
+                 if (a != b) != (i in differences)]  # a listed difference that went away is stale too
         assert not wrong, "\n".join(wrong)
 
 
@@ -232,3 +234,101 @@ def test_a_race_to_create_makes_one_variable(backend: str) -> None:
     """
     out = run_isolated(textwrap.dedent(code), backend=backend, what="racing variable creation", timeout=120).stdout.split()
     assert out[-2:] == ["1", "1"]
+
+
+# ---------------------------------------------------------------- lookup tables
+
+
+def _mutable_table(key_dtype: str, value_dtype: str, shared_name: str = "") -> ok.Tensor:
+    return ok.ops.mutable_hash_table_v2(key_dtype=key_dtype, value_dtype=value_dtype, shared_name=shared_name)
+
+
+def test_a_table_serves_every_backend_from_host_memory(backend: str) -> None:
+    """Keys and values of any backend go through the host table; outputs come back on the
+    backend that ran the op."""
+    with ok.use_backend(backend):
+        t = _mutable_table("string", "int64")
+        ok.ops.lookup_table_insert_v2(t, ["cat", b"dog"], np.array([1, 2], np.int64))
+        out = ok.ops.lookup_table_find_v2(t, [b"cat", "dog", "eel"], np.int64(-1))  # str and its bytes: one key
+        assert out.backend == backend and out.numpy().tolist() == [1, 2, -1]
+        ids = ok.tensor(np.array([[3, 1], [2, 3]], np.int64))
+        u = ok.ops.hash_table_v2(key_dtype="int64", value_dtype="float32")
+        ok.ops.initialize_table_v2(u, np.array([1, 2], np.int64), np.array([0.5, 1.5], np.float32))
+        got = ok.ops.lookup_table_find_v2(u, ids, np.float32(0))
+        assert got.backend == backend and got.numpy().tolist() == [[0, 0.5], [1.5, 0]]
+        doubled = ok.ops.mul(got, 2.0)  # an ordinary tensor of the backend
+        assert doubled.numpy().tolist() == [[0, 1], [3, 0]]
+
+
+def test_a_traced_function_looks_up_the_table_at_each_call(backend: str) -> None:
+    with ok.use_backend(backend):
+        t = _mutable_table("int64", "float32")
+
+        @ok.function
+        def look(keys: ok.Tensor) -> ok.Tensor:
+            return ok.ops.lookup_table_find_v2(t, keys, np.float32(-1)) * 2.0
+
+        keys = ok.tensor(np.array([1, 2], np.int64))
+        assert look(keys).numpy().tolist() == [-2, -2]
+        ok.ops.lookup_table_insert_v2(t, np.array([2], np.int64), np.array([10], np.float32))
+        assert look(keys).numpy().tolist() == [-2, 20]
+
+
+def test_an_anonymous_table_goes_with_its_handle(backend: str) -> None:
+    mgr = ok.engine.backend_instance(backend).resource_manager
+    with ok.use_backend(backend):
+        t = _mutable_table("int32", "int32")
+    name = t._value[()].name
+    assert name in mgr.names()
+    del t
+    gc.collect()
+    assert name not in mgr.names()
+
+
+def test_concurrent_inserts_and_lookups_see_whole_inserts(backend: str) -> None:
+    """Writers insert batches of keys that all map to the batch's number while readers look
+    the batch up: a lookup sees all of a batch or none of it."""
+    code = f"""
+        import threading
+        import numpy as np
+        import opkernel as ok
+        ok.set_backend({backend!r})
+        t = ok.ops.mutable_hash_table_v2(key_dtype="int64", value_dtype="int64")
+        keys = np.arange(64, dtype=np.int64)
+        torn, start = [], threading.Barrier(6)
+        def write(w):
+            start.wait()
+            for k in range(100):
+                ok.ops.lookup_table_insert_v2(t, keys, np.full(64, w * 1000 + k, np.int64))
+        def read():
+            start.wait()
+            for _ in range(200):
+                got = ok.ops.lookup_table_find_v2(t, keys, np.int64(-1)).numpy()
+                if (got != got[0]).any():
+                    torn.append(got)
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(4)] + [threading.Thread(target=read) for _ in range(2)]
+        for x in threads: x.start()
+        for x in threads: x.join()
+        size = int(ok.ops.lookup_table_size_v2(t).numpy())
+        print(size, len(torn))
+    """
+    out = run_isolated(textwrap.dedent(code), backend=backend, what="concurrent table inserts", timeout=120).stdout.split()
+    assert out[-2:] == ["64", "0"]
+
+
+def test_a_failed_insert_changes_nothing(backend: str) -> None:
+    with ok.use_backend(backend):
+        t = _mutable_table("int64", "int32")
+        ok.ops.lookup_table_insert_v2(t, np.array([1, 2], np.int64), np.array([10, 20], np.int32))
+        with pytest.raises(InvalidArgumentError, match="'LookupTableInsertV2': values must have the keys' shape \\[3\\]"):
+            ok.ops.lookup_table_insert_v2(t, np.array([1, 2, 3], np.int64), np.array([7, 7], np.int32))
+        with pytest.raises(InvalidArgumentError, match="the table's keys are int64, the op has int32"):
+            ok.ops.lookup_table_insert_v2(t, np.array([1], np.int32), np.array([7], np.int32))
+        keys, values = ok.ops.lookup_table_export_v2(t, Tkeys="int64", Tvalues="int32")
+        assert sorted(zip(keys.numpy().tolist(), values.numpy().tolist())) == [(1, 10), (2, 20)]
+        h = ok.ops.hash_table_v2(key_dtype="int64", value_dtype="int32", shared_name="dup_keys")
+        with pytest.raises(FailedPreconditionError, match="key 2 is given two values, 20 and 30; the table was not changed"):
+            ok.ops.initialize_table_v2(h, np.array([1, 2, 2], np.int64), np.array([10, 20, 30], np.int32))
+        assert int(ok.ops.lookup_table_size_v2(h).numpy()) == 0
+        with pytest.raises(ok.errors.UnimplementedError, match="a HashTable is initialized once and takes no inserts"):
+            ok.ops.lookup_table_insert_v2(h, np.array([1], np.int64), np.array([1], np.int32))

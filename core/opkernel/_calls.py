@@ -275,18 +275,24 @@ def invoker(
     host = [] if be.host_memory_is_native else _host_positions(op_def, kdef, in_lengths)
     simple_inputs = all(n is None for n in in_lengths)
 
-    def prepare(flat: list[Any]) -> list[Any]:
+    def on_host(flat: list[Any]) -> list[Any]:
         if host:
             flat = list(flat)
             for i in host:
                 flat[i] = be.to_numpy(flat[i])
+        return flat
+
+    def prepare(flat: list[Any]) -> list[Any]:
+        flat = on_host(flat)
         return flat if simple_inputs else group_flat(op_def, flat, in_lengths)
 
     if kdef.is_class:
         kernel = kdef.impl(OpKernelConstruction(op_def, attrs, be))
 
         def run_class(flat: list[Any]) -> list[Any]:
-            ctx = OpKernelContext(op_def, attrs, be, prepare(flat) if host else flat, out_dtypes)
+            # A class kernel reads its inputs by flat index (TensorFlow's ctx->input(i)),
+            # a list input's tensors one by one.
+            ctx = OpKernelContext(op_def, attrs, be, on_host(flat) if host else flat, out_dtypes)
             kernel.compute(ctx)
             if ctx.status is not None:  # ctx.set_status: the kernel failed the call
                 raise ctx.status

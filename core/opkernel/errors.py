@@ -29,6 +29,7 @@ __all__ = [
     "PluginError",
     "ResourceNotFoundError",
     "FailedPreconditionError",
+    "UnimplementedError",
     "CancelledError",
     "OutOfRangeError",
     "DLPackError",
@@ -176,6 +177,11 @@ class FailedPreconditionError(OpkernelError, RuntimeError):
     """The op's inputs are fine but the state it works on is not ready for it: a variable
     read before its first assignment, a table looked up before it is initialized
     (TensorFlow's FailedPreconditionError)."""
+
+
+class UnimplementedError(OpkernelError, NotImplementedError):
+    """The op cannot do this for this resource, by design: an insert into a table that is
+    initialized once (TensorFlow's UnimplementedError)."""
 
 
 class CancelledError(OpkernelError, RuntimeError):

@@ -17,6 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from opkernel.ops.data_flow_ops import QUEUE_OPS
+from opkernel.ops.lookup_ops import LOOKUP_OPS
+from opkernel.ops.resource_variable_ops import RESOURCE_VARIABLE_OPS
+
 from case import Case, noncontiguous, rng
 
 try:  # bfloat16 arrays are ml_dtypes' (a dependency of TensorFlow and of opkernel's bfloat16)
@@ -599,7 +603,4 @@ _RESOURCE_REASON = (
     "tests/test_resource_variables.py runs scripts of these ops in TensorFlow and on every backend and "
     "compares each step's output or error class (tests/resource_transcripts.py)"
 )
-EXEMPT: dict[str, str] = {op: _RESOURCE_REASON for op in (
-    "VarHandleOp", "ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-    "VarIsInitializedOp", "VariableShape", "ResourceGather", "DestroyResourceOp",
-)}
+EXEMPT: dict[str, str] = {op: _RESOURCE_REASON for op in (*RESOURCE_VARIABLE_OPS, *LOOKUP_OPS, *QUEUE_OPS)}

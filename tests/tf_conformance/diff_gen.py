@@ -26,6 +26,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from opkernel.ops.data_flow_ops import QUEUE_OPS
+from opkernel.ops.lookup_ops import LOOKUP_OPS
+from opkernel.ops.resource_variable_ops import RESOURCE_VARIABLE_OPS
+
 from case import Case
 from cases_nn import _conv_out_shape, _max_pool_argmax, _window_taps
 
@@ -1082,8 +1086,7 @@ NOT_GENERATED: dict[str, str] = {
                         "in inference); its values are the conformance suite's composed cases (cases_nn.py)",
     **{op: "a resource op: a call takes a handle to state, which a generated call of inputs cannot hold; "
            "tests/test_resource_variables.py compares scripts of these ops with TensorFlow step by step"
-       for op in ("VarHandleOp", "ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-                  "VarIsInitializedOp", "VariableShape", "ResourceGather", "DestroyResourceOp")},
+       for op in (*RESOURCE_VARIABLE_OPS, *LOOKUP_OPS, *QUEUE_OPS)},
 }
 
 

@@ -45,6 +45,11 @@ class FusedLayerNormGrad(NamedTuple):
     offset_backprop: Tensor
 
 @type_check_only
+class LookupTableExportV2(NamedTuple):
+    keys: Tensor
+    values: Tensor
+
+@type_check_only
 class MaxPoolWithArgmax(NamedTuple):
     output: Tensor
     argmax: Tensor
@@ -1257,6 +1262,30 @@ def expm1(x: TensorLike, name: str | None = None, *, _kernel: str | None = None)
       A `Tensor`. Has the same type as `x`.
     """
 
+def fifo_queue_v2(
+    component_types: Sequence[DTypeLike],
+    shapes: Sequence[ShapeLike] = [],
+    capacity: int = -1,
+    container: str = "",
+    shared_name: str = "",
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A handle to the first-in first-out queue shared_name of this backend (an anonymous queue, deleted with its handle, when shared_name is empty), holding up to capacity elements (-1: no limit).
+
+    Args:
+      component_types: A `list(type)` that is `>= 1`.
+      shapes: An optional `list(shape)` that is `>= 0`. Defaults to `()`.
+      capacity: An optional `int`. Defaults to `-1`.
+      container: An optional `string`. Defaults to `''`.
+      shared_name: An optional `string`. Defaults to `''`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `resource`.
+    """
+
 def fill(
     dims: TensorLike,
     value: TensorLike,
@@ -1593,6 +1622,30 @@ def greater_equal(
       A `Tensor` of type `bool`.
     """
 
+def hash_table_v2(
+    key_dtype: DTypeLike,
+    value_dtype: DTypeLike,
+    container: str = "",
+    shared_name: str = "",
+    use_node_name_sharing: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A handle to the lookup table shared_name of this backend, initialized once (InitializeTableV2, LookupTableImportV2); an anonymous table (deleted with its handle) when shared_name is empty.
+
+    Args:
+      container: An optional `string`. Defaults to `''`.
+      shared_name: An optional `string`. Defaults to `''`.
+      use_node_name_sharing: An optional `bool`. Defaults to `False`.
+      key_dtype: A `type`.
+      value_dtype: A `type`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `resource`.
+    """
+
 def identity(input: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Returns a tensor with the same shape and contents as the input.
 
@@ -1623,6 +1676,26 @@ def imag(
 
     Returns:
       A `Tensor` of type `Tout`.
+    """
+
+def initialize_table_v2(
+    table_handle: TensorLike,
+    keys: TensorLike,
+    values: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Fills a HashTable with keys -> values, once: a later call changes nothing.
+
+    Args:
+      table_handle: A `Tensor` of type `resource`.
+      keys: A `Tensor`.
+      values: A `Tensor`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
     """
 
 def invert_permutation(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
@@ -1840,6 +1913,122 @@ def logical_or(
 
     Returns:
       A `Tensor` of type `bool`.
+    """
+
+def lookup_table_export_v2(
+    table_handle: TensorLike,
+    Tkeys: DTypeLike,
+    Tvalues: DTypeLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> LookupTableExportV2:
+    """Every key and its value, in no particular order.
+
+    Args:
+      table_handle: A `Tensor` of type `resource`.
+      Tkeys: A `type`.
+      Tvalues: A `type`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A tuple of `Tensor` objects (keys, values).
+        keys: A `Tensor` of type `Tkeys`.
+        values: A `Tensor` of type `Tvalues`.
+    """
+
+def lookup_table_find_v2(
+    table_handle: TensorLike,
+    keys: TensorLike,
+    default_value: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """The value of each key, in the keys' shape; a missing key takes default_value (a scalar, or in the keys' shape: a default per key for a mutable table, the first one for every key of a HashTable, as TensorFlow).
+
+    Args:
+      table_handle: A `Tensor` of type `resource`.
+      keys: A `Tensor`.
+      default_value: A `Tensor`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `default_value`.
+    """
+
+def lookup_table_import_v2(
+    table_handle: TensorLike,
+    keys: TensorLike,
+    values: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Replaces a mutable table's entries with keys -> values; initializes a HashTable (or checks that it holds this data).
+
+    Args:
+      table_handle: A `Tensor` of type `resource`.
+      keys: A `Tensor`.
+      values: A `Tensor`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
+def lookup_table_insert_v2(
+    table_handle: TensorLike,
+    keys: TensorLike,
+    values: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Sets keys -> values in a mutable table (values in the keys' shape; a later duplicate key wins).
+
+    Args:
+      table_handle: A `Tensor` of type `resource`.
+      keys: A `Tensor`.
+      values: A `Tensor`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
+def lookup_table_remove_v2(
+    table_handle: TensorLike,
+    keys: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Removes keys from a mutable table (missing keys are ignored).
+
+    Args:
+      table_handle: A `Tensor` of type `resource`.
+      keys: A `Tensor`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
+def lookup_table_size_v2(
+    table_handle: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """The number of entries.
+
+    Args:
+      table_handle: A `Tensor` of type `resource`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `int64`.
     """
 
 def mat_mul(
@@ -2270,6 +2459,30 @@ def mul(x: TensorLike, y: TensorLike, name: str | None = None, *, _kernel: str |
       A `Tensor`. Has the same type as `x`.
     """
 
+def mutable_hash_table_v2(
+    key_dtype: DTypeLike,
+    value_dtype: DTypeLike,
+    container: str = "",
+    shared_name: str = "",
+    use_node_name_sharing: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A handle to the lookup table shared_name of this backend, taking inserts and removals; an anonymous table (deleted with its handle) when shared_name is empty.
+
+    Args:
+      container: An optional `string`. Defaults to `''`.
+      shared_name: An optional `string`. Defaults to `''`.
+      use_node_name_sharing: An optional `bool`. Defaults to `False`.
+      key_dtype: A `type`.
+      value_dtype: A `type`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `resource`.
+    """
+
 def neg(x: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes numerical negative value element-wise.
 
@@ -2413,6 +2626,128 @@ def prod(
 
     Returns:
       A `Tensor`. Has the same type as `input`.
+    """
+
+def queue_close_v2(
+    handle: TensorLike,
+    cancel_pending_enqueues: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Closes the queue: no more enqueues; dequeues that cannot be served fail with OutOfRangeError.
+
+    Args:
+      handle: A `Tensor` of type `resource`.
+      cancel_pending_enqueues: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
+def queue_dequeue_many_v2(
+    handle: TensorLike,
+    n: TensorLike,
+    component_types: Sequence[DTypeLike],
+    timeout_ms: int = -1,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> list[Tensor]:
+    """Dequeues n elements stacked along a new first dimension, waiting for them; OutOfRangeError when the queue is closed with fewer.
+
+    Args:
+      handle: A `Tensor` of type `resource`.
+      n: A `Tensor` of type `int32`.
+      component_types: A `list(type)` that is `>= 1`.
+      timeout_ms: An optional `int`. Defaults to `-1`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A list of `Tensor` objects. Each of type `component_types`.
+    """
+
+def queue_dequeue_v2(
+    handle: TensorLike,
+    component_types: Sequence[DTypeLike],
+    timeout_ms: int = -1,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> list[Tensor]:
+    """Dequeues one element, waiting for one; OutOfRangeError when the queue is closed and empty.
+
+    Args:
+      handle: A `Tensor` of type `resource`.
+      component_types: A `list(type)` that is `>= 1`.
+      timeout_ms: An optional `int`. Defaults to `-1`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A list of `Tensor` objects. Each of type `component_types`.
+    """
+
+def queue_enqueue_many_v2(
+    handle: TensorLike,
+    components: Sequence[TensorLike],
+    timeout_ms: int = -1,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Enqueues the elements the components hold along their first dimension, waiting for room in a full queue; CancelledError once the queue is closed.
+
+    Args:
+      handle: A `Tensor` of type `resource`.
+      components: A list `Tensor` objects.
+      timeout_ms: An optional `int`. Defaults to `-1`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
+def queue_enqueue_v2(
+    handle: TensorLike,
+    components: Sequence[TensorLike],
+    timeout_ms: int = -1,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Enqueues one element, waiting for room in a full queue; CancelledError once the queue is closed.
+
+    Args:
+      handle: A `Tensor` of type `resource`.
+      components: A list `Tensor` objects.
+      timeout_ms: An optional `int`. Defaults to `-1`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
+def queue_is_closed_v2(handle: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Whether the queue is closed.
+
+    Args:
+      handle: A `Tensor` of type `resource`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `bool`.
+    """
+
+def queue_size_v2(handle: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """The number of elements in the queue.
+
+    Args:
+      handle: A `Tensor` of type `resource`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `int32`.
     """
 
 def range(

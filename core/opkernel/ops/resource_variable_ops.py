@@ -67,9 +67,9 @@ def make_handle(be: Backend, kind: str, container: str, shared_name: str,
                           manager=be.resource_manager)
 
 
-def handle_of(op: str, be: Backend, value: Any, kind: str) -> ResourceHandle:
+def handle_of(op: str, be: Backend, value: Any, kind: str | tuple[str, ...]) -> ResourceHandle:
     """The handle a scalar ``resource`` input holds, checked: a handle to a ``kind``
-    resource of backend ``be``."""
+    resource (one of ``kind``) of backend ``be``."""
     arr = value._value if isinstance(value, Tensor) else value
     if not isinstance(arr, np.ndarray) or arr.shape != ():
         shape = list(getattr(arr, "shape", ()))
@@ -77,9 +77,10 @@ def handle_of(op: str, be: Backend, value: Any, kind: str) -> ResourceHandle:
     handle = arr[()]
     if not isinstance(handle, ResourceHandle):
         raise InvalidArgumentError(f"op {op!r}: expected a resource handle, got {handle!r}", op=op)
-    if handle.kind != kind:
-        raise InvalidArgumentError(f"op {op!r}: expected a handle to a {kind}, got a handle to a {handle.kind} "
-                                   f"({handle!r})", op=op)
+    kinds = (kind,) if isinstance(kind, str) else kind
+    if handle.kind not in kinds:
+        raise InvalidArgumentError(f"op {op!r}: expected a handle to a {' or '.join(kinds)}, got a handle to a "
+                                   f"{handle.kind} ({handle!r})", op=op)
     if handle.backend != be.name:
         raise InvalidArgumentError(
             f"op {op!r} runs on backend {be.name!r} and was given {handle!r}: a resource lives on the backend "
