@@ -332,3 +332,46 @@ def test_a_failed_insert_changes_nothing(backend: str) -> None:
         assert int(ok.ops.lookup_table_size_v2(h).numpy()) == 0
         with pytest.raises(ok.errors.UnimplementedError, match="a HashTable is initialized once and takes no inserts"):
             ok.ops.lookup_table_insert_v2(h, np.array([1], np.int64), np.array([1], np.int32))
+
+
+# ---------------------------------------------------------------- gradients
+
+
+def test_a_tape_differentiates_resource_variables_as_tensorflow(backend: str) -> None:
+    """d/dv sum(v*v*w + v) = 2*v*w + 1, with v a ResourceVariable watched when read and w a
+    Ref Variable, both from one tape; two reads of v add up."""
+    with ok.use_backend(backend):
+        v = ok.ResourceVariable([1.0, 2.0])
+        w = ok.Variable(np.array([3.0, 4.0], np.float32))
+        with ok.GradientTape() as tape:
+            y = ok.ops.sum(v.read_value() * v.read_value() * w + v.read_value(), [0])
+        gv, gw = tape.gradient(y, [v, w])
+        assert gv.backend == backend
+        np.testing.assert_allclose(gv.numpy(), [7.0, 17.0])
+        np.testing.assert_allclose(gw.numpy(), [1.0, 4.0])
+        frozen = ok.ResourceVariable([1.0, 2.0], trainable=False)
+        with ok.GradientTape() as tape:
+            y = ok.ops.sum(frozen.read_value() * 3.0, [0])
+        assert tape.gradient(y, frozen) is None  # not trainable: not watched
+        with ok.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(frozen)
+            y = ok.ops.sum(frozen.read_value() * 3.0, [0])
+        np.testing.assert_allclose(tape.gradient(y, frozen).numpy(), [3.0, 3.0])
+        with ok.GradientTape() as tape:
+            y = ok.ops.sum(ok.tensor([1.0]) * 2.0, [0])
+        np.testing.assert_array_equal(tape.gradient(y, v, unconnected_gradients="zero").numpy(), [0.0, 0.0])
+
+
+def test_gradient_descent_on_resource_variables_fits_a_line(backend: str) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 3)).astype(np.float32)
+    t = x @ np.array([1.0, -2.0, 0.5], np.float32)
+    with ok.use_backend(backend):
+        w = ok.ResourceVariable(np.zeros(3, np.float32))
+        xs, ts = ok.tensor(x), ok.tensor(t)
+        for _ in range(150):
+            with ok.GradientTape() as tape:
+                pred = ok.ops.reshape(ok.ops.mat_mul(xs, ok.ops.reshape(w.read_value(), [3, 1])), [64])
+                loss = ok.ops.mean((pred - ts) ** 2, [0])
+            w.assign_sub(tape.gradient(loss, w) * 0.1)
+    np.testing.assert_allclose(w.numpy(), [1.0, -2.0, 0.5], atol=1e-4)

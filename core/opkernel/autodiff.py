@@ -26,7 +26,7 @@ from typing import Any, Callable, Hashable, Iterator, Literal, Mapping, ParamSpe
 import numpy as np
 
 from . import gradients
-from .dtypes import DType
+from .dtypes import DType, resource
 from .errors import GradientNotFoundError, InvalidArgumentError, OpkernelError
 from .tensor import Tensor, Variable, ops_module as _ops
 
@@ -142,7 +142,22 @@ def _versions(inputs: Sequence[Tensor]) -> tuple[tuple[int, int], ...]:
 
 
 def _differentiable(dtype: DType) -> bool:
-    return dtype.is_floating or dtype.is_complex
+    # A resource handle's gradient is its variable's (ReadVariableOp passes its gradient to
+    # the handle, as in TensorFlow).
+    return dtype.is_floating or dtype.is_complex or dtype.is_resource
+
+
+_RESOURCE = resource
+
+#: The handles of trainable resource variables (``ok.ResourceVariable``), by id: a tape
+#: watches one when an op reads it, as it does a trainable ``Variable``.
+TRAINABLE_HANDLES: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+
+
+def _source(x: Any) -> Any:
+    """What a tape tracks for ``x``: ``x`` itself, or the tensor an object names with
+    ``_ok_gradient_source`` (an ``ok.ResourceVariable``: its handle)."""
+    return x if isinstance(x, Tensor) else getattr(x, "_ok_gradient_source", x)
 
 
 class _ByDType(dict):  # type: ignore[type-arg]
@@ -227,7 +242,7 @@ class GradientTape:
 
     def watch(self, tensor: Any) -> None:
         """Track ``tensor`` (or every tensor in a list/tuple/dict) as a source."""
-        for t in _flatten(tensor):
+        for t in map(_source, _flatten(tensor)):
             if not isinstance(t, Tensor):
                 raise InvalidArgumentError(f"GradientTape.watch: expected a Tensor, got {type(t).__name__}")
             self._tracked[id(t)] = t
@@ -238,7 +253,9 @@ class GradientTape:
     def _is_tracked(self, t: Tensor) -> bool:
         if id(t) in self._tracked:
             return True
-        if self.watch_accessed_variables and type(t) is Variable and t.trainable:
+        if self.watch_accessed_variables and (
+            (type(t) is Variable and t.trainable) or (t._dtype.is_resource and TRAINABLE_HANDLES.get(id(t)) is t)
+        ):
             self._tracked[id(t)] = t
             return True
         return False
@@ -346,11 +363,15 @@ def _structure_like(sources: Any, grads: dict[int, Tensor], tracked: Mapping[int
             return {k: one(v) for k, v in s.items()}
         if isinstance(s, (list, tuple)):
             return type(s)(one(v) for v in s)
+        s = _source(s)
         if not isinstance(s, Tensor):
             raise InvalidArgumentError(f"GradientTape.gradient: sources must be tensors, got {type(s).__name__}")
         g = grads.get(id(s)) if tracked.get(id(s)) is s else None
         if g is None and unconnected == "zero":
             with _on(s._backend):
+                if s._dtype.is_resource:  # zeros like the variable's value
+                    dtype = s._value[()].dtypes_and_shapes[0][0]
+                    return ops.zeros_like(ops.read_variable_op(s, dtype=dtype))
                 return ops.zeros_like(s)
         return g
 
@@ -554,7 +575,7 @@ def record_op(op_def: Any, attrs: Mapping[str, Any], inputs: Sequence[Tensor], o
                 variables = True
                 if id(t) in tracked or tape._is_tracked(t):
                     hit = True
-            elif id(t) in tracked:
+            elif id(t) in tracked or (t._dtype is _RESOURCE and tape._is_tracked(t)):  # a ResourceVariable's read
                 hit = True
         if not hit:
             continue
@@ -579,7 +600,7 @@ def record_single(op_def: Any, attrs: Mapping[str, Any], inputs: tuple[Tensor, .
         tracked = tapes[0]._tracked
         hit = False
         for t in inputs:
-            if t.__class__ is Variable:
+            if t.__class__ is Variable or t._dtype is _RESOURCE:
                 break
             if id(t) in tracked:
                 hit = True

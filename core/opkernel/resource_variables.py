@@ -11,8 +11,11 @@ TensorFlow runs a variable's ops on its device.  Ops of any backend may take the
 variable's ``handle`` (on that backend), traced functions too: a traced function reads
 the variable at each call.
 
+A ``GradientTape`` watches a trainable variable when it is read (``read_value()`` or a
+ReadVariableOp of its handle) and gives it a gradient: the sum of its reads' gradients.
+
 ``ok.Variable`` is the other kind: a tensor updated in place through ``Ref`` inputs
-(TensorFlow 1's RefVariable), which the optimizers and ``GradientTape`` work with.
+(TensorFlow 1's RefVariable), which the optimizers of ``ok.nn`` update.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import engine, ops
+from .autodiff import TRAINABLE_HANDLES
 from .dtypes import DType, as_dtype
 from .errors import InvalidArgumentError
 from .resources import ResourceHandle
@@ -36,15 +40,18 @@ class ResourceVariable:
     """A variable behind a resource handle (``tf.Variable``).
 
     ``initial_value`` is converted on the active backend (or ``backend``) and assigned.
+    A trainable floating-point variable is watched by a ``GradientTape`` when read, as
+    TensorFlow's: ``tape.gradient(loss, v)`` sums the gradients of the reads of ``v`` that
+    ``loss`` depends on.
     With ``shared_name``, variables of that name on one backend share their state (as
     TensorFlow's ``shared_name``); without one the variable is anonymous and is deleted
     when its last handle is gone."""
 
-    __slots__ = ("_handle", "_dtype", "_backend", "name")
+    __slots__ = ("_handle", "_dtype", "_backend", "name", "trainable")
 
     def __init__(
-        self, initial_value: TensorLike, dtype: Any = None, *, name: str | None = None, shared_name: str = "",
-        container: str = "", backend: str | None = None,
+        self, initial_value: TensorLike, dtype: Any = None, *, trainable: bool = True, name: str | None = None,
+        shared_name: str = "", container: str = "", backend: str | None = None,
     ) -> None:
         if name is not None and not isinstance(name, str):
             raise InvalidArgumentError(f"ResourceVariable: name must be a string, got {name!r}")
@@ -59,6 +66,15 @@ class ResourceVariable:
         self._dtype: DType = value.dtype
         self._backend: str = value.backend
         self.name = name
+        self.trainable = bool(trainable)
+        if self.trainable and value.dtype.is_floating:
+            TRAINABLE_HANDLES[id(handle)] = handle  # a tape watches the variable when it is read
+
+    @property
+    def _ok_gradient_source(self) -> Tensor:
+        """What ``GradientTape`` tracks for the variable (``watch(v)``, ``gradient(loss, v)``):
+        its handle, whose gradient is the sum of the gradients of its reads."""
+        return self._handle
 
     # ------------------------------------------------------------ what it is
 

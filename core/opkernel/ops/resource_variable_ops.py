@@ -28,7 +28,7 @@ from .._context import active_backend
 from ..backend import Backend
 from ..dtypes import DType
 from ..errors import FailedPreconditionError, InvalidArgumentError, OpkernelError, ResourceNotFoundError
-from ..gradients import not_differentiable
+from ..gradients import not_differentiable, register_gradient
 from ..kernels import register_kernel
 from ..op_registry import register_op
 from ..resources import ResourceBase, ResourceHandle, ResourceMgr, anonymous_name
@@ -329,8 +329,16 @@ def register_ops() -> None:
 
 
 def register_gradients() -> None:
+    # ReadVariableOp passes its gradient to the handle: a tape that watches a variable's
+    # handle (ok.ResourceVariable's) gives the variable the sum of its reads' gradients.
+    register_gradient("ReadVariableOp")(_read_variable_grad)
     for name in RESOURCE_VARIABLE_OPS:
-        not_differentiable(name)
+        if name != "ReadVariableOp":
+            not_differentiable(name)
+
+
+def _read_variable_grad(op: Any, grad: Tensor) -> list[Tensor]:
+    return [grad]
 
 
 def register_generic_kernels() -> None:
