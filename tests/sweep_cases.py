@@ -142,6 +142,16 @@ def _extra_bases() -> list[Base]:
         Base("VariableShape", lambda: [variable()], {}),
         Base("ResourceGather", lambda: [variable(), np.array([1, 0], np.int32)], {"dtype": "float32"}),
         Base("DestroyResourceOp", lambda: [variable()], {}),
+        Base("ResourceScatterAdd", lambda: [variable(), np.array([1, 0, 1], np.int32), data(3, 3, seed=2)], {}),
+        Base("ResourceScatterUpdate", lambda: [variable(), np.array([1], np.int64), data(1, 3, seed=2)], {}),
+        Base("ResourceApplyGradientDescent", lambda: [variable(), scalar(0.1), data(2, 3, seed=1)], {}),
+        Base("ResourceApplyMomentum", lambda: [variable(), variable(), scalar(0.1), data(2, 3, seed=2), scalar(0.9)], {}),
+        Base(
+            "ResourceApplyAdam",
+            lambda: [variable(), variable(), variable(), scalar(0.9), scalar(0.999), scalar(0.01), scalar(0.9),
+                     scalar(0.999), scalar(1e-7), data(2, 3, seed=3)],
+            {},
+        ),
         # the lookup table ops
         Base("HashTableV2", lambda: [], {"key_dtype": "int64", "value_dtype": "float32", "shared_name": "swept"}),
         Base("MutableHashTableV2", lambda: [], {"key_dtype": "int64", "value_dtype": "float32"}),

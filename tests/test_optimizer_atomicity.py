@@ -39,7 +39,7 @@ def _roles(op: str) -> tuple[list[str], list[str], list[str]]:
     """(Ref inputs, gradient inputs, scalar inputs) of ``op``, by its definition."""
     refs, grads, scalars = [], [], []
     for arg in ok.op_def(op).inputs:
-        if arg.is_ref:
+        if arg.is_ref or arg.dtype is ok.resource:  # a Ref Variable, or a resource variable's handle
             refs.append(arg.name)
         elif arg.name in GRADIENTS:
             grads.append(arg.name)
@@ -52,7 +52,8 @@ def _roles(op: str) -> tuple[list[str], list[str], list[str]]:
 
 def _call(op: str, inputs: dict[str, object], kernel: str | None = None) -> None:
     names = [arg.name for arg in ok.op_def(op).inputs]
-    ok.execute(op, *[inputs[n] for n in names], _kernel=kernel)
+    given = [inputs[n].handle if isinstance(inputs[n], ok.ResourceVariable) else inputs[n] for n in names]  # type: ignore[attr-defined]
+    ok.execute(op, *given, _kernel=kernel)
 
 
 def _cases(op: str) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -65,9 +66,10 @@ def _inputs(op: str, wrong: str | None, shape: tuple[int, ...]) -> dict[str, obj
     refs, grads, scalars = _roles(op)
     rng = np.random.default_rng(0)
     out: dict[str, object] = {}
+    resource = ok.op_def(op).inputs[0].dtype is ok.resource
     for name in refs:
         value = np.abs(rng.standard_normal(shape if name == wrong else SHAPE)).astype(np.float32) + 0.5
-        out[name] = ok.Variable(value)
+        out[name] = ok.ResourceVariable(value) if resource else ok.Variable(value)
     for name in grads:
         out[name] = rng.standard_normal(shape if name == wrong else SHAPE).astype(np.float32)
     for name in scalars:

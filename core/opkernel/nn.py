@@ -13,6 +13,7 @@ from .dtypes import DType, as_dtype
 from .engine import is_tracing, to_tensor
 from .errors import InvalidArgumentError
 from .random import Generator, dropped
+from .resource_variables import ResourceVariable
 from .tensor import Tensor, Variable, ops_module as _ops
 
 __all__ = [
@@ -584,15 +585,22 @@ def sparse_softmax_cross_entropy(logits: Tensor, labels: Any, reduction: str = "
     return _ops().sparse_softmax_cross_entropy_loss(logits, labels, reduction=reduction).loss  # type: ignore[no-any-return]
 
 
+#: What an optimizer updates: a Ref ``Variable`` (through ApplyAdam, ...) or a
+#: ``ResourceVariable`` (through ResourceApplyAdam, ...); its slots are of its kind.
+AnyVariable = Variable | ResourceVariable
+
+
 class Optimizer:
-    """Applies gradients to Variables in place; slots (momentum, moments) are Variables too."""
+    """Applies gradients to variables: ``ok.Variable``s in place (ApplyGradientDescent,
+    ApplyMomentum, ApplyAdam) and ``ok.ResourceVariable``s through their resource ops
+    (ResourceApply*); slots (momentum, moments) are variables of the same kind."""
 
     #: Hyperparameters read through variables (``_hyper``): setting one after a step was
     #: traced by ``ok.function`` reaches the replays, as Keras optimizers' do.
     _HYPER: tuple[str, ...] = ()
 
     def __init__(self) -> None:
-        self._slots: dict[int, dict[str, Variable]] = {}
+        self._slots: dict[int, dict[str, Any]] = {}
         self._scalars: dict[tuple[float, Any, str], Tensor] = {}
         self._hypers: dict[tuple[str, DType, str], Variable] = {}
         self.iterations = 0
@@ -605,7 +613,7 @@ class Optimizer:
                     var._value = var._backend.from_numpy(np.asarray(value, dtype.np))
                     var._version += 1
 
-    def _hyper(self, name: str, var: Variable) -> Tensor:
+    def _hyper(self, name: str, var: AnyVariable) -> Tensor:
         """Hyperparameter ``name`` as a scalar variable of ``var``'s dtype on its backend."""
         key = (name, var.dtype, var.backend)
         h = self._hypers.get(key)
@@ -614,14 +622,18 @@ class Optimizer:
             h = self._hypers[key] = Variable(value, trainable=False, name=f"{type(self).__name__}/{name}")
         return h
 
-    def slot(self, var: Variable, name: str) -> Variable:
+    def slot(self, var: AnyVariable, name: str) -> Any:
+        """The slot ``name`` of ``var`` (zeros at first): a Variable of ``var``'s kind."""
         slots = self._slots.setdefault(id(var), {})
         if name not in slots:
             zero = to_tensor(np.zeros(var.shape, var.dtype.np), backend=var.backend)
-            slots[name] = Variable(zero, trainable=False)
+            if isinstance(var, ResourceVariable):
+                slots[name] = ResourceVariable(zero, trainable=False, backend=var.backend)
+            else:
+                slots[name] = Variable(zero, trainable=False)
         return slots[name]
 
-    def _scalar(self, value: float, var: Variable) -> Tensor:
+    def _scalar(self, value: float, var: AnyVariable) -> Tensor:
         """``value`` as a scalar of ``var``'s dtype on its backend, made once (tensors are immutable)."""
         try:
             key = (value, var.dtype, var.backend)
@@ -644,7 +656,7 @@ class Optimizer:
             self.schedule = None
             self.learning_rate = learning_rate
 
-    def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, Variable]]) -> None:
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, AnyVariable]]) -> None:
         schedule = self.__dict__.get("schedule")
         if schedule is not None:
             if is_tracing():
@@ -659,7 +671,7 @@ class Optimizer:
             if g is not None:
                 self._apply(g, v)
 
-    def _apply(self, grad: Tensor, var: Variable) -> None:
+    def _apply(self, grad: Tensor, var: AnyVariable) -> None:
         raise NotImplementedError
 
 
@@ -674,10 +686,16 @@ class SGD(Optimizer):
         self._learning_rate(learning_rate)
         self.momentum, self.nesterov = momentum, nesterov
 
-    def _apply(self, grad: Tensor, var: Variable) -> None:
+    def _apply(self, grad: Tensor, var: AnyVariable) -> None:
         ops = _ops()
         lr = self._hyper("learning_rate", var)
-        if self.momentum:  # whether momentum is used, and nesterov, pick the op: fixed when traced
+        if isinstance(var, ResourceVariable):
+            if self.momentum:
+                ops.resource_apply_momentum(var.handle, self.slot(var, "momentum").handle, lr, grad,
+                                            self._hyper("momentum", var), use_nesterov=self.nesterov)
+            else:
+                ops.resource_apply_gradient_descent(var.handle, lr, grad)
+        elif self.momentum:  # whether momentum is used, and nesterov, pick the op: fixed when traced
             ops.apply_momentum(var, self.slot(var, "momentum"), lr, grad, self._hyper("momentum", var),
                                use_nesterov=self.nesterov)
         else:
@@ -703,14 +721,14 @@ class Adam(Optimizer):
         #: The advanced step of each (dtype, backend) in the current apply_gradients call.
         self._advanced: dict[tuple[DType, str], Tensor] = {}
 
-    def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, Variable]]) -> None:
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, AnyVariable]]) -> None:
         self._advanced = {}
         try:
             super().apply_gradients(grads_and_vars)
         finally:
             self._advanced = {}
 
-    def _step(self, var: Variable) -> Tensor:
+    def _step(self, var: AnyVariable) -> Tensor:
         key = (var.dtype, var.backend)
         t = self._advanced.get(key)
         if t is None:
@@ -721,17 +739,18 @@ class Adam(Optimizer):
             t = self._advanced[key] = _ops().assign_add(step, self._scalar(1.0, var))
         return t
 
-    def _apply(self, grad: Tensor, var: Variable) -> None:
+    def _apply(self, grad: Tensor, var: AnyVariable) -> None:
         ops = _ops()
         t = self._step(var)
 
         def s(name: str) -> Tensor:
             return self._hyper(name, var)
 
-        ops.apply_adam(
-            var, self.slot(var, "m"), self.slot(var, "v"), ops.pow(s("beta1"), t), ops.pow(s("beta2"), t),
-            s("learning_rate"), s("beta1"), s("beta2"), s("epsilon"), grad,
-        )
+        hypers = (ops.pow(s("beta1"), t), ops.pow(s("beta2"), t), s("learning_rate"), s("beta1"), s("beta2"), s("epsilon"))
+        if isinstance(var, ResourceVariable):
+            ops.resource_apply_adam(var.handle, self.slot(var, "m").handle, self.slot(var, "v").handle, *hypers, grad)
+        else:
+            ops.apply_adam(var, self.slot(var, "m"), self.slot(var, "v"), *hypers, grad)
 
 
 class AdamW(Adam):
@@ -748,10 +767,14 @@ class AdamW(Adam):
         super().__init__(learning_rate, beta1, beta2, epsilon)
         self.weight_decay = weight_decay
 
-    def _apply(self, grad: Tensor, var: Variable) -> None:
+    def _apply(self, grad: Tensor, var: AnyVariable) -> None:
         ops = _ops()
         decay = ops.mul(self._hyper("learning_rate", var), self._hyper("weight_decay", var))
-        ops.assign_sub(var, ops.mul(var, decay))
+        if isinstance(var, ResourceVariable):
+            value = var.read_value()
+            ops.assign_sub_variable_op(var.handle, ops.mul(value, decay))
+        else:
+            ops.assign_sub(var, ops.mul(var, decay))
         super()._apply(grad, var)
 
 

@@ -3014,6 +3014,94 @@ def resize_nearest_neighbor_grad(
       A `Tensor`. Has the same type as `grads`.
     """
 
+def resource_apply_adam(
+    var: TensorLike,
+    m: TensorLike,
+    v: TensorLike,
+    beta1_power: TensorLike,
+    beta2_power: TensorLike,
+    lr: TensorLike,
+    beta1: TensorLike,
+    beta2: TensorLike,
+    epsilon: TensorLike,
+    grad: TensorLike,
+    use_locking: bool = False,
+    use_nesterov: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """The Adam update of var and its slots m and v, atomically (as ApplyAdam).
+
+    Args:
+      var: A `Tensor` of type `resource`.
+      m: A `Tensor` of type `resource`.
+      v: A `Tensor` of type `resource`.
+      beta1_power: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      beta2_power: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      lr: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      beta1: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      beta2: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      epsilon: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      grad: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      use_locking: An optional `bool`. Defaults to `False`.
+      use_nesterov: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
+def resource_apply_gradient_descent(
+    var: TensorLike,
+    alpha: TensorLike,
+    delta: TensorLike,
+    use_locking: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """var -= alpha * delta, atomically.
+
+    Args:
+      var: A `Tensor` of type `resource`.
+      alpha: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      delta: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      use_locking: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
+def resource_apply_momentum(
+    var: TensorLike,
+    accum: TensorLike,
+    lr: TensorLike,
+    grad: TensorLike,
+    momentum: TensorLike,
+    use_locking: bool = False,
+    use_nesterov: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """accum = accum * momentum + grad; var -= lr * accum (Nesterov: var -= lr * (grad + momentum * accum)), atomically.
+
+    Args:
+      var: A `Tensor` of type `resource`.
+      accum: A `Tensor` of type `resource`.
+      lr: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      grad: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      momentum: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      use_locking: An optional `bool`. Defaults to `False`.
+      use_nesterov: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
 def resource_gather(
     resource: TensorLike,
     indices: TensorLike,
@@ -3036,6 +3124,46 @@ def resource_gather(
 
     Returns:
       A `Tensor` of type `dtype`.
+    """
+
+def resource_scatter_add(
+    resource: TensorLike,
+    indices: TensorLike,
+    updates: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Atomically adds updates to the rows indices of the variable (updates: indices.shape + variable.shape[1:], or a scalar).
+
+    Args:
+      resource: A `Tensor` of type `resource`.
+      indices: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      updates: A `Tensor`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
+    """
+
+def resource_scatter_update(
+    resource: TensorLike,
+    indices: TensorLike,
+    updates: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> None:
+    """Atomically writes updates into the rows indices of the variable (updates: indices.shape + variable.shape[1:], or a scalar).
+
+    Args:
+      resource: A `Tensor` of type `resource`.
+      indices: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      updates: A `Tensor`.
+      name: A name for the operation (optional).
+
+    Returns:
+      None.
     """
 
 def reverse_v2(

@@ -35,6 +35,7 @@ from ..resources import ResourceBase, ResourceHandle, ResourceMgr, anonymous_nam
 from ..shapes import InferenceContext
 from ..tensor import Tensor
 from ..tensor import ops_module as _ops
+from .state_ops import TRAINING_INPUTS, check_update
 
 __all__ = [
     "RESOURCE_VARIABLE_OPS", "Var", "handle_array", "make_handle", "resource_from_handle", "register_ops",
@@ -43,7 +44,8 @@ __all__ = [
 
 RESOURCE_VARIABLE_OPS = (
     "VarHandleOp", "ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-    "VarIsInitializedOp", "VariableShape", "ResourceGather", "DestroyResourceOp",
+    "VarIsInitializedOp", "VariableShape", "ResourceGather", "DestroyResourceOp", "ResourceScatterAdd",
+    "ResourceScatterUpdate", "ResourceApplyGradientDescent", "ResourceApplyMomentum", "ResourceApplyAdam",
 )
 
 
@@ -265,6 +267,120 @@ def _destroy_resource_op(resource: Tensor, *, ignore_lookup_error: bool) -> None
             raise ResourceNotFoundError(f"op {op!r}: {e}", op=op) from e
 
 
+def _scatter(op: str, resource: Tensor, indices: Tensor, updates: Tensor, dtype: DType, add: bool) -> None:
+    be = resource._backend
+    var = _variable(op, resource, be)
+    _check_dtype(op, var, dtype, "update")
+    ops = _ops()
+    with var.lock:
+        old = _initialized_value(op, var, handle_of(op, be, resource, "Var").name)
+        want = tuple(indices.shape) + tuple(old.shape[1:])
+        if not old.shape:
+            raise InvalidArgumentError(f"op {op!r}: the variable must have at least one dimension, got a scalar", op=op)
+        if tuple(updates.shape) not in (want, ()):
+            raise InvalidArgumentError(
+                f"op {op!r}: updates must have shape indices.shape + variable.shape[1:] = {list(want)} (or be a "
+                f"scalar), got {list(updates.shape)}; nothing was updated", op=op,
+            )
+        n = int(old.shape[0])
+        host = np.asarray(indices.numpy()).reshape(-1)
+        bad = np.flatnonzero((host < 0) | (host >= n))
+        if bad.size:
+            raise InvalidArgumentError(
+                f"op {op!r}: indices[{int(bad[0])}] = {int(host[bad[0]])} is not in [0, {n}); nothing was updated", op=op
+            )
+        with _named(op):  # computed whole before the store: a failure changes nothing
+            full = ops.broadcast_to(updates, list(want)) if tuple(updates.shape) != want else updates
+            flat_idx = ops.reshape(indices, [-1])
+            rows = ops.reshape(full, [-1, *old.shape[1:]])
+            if add:  # repeated indices add up, as TensorFlow's
+                new = ops.add(old, ops.unsorted_segment_sum(rows, flat_idx, n))
+            else:
+                new = ops.tensor_scatter_update(old, ops.reshape(flat_idx, [-1, 1]), rows)
+        var.value = new
+
+
+def _resource_scatter_add(resource: Tensor, indices: Tensor, updates: Tensor, *, dtype: DType, **_: Any) -> None:
+    _scatter("ResourceScatterAdd", resource, indices, updates, dtype, add=True)
+
+
+def _resource_scatter_update(resource: Tensor, indices: Tensor, updates: Tensor, *, dtype: DType, **_: Any) -> None:
+    _scatter("ResourceScatterUpdate", resource, indices, updates, dtype, add=False)
+
+
+def _locked(op: str, handles: list[Tensor]) -> tuple[list[Var], list[Tensor]]:
+    """The variables behind ``handles`` with their values, checked initialized; their locks
+    are taken by the caller in this (a fixed) order."""
+    be = handles[0]._backend
+    found = [_variable(op, h, be) for h in handles]
+    if len({id(v) for v in found}) != len(found):
+        raise InvalidArgumentError(f"op {op!r}: the variable and its slots must be different variables", op=op)
+    return found, []
+
+
+def _apply_update(op: str, handles: list[Tensor], scalars: dict[str, Tensor], grad: Tensor,
+                  step: Any) -> None:
+    """An optimizer step on resource variables: every variable locked (in the order of
+    their names, so two steps never wait on each other), checked, the new values computed
+    with ops, then all stored: a failed check or op changes none."""
+    be = handles[0]._backend
+    names = [handle_of(op, be, h, "Var") for h in handles]
+    variables, _ = _locked(op, handles)
+    order = sorted(range(len(variables)), key=lambda k: (names[k].container, names[k].name))
+    for k in order:
+        variables[k].lock.acquire()
+    try:
+        values = [_initialized_value(op, v, n.name) for v, n in zip(variables, names)]
+        for v in variables:
+            _check_dtype(op, v, grad.dtype, "update")
+        slots, hypers, grad_name = TRAINING_INPUTS[op.replace("Resource", "", 1)]
+        check_update(op, like=op.replace("Resource", "", 1), **dict(zip(slots, values)), **scalars, **{grad_name: grad})
+        with _named(op):
+            new = step(*values)
+        for v, value in zip(variables, new):
+            v.value = value
+    finally:
+        for k in order:
+            variables[k].lock.release()
+
+
+def _resource_apply_gradient_descent(var: Tensor, alpha: Tensor, delta: Tensor, **_: Any) -> None:
+    ops = _ops()
+    _apply_update("ResourceApplyGradientDescent", [var], {"alpha": alpha}, delta,
+                  lambda v: [ops.sub(v, ops.mul(alpha, delta))])
+
+
+def _resource_apply_momentum(var: Tensor, accum: Tensor, lr: Tensor, grad: Tensor, momentum: Tensor, *,
+                             use_nesterov: bool, **_: Any) -> None:
+    ops = _ops()
+
+    def step(v: Tensor, a: Tensor) -> list[Tensor]:
+        a = ops.add(ops.mul(a, momentum), grad)
+        direction = ops.add(grad, ops.mul(momentum, a)) if use_nesterov else a
+        return [ops.sub(v, ops.mul(lr, direction)), a]
+
+    _apply_update("ResourceApplyMomentum", [var, accum], {"lr": lr, "momentum": momentum}, grad, step)
+
+
+def _resource_apply_adam(
+    var: Tensor, m: Tensor, v: Tensor, beta1_power: Tensor, beta2_power: Tensor, lr: Tensor, beta1: Tensor,
+    beta2: Tensor, epsilon: Tensor, grad: Tensor, *, use_nesterov: bool, **_: Any,
+) -> None:
+    ops = _ops()
+
+    def step(x: Tensor, m_: Tensor, v_: Tensor) -> list[Tensor]:
+        one = ops.ones_like(beta1)
+        lr_t = ops.real_div(ops.mul(lr, ops.sqrt(ops.sub(one, beta2_power))), ops.sub(one, beta1_power))
+        m_ = ops.add(m_, ops.mul(ops.sub(grad, m_), ops.sub(one, beta1)))
+        v_ = ops.add(v_, ops.mul(ops.sub(ops.square(grad), v_), ops.sub(one, beta2)))
+        direction = ops.add(ops.mul(m_, beta1), ops.mul(grad, ops.sub(one, beta1))) if use_nesterov else m_
+        return [ops.sub(x, ops.real_div(ops.mul(lr_t, direction), ops.add(ops.sqrt(v_), epsilon))), m_, v_]
+
+    scalars = {"beta1_power": beta1_power, "beta2_power": beta2_power, "lr": lr, "beta1": beta1, "beta2": beta2,
+               "epsilon": epsilon}
+    _apply_update("ResourceApplyAdam", [var, m, v], scalars, grad, step)
+
+
 # ---------------------------------------------------------------- registration
 
 
@@ -322,6 +438,34 @@ def register_ops() -> None:
     ).set_is_stateful().set_shape_fn(_gather_shape).doc(
         "Gathers slices of the variable's value along axis 0 (after batch_dims), as GatherV2."
     )
+    for name, verb in (("ResourceScatterAdd", "adds updates to"), ("ResourceScatterUpdate", "writes updates into")):
+        register_op(name).input("resource: resource").input("indices: Tindices").input("updates: dtype").attr(
+            "dtype: type"
+        ).attr("Tindices: {int32, int64}").set_is_stateful().set_shape_fn(_handle_only).doc(
+            f"Atomically {verb} the rows indices of the variable (updates: indices.shape + variable.shape[1:], or "
+            "a scalar)."
+        )
+    register_op("ResourceApplyGradientDescent").input("var: resource").input("alpha: T").input("delta: T").attr(
+        "T: numbertype"
+    ).attr("use_locking: bool = false").set_is_stateful().set_shape_fn(_handle_only).doc(
+        "var -= alpha * delta, atomically."
+    )
+    register_op("ResourceApplyMomentum").input("var: resource").input("accum: resource").input("lr: T").input(
+        "grad: T"
+    ).input("momentum: T").attr("T: numbertype").attr("use_locking: bool = false").attr(
+        "use_nesterov: bool = false"
+    ).set_is_stateful().set_shape_fn(_handle_only).doc(
+        "accum = accum * momentum + grad; var -= lr * accum (Nesterov: var -= lr * (grad + momentum * accum)), "
+        "atomically."
+    )
+    register_op("ResourceApplyAdam").input("var: resource").input("m: resource").input("v: resource").input(
+        "beta1_power: T"
+    ).input("beta2_power: T").input("lr: T").input("beta1: T").input("beta2: T").input("epsilon: T").input(
+        "grad: T"
+    ).attr("T: numbertype").attr("use_locking: bool = false").attr("use_nesterov: bool = false").set_is_stateful(
+    ).set_shape_fn(_handle_only).doc(
+        "The Adam update of var and its slots m and v, atomically (as ApplyAdam)."
+    )
     register_op("DestroyResourceOp").input("resource: resource").attr("ignore_lookup_error: bool = true").set_is_stateful(
     ).set_shape_fn(_handle_only).doc(
         "Deletes the resource the handle names (a missing one is an error unless ignore_lookup_error)."
@@ -347,6 +491,9 @@ def register_generic_kernels() -> None:
         ("AssignVariableOp", _assign_variable_op), ("AssignAddVariableOp", _assign_add_variable_op),
         ("AssignSubVariableOp", _assign_sub_variable_op), ("VarIsInitializedOp", _var_is_initialized_op),
         ("VariableShape", _variable_shape), ("ResourceGather", _resource_gather),
-        ("DestroyResourceOp", _destroy_resource_op),
+        ("DestroyResourceOp", _destroy_resource_op), ("ResourceScatterAdd", _resource_scatter_add),
+        ("ResourceScatterUpdate", _resource_scatter_update),
+        ("ResourceApplyGradientDescent", _resource_apply_gradient_descent),
+        ("ResourceApplyMomentum", _resource_apply_momentum), ("ResourceApplyAdam", _resource_apply_adam),
     ):
         register_kernel(name, backend="*")(fn)

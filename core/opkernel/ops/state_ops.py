@@ -29,13 +29,13 @@ TRAINING_INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
 TRAINING_OPS = tuple(TRAINING_INPUTS)
 
 
-def check_update(op: str, **inputs: Any) -> None:
+def check_update(op: str, *, like: str | None = None, **inputs: Any) -> None:
     """Raise InvalidArgumentError unless every slot and the gradient have the variable's
     shape and every hyper-parameter is a scalar (rank 0), as TensorFlow's training ops
     check.  Every kernel of a training op calls this before it writes anything, so a
     rejected update leaves the variable and all its slots as they were.  ``inputs``
     are the op's inputs by name (anything with a ``shape``)."""
-    slots, scalars, grad = TRAINING_INPUTS[op]
+    slots, scalars, grad = TRAINING_INPUTS[like or op]  # like: the Ref op a resource op mirrors
     want = tuple(inputs["var"].shape)
     for name in (*slots[1:], grad):
         got = tuple(inputs[name].shape)
