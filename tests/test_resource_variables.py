@@ -394,6 +394,14 @@ def test_a_function_making_its_handles_saves_and_loads(tmp_path: Any) -> None:
         ok.save(step, path)
         loaded = ok.load(path)
         assert [float(loaded(ok.tensor(k)).numpy()) for k in (2.0, 3.0)] == [3.0, 6.0]
+    from opkernel import saving
+
+    info = saving.inspect(path)
+    assert info.resources == [("VarHandleOp", "localhost", "saved_counter")]
+    shown: list[str] = []
+    saving.inspect_main(str(path), lambda *a: None, shown.append)
+    assert any("resources: 1 made by its ops when it runs; 1 by shared name, found or created on the backend it runs "
+               "on: VarHandleOp localhost/saved_counter" in line for line in shown), shown
 
 
 # ---------------------------------------------------------------- updates and optimizers

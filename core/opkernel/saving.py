@@ -774,6 +774,10 @@ class SavedGraphInfo:
     variables: int
     tensor_bytes: int
     nodes: int = field(default=0)
+    #: The resources the graph makes handles to when it runs: (op, container, shared name),
+    #: "" for an anonymous one (made anew at each call).  Named ones are found, or created,
+    #: in the resource manager of the backend the loaded graph runs on.
+    resources: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def loadable(self) -> bool:
@@ -791,9 +795,24 @@ def inspect(path: str | os.PathLike[str]) -> SavedGraphInfo:
         return SavedGraphInfo(
             archive.path, doc.kind, doc.opkernel_version, [tuple(g.inputs) for g in doc.graphs],
             _statuses(doc), len(doc.variables), tensor_bytes, sum(len(g.nodes) for g in doc.graphs),
+            _resources(doc),
         )
     finally:
         archive.close()
+
+
+def _resources(doc: Any) -> list[tuple[str, str, str]]:
+    """(op, container, shared name) of every node that makes a resource handle."""
+    found: dict[tuple[str, str, str], None] = {}
+    for graph in doc.graphs:
+        for node in graph.nodes:
+            if any(getattr(o, "dtype", None) is not None and o.dtype.is_resource for o in node.outputs):
+                def text(name: str) -> str:
+                    value = node.attrs.get(name, ("string", ""))[1]
+                    return value if isinstance(value, str) else str(value)
+
+                found[(node.op, text("container") or "localhost", text("shared_name"))] = None
+    return list(found)
 
 
 #: C0 and C1 control characters, DEL, and the bidirectional overrides that reorder text.
@@ -829,6 +848,11 @@ def _inspect_shown(path: str, table: Callable[[str, Sequence[str], Sequence[Sequ
     write(f"{info.path}: a saved {info.kind} (format {FORMAT} {FORMAT_VERSION}, opkernel {info.opkernel_version or '?'})")
     write(f"  signatures: {sigs}")
     write(f"  {info.nodes} nodes, {info.variables} variables, {_amount(info.tensor_bytes)} of tensors")
+    if info.resources:
+        named = [(op, c, n) for op, c, n in info.resources if n]
+        write(f"  resources: {len(info.resources)} made by its ops when it runs"
+              + (f"; {len(named)} by shared name, found or created on the backend it runs on: "
+                 + ", ".join(f"{op} {c}/{n}" for op, c, n in named) if named else " (all anonymous)"))
     from .kernels import GENERIC, all_kernels
 
     backends: dict[str, set[str]] = {}
