@@ -63,8 +63,9 @@ def main() -> None:
                     ids = o.lookup_table_find_v2(table, words, np.int64(0))
                     o.queue_enqueue_v2(queue, [ids, np.float32(label)])
         except ok.errors.CancelledError:  # the training loop closed the queue
-            return
-        o.queue_close_v2(queue)
+            pass
+        finally:  # done, or failed: either way the training loop must not wait for more
+            o.queue_close_v2(queue)
 
     rng = np.random.default_rng(0)
     embedding = ok.ResourceVariable(rng.normal(0, 0.1, (len(vocab) + 1, DIM)).astype(np.float32), name="embedding")

@@ -138,3 +138,54 @@ def test_an_enqueue_copies_its_values(backend: str) -> None:
         print(o.queue_dequeue_v2(q, component_types=[ok.float32])[0].numpy().tolist() == [0.0, 0.0, 0.0])
     """, backend, "enqueue copies")
     assert out[-1] == "True"
+
+
+def test_a_dequeue_many_larger_than_the_capacity_is_served(backend: str) -> None:
+    """The waiting DequeueMany gathers elements as they come, so enqueues into a full queue
+    go on (TensorFlow's); closed short of them, it puts what it gathered back."""
+    out = child("""
+        q = o.fifo_queue_v2(component_types=[ok.int32], shapes=[[]], capacity=2)
+        res = []
+        t = threading.Thread(target=lambda: res.append(o.queue_dequeue_many_v2(q, np.int32(5), component_types=[ok.int32])[0].numpy().tolist()))
+        t.start()
+        for k in range(5):
+            o.queue_enqueue_v2(q, [np.int32(k)])
+        t.join(10)
+        p = o.fifo_queue_v2(component_types=[ok.int32], shapes=[[]], capacity=2)
+        errors = []
+        def short():
+            try:
+                o.queue_dequeue_many_v2(p, np.int32(3), component_types=[ok.int32])
+            except ok.errors.OutOfRangeError:
+                errors.append("OutOfRange")
+        u = threading.Thread(target=short)
+        u.start()
+        o.queue_enqueue_v2(p, [np.int32(7)])
+        o.queue_enqueue_v2(p, [np.int32(8)])
+        time.sleep(0.3)
+        o.queue_close_v2(p)
+        u.join(10)
+        back = o.queue_dequeue_many_v2(p, np.int32(2), component_types=[ok.int32])[0].numpy().tolist()
+        print(res == [[0, 1, 2, 3, 4]], errors == ["OutOfRange"], back == [7, 8], t.is_alive() or u.is_alive())
+    """, backend, "dequeue many past the capacity")
+    assert out[-4:] == ["True", "True", "True", "False"]
+
+
+def test_an_abandoned_wait_takes_nothing(backend: str) -> None:
+    """A dequeue whose caller stops waiting (an exception in its thread: here a signal
+    handler's) is withdrawn: the next element stays in the queue."""
+    out = child("""
+        import signal
+        q = o.fifo_queue_v2(component_types=[ok.int32], shapes=[[]])
+        class Stop(Exception): pass
+        def on_alarm(*_): raise Stop()
+        signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        try:
+            o.queue_dequeue_v2(q, component_types=[ok.int32])
+        except Stop:
+            pass
+        o.queue_enqueue_v2(q, [np.int32(42)])
+        print(int(o.queue_size_v2(q).numpy()), int(o.queue_dequeue_v2(q, component_types=[ok.int32])[0].numpy()))
+    """, backend, "an abandoned dequeue")
+    assert out[-2:] == ["1", "42"]

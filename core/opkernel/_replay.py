@@ -15,7 +15,7 @@ from . import _fusion, engine, plugins
 from . import kernels as kernel_registry
 from ._context import CONFIG_LISTENERS
 from ._symbolic import SymbolicTensor, _flat_result, _shape_text, _VariableArgument, graph_shapes
-from .autodiff import RECORDING, active_tapes
+from .autodiff import RECORDING, active_tapes, canonical_handle
 from .backend import Backend
 from .dtypes import of_array
 from .errors import InvalidArgumentError, OpkernelError, OpTypeError
@@ -460,6 +460,13 @@ def _outputs(result: Any, n: int, op_def: Any) -> Any:
     return result
 
 
+def _const(value: Any, be: Backend) -> Tensor:
+    """A graph constant as a tensor on ``be``; a resource variable's handle as the variable's
+    own handle tensor, so a tape watching the variable sees the replay's reads."""
+    known = canonical_handle(value, be)
+    return known if known is not None else Tensor(be.from_numpy(value), of_array(value), be)
+
+
 def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
     """Bind every live node on ``be`` and generate the straight-line replay."""
     graph, fname = cf.graph, cf.name
@@ -473,7 +480,8 @@ def _compile(cf: ConcreteFunction, be: Backend) -> _Plan:
                 "there)"
             )
     generation = _GENERATION[0]  # read first: a change while binding makes the plan stale at once
-    consts = [Tensor(be.from_numpy(c), of_array(c), be) for c in graph.constants]
+    # A resource variable's handle replays as the variable's own handle tensor (tapes know it).
+    consts = [_const(c, be) for c in graph.constants]
     small = _statically_small(graph)
     steps = []
     for i in cf.live_nodes:

@@ -153,6 +153,30 @@ _RESOURCE = resource
 #: watches one when an op reads it, as it does a trainable ``Variable``.
 TRAINABLE_HANDLES: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
 
+#: Each resource variable's handle tensor, by the id of the ``ResourceHandle`` it holds: a
+#: traced function that captured the handle (a graph constant) replays with this tensor,
+#: so a tape that watches the variable sees its reads there too.
+HANDLE_TENSORS: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+
+
+def register_handle(handle: Tensor, trainable: bool) -> None:
+    """Make ``handle`` (a scalar resource tensor of an ``ok.ResourceVariable``) the tensor
+    its resource is known by to tapes and to the replays of traced functions."""
+    HANDLE_TENSORS[id(handle._value[()])] = handle
+    if trainable:
+        TRAINABLE_HANDLES[id(handle)] = handle
+
+
+def canonical_handle(value: Any, backend: Any) -> Tensor | None:
+    """The registered handle tensor holding the same ``ResourceHandle`` as the host array
+    ``value``, on ``backend``; None for any other array."""
+    if getattr(value, "dtype", None) != object or getattr(value, "shape", None) != ():
+        return None
+    found = HANDLE_TENSORS.get(id(value[()]))
+    if found is None or found._backend is not backend or found._value[()] is not value[()]:
+        return None
+    return found
+
 
 def _source(x: Any) -> Any:
     """What a tape tracks for ``x``: ``x`` itself, or the tensor an object names with
@@ -369,9 +393,11 @@ def _structure_like(sources: Any, grads: dict[int, Tensor], tracked: Mapping[int
         g = grads.get(id(s)) if tracked.get(id(s)) is s else None
         if g is None and unconnected == "zero":
             with _on(s._backend):
-                if s._dtype.is_resource:  # zeros like the variable's value
-                    dtype = s._value[()].dtypes_and_shapes[0][0]
-                    return ops.zeros_like(ops.read_variable_op(s, dtype=dtype))
+                if s._dtype.is_resource:  # zeros like the variable's value (None for another resource)
+                    declared = s._value[()].dtypes_and_shapes if s._value.shape == () else ()
+                    if s._value[()].kind != "Var" or not declared:
+                        return None
+                    return ops.zeros_like(ops.read_variable_op(s, dtype=declared[0][0]))
                 return ops.zeros_like(s)
         return g
 

@@ -315,10 +315,21 @@ class AsyncOpKernel(OpKernel):
     def compute_async(self, ctx: OpKernelContext, done: Callable[[], None]) -> None:
         raise NotImplementedError(f"{type(self).__name__}.compute_async")
 
+    def cancel(self, ctx: OpKernelContext) -> None:
+        """Called when the caller of ``ctx``'s call stops waiting before ``done`` (an
+        exception raised in its thread while it waited, such as KeyboardInterrupt):
+        withdraw whatever the call left waiting (a queue's dequeue), so no later op serves
+        it (TensorFlow's cancellation callback).  By default nothing."""
+
     def compute(self, ctx: OpKernelContext) -> None:
         finished = threading.Event()
         self.compute_async(ctx, finished.set)
-        finished.wait()
+        try:
+            finished.wait()
+        except BaseException:
+            if not finished.is_set():
+                self.cancel(ctx)
+            raise
         if ctx.status is not None:
             raise ctx.status
 

@@ -769,6 +769,13 @@ class AdamW(Adam):
 
     def _apply(self, grad: Tensor, var: AnyVariable) -> None:
         ops = _ops()
+        shape, want = tuple(grad.shape), tuple(var.shape)
+        if None not in shape and None not in want and shape != want:  # before the decay changes anything
+            op = "ResourceApplyAdam" if isinstance(var, ResourceVariable) else "ApplyAdam"
+            raise InvalidArgumentError(
+                f"op {op!r}: 'grad' must have the shape of 'var', {list(want)}, got {list(shape)}; nothing was updated",
+                op=op,
+            )
         decay = ops.mul(self._hyper("learning_rate", var), self._hyper("weight_decay", var))
         if isinstance(var, ResourceVariable):
             value = var.read_value()

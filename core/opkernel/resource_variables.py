@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from . import engine, ops
-from .autodiff import TRAINABLE_HANDLES
+from .autodiff import register_handle
 from .dtypes import DType, as_dtype
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, OpTypeError
 from .resources import ResourceHandle
 from .tensor import Tensor
 from .typing import TensorLike
@@ -67,8 +67,7 @@ class ResourceVariable:
         self._backend: str = value.backend
         self.name = name
         self.trainable = bool(trainable)
-        if self.trainable and value.dtype.is_floating:
-            TRAINABLE_HANDLES[id(handle)] = handle  # a tape watches the variable when it is read
+        register_handle(handle, self.trainable and value.dtype.is_floating)  # tapes watch it when it is read
 
     @property
     def _ok_gradient_source(self) -> Tensor:
@@ -163,6 +162,6 @@ class ResourceVariable:
         return f"<ok.ResourceVariable{name} dtype={self._dtype.name} backend={self._backend!r} value={shown}>"
 
     def __reduce__(self) -> Any:
-        raise TypeError("an ok.ResourceVariable cannot be pickled: its state lives in one process's backend; "
+        raise OpTypeError("an ok.ResourceVariable cannot be pickled: its state lives in one process's backend; "
                         "pickle its numpy() value instead")
 

@@ -38,7 +38,7 @@ import threading
 import weakref
 from typing import Any, Callable, TypeVar
 
-from .errors import AlreadyExistsError, InvalidArgumentError, ResourceNotFoundError
+from .errors import AlreadyExistsError, InvalidArgumentError, OpTypeError, ResourceNotFoundError
 
 __all__ = ["ResourceBase", "ResourceHandle", "ResourceMgr", "DEFAULT_CONTAINER"]
 
@@ -50,7 +50,15 @@ R = TypeVar("R", bound="ResourceBase")
 
 class ResourceBase:
     """Base class of resources (TensorFlow's ResourceBase).  A resource must be
-    thread-safe: every kernel that finds it may use it at once."""
+    thread-safe: every kernel that finds it may use it at once.  ``handle_kinds``: the
+    kinds of handle (``ResourceHandle.kind``) that may name it; its class name by default."""
+
+    handle_kinds: tuple[str, ...] = ()
+
+    @classmethod
+    def names_kind(cls, kind: str) -> bool:
+        """Whether a handle of ``kind`` may name a resource of this class."""
+        return kind in (cls.handle_kinds or (cls.__name__,))
 
     def debug_string(self) -> str:
         """A line saying what the resource holds (``opkernel`` messages and listings)."""
@@ -110,13 +118,15 @@ class ResourceMgr:
         however many callers race; the creator runs under the manager's lock)."""
         container = self._container(container)
         with self._lock:
-            held = self._containers.setdefault(container, {})
-            found = held.get(name)
+            found = self._containers.get(container, {}).get(name)
             if found is None:
                 made = creator()
                 if not isinstance(made, ResourceBase):
                     raise InvalidArgumentError(f"{self._where(container, name)}: the creator made {made!r}, not a ResourceBase")
-                held[name] = found = made
+                # The creator may have run a garbage collection whose finalizers discarded
+                # resources (anonymous handles), and with them an emptied container: look
+                # the container up again after it.
+                found = self._containers.setdefault(container, {}).setdefault(name, made)
         return self._checked(container, name, found, kind)
 
     def _checked(self, container: str, name: str, found: ResourceBase, kind: type[R]) -> R:
@@ -227,7 +237,7 @@ class ResourceHandle:
         return f"<ResourceHandle {self.kind} {self.name!r} in container {self.container!r} on {self.backend!r}{extra}>"
 
     def __reduce__(self) -> Any:
-        raise TypeError(
+        raise OpTypeError(
             f"{self!r} cannot be pickled or saved: a handle names a resource of one process's backend "
             "(save the values behind it instead)"
         )

@@ -3139,7 +3139,7 @@ def resource_scatter_add(
     Args:
       resource: A `Tensor` of type `resource`.
       indices: A `Tensor`. Must be one of the following types: `int32`, `int64`.
-      updates: A `Tensor`.
+      updates: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `qint16`, `qint32`, `qint8`, `quint16`, `quint8`, `uint16`, `uint32`, `uint64`, `uint8`.
       name: A name for the operation (optional).
 
     Returns:

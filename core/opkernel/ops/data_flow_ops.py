@@ -55,7 +55,8 @@ class FIFOQueue(ResourceBase):
         self.capacity = capacity
         self.lock = threading.Lock()
         self.items: deque[Element] = deque()
-        self.takers: deque[tuple[int | None, OpKernelContext, Done]] = deque()  # n (None: one element, no batch dim)
+        # n (None: one element, no batch dimension), and the elements gathered so far
+        self.takers: deque[tuple[int | None, OpKernelContext, Done, list[Element]]] = deque()
         self.putters: deque[tuple[deque[Element], OpKernelContext, Done]] = deque()
         self.closed = False
 
@@ -69,12 +70,13 @@ class FIFOQueue(ResourceBase):
 
     # ------------------------------------------------------------ with the lock held
 
-    def _room(self) -> int:
-        return len(self.items) if self.capacity < 0 else self.capacity - len(self.items)
-
     def _settle(self) -> list[Callable[[], None]]:
         """Serve what can be served now; returns the completions to run after the lock is
-        released (outputs set, ``done`` called)."""
+        released (outputs set, ``done`` called).  The first waiting dequeue gathers its
+        elements one by one (its partial batch frees room for waiting enqueues, so a
+        DequeueMany may ask for more than the capacity, as in TensorFlow); once the queue
+        is closed with no enqueue pending, a dequeue still short of its elements puts
+        them back and fails."""
         fired: list[Callable[[], None]] = []
         moved = True
         while moved:
@@ -89,21 +91,42 @@ class FIFOQueue(ResourceBase):
                 self.putters.popleft()
                 fired.append(done)
             while self.takers:
-                n, ctx, done = self.takers[0]
+                n, ctx, done, taken = self.takers[0]
                 want = 1 if n is None else n
-                if len(self.items) >= want:
-                    taken = [self.items.popleft() for _ in range(want)]
+                while len(taken) < want and self.items:
+                    taken.append(self.items.popleft())
+                    moved = True
+                if len(taken) == want:
                     self.takers.popleft()
                     fired.append(_giving(ctx, taken, n, self, done))
-                    moved = True
-                elif self.closed:
+                elif self.closed and not self.putters:
                     self.takers.popleft()
+                    self.items.extendleft(reversed(taken))  # back at the front, in order
                     fired.append(_failing(ctx, OutOfRangeError(
                         f"op {ctx.op_name!r}: queue {self.name!r} is closed and has too few elements (asked for "
                         f"{want}, it holds {len(self.items)})", op=ctx.op_name), done))
                 else:
                     break
         return fired
+
+    def cancel(self, ctx: OpKernelContext) -> None:
+        """Forget the waiting enqueue or dequeue of ``ctx``, whose caller stopped waiting
+        (an exception in its thread): its elements stay out of the queue, or go back to
+        its front, and no later op serves it."""
+        with self.lock:
+            for k, (_, waiting, _, taken) in enumerate(self.takers):
+                if waiting is ctx:
+                    del self.takers[k]
+                    self.items.extendleft(reversed(taken))
+                    break
+            else:
+                for k, (_, waiting, _) in enumerate(self.putters):
+                    if waiting is ctx:
+                        del self.putters[k]
+                        break
+            fired = self._settle()
+        for fire in fired:
+            fire()
 
     # ------------------------------------------------------------ the ops
 
@@ -120,7 +143,7 @@ class FIFOQueue(ResourceBase):
 
     def take(self, ctx: OpKernelContext, n: int | None, done: Done) -> None:
         with self.lock:
-            self.takers.append((n, ctx, done))
+            self.takers.append((n, ctx, done, []))
             fired = self._settle()
         for fire in fired:
             fire()
@@ -243,6 +266,9 @@ class _Enqueue(AsyncOpKernel):
         queue = _queue(ctx)
         queue.put(ctx, _components(ctx, queue, self.many), done)
 
+    def cancel(self, ctx: OpKernelContext) -> None:
+        _queue(ctx).cancel(ctx)
+
 
 class _EnqueueMany(_Enqueue):
     many = True
@@ -254,8 +280,11 @@ class _Dequeue(AsyncOpKernel):
         _check_types(ctx, queue)
         queue.take(ctx, None, done)
 
+    def cancel(self, ctx: OpKernelContext) -> None:
+        _queue(ctx).cancel(ctx)
 
-class _DequeueMany(AsyncOpKernel):
+
+class _DequeueMany(_Dequeue):
     def compute_async(self, ctx: OpKernelContext, done: Done) -> None:
         queue = _queue(ctx)
         _check_types(ctx, queue)

@@ -45,6 +45,8 @@ class LookupTable(ResourceBase):
     """A table's state: its key and value dtypes, the entries, whether it is initialized
     (a mutable table always is) and the lock every op on it holds."""
 
+    handle_kinds = _KINDS
+
     def __init__(self, key_dtype: DType, value_dtype: DType, mutable: bool) -> None:
         self.key_dtype = key_dtype
         self.value_dtype = value_dtype

@@ -260,11 +260,18 @@ def _destroy_resource_op(resource: Tensor, *, ignore_lookup_error: bool) -> None
     if not isinstance(arr, np.ndarray) or arr.shape != () or not isinstance(arr[()], ResourceHandle):
         raise InvalidArgumentError(f"op {op!r}: expected a scalar resource handle", op=op)
     handle = handle_of(op, be, resource, arr[()].kind)
+    mgr = be.resource_manager
     try:
-        be.resource_manager.delete(handle.container, handle.name)
+        found = mgr.lookup(handle.container, handle.name, ResourceBase)
     except ResourceNotFoundError as e:
         if not ignore_lookup_error:
             raise ResourceNotFoundError(f"op {op!r}: {e}", op=op) from e
+        return
+    if not type(found).names_kind(handle.kind):
+        raise InvalidArgumentError(
+            f"op {op!r}: {handle!r} names a {found.debug_string()}, not a {handle.kind}; nothing was deleted", op=op
+        )
+    mgr.discard(handle.container, handle.name)
 
 
 def _scatter(op: str, resource: Tensor, indices: Tensor, updates: Tensor, dtype: DType, add: bool) -> None:
@@ -438,9 +445,10 @@ def register_ops() -> None:
     ).set_is_stateful().set_shape_fn(_gather_shape).doc(
         "Gathers slices of the variable's value along axis 0 (after batch_dims), as GatherV2."
     )
-    for name, verb in (("ResourceScatterAdd", "adds updates to"), ("ResourceScatterUpdate", "writes updates into")):
+    for name, verb, types in (("ResourceScatterAdd", "adds updates to", "numbertype"),
+                              ("ResourceScatterUpdate", "writes updates into", "type")):
         register_op(name).input("resource: resource").input("indices: Tindices").input("updates: dtype").attr(
-            "dtype: type"
+            f"dtype: {types}"
         ).attr("Tindices: {int32, int64}").set_is_stateful().set_shape_fn(_handle_only).doc(
             f"Atomically {verb} the rows indices of the variable (updates: indices.shape + variable.shape[1:], or "
             "a scalar)."
