@@ -153,6 +153,7 @@ ND_CASES = [
 
 CASES = [
     OpCase("identity", "Identity", one((2, 3)), lambda x: x, dtypes=ALL),
+    OpCase("ensure_shape", "EnsureShape", one((2, 3)), lambda x, **a: x, attrs={"shape": [None, 3]}, dtypes=ALL),
     OpCase("stop_gradient", "StopGradient", one((2, 3)), lambda x: x, dtypes=ALL, grad=False),
     OpCase("reshape", "Reshape", one((2, 3, 4), i32(4, -1)), lambda x, s: x.reshape(s), dtypes=ALL),
     OpCase("reshape_int64", "Reshape", one((2, 3), i64(3, 2)), lambda x, s: x.reshape(s)),

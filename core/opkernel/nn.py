@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .dtypes import DType, as_dtype
-from .engine import is_tracing, to_tensor
+from .engine import is_tracing, not_tracing, to_tensor
 from .errors import InvalidArgumentError
 from .random import Generator, dropped
 from .resource_variables import ResourceVariable
@@ -628,7 +628,8 @@ class Optimizer:
         if name not in slots:
             zero = to_tensor(np.zeros(var.shape, var.dtype.np), backend=var.backend)
             if isinstance(var, ResourceVariable):
-                slots[name] = ResourceVariable(zero, trainable=False, backend=var.backend)
+                with not_tracing():  # made once, for real: a traced step captures it as any variable
+                    slots[name] = ResourceVariable(zero, trainable=False, backend=var.backend)
             else:
                 slots[name] = Variable(zero, trainable=False)
         return slots[name]

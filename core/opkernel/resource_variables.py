@@ -47,7 +47,7 @@ class ResourceVariable:
     TensorFlow's ``shared_name``); without one the variable is anonymous and is deleted
     when its last handle is gone."""
 
-    __slots__ = ("_handle", "_dtype", "_backend", "name", "trainable")
+    __slots__ = ("_handle", "_dtype", "_backend", "_shape", "name", "trainable")
 
     def __init__(
         self, initial_value: TensorLike, dtype: Any = None, *, trainable: bool = True, name: str | None = None,
@@ -63,6 +63,7 @@ class ResourceVariable:
                                        container=container, debug_name=name or "")
             ops.assign_variable_op(handle, value)
         self._handle = handle
+        self._shape: tuple[int, ...] = tuple(value.shape)
         self._dtype: DType = value.dtype
         self._backend: str = value.backend
         self.name = name
@@ -99,9 +100,9 @@ class ResourceVariable:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The shape of the variable's value now (``assign`` may change it, as in
-        TensorFlow with ``validate_shape=False``)."""
-        return tuple(self.read_value().shape)
+        """The variable's shape: its initial value's, which ``assign`` keeps (as
+        ``tf.Variable.assign``); known without a read, so also while tracing."""
+        return self._shape
 
     def is_initialized(self) -> bool:
         """False once the variable has been destroyed by DestroyResourceOp."""
@@ -112,9 +113,14 @@ class ResourceVariable:
 
     def read_value(self) -> Tensor:
         """The variable's value: a tensor that keeps this value whatever happens to the
-        variable later."""
+        variable later.  While tracing, the read is followed by EnsureShape with the
+        variable's shape, so the traced graph knows it (and a value of another shape,
+        assigned through the raw op, fails the call instead of feeding the graph)."""
         with engine.use_backend(self._backend):
-            return ops.read_variable_op(self._handle, dtype=self._dtype)
+            value = ops.read_variable_op(self._handle, dtype=self._dtype)
+            if engine.is_tracing():
+                value = ops.ensure_shape(value, shape=list(self._shape))
+            return value
 
     value = read_value
 
@@ -133,9 +139,16 @@ class ResourceVariable:
     # ------------------------------------------------------------ updates
 
     def assign(self, value: TensorLike) -> ResourceVariable:
-        """Store a copy of ``value`` (of the variable's dtype; any shape)."""
+        """Store a copy of ``value``, of the variable's dtype and shape (as
+        ``tf.Variable.assign``; the raw AssignVariableOp may change the shape)."""
         with engine.use_backend(self._backend):
-            ops.assign_variable_op(self._handle, self._converted(value))
+            converted = self._converted(value)
+            if tuple(converted.shape) != self._shape and None not in tuple(converted.shape):
+                raise InvalidArgumentError(
+                    f"ResourceVariable.assign: the variable has shape {list(self._shape)}, the value "
+                    f"{list(converted.shape)}; nothing was assigned"
+                )
+            ops.assign_variable_op(self._handle, converted)
         return self
 
     def assign_add(self, delta: TensorLike) -> ResourceVariable:

@@ -83,6 +83,17 @@ def _identity_like() -> list[Case]:
         out.append(Case(f"{op}/special", op, (_SPECIAL,)))
         out.append(Case(f"{op}/noncontiguous", op, (noncontiguous(_rand((4, 5), "float32", 7)),)))
     out.append(Case("Identity/complex128_2x3", "Identity", (_rand((2, 3), "complex128", 9),)))
+    x = _rand((2, 3), "float32", 11)
+    out += [
+        Case("EnsureShape/exact", "EnsureShape", (x,), {"shape": [2, 3]}, grad=True, seed=1),
+        Case("EnsureShape/unknown_dim", "EnsureShape", (_rand((2, 3), "int32", 12),), {"shape": [None, 3]}),
+        Case("EnsureShape/unknown_rank", "EnsureShape", (_rand((4,), "float64", 13),), {"shape": None}),
+        Case("EnsureShape/scalar", "EnsureShape", (np.float32(2.5),), {"shape": []}),
+        Case("EnsureShape/empty", "EnsureShape", (np.zeros((0, 3), np.float32),), {"shape": [0, None]}),
+        Case("EnsureShape/wrong_dim", "EnsureShape", (x,), {"shape": [2, 4]}),
+        Case("EnsureShape/wrong_rank", "EnsureShape", (x,), {"shape": [6]}),
+        Case("EnsureShape/bool", "EnsureShape", (np.array([True, False]),), {"shape": [2]}),
+    ]
     out.append(Case("ZerosLike/complex128", "ZerosLike", (_rand((2, 3), "complex128", 9),)))
     return out
 

@@ -221,6 +221,18 @@ def _unary(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (g.values(g.shape(), dtype),), attrs
 
 
+@gen("EnsureShape")
+def _ensure_shape(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A shape the input has, with some dimensions unknown; now and then one it has not."""
+    shape = g.shape()
+    want: list[Any] | None = [None if g.coin(0.3) else d for d in shape]
+    if g.coin(0.15):
+        want = [*(want or []), 2]  # another rank
+    elif g.coin(0.1):
+        want = None  # unknown rank
+    return (g.values(shape, g.dtype("T")),), {"shape": want}
+
+
 @gen("Softmax", "LogSoftmax")
 def _softmax(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (g.x(g.shape(0 if g.coin(0.05) else 1, 4)),), {}

@@ -1189,6 +1189,24 @@ def elu(features: TensorLike, name: str | None = None, *, _kernel: str | None = 
       A `Tensor`. Has the same type as `features`.
     """
 
+def ensure_shape(
+    input: TensorLike,
+    shape: ShapeLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Returns the input after checking that its shape is compatible with shape (unknown dimensions match any); shape inference takes the known dimensions from shape.
+
+    Args:
+      input: A `Tensor`.
+      shape: A `shape`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
 def equal(
     x: TensorLike,
     y: TensorLike,

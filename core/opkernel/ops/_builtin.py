@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from . import (
     array_ops, batch_norm_ops, data_flow_ops, einsum_ops, layer_norm_ops, lookup_ops, math_ops, nn_ops, random_ops,
-    resource_variable_ops, state_ops,
+    resource_variable_ops, shape_ops, state_ops,
 )
 
 _FAMILIES = (
@@ -33,6 +33,7 @@ def opkernel_register_kernels() -> None:
     random_ops.register_generic_kernels()
     batch_norm_ops.register_generic_kernels()
     einsum_ops.register_generic_kernels()
+    shape_ops.register_generic_kernels()
     resource_variable_ops.register_generic_kernels()
     lookup_ops.register_kernels()
     data_flow_ops.register_kernels()

@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 
 from .. import shape_fns
+from ..errors import InvalidArgumentError
 from ..gradients import not_differentiable, register_gradient
+from ..kernels import register_kernel
 from ..op_registry import register_op
-from ..shapes import Dimension, InferenceContext
+from ..shapes import Dimension, InferenceContext, as_shape
 from ..tensor import ops_module as _ops
 from ._array_common import _INDEX, _axis, _scalar, _shape_const, _shape_of, _sum_all, _values
 from ._grad_util import unbroadcast
@@ -275,7 +277,35 @@ def _concat_offset_shape(c: InferenceContext) -> None:
 # ---------------------------------------------------------------- specs
 
 
+def _shape_text(shape: Any) -> str:
+    dims = shape._values()
+    return "unknown" if dims is None else "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _ensure_shape_shape(c: InferenceContext) -> None:
+    c.set_output(0, c.merge(c.input(0), as_shape(c.get_attr("shape"))))
+
+
+def _ensure_shape(input: Any, *, shape: Any) -> Any:
+    """EnsureShape's kernel (every backend): the input, after its shape is checked."""
+    want = as_shape(shape)
+    if not want.is_compatible_with(tuple(input.shape)):
+        raise InvalidArgumentError(
+            f"op 'EnsureShape': the input has shape {list(input.shape)}, which is not compatible with the expected "
+            f"shape {_shape_text(want)}", op="EnsureShape",
+        )
+    return _ops().identity(input)
+
+
+def register_generic_kernels() -> None:
+    register_kernel("EnsureShape", backend="*")(_ensure_shape)
+
+
 def register_ops() -> None:
+    register_op("EnsureShape").input("input: T").output("output: T").attr("shape: shape").attr("T: type").set_shape_fn(
+        _ensure_shape_shape
+    ).doc("Returns the input after checking that its shape is compatible with shape (unknown dimensions match any); "
+          "shape inference takes the known dimensions from shape.")
     register_op("Identity").input("input: T").output("output: T").attr("T: type").set_shape_fn(
         shape_fns.unchanged_shape
     ).doc("Returns a tensor with the same shape and contents as the input.")
@@ -416,7 +446,7 @@ def _broadcast_to_grad(op: Any, grad: Any) -> list[Any]:
 
 
 def register_gradients() -> None:
-    for name in ("Identity",):
+    for name in ("Identity", "EnsureShape"):
         register_gradient(name)(_identity_grad)
     for name in ("Reshape", "ExpandDims", "Squeeze"):
         register_gradient(name)(_reshape_back)
