@@ -554,3 +554,14 @@ def test_a_variables_shape_is_kept_and_checked_in_traces(backend: str) -> None:
         with pytest.raises(InvalidArgumentError, match="op 'EnsureShape': the input has shape \\[4\\], which is not "
                                                        "compatible with the expected shape \\[3\\]"):
             doubled()
+
+
+def test_a_watched_table_handle_has_no_zero_gradient(backend: str) -> None:
+    with ok.use_backend(backend):
+        t = ok.ops.mutable_hash_table_v2(key_dtype="int64", value_dtype="float32")
+        x = ok.tensor([1.0, 2.0])
+        with ok.GradientTape() as tape:
+            tape.watch([x, t])
+            y = ok.ops.sum(x * 2.0, [0])
+        gx, gt = tape.gradient(y, [x, t], unconnected_gradients="zero")
+        assert gx.numpy().tolist() == [2.0, 2.0] and gt is None

@@ -122,3 +122,30 @@ def test_kernels_share_their_backends_manager(fresh_registry: None, backend: str
 def _count(x: ok.Tensor, name: str, backend: str) -> None:
     with ok.use_backend(backend):
         ok.ops.probe.count(x, counter=name)
+
+
+def test_a_creator_that_runs_finalizers_keeps_what_it_made() -> None:
+    """A garbage collection inside the creator may discard resources of anonymous handles
+    (their finalizers) and empty the container: the new resource is still kept."""
+    import gc
+
+    from opkernel.resources import ResourceHandle
+
+    mgr = ok.ResourceMgr("cpu")
+    handle = ResourceHandle("cpu", "", "anonymous", "Box", manager=mgr)
+    mgr.create("", handle.name, Box())
+
+    class Cycle:
+        pass
+
+    holder = Cycle()
+    holder.me = holder  # type: ignore[attr-defined]
+    holder.handle = handle  # type: ignore[attr-defined]
+    del holder, handle  # the handle now lives only in a reference cycle
+
+    def creator() -> Box:
+        gc.collect()  # as an allocation may: the cycle goes, the handle's finalizer discards "anonymous"
+        return Box()
+
+    made = mgr.lookup_or_create("", "new", Box, creator)
+    assert mgr.lookup("", "new", Box) is made and mgr.names() == ["new"]
