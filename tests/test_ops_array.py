@@ -294,6 +294,9 @@ CASES = [
     OpCase("broadcast_to", "BroadcastTo", one((3, 1), i32(2, 3, 4)), lambda x, s: np.broadcast_to(x, s), dtypes=ALL),
     OpCase("broadcast_to_scalar", "BroadcastTo", one((), i32(2, 3)), lambda x, s: np.broadcast_to(x, s)),
     OpCase("pad", "Pad", one((2, 3), i32([1, 0], [2, 1])), lambda x, p: np.pad(x, p), dtypes=ALL),
+    OpCase("pad_v2", "PadV2", lambda rng, dt: [data(rng, dt, 2, 3), i32([1, 0], [2, 1]), np.asarray(7, dt)],
+           lambda x, p, c: np.pad(x, p, constant_values=c), dtypes=ALL,
+           grad=False),  # constant_values gets no gradient, as in TensorFlow; the input's: tf_conformance
     OpCase("pad_int64", "Pad", one((2,), i64([0, 2])), lambda x, p: np.pad(x, p)),
     OpCase(
         "fill", "Fill", lambda rng, dt: [i32(2, 3), np.array(1.5 if dt != "int32" else 7, dt)],

@@ -19,7 +19,7 @@ LACKING = sorted([
     "Diag", "Dilation2D", "Dilation2DBackpropFilter", "Dilation2DBackpropInput", "EluGrad", "FFT",
     "IFFT", "ImageProjectiveTransformV3", "LRN", "LRNGrad", "LowerBound",
     "MaxPool3D", "MaxPool3DGrad", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
-    "NonMaxSuppressionV5", "PadV2", "RaggedGather", "RaggedRange", "RaggedTensorToTensor",
+    "NonMaxSuppressionV5", "RaggedGather", "RaggedRange", "RaggedTensorToTensor",
     "SpaceToBatchND", "SparseFillEmptyRows", "SparseReshape", "SparseSegmentMean", "SparseSegmentSum", "SparseToDense",
     "SplitV", "StaticRegexReplace", "StringNGrams", "StringSplitV2", "StringToHashBucketFast",
     "UniqueV2", "UpperBound", "_FusedDepthwiseConv2dNative",

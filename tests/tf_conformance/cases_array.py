@@ -229,6 +229,22 @@ def _pad() -> list[Case]:
         Case("Pad/wrong_rank", "Pad", (_rand((2, 3), "float32", 19), _i32(1, 1).reshape(1, 2))),
         Case("Pad/paddings_not_matrix", "Pad", (_rand((2, 3), "float32", 19), _i32(1, 1, 1, 1))),
     ]
+    for i, dt in enumerate(("float32", "float64", "int32", "int64", "uint8", "float16", "bfloat16")):
+        c = np.asarray(_rand((), dt, 40 + i))
+        out.append(Case(f"PadV2/{dt}", "PadV2", (_rand((2, 3), dt, 30 + i), p, c), grad=dt in _FLOATS, seed=30 + i))
+    out += [
+        Case("PadV2/bool", "PadV2", (np.array([[True, False]]), p, np.bool_(True))),
+        Case("PadV2/inf_border", "PadV2", (_rand((2, 3), "float32", 20), p, np.float32(np.inf))),
+        Case("PadV2/nan_border", "PadV2", (_SPECIAL, _i32(2, 1).reshape(1, 2), np.float32(np.nan))),
+        Case("PadV2/int64_paddings", "PadV2", (_rand((2, 3), "float32", 21), p.astype(np.int64), np.float32(-1))),
+        Case("PadV2/scalar", "PadV2", (np.float32(3.0), np.zeros((0, 2), np.int32), np.float32(7))),
+        Case("PadV2/empty_input", "PadV2", (np.zeros((0, 2), np.float32), _i32(1, 1, 0, 1).reshape(2, 2), np.float32(4))),
+        Case("PadV2/rank3", "PadV2", (_rand((2, 1, 2), "float64", 22), _i32(0, 1, 2, 0, 1, 1).reshape(3, 2),
+                                      np.float64(0.5)), grad=True, seed=22),
+        Case("PadV2/constant_not_scalar", "PadV2", (_rand((2, 3), "float32", 23), p, np.ones(1, np.float32))),
+        Case("PadV2/negative", "PadV2", (_rand((2, 3), "float32", 24), _i32(-1, 0, 0, 0).reshape(2, 2), np.float32(1))),
+        Case("PadV2/wrong_rank", "PadV2", (_rand((2, 3), "float32", 25), _i32(1, 1).reshape(1, 2), np.float32(1))),
+    ]
     return out
 
 

@@ -435,6 +435,14 @@ def _pad(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (g.x(s), g.index(pads, "Tpaddings") if pads else g.index(np.zeros((0, 2)), "Tpaddings")), {}
 
 
+@gen("PadV2")
+def _pad_v2(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    (x, pads), _ = _pad(g)
+    dtype = g.dtype("T")
+    constant = g.values((), dtype) if g.coin(0.95) else g.values((1,), dtype)
+    return (g.values(np.shape(x), dtype), pads, constant), {}
+
+
 @gen("Slice")
 def _slice(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     s = g.shape()

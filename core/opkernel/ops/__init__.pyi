@@ -2607,6 +2607,28 @@ def pad(
       A `Tensor`. Has the same type as `input`.
     """
 
+def pad_v2(
+    input: TensorLike,
+    paddings: TensorLike,
+    constant_values: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Pads a tensor with constant_values (a scalar).
+
+    paddings: An [rank, 2] tensor: how many values to add before and after each dimension.
+
+    Args:
+      input: A `Tensor`.
+      paddings: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      constant_values: A `Tensor`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
 def pow(x: TensorLike, y: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes x ** y element-wise, with numpy broadcasting. Integers to negative integer powers are an error.
 

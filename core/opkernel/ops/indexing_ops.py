@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from .. import shape_fns
+from ..errors import InvalidArgumentError, OpkernelError
 from ..gradients import not_differentiable, register_gradient
+from ..kernels import register_kernel
 from ..op_registry import register_op
 from ..shapes import InferenceContext
 from ..tensor import ops_module as _ops
@@ -296,7 +298,46 @@ def _strided_slice_attrs(builder: Any, index: str = "{int32, int64}") -> Any:
     return builder
 
 
+def _pad_v2_shape(c: InferenceContext) -> None:
+    c.with_rank(c.input(2), 0)
+    _pad_shape(c)
+
+
+#: PadV2's dtypes: what Pad and SelectV2 compute with on every backend.
+PAD_V2_TYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                "bfloat16", "float32", "float64", "complex64", "complex128"]
+
+
+def _pad_v2(input: Any, paddings: Any, constant_values: Any) -> Any:
+    """PadV2's kernel (every backend): Pad's result where the input is, constant_values in
+    the border (a select, so an infinite or NaN constant is exact)."""
+    if tuple(constant_values.shape):
+        raise InvalidArgumentError(
+            f"op 'PadV2': constant_values must be a scalar, got shape {list(constant_values.shape)}", op="PadV2"
+        )
+    ops = _ops()
+    try:
+        padded = ops.pad(input, paddings)
+        inside = ops.pad(ops.fill(ops.shape(input), True), paddings)
+        return ops.select_v2(inside, padded, constant_values)
+    except OpkernelError as e:
+        if e.op == "PadV2":
+            raise
+        inner = str(e).removeprefix(f"op {e.op!r}: ")  # said as PadV2's, naming the op it ran
+        raise type(e)(f"op 'PadV2': {inner} (in op {e.op!r})", op="PadV2") from e
+
+
+def register_generic_kernels() -> None:
+    register_kernel("PadV2", backend="*", type_constraints={"T": PAD_V2_TYPES})(_pad_v2)
+
+
 def register_ops() -> None:
+    register_op("PadV2").input("input: T").input("paddings: Tpaddings").input("constant_values: T").output(
+        "output: T"
+    ).attr("T: type").attr(f"Tpaddings: {_INDEX}").set_shape_fn(_pad_v2_shape).doc(
+        "Pads a tensor with constant_values (a scalar).\n\npaddings: An [rank, 2] tensor: how many values to add "
+        "before and after each dimension."
+    )
     register_op("Pad").input("input: T").input("paddings: Tpaddings").output("output: T").attr("T: type").attr(
         f"Tpaddings: {_INDEX}"
     ).set_shape_fn(_pad_shape).doc(
@@ -372,13 +413,18 @@ def _strided_slice_grad_grad(op: Any, grad: Any) -> list[Any]:
 
 def _pad_grad(op: Any, grad: Any) -> list[Any]:
     ops = _ops()
-    x, paddings = op.inputs
+    x, paddings = op.inputs[0], op.inputs[1]  # PadV2's third input, constant_values, gets none
     rank = len(x.shape)
     if rank == 0:
         return [grad, None]
     first = ops.slice(paddings, _shape_const([0, 0], paddings.dtype), _shape_const([rank, 1], paddings.dtype))
     begin = ops.reshape(first, _shape_const([rank]))
     return [ops.slice(grad, begin, _shape_of(x, paddings.dtype)), None]
+
+
+def _pad_v2_grad(op: Any, grad: Any) -> list[Any]:
+    """The input's part of the gradient, as Pad's; none for constant_values (TensorFlow's)."""
+    return [*_pad_grad(op, grad), None]
 
 
 def _gather_grad(op: Any, grad: Any) -> list[Any]:
@@ -435,6 +481,7 @@ def register_gradients() -> None:
     register_gradient("StridedSlice")(_strided_slice_grad)
     register_gradient("StridedSliceGrad")(_strided_slice_grad_grad)
     register_gradient("Pad")(_pad_grad)
+    register_gradient("PadV2")(_pad_v2_grad)
     register_gradient("GatherV2")(_gather_grad)
     register_gradient("UnsortedSegmentSum")(_unsorted_segment_sum_grad)
     not_differentiable("Where")

@@ -167,7 +167,8 @@ def _named(op: str) -> Iterator[None]:
     except OpkernelError as e:
         if e.op == op:
             raise
-        raise type(e)(f"op {op!r}: {e}", op=op) from e
+        inner = str(e).removeprefix(f"op {e.op!r}: ")
+        raise type(e)(f"op {op!r}: {inner} (in op {e.op!r})", op=op) from e
 
 
 def _var_handle_op(*, container: str, shared_name: str, dtype: DType, shape: Any, **_: Any) -> np.ndarray:
