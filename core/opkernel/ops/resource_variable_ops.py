@@ -316,14 +316,13 @@ def _resource_scatter_update(resource: Tensor, indices: Tensor, updates: Tensor,
     _scatter("ResourceScatterUpdate", resource, indices, updates, dtype, add=False)
 
 
-def _locked(op: str, handles: list[Tensor]) -> tuple[list[Var], list[Tensor]]:
-    """The variables behind ``handles`` with their values, checked initialized; their locks
-    are taken by the caller in this (a fixed) order."""
+def _distinct_variables(op: str, handles: list[Tensor]) -> list[Var]:
+    """The variables behind ``handles``, which must be different variables."""
     be = handles[0]._backend
     found = [_variable(op, h, be) for h in handles]
     if len({id(v) for v in found}) != len(found):
         raise InvalidArgumentError(f"op {op!r}: the variable and its slots must be different variables", op=op)
-    return found, []
+    return found
 
 
 def _apply_update(op: str, handles: list[Tensor], scalars: dict[str, Tensor], grad: Tensor,
@@ -333,7 +332,7 @@ def _apply_update(op: str, handles: list[Tensor], scalars: dict[str, Tensor], gr
     with ops, then all stored: a failed check or op changes none."""
     be = handles[0]._backend
     names = [handle_of(op, be, h, "Var") for h in handles]
-    variables, _ = _locked(op, handles)
+    variables = _distinct_variables(op, handles)
     order = sorted(range(len(variables)), key=lambda k: (names[k].container, names[k].name))
     for k in order:
         variables[k].lock.acquire()
