@@ -364,9 +364,7 @@ def test_a_tape_differentiates_resource_variables_as_tensorflow(backend: str) ->
 
 
 def test_gradient_descent_on_resource_variables_fits_a_line(backend: str) -> None:
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((64, 3)).astype(np.float32)
-    t = x @ np.array([1.0, -2.0, 0.5], np.float32)
+    x, t = _line_data()
     with ok.use_backend(backend):
         w = ok.ResourceVariable(np.zeros(3, np.float32))
         xs, ts = ok.tensor(x), ok.tensor(t)
@@ -404,6 +402,12 @@ def test_a_function_making_its_handles_saves_and_loads(tmp_path: Any) -> None:
                "on: VarHandleOp localhost/saved_counter" in line for line in shown), shown
 
 
+def _line_data() -> tuple[np.ndarray, np.ndarray]:
+    """64 points of x @ [1, -2, 0.5], the line the training tests fit."""
+    x = np.random.default_rng(0).standard_normal((64, 3)).astype(np.float32)
+    return x, x @ np.array([1.0, -2.0, 0.5], np.float32)
+
+
 # ---------------------------------------------------------------- updates and optimizers
 
 
@@ -414,9 +418,7 @@ def test_a_function_making_its_handles_saves_and_loads(tmp_path: Any) -> None:
 def test_optimizers_train_resource_variables_as_ref_variables(backend: str, make: Any) -> None:
     """ok.nn's optimizers step a ResourceVariable (ResourceApply*) to the values they step a
     Ref Variable to (Apply*), on every backend."""
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((64, 3)).astype(np.float32)
-    t = x @ np.array([1.0, -2.0, 0.5], np.float32)
+    x, t = _line_data()
     results = []
     with ok.use_backend(backend):
         xs, ts = ok.tensor(x), ok.tensor(t)
@@ -514,9 +516,7 @@ def test_a_traced_training_step_equals_the_eager_one(backend: str, make: Any) ->
     """Tape and optimizer inside ok.function over resource variables: the reads' shapes
     are known while tracing (EnsureShape), the slots are made once outside the trace, and
     40 traced steps reach the eager steps' values."""
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((64, 3)).astype(np.float32)
-    t = x @ np.array([1.0, -2.0, 0.5], np.float32)
+    x, t = _line_data()
     results = []
     with ok.use_backend(backend):
         xs, ts = ok.tensor(x), ok.tensor(t)

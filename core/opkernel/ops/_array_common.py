@@ -4,12 +4,14 @@ known integer inputs in shape functions, and shape vectors for gradients.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from ..dtypes import DType
+from ..errors import OpkernelError
 from ..shapes import InferenceContext
 from ..tensor import ops_module as _ops
 
@@ -52,3 +54,16 @@ def _sum_all(grad: Any) -> Any:
     if not grad.shape:
         return grad
     return _ops().sum(grad, _shape_const(range(len(grad.shape))), keep_dims=False)
+
+
+@contextmanager
+def errors_as(op: str) -> Iterator[None]:
+    """Errors of the ops a generic kernel is written with, said as the kernel's op's own:
+    ``op 'PadV2': paddings must be non-negative ... (in op 'Pad')``."""
+    try:
+        yield
+    except OpkernelError as e:
+        if e.op == op:
+            raise
+        inner = str(e).removeprefix(f"op {e.op!r}: ")
+        raise type(e)(f"op {op!r}: {inner} (in op {e.op!r})", op=op) from e

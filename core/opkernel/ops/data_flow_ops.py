@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import shape_fns
 from ..dtypes import DType
 from ..errors import CancelledError, InvalidArgumentError, OutOfRangeError
 from ..gradients import not_differentiable
@@ -30,7 +31,9 @@ from ..kernels import AsyncOpKernel, OpKernel, OpKernelContext, register_kernel
 from ..op_registry import register_op
 from ..resources import ResourceBase
 from ..shapes import InferenceContext
-from .resource_variable_ops import handle_array, handle_of, make_handle, resource_from_handle
+from .resource_variable_ops import (
+    handle_array, handle_of, handle_only_shape, handle_to_scalar_shape, make_handle, resource_from_handle,
+)
 
 __all__ = ["QUEUE_OPS", "FIFOQueue", "register_ops", "register_gradients", "register_kernels"]
 
@@ -332,16 +335,6 @@ class _IsClosed(OpKernel):
 # ---------------------------------------------------------------- registration
 
 
-def _scalar_output(c: InferenceContext) -> None:
-    if c.num_inputs():
-        c.with_rank(c.input(0), 0)
-    c.set_output(0, c.scalar())
-
-
-def _handle_only(c: InferenceContext) -> None:
-    c.with_rank(c.input(0), 0)
-
-
 def _dequeue_shape(c: InferenceContext) -> None:
     c.with_rank(c.input(0), 0)
     for i in range(c.num_outputs()):
@@ -352,7 +345,7 @@ def register_ops() -> None:
     register_op("FIFOQueueV2").output("handle: resource").attr("component_types: list(type) >= 1").attr(
         "shapes: list(shape) >= 0 = []"
     ).attr("capacity: int = -1").attr("container: string = ''").attr("shared_name: string = ''").set_is_stateful(
-    ).set_shape_fn(_scalar_output).doc(
+    ).set_shape_fn(shape_fns.scalar_shape).doc(
         "A handle to the first-in first-out queue shared_name of this backend (an anonymous queue, deleted with "
         "its handle, when shared_name is empty), holding up to capacity elements (-1: no limit)."
     )
@@ -360,7 +353,7 @@ def register_ops() -> None:
                        ("QueueEnqueueManyV2", "the elements the components hold along their first dimension")):
         register_op(name).input("handle: resource").input("components: Tcomponents").attr(
             "Tcomponents: list(type) >= 1"
-        ).attr("timeout_ms: int = -1").set_is_stateful().set_shape_fn(_handle_only).doc(
+        ).attr("timeout_ms: int = -1").set_is_stateful().set_shape_fn(handle_only_shape).doc(
             f"Enqueues {what}, waiting for room in a full queue; CancelledError once the queue is closed."
         )
     register_op("QueueDequeueV2").input("handle: resource").output("components: component_types").attr(
@@ -375,14 +368,14 @@ def register_ops() -> None:
     ).doc("Dequeues n elements stacked along a new first dimension, waiting for them; OutOfRangeError when the "
           "queue is closed with fewer.")
     register_op("QueueCloseV2").input("handle: resource").attr("cancel_pending_enqueues: bool = false").set_is_stateful(
-    ).set_shape_fn(_handle_only).doc(
+    ).set_shape_fn(handle_only_shape).doc(
         "Closes the queue: no more enqueues; dequeues that cannot be served fail with OutOfRangeError."
     )
     register_op("QueueSizeV2").input("handle: resource").output("size: int32").set_is_stateful().set_shape_fn(
-        _scalar_output
+        handle_to_scalar_shape
     ).doc("The number of elements in the queue.")
     register_op("QueueIsClosedV2").input("handle: resource").output("is_closed: bool").set_is_stateful().set_shape_fn(
-        _scalar_output
+        handle_to_scalar_shape
     ).doc("Whether the queue is closed.")
 
 

@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from .. import shape_fns
-from ..errors import InvalidArgumentError, OpkernelError
+from ..errors import InvalidArgumentError
 from ..gradients import not_differentiable, register_gradient
 from ..kernels import register_kernel
 from ..op_registry import register_op
 from ..shapes import InferenceContext
 from ..tensor import ops_module as _ops
-from ._array_common import _INDEX, _axis, _scalar, _shape_const, _shape_of, _values
+from ._array_common import _INDEX, _axis, _scalar, _shape_const, _shape_of, _values, errors_as
 
 __all__ = ["StridedSlicePlan", "register_gradients", "register_ops", "strided_slice_plan"]
 
@@ -316,15 +316,10 @@ def _pad_v2(input: Any, paddings: Any, constant_values: Any) -> Any:
             f"op 'PadV2': constant_values must be a scalar, got shape {list(constant_values.shape)}", op="PadV2"
         )
     ops = _ops()
-    try:
+    with errors_as("PadV2"):
         padded = ops.pad(input, paddings)
         inside = ops.pad(ops.fill(ops.shape(input), True), paddings)
         return ops.select_v2(inside, padded, constant_values)
-    except OpkernelError as e:
-        if e.op == "PadV2":
-            raise
-        inner = str(e).removeprefix(f"op {e.op!r}: ")  # said as PadV2's, naming the op it ran
-        raise type(e)(f"op 'PadV2': {inner} (in op {e.op!r})", op="PadV2") from e
 
 
 def register_generic_kernels() -> None:

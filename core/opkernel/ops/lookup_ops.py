@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import shape_fns
 from ..dtypes import DType
 from ..errors import FailedPreconditionError, InvalidArgumentError, UnimplementedError
 from ..gradients import not_differentiable
@@ -24,7 +25,9 @@ from ..kernels import OpKernel, OpKernelContext, register_kernel
 from ..op_registry import register_op
 from ..resources import ResourceBase
 from ..shapes import InferenceContext
-from .resource_variable_ops import handle_array, handle_of, make_handle, resource_from_handle
+from .resource_variable_ops import (
+    handle_array, handle_of, handle_only_shape, handle_to_scalar_shape, make_handle, resource_from_handle,
+)
 
 __all__ = ["LOOKUP_OPS", "LookupTable", "register_ops", "register_gradients", "register_kernels"]
 
@@ -238,10 +241,6 @@ class _Export(_TableOp):
 # ---------------------------------------------------------------- registration
 
 
-def _scalar_handle(c: InferenceContext) -> None:
-    c.set_output(0, c.scalar())
-
-
 def _find_shape(c: InferenceContext) -> None:
     c.with_rank(c.input(0), 0)
     c.set_output(0, c.input(1))
@@ -254,28 +253,19 @@ def _export_shape(c: InferenceContext) -> None:
     c.set_output(1, c.vector(n))
 
 
-def _size_shape(c: InferenceContext) -> None:
-    c.with_rank(c.input(0), 0)
-    c.set_output(0, c.scalar())
-
-
-def _handle_only(c: InferenceContext) -> None:
-    c.with_rank(c.input(0), 0)
-
-
 def register_ops() -> None:
     for name, what in (("HashTableV2", "initialized once (InitializeTableV2, LookupTableImportV2)"),
                        ("MutableHashTableV2", "taking inserts and removals")):
         register_op(name).output("table_handle: resource").attr("container: string = ''").attr(
             "shared_name: string = ''"
         ).attr("use_node_name_sharing: bool = false").attr("key_dtype: type").attr("value_dtype: type").set_is_stateful(
-        ).set_shape_fn(_scalar_handle).doc(
+        ).set_shape_fn(shape_fns.scalar_shape).doc(
             f"A handle to the lookup table shared_name of this backend, {what}; an anonymous table (deleted with "
             "its handle) when shared_name is empty."
         )
     register_op("InitializeTableV2").input("table_handle: resource").input("keys: Tkey").input("values: Tval").attr(
         "Tkey: type"
-    ).attr("Tval: type").set_is_stateful().set_shape_fn(_handle_only).doc(
+    ).attr("Tval: type").set_is_stateful().set_shape_fn(handle_only_shape).doc(
         "Fills a HashTable with keys -> values, once: a later call changes nothing."
     )
     register_op("LookupTableFindV2").input("table_handle: resource").input("keys: Tin").input(
@@ -286,13 +276,13 @@ def register_ops() -> None:
     )
     register_op("LookupTableInsertV2").input("table_handle: resource").input("keys: Tin").input("values: Tout").attr(
         "Tin: type"
-    ).attr("Tout: type").set_is_stateful().set_shape_fn(_handle_only).doc(
+    ).attr("Tout: type").set_is_stateful().set_shape_fn(handle_only_shape).doc(
         "Sets keys -> values in a mutable table (values in the keys' shape; a later duplicate key wins)."
     )
     register_op("LookupTableRemoveV2").input("table_handle: resource").input("keys: Tin").attr("Tin: type").set_is_stateful(
-    ).set_shape_fn(_handle_only).doc("Removes keys from a mutable table (missing keys are ignored).")
+    ).set_shape_fn(handle_only_shape).doc("Removes keys from a mutable table (missing keys are ignored).")
     register_op("LookupTableSizeV2").input("table_handle: resource").output("size: int64").set_is_stateful(
-    ).set_shape_fn(_size_shape).doc("The number of entries.")
+    ).set_shape_fn(handle_to_scalar_shape).doc("The number of entries.")
     register_op("LookupTableExportV2").input("table_handle: resource").output("keys: Tkeys").output(
         "values: Tvalues"
     ).attr("Tkeys: type").attr("Tvalues: type").set_is_stateful().set_shape_fn(_export_shape).doc(
@@ -300,7 +290,7 @@ def register_ops() -> None:
     )
     register_op("LookupTableImportV2").input("table_handle: resource").input("keys: Tin").input("values: Tout").attr(
         "Tin: type"
-    ).attr("Tout: type").set_is_stateful().set_shape_fn(_handle_only).doc(
+    ).attr("Tout: type").set_is_stateful().set_shape_fn(handle_only_shape).doc(
         "Replaces a mutable table's entries with keys -> values; initializes a HashTable (or checks that it "
         "holds this data)."
     )

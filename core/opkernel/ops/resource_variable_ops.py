@@ -18,8 +18,7 @@ on another is refused, as TensorFlow refuses a resource of another device.
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +26,7 @@ from .. import shape_fns
 from .._context import active_backend
 from ..backend import Backend
 from ..dtypes import DType
-from ..errors import FailedPreconditionError, InvalidArgumentError, OpkernelError, ResourceNotFoundError
+from ..errors import FailedPreconditionError, InvalidArgumentError, ResourceNotFoundError
 from ..gradients import not_differentiable, register_gradient
 from ..kernels import register_kernel
 from ..op_registry import register_op
@@ -35,10 +34,12 @@ from ..resources import ResourceBase, ResourceHandle, ResourceMgr, anonymous_nam
 from ..shapes import InferenceContext
 from ..tensor import Tensor
 from ..tensor import ops_module as _ops
+from ._array_common import errors_as
 from .state_ops import TRAINING_INPUTS, check_update
 
 __all__ = [
-    "RESOURCE_VARIABLE_OPS", "Var", "handle_array", "make_handle", "resource_from_handle", "register_ops",
+    "RESOURCE_VARIABLE_OPS", "Var", "handle_array", "handle_only_shape", "handle_to_scalar_shape", "make_handle",
+    "resource_from_handle", "register_ops",
     "register_gradients", "register_generic_kernels",
 ]
 
@@ -159,18 +160,6 @@ def _initialized_value(op: str, var: Var, name: str) -> Tensor:
 # ---------------------------------------------------------------- kernels
 
 
-@contextmanager
-def _named(op: str) -> Iterator[None]:
-    """Errors of the ops a kernel is written with, said as the kernel's op's own."""
-    try:
-        yield
-    except OpkernelError as e:
-        if e.op == op:
-            raise
-        inner = str(e).removeprefix(f"op {e.op!r}: ")
-        raise type(e)(f"op {op!r}: {inner} (in op {e.op!r})", op=op) from e
-
-
 def _var_handle_op(*, container: str, shared_name: str, dtype: DType, shape: Any, **_: Any) -> np.ndarray:
     be = active_backend()
     return handle_array(make_handle(be, "Var", container, shared_name, ((dtype, shape),)))
@@ -215,7 +204,7 @@ def _update(op: str, resource: Tensor, value: Tensor, subtract: bool) -> None:
                 f"op {op!r}: cannot update a variable of shape {list(old.shape)} with a value of shape "
                 f"{list(value.shape)}: shapes must be equal; nothing was updated", op=op,
             )
-        with _named(op):
+        with errors_as(op):
             var.value = ops.sub(old, value) if subtract else ops.add(old, value)
 
 
@@ -250,7 +239,7 @@ def _resource_gather(resource: Tensor, indices: Tensor, *, batch_dims: int, dtyp
     var = _variable(op, resource, resource._backend)
     _check_dtype(op, var, dtype, "read")
     value = _initialized_value(op, var, handle_of(op, resource._backend, resource, "Var").name)
-    with _named(op):
+    with errors_as(op):
         return _ops().gather_v2(value, indices, 0, batch_dims=batch_dims)  # type: ignore[no-any-return]
 
 
@@ -297,7 +286,7 @@ def _scatter(op: str, resource: Tensor, indices: Tensor, updates: Tensor, dtype:
             raise InvalidArgumentError(
                 f"op {op!r}: indices[{int(bad[0])}] = {int(host[bad[0]])} is not in [0, {n}); nothing was updated", op=op
             )
-        with _named(op):  # computed whole before the store: a failure changes nothing
+        with errors_as(op):  # computed whole before the store: a failure changes nothing
             full = ops.broadcast_to(updates, list(want)) if tuple(updates.shape) != want else updates
             flat_idx = ops.reshape(indices, [-1])
             rows = ops.reshape(full, [-1, *old.shape[1:]])
@@ -342,7 +331,7 @@ def _apply_update(op: str, handles: list[Tensor], scalars: dict[str, Tensor], gr
             _check_dtype(op, v, grad.dtype, "update")
         slots, hypers, grad_name = TRAINING_INPUTS[op.replace("Resource", "", 1)]
         check_update(op, like=op.replace("Resource", "", 1), **dict(zip(slots, values)), **scalars, **{grad_name: grad})
-        with _named(op):
+        with errors_as(op):
             new = step(*values)
         for v, value in zip(variables, new):
             v.value = value
@@ -391,20 +380,18 @@ def _resource_apply_adam(
 # ---------------------------------------------------------------- registration
 
 
-def _var_handle_shape(c: InferenceContext) -> None:
+def handle_only_shape(c: InferenceContext) -> None:
+    """Input 0 is a scalar handle; no outputs (the updates, the resource ops of tables and queues)."""
+    c.with_rank(c.input(0), 0)
+
+
+def handle_to_scalar_shape(c: InferenceContext) -> None:
+    """Input 0 is a scalar handle; output 0 a scalar (a size, a flag)."""
+    c.with_rank(c.input(0), 0)
     c.set_output(0, c.scalar())
 
 
-def _read_shape(c: InferenceContext) -> None:
-    c.with_rank(c.input(0), 0)
-    c.set_output(0, c.unknown_shape())
-
-
-def _handle_only(c: InferenceContext) -> None:
-    c.with_rank(c.input(0), 0)
-
-
-def _gather_shape(c: InferenceContext) -> None:
+def _handle_to_unknown_shape(c: InferenceContext) -> None:
     c.with_rank(c.input(0), 0)
     c.set_output(0, c.unknown_shape())
 
@@ -419,20 +406,20 @@ def register_ops() -> None:
         "shared_name: string = ''"
     ).attr("debug_name: string = ''").attr("dtype: type").attr("shape: shape").attr(
         "allowed_devices: list(string) = []"
-    ).set_is_stateful().set_shape_fn(_var_handle_shape).doc(
+    ).set_is_stateful().set_shape_fn(shape_fns.scalar_shape).doc(
         "A handle to the resource variable shared_name of this backend (a new anonymous variable, deleted with its "
         "handle, when shared_name is empty); the variable exists from its first AssignVariableOp."
     )
     register_op("ReadVariableOp").input("resource: resource").output("value: dtype").attr("dtype: type").set_is_stateful(
-    ).set_shape_fn(_read_shape).doc("The variable's value (never changed by a later update).")
+    ).set_shape_fn(_handle_to_unknown_shape).doc("The variable's value (never changed by a later update).")
     register_op("AssignVariableOp").input("resource: resource").input("value: dtype").attr("dtype: type").attr(
         "validate_shape: bool = false"
-    ).set_is_stateful().set_shape_fn(_handle_only).doc(
+    ).set_is_stateful().set_shape_fn(handle_only_shape).doc(
         "Stores a copy of value as the variable's value, creating the variable at the first assignment."
     )
     for name, sign in (("AssignAddVariableOp", "+"), ("AssignSubVariableOp", "-")):
         register_op(name).input("resource: resource").input("value: dtype").attr("dtype: type").set_is_stateful(
-        ).set_shape_fn(_handle_only).doc(f"variable = variable {sign} value, atomically; value has the variable's shape.")
+        ).set_shape_fn(handle_only_shape).doc(f"variable = variable {sign} value, atomically; value has the variable's shape.")
     register_op("VarIsInitializedOp").input("resource: resource").output("is_initialized: bool").set_is_stateful(
     ).set_shape_fn(shape_fns.scalar_shape).doc("True once the variable has been assigned (and not destroyed).")
     register_op("VariableShape").input("input: resource").output("output: out_type").attr(
@@ -442,27 +429,27 @@ def register_ops() -> None:
         "batch_dims: int = 0"
     ).attr("validate_indices: bool = true").output("output: dtype").attr("dtype: type").attr(
         "Tindices: {int32, int64}"
-    ).set_is_stateful().set_shape_fn(_gather_shape).doc(
+    ).set_is_stateful().set_shape_fn(_handle_to_unknown_shape).doc(
         "Gathers slices of the variable's value along axis 0 (after batch_dims), as GatherV2."
     )
     for name, verb, types in (("ResourceScatterAdd", "adds updates to", "numbertype"),
                               ("ResourceScatterUpdate", "writes updates into", "type")):
         register_op(name).input("resource: resource").input("indices: Tindices").input("updates: dtype").attr(
             f"dtype: {types}"
-        ).attr("Tindices: {int32, int64}").set_is_stateful().set_shape_fn(_handle_only).doc(
+        ).attr("Tindices: {int32, int64}").set_is_stateful().set_shape_fn(handle_only_shape).doc(
             f"Atomically {verb} the rows indices of the variable (updates: indices.shape + variable.shape[1:], or "
             "a scalar)."
         )
     register_op("ResourceApplyGradientDescent").input("var: resource").input("alpha: T").input("delta: T").attr(
         "T: numbertype"
-    ).attr("use_locking: bool = false").set_is_stateful().set_shape_fn(_handle_only).doc(
+    ).attr("use_locking: bool = false").set_is_stateful().set_shape_fn(handle_only_shape).doc(
         "var -= alpha * delta, atomically."
     )
     register_op("ResourceApplyMomentum").input("var: resource").input("accum: resource").input("lr: T").input(
         "grad: T"
     ).input("momentum: T").attr("T: numbertype").attr("use_locking: bool = false").attr(
         "use_nesterov: bool = false"
-    ).set_is_stateful().set_shape_fn(_handle_only).doc(
+    ).set_is_stateful().set_shape_fn(handle_only_shape).doc(
         "accum = accum * momentum + grad; var -= lr * accum (Nesterov: var -= lr * (grad + momentum * accum)), "
         "atomically."
     )
@@ -471,11 +458,11 @@ def register_ops() -> None:
     ).input("beta2_power: T").input("lr: T").input("beta1: T").input("beta2: T").input("epsilon: T").input(
         "grad: T"
     ).attr("T: numbertype").attr("use_locking: bool = false").attr("use_nesterov: bool = false").set_is_stateful(
-    ).set_shape_fn(_handle_only).doc(
+    ).set_shape_fn(handle_only_shape).doc(
         "The Adam update of var and its slots m and v, atomically (as ApplyAdam)."
     )
     register_op("DestroyResourceOp").input("resource: resource").attr("ignore_lookup_error: bool = true").set_is_stateful(
-    ).set_shape_fn(_handle_only).doc(
+    ).set_shape_fn(handle_only_shape).doc(
         "Deletes the resource the handle names (a missing one is an error unless ignore_lookup_error)."
     )
 
