@@ -334,9 +334,10 @@ def _input_variants(op_def: OpDef, arg: ArgDef, x: np.ndarray) -> Iterator[tuple
     if x.ndim > 1:
         yield "fortran_order", "noncontig", np.asfortranarray, True, False
     if x.dtype.kind in "iu" and x.size:
-        yield "index_huge", "index", lambda a: np.full_like(a, 10**6), False, True
-        if x.dtype.kind == "i":  # an unsigned input holds no negative value
-            yield "index_negative", "index", lambda a: np.full_like(a, -(10**6)), False, True
+        if np.iinfo(x.dtype).max >= 10**6:  # int8 and int16 cannot hold it (index_int_max is their largest)
+            yield "index_huge", "index", lambda a: np.full_like(a, 10**6), False, True
+            if x.dtype.kind == "i":  # an unsigned input holds no negative value
+                yield "index_negative", "index", lambda a: np.full_like(a, -(10**6)), False, True
         yield "index_int_max", "index", lambda a: np.full_like(a, np.iinfo(a.dtype).max), False, True
         yield "size_2e31_int64", "size", lambda a: np.full(a.shape, 2**31, np.int64), False, True
         yield "size_2e62_int64", "size", lambda a: np.full(a.shape, 2**62, np.int64), False, True

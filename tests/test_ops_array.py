@@ -151,6 +151,60 @@ ND_CASES = [
            dtypes=ALL),
 ]
 
+def depth_to_space_ref(x: np.ndarray, block_size: int, data_format: str = "NHWC") -> np.ndarray:
+    """The definition, element by element: output[b, h, w, c] = input[b, h // bs, w // bs,
+    ((h % bs) * bs + w % bs) * depth + c] (NHWC; NCHW through transposes)."""
+    if data_format == "NCHW":
+        return depth_to_space_ref(x.transpose(0, 2, 3, 1), block_size).transpose(0, 3, 1, 2)
+    bs, (b, h, w, c) = block_size, x.shape
+    d = c // (bs * bs)
+    out = np.empty((b, h * bs, w * bs, d), x.dtype)
+    for i, j in np.ndindex(h * bs, w * bs):
+        k = ((i % bs) * bs + j % bs) * d
+        out[:, i, j, :] = x[:, i // bs, j // bs, k:k + d]
+    return out
+
+
+def space_to_depth_ref(x: np.ndarray, block_size: int, data_format: str = "NHWC") -> np.ndarray:
+    if data_format == "NCHW":
+        return space_to_depth_ref(x.transpose(0, 2, 3, 1), block_size).transpose(0, 3, 1, 2)
+    bs, (b, h, w, c) = block_size, x.shape
+    out = np.empty((b, h // bs, w // bs, bs * bs * c), x.dtype)
+    for i, j in np.ndindex(h, w):
+        k = ((i % bs) * bs + j % bs) * c
+        out[:, i // bs, j // bs, k:k + c] = x[:, i, j, :]
+    return out
+
+
+def space_to_batch_ref(x: np.ndarray, block_shape: np.ndarray, paddings: np.ndarray) -> np.ndarray:
+    """TensorFlow's definition: output[(offset) * batch + b, p...] = padded[b, p * block + offset...],
+    with the block offsets in row-major order."""
+    m = len(block_shape)
+    padded = np.pad(x, [(0, 0), *[tuple(p) for p in paddings], *[(0, 0)] * (x.ndim - 1 - m)])
+    spatial = [padded.shape[1 + i] // int(k) for i, k in enumerate(block_shape)]
+    out = np.empty((x.shape[0] * int(np.prod(block_shape)), *spatial, *x.shape[1 + m:]), x.dtype)
+    for n, offset in enumerate(np.ndindex(*[int(k) for k in block_shape])):
+        index = tuple(slice(o, None, int(k)) for o, k in zip(offset, block_shape))
+        out[n * x.shape[0]:(n + 1) * x.shape[0]] = padded[(slice(None), *index)]
+    return out
+
+
+def batch_to_space_ref(x: np.ndarray, block_shape: np.ndarray, crops: np.ndarray) -> np.ndarray:
+    m, batch = len(block_shape), x.shape[0] // int(np.prod(block_shape))
+    full = np.empty((batch, *[x.shape[1 + i] * int(k) for i, k in enumerate(block_shape)], *x.shape[1 + m:]), x.dtype)
+    for n, offset in enumerate(np.ndindex(*[int(k) for k in block_shape])):
+        index = tuple(slice(o, None, int(k)) for o, k in zip(offset, block_shape))
+        full[(slice(None), *index)] = x[n * batch:(n + 1) * batch]
+    return full[(slice(None), *[slice(int(lo), full.shape[1 + i] - int(hi)) for i, (lo, hi) in enumerate(crops)])]
+
+
+def diag_ref(x: np.ndarray) -> np.ndarray:
+    out = np.zeros(x.shape * 2, x.dtype)
+    for index in np.ndindex(*x.shape):
+        out[index * 2] = x[index]
+    return out
+
+
 CASES = [
     OpCase("identity", "Identity", one((2, 3)), lambda x: x, dtypes=ALL),
     OpCase("ensure_shape", "EnsureShape", one((2, 3)), lambda x, **a: x, attrs={"shape": [None, 3]}, dtypes=ALL),
@@ -298,6 +352,29 @@ CASES = [
            lambda x, p, c: np.pad(x, p, constant_values=c), dtypes=ALL,
            grad=False),  # constant_values gets no gradient, as in TensorFlow; the input's: tf_conformance
     OpCase("pad_int64", "Pad", one((2,), i64([0, 2])), lambda x, p: np.pad(x, p)),
+    OpCase("split_v", "SplitV", lambda rng, dt: [data(rng, dt, 2, 7), i64(3, -1, 0, 2), np.int32(-1)],
+           lambda x, s, a, num_split: np.split(x, [3, 5, 5], -1), attrs={"num_split": 4}, dtypes=ALL, grad_output=1),
+    OpCase("split_v_int32", "SplitV", lambda rng, dt: [data(rng, dt, 4, 3), i32(1, 3), np.int32(0)],
+           lambda x, s, a, num_split: np.split(x, [1], 0), attrs={"num_split": 2}, grad_output=0),
+    OpCase("split_v_one", "SplitV", lambda rng, dt: [data(rng, dt, 2, 3), i64(3), np.int32(1)],
+           lambda x, s, a, num_split: [x], attrs={"num_split": 1}),
+    OpCase("broadcast_args", "BroadcastArgs", lambda rng, dt: [np.array([2, 1, 3], dt), np.array([4, 1], dt)],
+           lambda a, b: np.array(np.broadcast_shapes(tuple(a), tuple(b)), a.dtype), dtypes=("int32", "int64"), grad=False),
+    OpCase("diag", "Diag", one((3,)), diag_ref, dtypes=("float32", "float64", "int32", "int64", "complex64", "bfloat16")),
+    OpCase("diag_rank3", "Diag", one((2, 1, 2)), diag_ref),
+    OpCase("depth_to_space", "DepthToSpace", one((2, 2, 3, 8)), depth_to_space_ref, attrs={"block_size": 2}, dtypes=ALL),
+    OpCase("depth_to_space_nchw", "DepthToSpace", one((1, 18, 2, 1)), depth_to_space_ref,
+           attrs={"block_size": 3, "data_format": "NCHW"}, dtypes=ALL),
+    OpCase("space_to_depth", "SpaceToDepth", one((2, 4, 6, 3)), space_to_depth_ref, attrs={"block_size": 2}, dtypes=ALL),
+    OpCase("space_to_depth_nchw", "SpaceToDepth", one((1, 2, 3, 6)), space_to_depth_ref,
+           attrs={"block_size": 3, "data_format": "NCHW"}, dtypes=ALL),
+    OpCase("space_to_batch_nd", "SpaceToBatchND", one((2, 3, 4, 2), i32(2, 3), i32([1, 0], [1, 1])),
+           space_to_batch_ref, dtypes=(*ALL, "bool", "complex64")),
+    OpCase("space_to_batch_nd_1d", "SpaceToBatchND", one((1, 5), i64(3), i64([0, 1])), space_to_batch_ref),
+    OpCase("batch_to_space_nd", "BatchToSpaceND", one((12, 2, 2, 2), i32(2, 3), i32([1, 0], [1, 1])),
+           batch_to_space_ref, dtypes=(*ALL, "bool", "complex64")),
+    OpCase("batch_to_space_nd_3d", "BatchToSpaceND", one((8, 1, 2, 1, 1), i64(2, 2, 2), i64([0, 1], [1, 0], [0, 0])),
+           batch_to_space_ref),
     OpCase(
         "fill", "Fill", lambda rng, dt: [i32(2, 3), np.array(1.5 if dt != "int32" else 7, dt)],
         lambda d, v: np.full(d, v), dtypes=ALL,
@@ -423,6 +500,13 @@ def test_gather_second_order(backend: str) -> None:
         ("Where", [[2, 3]], {}, [None, 2]),
         ("OneHot", [[2, None], [], [], []], {"axis": 1}, [2, None, None]),
         ("UnsortedSegmentSum", [[4, 3], [4], []], {}, [None, 3]),
+        ("SplitV", [[4, None], [2], []], {"num_split": 2}, [None, None]),
+        ("Diag", [[2, None]], {}, [2, None, 2, None]),
+        ("DepthToSpace", [[1, 2, None, 8]], {"block_size": 2}, [1, 4, None, 2]),
+        ("SpaceToDepth", [[1, None, 4, 3]], {"block_size": 2, "data_format": "NHWC"}, [1, None, 2, 12]),
+        ("SpaceToBatchND", [[2, 4, 6, 3], [2], [2, 2]], {}, [None, None, None, None]),
+        ("BatchToSpaceND", [[8, 2, 3], [1], [1, 2]], {}, [None, None, None]),
+        ("BroadcastArgs", [[3], [None]], {}, [None]),
     ],
 )
 def test_partial_shapes(op: str, shapes: list[Any], attrs: dict[str, Any], expected: Any) -> None:
@@ -546,6 +630,14 @@ def test_kernel_errors(call: Any, match: str, backend: str) -> None:
         ("Fill", [[2], []], {}, [i32(-1, 2), None], "non-negative"),
         ("Range", [[], [], []], {}, [np.int32(0), np.int32(3), np.int32(0)], "delta"),
         ("OneHot", [[2], [], [], []], {"axis": 2}, None, "axis"),
+        ("SplitV", [[2, 3], [2], []], {"num_split": 2}, [None, i64(1, 1), np.int32(1)], "add up"),
+        ("SplitV", [[2, 3], [3], []], {"num_split": 3}, [None, i64(-1, -1, 3), np.int32(1)], "one -1"),
+        ("DepthToSpace", [[1, 2, 2, 3]], {"block_size": 2}, None, "divisible"),
+        ("SpaceToDepth", [[1, 3, 4, 1]], {"block_size": 2}, None, "divisible"),
+        ("SpaceToBatchND", [[1, 3, 4, 1], [2], [2, 2]], {}, [None, i32(2, 2), np.zeros((2, 2), np.int32)], "divisible"),
+        ("BatchToSpaceND", [[2, 1, 1, 1], [2], [2, 2]], {}, [None, i32(2, 2), np.zeros((2, 2), np.int32)], "divisible"),
+        ("BatchToSpaceND", [[4, 1, 1, 1], [2], [2, 2]], {}, [None, i32(2, 2), i32([2, 1], [0, 0])], "exceed"),
+        ("Diag", [[]], {}, None, "rank"),
     ],
 )
 def test_shape_fn_errors(op: str, shapes: list[Any], attrs: dict[str, Any], tensors: Any, match: str) -> None:

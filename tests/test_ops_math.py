@@ -187,6 +187,15 @@ def cast_ref(x: np.ndarray, DstT: ok.DType, **attrs: Any) -> np.ndarray:
     return x.astype(DstT.np)
 
 
+INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def bits(rng: np.random.Generator, dt: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Integers over the whole range of ``dt`` (every bit, the sign bit too)."""
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
+
+
 LOGIC_CASES = [
     *compare_rows("Equal", np.equal),
     *compare_rows("NotEqual", np.not_equal),
@@ -197,6 +206,10 @@ LOGIC_CASES = [
     OpCase("LogicalAnd", "LogicalAnd", lambda rng, dt: [bools(rng, (2, 3)), bools(rng, (3,))], np.logical_and, dtypes=("bool",), grad=False),
     OpCase("LogicalOr", "LogicalOr", lambda rng, dt: [bools(rng, (2, 1)), bools(rng, (1, 3))], np.logical_or, dtypes=("bool",), grad=False),
     OpCase("LogicalNot", "LogicalNot", lambda rng, dt: [bools(rng, (2, 3))], np.logical_not, dtypes=("bool",), grad=False),
+    *[
+        OpCase(op, op, lambda rng, dt: [bits(rng, dt, (2, 3)), bits(rng, dt, (3,))], ref, dtypes=INT_TYPES, grad=False)
+        for op, ref in (("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or), ("BitwiseXor", np.bitwise_xor))
+    ],
     OpCase("Select-same", "Select", lambda rng, dt: [bools(rng, (2, 3)), arr(rng, dt, (2, 3)), arr(rng, dt, (2, 3))], select_ref),
     OpCase("SelectV2-bcast", "SelectV2", lambda rng, dt: [bools(rng, (2, 1)), arr(rng, dt, (2, 3)), arr(rng, dt, (3,))], select_ref),
     OpCase("SelectV2-bcast_cond", "SelectV2", lambda rng, dt: [bools(rng, (2, 3)), arr(rng, dt, (1, 3)), arr(rng, dt, ())], select_ref),

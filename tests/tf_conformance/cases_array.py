@@ -27,6 +27,18 @@ DIFFERENCES: dict[str, str] = {
     "so 2**32 + 1 silently acts as 1; opkernel rejects the entry as out of range "
     "(test_transpose_rejects_int64_perm_entries_past_int32)",
     "Where/scalar_false": "as Where/scalar_true: the defined [0, 0] result where TensorFlow's CPU kernel rejects rank 0",
+    **{
+        f"{op}/{dt}": f"TensorFlow's CPU {op} has no {dt} kernel (NotFoundError); opkernel rearranges every dtype, "
+        "checked against an element-by-element reference of the definition in tests/test_ops_array.py"
+        for op in ("SpaceToBatchND", "BatchToSpaceND") for dt in ("bool", "complex64")
+    },
+    "Diag/bfloat16": "TensorFlow's CPU Diag has no bfloat16 kernel (NotFoundError; its OpDef allows bfloat16); opkernel "
+    "places any dtype, checked against an element-by-element reference of the definition in tests/test_ops_array.py",
+    **{
+        f"{op}/nchw": f"TensorFlow's CPU {op} has no NCHW kernel (NotFoundError: GPU only); opkernel computes NCHW on "
+        "every backend, checked against an element-by-element reference of the definition in tests/test_ops_array.py"
+        for op in ("DepthToSpace", "SpaceToDepth")
+    },
 }
 
 #: Ops of this family without cases, with the reason.
@@ -811,9 +823,124 @@ def _mirror_pad() -> list[Case]:
     return out
 
 
+def _split_v_broadcast_args() -> list[Case]:
+    x = _rand((3, 7), "float32", 150)
+    out = [
+        Case(f"SplitV/{dt}", "SplitV", (_rand((3, 7), dt, 150 + i), _i64(2, -1, 0, 4), np.int32(1)), {"num_split": 4},
+             grad=dt in ("float32", "float64"), seed=150 + i)
+        for i, dt in enumerate(("float32", "float64", "int32", "int64", "uint8", "bool", "complex64", "float16") + _BF16)
+    ]
+    out += [
+        Case("SplitV/int32_sizes_axis0", "SplitV", (x, _i32(1, 2), np.int32(0)), {"num_split": 2}, grad=True, seed=151),
+        Case("SplitV/int8_sizes_negative_axis", "SplitV", (x, np.array([3, 4], np.int8), np.int32(-1)), {"num_split": 2}),
+        Case("SplitV/one", "SplitV", (x, _i64(7), np.int32(1)), {"num_split": 1}, grad=True, seed=152),
+        Case("SplitV/one_wrong_size", "SplitV", (x, _i64(6), np.int32(1)), {"num_split": 1}),
+        Case("SplitV/one_minus_one", "SplitV", (x, _i64(-1), np.int32(1)), {"num_split": 1}),
+        Case("SplitV/empty_pieces", "SplitV", (np.zeros((0, 4), np.float32), _i64(1, 3), np.int32(1)), {"num_split": 2}),
+        Case("SplitV/two_minus_ones", "SplitV", (x, _i64(-1, -1, 2), np.int32(1)), {"num_split": 3}),
+        Case("SplitV/negative_size", "SplitV", (x, _i64(-2, 5, 4), np.int32(1)), {"num_split": 3}),
+        Case("SplitV/sum_too_small", "SplitV", (x, _i64(1, 1, 1), np.int32(1)), {"num_split": 3}),
+        Case("SplitV/rest_negative", "SplitV", (x, _i64(5, -1, 4), np.int32(1)), {"num_split": 3}),
+        Case("SplitV/count", "SplitV", (x, _i64(1, 6), np.int32(1)), {"num_split": 3}),
+        Case("SplitV/axis_out_of_range", "SplitV", (x, _i64(1, 6), np.int32(2)), {"num_split": 2}),
+        Case("SplitV/scalar_input", "SplitV", (np.float32(1), _i64(1), np.int32(0)), {"num_split": 1}),
+        Case("SplitV/sizes_matrix", "SplitV", (x, _i64(1, 6).reshape(1, 2), np.int32(1)), {"num_split": 2}),
+    ]
+    for dt in ("int32", "int64"):
+        out += [
+            Case(f"BroadcastArgs/{dt}", "BroadcastArgs", (np.array([2, 1, 3], dt), np.array([4, 1], dt))),
+            Case(f"BroadcastArgs/empty_{dt}", "BroadcastArgs", (np.zeros(0, dt), np.array([4, 0], dt))),
+        ]
+    out += [
+        Case("BroadcastArgs/zero", "BroadcastArgs", (_i32(0, 1), _i32(1, 5))),
+        Case("BroadcastArgs/minus_one_with_one", "BroadcastArgs", (_i32(-1), _i32(1))),
+        Case("BroadcastArgs/minus_one_with_four", "BroadcastArgs", (_i32(-1), _i32(4))),
+        Case("BroadcastArgs/incompatible", "BroadcastArgs", (_i32(2, 3), _i32(4))),
+        Case("BroadcastArgs/scalar", "BroadcastArgs", (np.int32(3), _i32(4))),
+        Case("BroadcastArgs/matrix", "BroadcastArgs", (_i32(1).reshape(1, 1), _i32(1))),
+    ]
+    return out
+
+
+def _diag() -> list[Case]:
+    out = [
+        Case(f"Diag/{dt}", "Diag", (_rand((4,), dt, 160 + i),), grad=dt in ("float32", "float64"), seed=160 + i)
+        for i, dt in enumerate(("float32", "float64", "int32", "int64", "complex64", "float16") + _BF16)
+    ]
+    return out + [
+        Case("Diag/rank2", "Diag", (_rand((2, 3), "float64", 165),), grad=True, seed=165),
+        Case("Diag/rank3", "Diag", (_rand((2, 1, 2), "float32", 166),), grad=True, seed=166),
+        Case("Diag/specials", "Diag", (np.array([np.nan, np.inf, -np.inf, -0.0], np.float32),)),
+        Case("Diag/empty", "Diag", (np.zeros((0, 2), np.float32),)),
+        Case("Diag/scalar", "Diag", (np.float32(1),)),
+        Case("Diag/bool_rejected", "Diag", (np.array([True, False]),)),
+    ]
+
+
+def _space_depth_batch() -> list[Case]:
+    out: list[Case] = []
+    for i, dt in enumerate(("float32", "float64", "int32", "uint8", "bool", "complex64", "float16") + _BF16):
+        differentiable = dt in ("float32", "float64")
+        out += [
+            Case(f"DepthToSpace/{dt}", "DepthToSpace", (_rand((2, 2, 3, 8), dt, 170 + i),), {"block_size": 2},
+                 grad=differentiable, seed=170 + i),
+            Case(f"SpaceToDepth/{dt}", "SpaceToDepth", (_rand((2, 4, 6, 3), dt, 180 + i),), {"block_size": 2},
+                 grad=differentiable, seed=180 + i),
+            Case(f"SpaceToBatchND/{dt}", "SpaceToBatchND", (_rand((2, 3, 4, 2), dt, 190 + i), _i32(2, 3),
+                                                            _i32(1, 0, 1, 1).reshape(2, 2)),
+                 grad=differentiable, seed=190 + i),
+            Case(f"BatchToSpaceND/{dt}", "BatchToSpaceND", (_rand((12, 2, 2, 2), dt, 200 + i), _i32(2, 3),
+                                                            _i32(1, 0, 1, 1).reshape(2, 2)),
+                 grad=differentiable, seed=200 + i),
+        ]
+    x = _rand((1, 3, 6, 18), "float32", 210)
+    out += [
+        Case("DepthToSpace/block3", "DepthToSpace", (x,), {"block_size": 3}, grad=True, seed=210),
+        Case("DepthToSpace/nchw", "DepthToSpace", (_rand((1, 8, 2, 3), "float32", 211),), {"block_size": 2,
+                                                                                           "data_format": "NCHW"}),
+        Case("DepthToSpace/not_divisible", "DepthToSpace", (_rand((1, 1, 2, 6), "float32", 212),), {"block_size": 2}),
+        Case("DepthToSpace/rank3", "DepthToSpace", (_rand((1, 2, 8), "float32", 213),), {"block_size": 2}),
+        Case("DepthToSpace/empty_batch", "DepthToSpace", (np.zeros((0, 2, 2, 4), np.float32),), {"block_size": 2}),
+        Case("SpaceToDepth/block3", "SpaceToDepth", (_rand((2, 3, 6, 2), "float64", 214),), {"block_size": 3},
+             grad=True, seed=214),
+        Case("SpaceToDepth/nchw", "SpaceToDepth", (_rand((1, 2, 4, 6), "float32", 215),), {"block_size": 2,
+                                                                                          "data_format": "NCHW"}),
+        Case("SpaceToDepth/not_divisible", "SpaceToDepth", (_rand((1, 3, 4, 1), "float32", 216),), {"block_size": 2}),
+        Case("SpaceToDepth/rank5", "SpaceToDepth", (_rand((1, 2, 2, 2, 1), "float32", 217),), {"block_size": 2}),
+    ]
+    y = _rand((2, 4, 6, 3), "float32", 220)
+    z = np.zeros((2, 2), np.int32)
+    out += [
+        Case("SpaceToBatchND/padded_3d", "SpaceToBatchND", (_rand((1, 2, 3, 4, 2), "float64", 221), _i64(1, 3, 2),
+                                                            _i64(0, 0, 1, 2, 2, 0).reshape(3, 2)), grad=True, seed=221),
+        Case("SpaceToBatchND/no_blocks", "SpaceToBatchND", (y, np.zeros(0, np.int32), np.zeros((0, 2), np.int32))),
+        Case("SpaceToBatchND/one_block", "SpaceToBatchND", (y, _i32(2), _i32(0, 0).reshape(1, 2)), grad=True, seed=222),
+        Case("SpaceToBatchND/not_divisible", "SpaceToBatchND", (y, _i32(3, 2), z)),
+        Case("SpaceToBatchND/negative_padding", "SpaceToBatchND", (y, _i32(2, 2), _i32(-2, 2, 0, 0).reshape(2, 2))),
+        Case("SpaceToBatchND/zero_block", "SpaceToBatchND", (y, _i32(0, 2), z)),
+        Case("SpaceToBatchND/rank_too_small", "SpaceToBatchND", (y[0, 0], _i32(2, 2), z)),
+        Case("SpaceToBatchND/paddings_shape", "SpaceToBatchND", (y, _i32(2, 2), _i32(0, 0).reshape(1, 2))),
+        Case("SpaceToBatchND/block_matrix", "SpaceToBatchND", (y, _i32(2, 2).reshape(1, 2), z)),
+        Case("SpaceToBatchND/empty_batch", "SpaceToBatchND", (np.zeros((0, 4, 2, 1), np.float32), _i32(2, 2), z)),
+        Case("BatchToSpaceND/cropped_3d", "BatchToSpaceND", (_rand((8, 1, 2, 2, 1), "float64", 223), _i64(2, 2, 2),
+                                                             _i64(0, 1, 1, 2, 0, 0).reshape(3, 2)), grad=True, seed=223),
+        Case("BatchToSpaceND/crop_all", "BatchToSpaceND", (_rand((4, 1, 2, 1), "float32", 224), _i32(2, 2),
+                                                           _i32(1, 1, 0, 0).reshape(2, 2))),
+        Case("BatchToSpaceND/no_blocks", "BatchToSpaceND", (y, np.zeros(0, np.int64), np.zeros((0, 2), np.int64))),
+        Case("BatchToSpaceND/batch_not_divisible", "BatchToSpaceND", (y, _i32(2, 2), z)),
+        Case("BatchToSpaceND/crop_too_big", "BatchToSpaceND", (_rand((4, 1, 2, 1), "float32", 224), _i32(2, 2),
+                                                               _i32(1, 2, 0, 0).reshape(2, 2))),
+        Case("BatchToSpaceND/negative_crop", "BatchToSpaceND", (_rand((4, 1, 2, 1), "float32", 224), _i32(2, 2),
+                                                                _i32(-1, 0, 0, 0).reshape(2, 2))),
+        Case("BatchToSpaceND/empty_batch", "BatchToSpaceND", (np.zeros((0, 1, 2, 1), np.float32), _i32(2, 2), z)),
+    ]
+    return out
+
+
 def cases() -> list[Case]:
     return (
         _identity_like() + _shape_ops() + _reshape() + _transpose() + _invert_permutation() + _expand_squeeze()
         + _pad() + _broadcast_tile_fill() + _concat_pack() + _split_slice() + _strided_slice() + _gather()
         + _segment_sum() + _one_hot() + _range() + _where() + _string_to_number() + _reverse_band_scan_linspace() + _top_k_nd() + _mirror_pad()
+        + _split_v_broadcast_args() + _diag() + _space_depth_batch()
     )

@@ -565,6 +565,26 @@ def _cast_cases() -> list[Case]:
     return out
 
 
+def _bitwise_cases() -> list[Case]:
+    out: list[Case] = []
+    for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+        for i, dt in enumerate(("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")):
+            info = np.iinfo(dt)
+            out.append(Case(f"{op}/{dt}", op, (_random(dt, (3, 4), 400 + i, info.min, info.max),
+                                               _random(dt, (3, 4), 500 + i, info.min, info.max))))
+        out += [
+            Case(f"{op}/broadcast", op, (_random("int32", (2, 1, 4), 5, -99, 99), _random("int32", (3, 1), 6, -99, 99))),
+            Case(f"{op}/scalar", op, (np.array(-1, np.int64), _random("int64", (5,), 7, -2**40, 2**40))),
+            Case(f"{op}/empty", op, (np.zeros((0, 4), np.uint8), np.ones((1, 4), np.uint8))),
+            Case(f"{op}/noncontiguous", op, (noncontiguous(_random("int16", (3, 4), 8, -99, 99)),
+                                             noncontiguous(_random("int16", (3, 4), 9, -99, 99)))),
+            Case(f"{op}/incompatible", op, (np.ones((2, 3), np.int32), np.ones((2,), np.int32))),
+            Case(f"{op}/float_rejected", op, (np.ones(2, np.float32), np.ones(2, np.float32))),
+            Case(f"{op}/bool_rejected", op, (np.ones(2, bool), np.ones(2, bool))),
+        ]
+    return out
+
+
 def cases() -> list[Case]:
-    return _unary_cases() + _binary_cases() + _compare_cases() + _complex_cases() + _cast_cases()
+    return _unary_cases() + _binary_cases() + _compare_cases() + _complex_cases() + _cast_cases() + _bitwise_cases()
 

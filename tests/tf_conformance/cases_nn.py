@@ -230,6 +230,13 @@ def _activation_cases() -> list[Case]:
     for dt in ("float32", "float64"):
         out.append(Case(f"LeakyReluGrad/{dt}", "LeakyReluGrad", (_rand(43, (3, 4), dt), _rand(44, (3, 4), dt)),
                         {"alpha": 0.3}, grad=True, seed=45))
+    for dt in ("float32", "float64", "float16") + _BF16:
+        out.append(Case(f"EluGrad/{dt}", "EluGrad", (_rand(46, (3, 4), dt), _rand(47, (3, 4), dt, -1.0, 2.0)),
+                        grad=dt in ("float32", "float64"), seed=46))
+    out.append(Case("EluGrad/specials", "EluGrad", (_a([1.0, INF, -INF, NAN, 2.0, INF, 3.0, NAN], "float32"),
+                                                    _a([-1.0, -1.0, 0.5, -0.5, NAN, 0.0, -0.0, 2.0], "float32"))))
+    out.append(Case("EluGrad/shape_mismatch", "EluGrad", (_rand(46, (3, 4), "float32"), _rand(47, (4, 3), "float32"))))
+    out.append(Case("EluGrad/rejects_int32", "EluGrad", (_a([1, 2], "int32"), _a([-1, 1], "int32"))))
     out.append(Case("LeakyReluGrad/shape_mismatch", "LeakyReluGrad", (_rand(43, (3, 4), "float32"), _rand(44, (4, 3), "float32"))))
     # Softplus switches formulas around |x| ~ -log(eps) + 2: check both sides of each switch.
     sp = [-40.0, -20.0, -17.0, -15.0, -14.0, 14.0, 15.0, 16.0, 17.0, 18.0, 35.0, 40.0, 1e4, -1e4]

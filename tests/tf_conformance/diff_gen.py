@@ -240,7 +240,7 @@ def _softmax(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 BINARY = ("Add", "Sub", "Mul", "RealDiv", "FloorDiv", "FloorMod", "Maximum", "Minimum", "Pow", "Equal", "NotEqual",
           "Greater", "GreaterEqual", "Less", "LessEqual", "LogicalAnd", "LogicalOr", "Complex", "Atan2", "SquaredDifference",
-          "LeakyReluGrad")
+          "LeakyReluGrad", "EluGrad", "BitwiseAnd", "BitwiseOr", "BitwiseXor")
 
 
 @gen(*BINARY)
@@ -569,6 +569,74 @@ def _split(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if -len(s) <= axis < len(s) and g.coin(0.9):
         s[axis] = num * g.int(0, 2)
     return (np.int32(axis), g.x(tuple(s))), {"num_split": num}
+
+
+@gen("SplitV")
+def _split_v(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Sizes that add up (one of them -1 now and then), and now and then ones that do not."""
+    s = list(g.shape(1, 4))
+    axis = g.axis(len(s))
+    num = g.int(1, 4)
+    sizes = [g.int(0, 3) for _ in range(num)]
+    if -len(s) <= axis < len(s) and g.coin(0.85):
+        s[axis] = sum(sizes)
+    if num > 1 and g.coin(0.3):
+        sizes[g.int(0, num - 1)] = -1
+    if g.coin(0.05):
+        sizes[g.int(0, num - 1)] = -2
+    return (g.x(tuple(s)), g.index(sizes, "Tlen" if g.sig.dtypes.get("Tlen") else None), np.int32(axis)), {"num_split": num}
+
+
+@gen("BroadcastArgs")
+def _broadcast_args(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    a = g.shape(0, 4)
+    b = g.broadcast_partner(a)
+    return (g.index(list(a), "T"), g.index(list(b), "T")), {}
+
+
+@gen("Diag")
+def _diag(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return (g.x(g.shape(1 if g.coin(0.95) else 0, 3)),), {}
+
+
+@gen("DepthToSpace", "SpaceToDepth")
+def _depth_space(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    bs = g.int(2, 3)
+    b, h, w, c = g.int(0, 2), g.int(1, 3), g.int(1, 3), g.int(1, 3)
+    if g.sig.op == "DepthToSpace":
+        c *= bs * bs
+    else:
+        h, w = h * bs, w * bs
+    if g.coin(0.1):  # not divisible
+        c, h = c + 1, h + 1
+    shape = (b, h, w, c) if g.coin(0.95) else (h, w, c)
+    return (g.x(shape),), {"block_size": bs}
+
+
+@gen("SpaceToBatchND", "BatchToSpaceND")
+def _space_batch(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    m = g.int(0, 3) if g.coin(0.95) else 4
+    blocks = [g.int(1, 3) for _ in range(m)]
+    rest = g.shape(0, 2)
+    if g.sig.op == "SpaceToBatchND":
+        pads = [[g.int(0, 2), g.int(0, 2)] for _ in range(m)]
+        spatial = [max(k * g.int(1, 2) - lo - hi, 0) for k, (lo, hi) in zip(blocks, pads)]
+        batch = g.int(0, 2)
+        attr = "Tpaddings"
+    else:
+        spatial = [g.int(1, 3) for _ in range(m)]
+        pads = [[g.int(0, k * d), 0] for k, d in zip(blocks, spatial)]
+        pads = [[lo, g.int(0, k * d - lo)] for (lo, _), k, d in zip(pads, blocks, spatial)]
+        batch = int(np.prod(blocks)) * g.int(0, 2)
+        attr = "Tcrops"
+    if g.coin(0.1):  # not divisible, or negative
+        if spatial and g.coin():
+            spatial[0] += 1
+        elif pads:
+            pads[0][0] = -1
+    x = g.x((batch, *spatial, *rest))
+    amounts = g.index(pads, attr) if pads else g.index(np.zeros((0, 2)), attr)
+    return (x, g.index(blocks, "Tblock_shape") if blocks else g.index(np.zeros(0), "Tblock_shape"), amounts), {}
 
 
 @gen("GatherV2")

@@ -619,6 +619,29 @@ def batch_mat_mul(
       A `Tensor`. Has the same type as `x`.
     """
 
+def batch_to_space_nd(
+    input: TensorLike,
+    block_shape: TensorLike,
+    crops: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """The inverse of SpaceToBatchND: moves blocks of the batch back into the M spatial dimensions after it, then crops them.
+
+    block_shape: M positive sizes; their product divides the batch.
+    crops: An [M, 2] tensor: how many elements to remove from the start and end of each spatial dimension.
+
+    Args:
+      input: A `Tensor`.
+      block_shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      crops: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
 def bias_add(
     value: TensorLike,
     bias: TensorLike,
@@ -661,6 +684,78 @@ def bias_add_grad(
 
     Returns:
       A `Tensor`. Has the same type as `out_backprop`.
+    """
+
+def bitwise_and(
+    x: TensorLike,
+    y: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Returns x & y element-wise on the bits of integers, with numpy broadcasting.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      y: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
+def bitwise_or(
+    x: TensorLike,
+    y: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Returns x | y element-wise on the bits of integers, with numpy broadcasting.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      y: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
+def bitwise_xor(
+    x: TensorLike,
+    y: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Returns x ^ y element-wise on the bits of integers, with numpy broadcasting.
+
+    Args:
+      x: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      y: A `Tensor`. Must be one of the following types: `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `x`.
+    """
+
+def broadcast_args(
+    s0: TensorLike,
+    s1: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Returns the shape that tensors of shapes s0 and s1 broadcast to, with numpy's broadcasting rules.
+
+    Args:
+      s0: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      s1: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `s0`.
     """
 
 def broadcast_to(
@@ -1021,6 +1116,28 @@ def cumsum(
       A `Tensor`. Has the same type as `x`.
     """
 
+def depth_to_space(
+    input: TensorLike,
+    block_size: int,
+    data_format: Literal["NHWC", "NCHW", "NCHW_VECT_C"] = "NHWC",
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Rearranges depth into blocks of space: each block_size x block_size block of the spatial dimensions comes from block_size * block_size consecutive depth values (row-major within the block).
+
+    data_format: NHWC or NCHW (TensorFlow's CPU kernels take NHWC only); NCHW_VECT_C is refused.
+
+    Args:
+      input: A `Tensor`.
+      block_size: A `int` that is `>= 2`.
+      data_format: An optional `string` from: `'NHWC'`, `'NCHW'`, `'NCHW_VECT_C'`. Defaults to `'NHWC'`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
 def depthwise_conv2d_native(
     input: TensorLike,
     filter: TensorLike,
@@ -1156,6 +1273,17 @@ def destroy_resource_op(
       None.
     """
 
+def diag(diagonal: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
+    """Returns a tensor with the given diagonal values and zeros elsewhere: for a diagonal of shape [D1, ..., Dk], an output of shape [D1, ..., Dk, D1, ..., Dk] with output[i1..ik, i1..ik] = diagonal[i1..ik].
+
+    Args:
+      diagonal: A `Tensor`. Must be one of the following types: `bfloat16`, `complex128`, `complex64`, `float16`, `float32`, `float64`, `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `diagonal`.
+    """
+
 def einsum(
     inputs: Sequence[TensorLike],
     equation: str,
@@ -1187,6 +1315,28 @@ def elu(features: TensorLike, name: str | None = None, *, _kernel: str | None = 
 
     Returns:
       A `Tensor`. Has the same type as `features`.
+    """
+
+def elu_grad(
+    gradients: TensorLike,
+    outputs: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes Elu's gradients: gradients * (outputs + 1) where outputs < 0, else gradients.
+
+    gradients: The backpropagated gradients to the corresponding Elu operation.
+    outputs: The outputs of the corresponding Elu operation.
+    backprops: The same shape as gradients and outputs.
+
+    Args:
+      gradients: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      outputs: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `gradients`.
     """
 
 def ensure_shape(
@@ -3496,6 +3646,51 @@ def softplus(features: TensorLike, name: str | None = None, *, _kernel: str | No
       A `Tensor`. Has the same type as `features`.
     """
 
+def space_to_batch_nd(
+    input: TensorLike,
+    block_shape: TensorLike,
+    paddings: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Pads the M spatial dimensions after the batch and moves blocks of block_shape of them into the batch: the output's batch is block offset * batch + b.
+
+    block_shape: M positive sizes.
+    paddings: An [M, 2] tensor: how many zeros to add before and after each spatial dimension; each padded size is divisible by its block size.
+
+    Args:
+      input: A `Tensor`.
+      block_shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      paddings: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
+def space_to_depth(
+    input: TensorLike,
+    block_size: int,
+    data_format: Literal["NHWC", "NCHW", "NCHW_VECT_C"] = "NHWC",
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Rearranges blocks of space into depth: each block_size x block_size block of the spatial dimensions becomes block_size * block_size consecutive depth values (row-major within the block).
+
+    data_format: NHWC or NCHW (TensorFlow's CPU kernels take NHWC only); NCHW_VECT_C is refused.
+
+    Args:
+      input: A `Tensor`.
+      block_size: A `int` that is `>= 2`.
+      data_format: An optional `string` from: `'NHWC'`, `'NCHW'`, `'NCHW_VECT_C'`. Defaults to `'NHWC'`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
 def sparse_softmax_cross_entropy_loss(
     features: TensorLike,
     labels: TensorLike,
@@ -3564,6 +3759,31 @@ def split(
     Args:
       axis: A `Tensor` of type `int32`.
       value: A `Tensor`.
+      num_split: A `int` that is `>= 1`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A list of `Tensor` objects. Each. Has the same type as `value`.
+    """
+
+def split_v(
+    value: TensorLike,
+    size_splits: TensorLike,
+    axis: TensorLike,
+    num_split: int,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> list[Tensor]:
+    """Splits a tensor into num_split pieces along dimension split_dim, of the sizes size_splits gives.
+
+    size_splits: The size of each piece (num_split values); one may be -1, the rest of the dimension.
+    split_dim: The dimension to split, in [-rank, rank).
+
+    Args:
+      value: A `Tensor`.
+      size_splits: A `Tensor`. Must be one of the following types: `int32`, `int64`, `int8`.
+      axis: A `Tensor` of type `int32`.
       num_split: A `int` that is `>= 1`.
       name: A name for the operation (optional).
 

@@ -49,6 +49,7 @@ API_NAMES: dict[str, dict[str, str]] = {
     **{op: {"reduction_indices": "axis"} for op in ("All", "Any", "Max", "Mean", "Min", "Prod", "Sum")},
     "ExpandDims": {"dim": "axis"},
     "Split": {"split_dim": "axis"},
+    "SplitV": {"split_dim": "axis"},
     "Squeeze": {"squeeze_dims": "axis"},
     "Select": {"t": "x", "e": "y"},
     "Where": {"input": "condition"},

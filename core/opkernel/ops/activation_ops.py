@@ -116,6 +116,14 @@ def register_ops() -> None:
     _activation(
         "Elu", _FLOATS, "Computes the exponential linear function: features if > 0, exp(features) - 1 otherwise."
     )
+    register_op("EluGrad").input("gradients: T").input("outputs: T").output("backprops: T").attr(
+        f"T: {_FLOATS}"
+    ).set_shape_fn(shape_fns.merge_all_inputs).doc(
+        "Computes Elu's gradients: gradients * (outputs + 1) where outputs < 0, else gradients.\n\n"
+        "gradients: The backpropagated gradients to the corresponding Elu operation.\n"
+        "outputs: The outputs of the corresponding Elu operation.\n"
+        "backprops: The same shape as gradients and outputs."
+    )
     _activation(
         "Selu",
         _FLOATS,
@@ -242,6 +250,13 @@ def _relu6_grad(op: Any, grad: Tensor) -> list[Any]:
 
 def _elu_grad(op: Any, grad: Tensor) -> list[Any]:
     return [_activation_grad_from_output("Elu", grad, op.outputs[0])]
+
+
+def _elu_grad_grad(op: Any, grad: Tensor) -> list[Any]:
+    """TensorFlow's _EluGradGrad: linear in ``gradients`` (EluGrad again); in ``outputs``,
+    ``grad * gradients`` where the output is negative, else 0."""
+    ops, g, y = _ops(), op.inputs[0], op.inputs[1]
+    return [ops.elu_grad(grad, y), ops.select_v2(ops.less(y, 0), ops.mul(grad, g), ops.zeros_like(y))]
 
 
 def _selu_grad(op: Any, grad: Tensor) -> list[Any]:
@@ -377,6 +392,7 @@ _GRADIENTS: dict[str, Any] = {
     "ReluGrad": _relu_grad_grad,
     "Relu6": _relu6_grad,
     "Elu": _elu_grad,
+    "EluGrad": _elu_grad_grad,
     "Selu": _selu_grad,
     "LeakyRelu": _leaky_relu_grad,
     "LeakyReluGrad": _leaky_relu_grad_grad,

@@ -10,6 +10,7 @@ the public names).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -322,11 +323,41 @@ def _pad_v2(input: Any, paddings: Any, constant_values: Any) -> Any:
         return ops.select_v2(inside, padded, constant_values)
 
 
+def _diag(diagonal: Any) -> Any:
+    """Diag's kernel (every backend): the n values as an [n, 1] column padded with n zeros on
+    the right, read as a flat vector whose first n * n values are the diagonal matrix (a value
+    every n + 1 places); no arithmetic, so a NaN or infinity stays alone on its diagonal."""
+    shape = [int(d) for d in diagonal.shape]
+    if not shape:
+        raise InvalidArgumentError("op 'Diag': diagonal must have rank >= 1, got a scalar", op="Diag")
+    n, ops = math.prod(shape), _ops()
+    column = ops.reshape(diagonal, np.asarray([n, 1], np.int64))
+    rows = ops.pad(column, np.asarray([[0, 0], [0, n]], np.int64))
+    flat = ops.slice(ops.reshape(rows, np.asarray([n * (n + 1)], np.int64)), np.asarray([0], np.int64),
+                     np.asarray([n * n], np.int64))
+    return ops.reshape(flat, np.asarray(shape + shape, np.int64))
+
+
+def _diag_shape(c: InferenceContext) -> None:
+    data = c.with_rank_at_least(c.input(0), 1)
+    if data.dims is None:
+        c.set_output(0, c.unknown_shape())
+        return
+    c.set_output(0, c.make_shape(list(data.dims) * 2))
+
+
 def register_generic_kernels() -> None:
     register_kernel("PadV2", backend="*", type_constraints={"T": PAD_V2_TYPES})(_pad_v2)
+    register_kernel("Diag", backend="*")(_diag)
 
 
 def register_ops() -> None:
+    register_op("Diag").input("diagonal: T").output("output: T").attr(
+        "T: {bfloat16, half, float, double, int32, int64, complex64, complex128}"
+    ).set_shape_fn(_diag_shape).doc(
+        "Returns a tensor with the given diagonal values and zeros elsewhere: for a diagonal of shape "
+        "[D1, ..., Dk], an output of shape [D1, ..., Dk, D1, ..., Dk] with output[i1..ik, i1..ik] = diagonal[i1..ik]."
+    )
     register_op("PadV2").input("input: T").input("paddings: Tpaddings").input("constant_values: T").output(
         "output: T"
     ).attr("T: type").attr(f"Tpaddings: {_INDEX}").set_shape_fn(_pad_v2_shape).doc(
@@ -422,6 +453,19 @@ def _pad_v2_grad(op: Any, grad: Any) -> list[Any]:
     return [*_pad_grad(op, grad), None]
 
 
+def _diag_grad(op: Any, grad: Any) -> list[Any]:
+    """The gradient's diagonal (TensorFlow's DiagPart of it), read back as Diag placed it:
+    the flat [n * n] gradient padded with n values is an [n, n + 1] matrix whose first
+    column is the diagonal."""
+    ops = _ops()
+    shape = [int(d) for d in op.inputs[0].shape]
+    n = math.prod(shape)
+    flat = ops.pad(ops.reshape(grad, np.asarray([n * n], np.int64)), np.asarray([[0, n]], np.int64))
+    column = ops.slice(ops.reshape(flat, np.asarray([n, n + 1], np.int64)), np.asarray([0, 0], np.int64),
+                       np.asarray([n, 1], np.int64))
+    return [ops.reshape(column, np.asarray(shape, np.int64))]
+
+
 def _gather_grad(op: Any, grad: Any) -> list[Any]:
     """Scatter-add grad back into params' shape with UnsortedSegmentSum.
 
@@ -477,6 +521,7 @@ def register_gradients() -> None:
     register_gradient("StridedSliceGrad")(_strided_slice_grad_grad)
     register_gradient("Pad")(_pad_grad)
     register_gradient("PadV2")(_pad_v2_grad)
+    register_gradient("Diag")(_diag_grad)
     register_gradient("GatherV2")(_gather_grad)
     register_gradient("UnsortedSegmentSum")(_unsorted_segment_sum_grad)
     not_differentiable("Where")

@@ -35,6 +35,10 @@ _ABS_TYPES = "{bfloat16, half, float, double, int8, int16, int32, int64}"
 _POW_TYPES = "{bfloat16, float, half, double, int8, int16, int32, int64, complex64, complex128}"
 _FLOOR_MOD_TYPES = "{int8, int16, int32, int64, uint8, uint16, uint32, uint64, bfloat16, half, float, double}"
 _MIN_MAX_TYPES = "{bfloat16, half, float, double, int8, uint8, int16, uint16, int32, uint32, int64, uint64}"
+#: The bitwise ops' types: every integer type (TensorFlow's bitwise_ops.cc).
+_BITWISE_TYPES = "{int8, int16, int32, int64, uint8, uint16, uint32, uint64}"
+#: The bitwise binary ops and the operator each computes.
+_BITWISE = {"BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^"}
 _BATCH_MATMUL_TYPES = "{bfloat16, half, float, double, int16, int32, int64, complex64, complex128}"
 # Sub, Mul and FloorDiv take the wide unsigned types too, as in TensorFlow (RealDiv has no CPU kernel for them there).
 _BINARY_UINT_TYPES = (
@@ -237,6 +241,8 @@ def _register_elementwise() -> None:
     )
     _binary("Maximum", _MIN_MAX_TYPES, "Returns max(x, y) element-wise, with numpy broadcasting.")
     _binary("Minimum", _MIN_MAX_TYPES, "Returns min(x, y) element-wise, with numpy broadcasting.")
+    for name, symbol in _BITWISE.items():
+        _binary(name, _BITWISE_TYPES, f"Returns x {symbol} y element-wise on the bits of integers, with numpy broadcasting.")
     _unary("Neg", _NEG_TYPES, "Computes numerical negative value element-wise.")
     for name, (doc, types) in _UNARY_DOCS.items():
         _unary(name, types, doc)
@@ -786,6 +792,7 @@ def _angle_grad(op: Any, grad: Any) -> list[Any]:
 
 
 _NOT_DIFFERENTIABLE = (
+    *_BITWISE,
     "Floor",  # TensorFlow's gradients of Floor, Ceil and Round are None
     "Ceil",
     "Round",

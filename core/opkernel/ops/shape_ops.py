@@ -22,7 +22,7 @@ from ..gradients import not_differentiable, register_gradient
 from ..kernels import register_kernel
 from ..op_registry import register_op
 from ..shapes import Dimension, InferenceContext, as_shape
-from ..tensor import ops_module as _ops
+from ..tensor import Tensor, ops_module as _ops
 from ._array_common import _INDEX, _axis, _scalar, _shape_const, _shape_of, _sum_all, _values
 from ._grad_util import unbroadcast
 
@@ -226,6 +226,59 @@ def _split_shape(c: InferenceContext) -> None:
         c.set_output(i, out)
 
 
+def _split_v_shape(c: InferenceContext) -> None:
+    """Each piece's shape: the input's with split_dim's size from size_splits (-1 for the rest),
+    checked as TensorFlow's kernel checks them once the sizes and the dimension are known."""
+    data, num = c.input(0), c.num_outputs()
+    c.with_rank(c.input(1), 1)
+    c.merge(c.input(1), c.vector(num))
+    axis = _scalar(c, 2)
+    sizes = _values(c, 1)
+    if axis is None or data.dims is None:
+        for i in range(num):
+            c.set_output(i, c.unknown_shape() if data.rank is None else c.unknown_shape_of_rank(data.rank))
+        return
+    axis = _axis(c, axis, len(data.dims), "split_dim")
+    if sizes is None:
+        for i in range(num):
+            c.set_output(i, c.replace_dim(data, axis, c.unknown_dim()))
+        return
+    for i, n in enumerate(split_v_sizes(sizes, c.value(c.dim(data, axis)), lambda m: c.error(m))):
+        c.set_output(i, c.replace_dim(data, axis, n))
+
+
+def split_v_sizes(sizes: list[int], total: int | None, error: Callable[[str], Exception]) -> list[int | None]:
+    """SplitV's piece sizes: ``sizes`` with its one -1 resolved, checked against the size
+    ``total`` of the dimension split (None: unknown, so the -1 stays unknown)."""
+    if len(sizes) == 1:
+        if total is not None and sizes[0] != total:
+            raise error(f"with one output, its size must be the input's along split_dim ({total}), got {sizes[0]}")
+        return [total]
+    fill = [i for i, n in enumerate(sizes) if n == -1]
+    if len(fill) > 1:
+        raise error(f"size_splits may hold one -1 (the rest of the dimension), got {sizes}")
+    bad = [(i, n) for i, n in enumerate(sizes) if n < -1 or (n < 0 and i not in fill)]
+    if bad:
+        raise error(f"size_splits[{bad[0][0]}] must be >= 0 (or -1), got {bad[0][1]}")
+    known = sum(n for n in sizes if n >= 0)
+    out: list[int | None] = list(sizes)
+    if total is not None:
+        if fill and known > total or not fill and known != total:
+            what = "at most" if fill else "exactly"
+            raise error(f"size_splits {sizes} must add up to {what} the input's size along split_dim ({total})")
+        if fill:
+            out[fill[0]] = total - known
+    elif fill:
+        out[fill[0]] = None
+    return out
+
+
+def _broadcast_args_shape(c: InferenceContext) -> None:
+    a, b = c.with_rank(c.input(0), 1), c.with_rank(c.input(1), 1)
+    na, nb = c.value(c.dim(a, 0)), c.value(c.dim(b, 0))
+    c.set_output(0, c.vector(max(na, nb) if na is not None and nb is not None else c.unknown_dim()))
+
+
 @shape_fns.output_size_from("multiples")
 def _tile_shape(c: InferenceContext) -> None:
     data = c.input(0)
@@ -297,8 +350,57 @@ def _ensure_shape(input: Any, *, shape: Any) -> Any:
     return _ops().identity(input)
 
 
+def _split_v(value: Any, size_splits: Any, split_dim: Any, num_split: int) -> list[Any]:
+    """SplitV's kernel (every backend): Slices of the input, after TensorFlow's checks."""
+    def bad(message: str) -> InvalidArgumentError:
+        return InvalidArgumentError(f"op 'SplitV': {message}", op="SplitV")
+
+    sizes, dim = np.asarray(size_splits.numpy()), np.asarray(split_dim.numpy())
+    if sizes.ndim != 1 or sizes.size != num_split:
+        raise bad(f"size_splits must be a vector of num_split={num_split} sizes, got shape {list(sizes.shape)}")
+    if dim.ndim:
+        raise bad(f"split_dim must be a scalar, got shape {list(dim.shape)}")
+    shape = [int(d) for d in value.shape]
+    rank = len(shape)
+    if not -rank <= int(dim) < rank:
+        raise bad(f"split_dim {int(dim)} is out of range for a tensor of rank {rank}; expected a value in [{-rank}, {rank})")
+    axis = int(dim) % rank
+    pieces = split_v_sizes([int(n) for n in sizes], shape[axis], bad)
+    ops, out, start = _ops(), [], 0
+    for n in pieces:
+        assert n is not None  # the dimension is known, so every size is
+        begin, size = [0] * rank, list(shape)
+        begin[axis], size[axis] = start, n
+        out.append(ops.slice(value, np.asarray(begin, np.int64), np.asarray(size, np.int64)))
+        start += n
+    return out
+
+
+def _broadcast_args(s0: Any, s1: Any) -> Any:
+    """BroadcastArgs' kernel (every backend): numpy's rule on two shape vectors, aligned at
+    the end: equal sizes stay, a 1 takes the other's size, any other pair is an error."""
+    a, b = np.asarray(s0.numpy()), np.asarray(s1.numpy())
+    for k, v in enumerate((a, b)):
+        if v.ndim != 1:
+            raise InvalidArgumentError(
+                f"op 'BroadcastArgs': s{k} must be a vector (a shape), got shape {list(v.shape)}", op="BroadcastArgs"
+            )
+    n = max(a.size, b.size)
+    x, y = [1] * (n - a.size) + a.tolist(), [1] * (n - b.size) + b.tolist()
+    out = []
+    for p, q in zip(x, y):
+        if p != q and p != 1 and q != 1:
+            raise InvalidArgumentError(
+                f"op 'BroadcastArgs': incompatible shapes: {a.tolist()} vs. {b.tolist()}", op="BroadcastArgs"
+            )
+        out.append(q if p == 1 else p)
+    return Tensor(s0._backend.from_numpy(np.asarray(out, a.dtype)), s0.dtype, s0._backend)
+
+
 def register_generic_kernels() -> None:
     register_kernel("EnsureShape", backend="*")(_ensure_shape)
+    register_kernel("SplitV", backend="*", host_memory=("size_splits", "split_dim"))(_split_v)
+    register_kernel("BroadcastArgs", backend="*", host_memory=("s0", "s1", "r0"))(_broadcast_args)
 
 
 def register_ops() -> None:
@@ -366,6 +468,20 @@ def register_ops() -> None:
     ).attr("T: type").set_shape_fn(_split_shape).doc(
         "Splits a tensor into num_split equal pieces along dimension split_dim."
     )
+    register_op("SplitV").input("value: T").input("size_splits: Tlen").input("split_dim: int32").output(
+        "output: num_split * T"
+    ).attr("num_split: int >= 1").attr("T: type").attr("Tlen: {int8, int32, int64} = DT_INT64").set_shape_fn(
+        _split_v_shape
+    ).doc(
+        "Splits a tensor into num_split pieces along dimension split_dim, of the sizes size_splits gives.\n\n"
+        "size_splits: The size of each piece (num_split values); one may be -1, the rest of the dimension.\n"
+        "split_dim: The dimension to split, in [-rank, rank)."
+    )
+    register_op("BroadcastArgs").input("s0: T").input("s1: T").output("r0: T").attr(
+        "T: {int32, int64} = DT_INT32"
+    ).set_shape_fn(_broadcast_args_shape).doc(
+        "Returns the shape that tensors of shapes s0 and s1 broadcast to, with numpy's broadcasting rules."
+    )
     register_op("Tile").input("input: T").input("multiples: Tmultiples").output("output: T").attr("T: type").attr(
         f"Tmultiples: {_INDEX}"
     ).set_shape_fn(_tile_shape).doc("Repeats the input multiples[i] times along dimension i.")
@@ -425,6 +541,12 @@ def _split_grad(op: Any, *grads: Any) -> list[Any]:
     return [None, _ops().concat_v2(list(grads), op.inputs[0])]
 
 
+def _split_v_grad(op: Any, *grads: Any) -> list[Any]:
+    if len(grads) == 1:
+        return [grads[0], None, None]
+    return [_ops().concat_v2(list(grads), op.inputs[2]), None, None]
+
+
 
 def _tile_grad(op: Any, grad: Any) -> list[Any]:
     """Sum the tiled copies: grad reshaped to [m0, d0, m1, d1, ...], summed over the m's."""
@@ -455,7 +577,8 @@ def register_gradients() -> None:
     register_gradient("Pack")(_pack_grad)
     register_gradient("Unpack")(_unpack_grad)
     register_gradient("Split")(_split_grad)
+    register_gradient("SplitV")(_split_v_grad)
     register_gradient("Tile")(_tile_grad)
     register_gradient("BroadcastTo")(_broadcast_to_grad)
-    for name in ("StopGradient", "Shape", "Size", "Rank", "InvertPermutation", "ConcatOffset"):
+    for name in ("StopGradient", "Shape", "Size", "Rank", "InvertPermutation", "ConcatOffset", "BroadcastArgs"):
         not_differentiable(name)

@@ -109,6 +109,17 @@ def relu_grad(gradients: np.ndarray, features: np.ndarray, **attrs: Any) -> np.n
         return xp.multiply(gradients, features > 0, dtype=gradients.dtype)  # type: ignore[no-any-return]
 
 
+def elu_grad(gradients: np.ndarray, outputs: np.ndarray, **attrs: Any) -> np.ndarray:
+    """gradients * (outputs + 1) where outputs < 0, else gradients (TensorFlow's EluGrad, in T)."""
+    if gradients.shape != outputs.shape:
+        raise _error(
+            "EluGrad", f"gradients and outputs must have the same shape, got {list(gradients.shape)} and {list(outputs.shape)}"
+        )
+    xp = xp_of(gradients, outputs)
+    with np.errstate(all="ignore"):
+        return xp.where(outputs < 0, gradients * (outputs + outputs.dtype.type(1)), gradients)  # type: ignore[no-any-return]
+
+
 def leaky_relu(features: np.ndarray, alpha: float, T: ok.DType, **attrs: Any) -> np.ndarray:
     """features where features > 0, else features * alpha: the attr is a 32-bit float, cast
     to T (TensorFlow's static_cast<T>(alpha)); NaN stays NaN."""
@@ -1549,6 +1560,7 @@ def register_all() -> None:
         ("LeakyRelu", leaky_relu, None, ()),
         ("LeakyReluGrad", leaky_relu_grad, None, ()),
         ("Elu", elu_kernel, None, ()),
+        ("EluGrad", elu_grad, None, ()),
         ("Selu", selu_kernel, None, ()),
         ("Softplus", softplus_kernel, None, ()),
         ("Softmax", softmax, None, ()),

@@ -393,6 +393,7 @@ def rows() -> list[Row]:
         ("LeakyRelu", cpu.leaky_relu, None, ()),
         ("LeakyReluGrad", cpu.leaky_relu_grad, None, ()),
         ("Elu", cpu._widened(cpu._elu), None, ()),
+        ("EluGrad", cpu.elu_grad, None, ()),
         ("Selu", cpu._widened(cpu._selu), None, ()),
         ("Softplus", cpu._widened(_softplus), None, ()),
         ("Softmax", cpu.softmax, None, ()),

@@ -276,12 +276,19 @@ def check_select_v2(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dic
         ) from None
 
 
-def check_relu_grad(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> None:
-    if xs[0].shape != xs[1].shape:
-        raise fail(
-            "ReluGrad",
-            f"gradients and features must have the same shape, got {list(xs[0].shape)} and {list(xs[1].shape)}",
-        )
+def _same_shapes(op: str, second: str) -> Callable[..., None]:
+    """The check of an activation's gradient op: gradients and its second input have one shape."""
+
+    def check(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> None:
+        if xs[0].shape != xs[1].shape:
+            raise fail(
+                op, f"gradients and {second} must have the same shape, got {list(xs[0].shape)} and {list(xs[1].shape)}"
+            )
+
+    return check
+
+
+check_relu_grad = _same_shapes("ReluGrad", "features")
 
 
 @family("leaky_relu", FLOATS)
@@ -642,6 +649,9 @@ def _table() -> list[tuple[Ew, Any]]:
         (Ew("LogicalAnd", 2, {"*": "a && b"}, ("bool",), type_attr=None, fixed_input="bool"), E),
         (Ew("LogicalOr", 2, {"*": "a || b"}, ("bool",), type_attr=None, fixed_input="bool"), E),
         (Ew("LogicalNot", 1, {"*": "!a"}, ("bool",), type_attr=None, fixed_input="bool"), E),
+        (Ew("BitwiseAnd", 2, {"i": "a & b"}, INTS), E),
+        (Ew("BitwiseOr", 2, {"i": "a | b"}, INTS), E),
+        (Ew("BitwiseXor", 2, {"i": "a ^ b"}, INTS), E),
         (SELECT, check_select),
         (Ew("SelectV2", 3, {"*": "a ? b : c"}, ALL), check_select_v2),
         # TensorFlow's std::max(std::min(a, c), b): a NaN in t stays, a NaN bound is ignored.
@@ -652,6 +662,8 @@ def _table() -> list[tuple[Ew, Any]]:
         (Ew("ReluGrad", 2, {"*": "a * (T)(b > 0)"}, REALS), check_relu_grad),
         (Ew("Relu6", 1, {"*": ACTIVATIONS["Relu6"]}, REALS), E),
         (Ew("Elu", 1, {"f": ACTIVATIONS["Elu"]}, FLOATS), E),
+        # a select, as TensorFlow's: an infinite gradient where the output is -1 gives NaN (inf * 0)
+        (Ew("EluGrad", 2, {"f": "b < 0 ? a * (b + 1) : a"}, FLOATS), _same_shapes("EluGrad", "outputs")),
         (Ew("Softplus", 1, {"f": "ok_softplus(a)"}, FLOATS), E),
     ]
     rows.append((Ew("Selu", 1, {d: f"a > 0 ? {literal(_SELU_SCALE, d)} * a : {literal(_SELU_SCALE * _SELU_ALPHA, d)} * expm1(a)" for d in FLOATS}, FLOATS), E))
