@@ -125,7 +125,10 @@ SWEEP = {
         ("FloorMod", "floor_mod"), ("Pow", "pow"), ("Maximum", "maximum"), ("Minimum", "minimum"),
         ("Equal", "equal"), ("NotEqual", "not_equal"), ("Less", "less"), ("LessEqual", "less_equal"),
         ("Greater", "greater"), ("GreaterEqual", "greater_equal"), ("ReluGrad", "relu_grad"), ("Atan2", "atan2"),
-        ("SquaredDifference", "squared_difference"), ("LeakyReluGrad", "leaky_relu_grad")]},
+        ("SquaredDifference", "squared_difference"), ("LeakyReluGrad", "leaky_relu_grad"), ("EluGrad", "elu_grad")]},
+    **{op: [f"ok.ops.{fn}(np.int32(6), np.int32(3))", f"ok.ops.{fn}(np.zeros((0, 3), np.uint8), np.zeros((0, 3), np.uint8))",
+            f"ok.ops.{fn}(np.zeros((0, 3), np.int64), np.int64(-1))"]
+       for op, fn in [("BitwiseAnd", "bitwise_and"), ("BitwiseOr", "bitwise_or"), ("BitwiseXor", "bitwise_xor")]},
     "LogicalAnd": ["ok.ops.logical_and(B, B)", "ok.ops.logical_and(EB, B)"],
     "LogicalOr": ["ok.ops.logical_or(B, B)", "ok.ops.logical_or(EB, EB)"],
     "AddN": ["ok.ops.add_n([S, S2])", "ok.ops.add_n([E, E, E])"],

@@ -198,6 +198,60 @@ def batch_to_space_ref(x: np.ndarray, block_shape: np.ndarray, crops: np.ndarray
     return full[(slice(None), *[slice(int(lo), full.shape[1 + i] - int(hi)) for i, (lo, hi) in enumerate(crops)])]
 
 
+def bound_ref(upper: bool) -> Any:
+    def ref(s: np.ndarray, v: np.ndarray, out_type: Any = None, **_: Any) -> np.ndarray:
+        side = "right" if upper else "left"
+        out = np.stack([np.searchsorted(row, vals, side=side) for row, vals in zip(s, v)]) if len(s) else \
+            np.zeros(v.shape, np.int64)
+        return out.astype(np.int32 if out_type is None else np.dtype(str(out_type)))
+
+    return ref
+
+
+def sorted_rows(rng: np.random.Generator, dt: str) -> list[np.ndarray]:
+    """[3, 9] sorted rows with repeats, and [3, 5] values: some equal to elements, some outside."""
+    s = np.sort(rng.integers(-6, 7, (3, 9)), axis=1).astype(dt)
+    v = rng.integers(-8, 9, (3, 5)).astype(dt)
+    return [s, v]
+
+
+def bincount_ref(arr: np.ndarray, size: Any, weights: np.ndarray, **_: Any) -> np.ndarray:
+    out = np.zeros(int(size), weights.dtype)
+    for i, a in enumerate(arr.reshape(-1)):
+        if a < int(size):
+            out[a] += weights.reshape(-1)[i] if weights.size else 1
+    return out
+
+
+def dense_bincount_ref(x: np.ndarray, size: Any, weights: np.ndarray, binary_output: bool = False, **_: Any) -> np.ndarray:
+    if x.ndim == 2:
+        return np.stack([dense_bincount_ref(r, size, w if weights.size else weights, binary_output)
+                         for r, w in zip(x, weights if weights.size else [weights] * len(x))])
+    out = bincount_ref(x, size, np.zeros(0, weights.dtype) if binary_output else weights)
+    return (out > 0).astype(weights.dtype) if binary_output else out
+
+
+def segment_ref(mean: bool) -> Any:
+    def ref(data: np.ndarray, indices: np.ndarray, ids: np.ndarray, **_: Any) -> np.ndarray:
+        num = int(ids[-1]) + 1 if ids.size else 0
+        out = np.zeros((num,) + data.shape[1:], data.dtype)
+        for s in range(num):
+            rows = data[indices[ids == s]]
+            if len(rows):
+                out[s] = rows.mean(0) if mean else rows.sum(0)
+        return out
+
+    return ref
+
+
+def sparse_to_dense_ref(indices: np.ndarray, shape: np.ndarray, values: np.ndarray, default: np.ndarray, **_: Any) -> np.ndarray:
+    out = np.full(tuple(shape), default, values.dtype)
+    points = indices.reshape(len(indices) if indices.ndim else 1, -1)
+    for i, p in enumerate(points):
+        out[tuple(p)] = values if values.ndim == 0 else values[i]
+    return out
+
+
 def diag_ref(x: np.ndarray) -> np.ndarray:
     out = np.zeros(x.shape * 2, x.dtype)
     for index in np.ndindex(*x.shape):
@@ -360,6 +414,31 @@ CASES = [
            lambda x, s, a, num_split: [x], attrs={"num_split": 1}),
     OpCase("broadcast_args", "BroadcastArgs", lambda rng, dt: [np.array([2, 1, 3], dt), np.array([4, 1], dt)],
            lambda a, b: np.array(np.broadcast_shapes(tuple(a), tuple(b)), a.dtype), dtypes=("int32", "int64"), grad=False),
+    OpCase("lower_bound", "LowerBound", sorted_rows, bound_ref(False), dtypes=("float32", "float64", "int32", "int64"),
+           grad=False),
+    OpCase("upper_bound", "UpperBound", sorted_rows, bound_ref(True), dtypes=("float32", "float64", "int32", "int64"),
+           grad=False),
+    OpCase("upper_bound_int64", "UpperBound", sorted_rows, bound_ref(True), attrs={"out_type": "int64"}, grad=False),
+    OpCase("bincount", "Bincount", lambda rng, dt: [rng.integers(0, 8, (4, 5)).astype(np.int32), np.int32(6),
+                                                    data(rng, dt, 4, 5)], bincount_ref,
+           dtypes=("float32", "float64", "int32", "int64"), grad=False),
+    OpCase("bincount_counts", "Bincount", lambda rng, dt: [rng.integers(0, 8, (9,)).astype(np.int32), np.int32(6),
+                                                           np.zeros(0, dt)], bincount_ref, dtypes=("int32", "float32"), grad=False),
+    OpCase("dense_bincount", "DenseBincount", lambda rng, dt: [rng.integers(0, 5, (3, 6)).astype(np.int64), np.int64(4),
+                                                              data(rng, dt, 3, 6)], dense_bincount_ref,
+           dtypes=("float32", "int64"), grad=False),
+    OpCase("dense_bincount_binary", "DenseBincount", lambda rng, dt: [rng.integers(0, 5, (7,)).astype(np.int32),
+                                                                     np.int32(4), np.zeros(0, dt)],
+           dense_bincount_ref, attrs={"binary_output": True}, dtypes=("float32", "int32"), grad=False),
+    OpCase("sparse_segment_sum", "SparseSegmentSum", lambda rng, dt: [data(rng, dt, 5, 3), i32(0, 4, 4, 1, 2),
+                                                                      i64(0, 0, 2, 2, 4)], segment_ref(False), dtypes=ALL),
+    OpCase("sparse_segment_mean", "SparseSegmentMean", lambda rng, dt: [data(rng, dt, 5, 2, 2), i64(3, 1, 3),
+                                                                        i32(1, 1, 1)], segment_ref(True)),
+    OpCase("sparse_to_dense", "SparseToDense", lambda rng, dt: [i64([0, 1], [2, 0], [2, 2]), i64(3, 3), data(rng, dt, 3),
+                                                                np.asarray(data(rng, dt, 1)[0])], sparse_to_dense_ref, dtypes=ALL),
+    OpCase("sparse_to_dense_scalar_value", "SparseToDense", lambda rng, dt: [i32(1, 3), i32(5), np.asarray(data(rng, dt, 1)[0]),
+                                                                             np.asarray(data(rng, dt, 1)[0])],
+           sparse_to_dense_ref),
     OpCase("diag", "Diag", one((3,)), diag_ref, dtypes=("float32", "float64", "int32", "int64", "complex64", "bfloat16")),
     OpCase("diag_rank3", "Diag", one((2, 1, 2)), diag_ref),
     OpCase("depth_to_space", "DepthToSpace", one((2, 2, 3, 8)), depth_to_space_ref, attrs={"block_size": 2}, dtypes=ALL),

@@ -281,6 +281,33 @@ def unary(fn: Any) -> Any:
 # ---------------------------------------------------------------- rows
 
 
+def lrn_ref(x: np.ndarray, depth_radius: int = 5, bias: float = 1.0, alpha: float = 1.0, beta: float = 0.5,
+            **_: Any) -> np.ndarray:
+    """LRN's definition, one depth at a time, in float64."""
+    w = x.astype(np.float64)
+    out = np.empty_like(w)
+    for d in range(x.shape[3]):
+        window = w[..., max(0, d - depth_radius):d + depth_radius + 1]
+        out[..., d] = w[..., d] * (bias + alpha * np.sum(window * window, -1)) ** -beta
+    return out.astype(x.dtype)
+
+
+def lrn_grad_ref(g: np.ndarray, x: np.ndarray, y: np.ndarray, depth_radius: int = 5, bias: float = 1.0,
+                 alpha: float = 1.0, beta: float = 0.5, **_: Any) -> np.ndarray:
+    """d(sum(g * LRN(x))) / dx from the derivative of each output by each input, in float64:
+    dy_j/dx_k = [j == k] N_j^-beta - 2 alpha beta x_k y_j / N_j for |j - k| <= radius."""
+    x64, g64, y64 = x.astype(np.float64), g.astype(np.float64), y.astype(np.float64)
+    depth = x.shape[3]
+    norm = np.stack([bias + alpha * np.sum(x64[..., max(0, j - depth_radius):j + depth_radius + 1] ** 2, -1)
+                     for j in range(depth)], -1)
+    out = np.zeros_like(x64)
+    for k in range(depth):
+        for j in range(max(0, k - depth_radius), min(depth, k + depth_radius + 1)):
+            out[..., k] += g64[..., j] * ((j == k) * norm[..., j] ** -beta
+                                          - 2 * alpha * beta * x64[..., k] * y64[..., j] / norm[..., j])
+    return out.astype(x.dtype)
+
+
 def one(shape: tuple[int, ...], scale: float = 1.0) -> Any:
     return lambda rng, dt: [randn(rng, dt, *shape, scale=scale)]
 
@@ -309,6 +336,15 @@ ACTIVATION_CASES = [
            lambda x, alpha=0.2, **_: np.where(x > 0, x, x * x.dtype.type(np.float32(alpha))), dtypes=("float16",), grad=False),
     OpCase("LeakyReluGrad", "LeakyReluGrad", lambda rng, dt: [randn(rng, dt, 3, 4), randn(rng, dt, 3, 4)],
            lambda g, f, alpha=0.2, **_: np.where(f > 0, g, g * g.dtype.type(np.float32(alpha))), attrs={"alpha": 0.3}),
+    OpCase("LRN", "LRN", one((2, 2, 3, 7)), lrn_ref, attrs={"depth_radius": 2, "bias": 1.5, "alpha": 0.3, "beta": 0.75},
+           dtypes=("float32",), grad_dtype="float32", grad_tol=2e-2, tol={"float32": (2e-6, 2e-6)}),
+    OpCase("LRN-wide", "LRN", one((1, 2, 1, 4)), lrn_ref, attrs={"depth_radius": 9}, dtypes=("float32",),
+           grad=False, tol={"float32": (2e-6, 2e-6)}),
+    OpCase("LRN-half", "LRN", one((1, 2, 2, 5)), lrn_ref, attrs={"depth_radius": 1}, dtypes=("float16", "bfloat16"),
+           grad=False),
+    OpCase("LRNGrad", "LRNGrad", lambda rng, dt: [randn(rng, dt, 1, 2, 2, 6), *(lambda x: [x, lrn_ref(x, 2, 1.0, 0.5, 0.5)])(
+        randn(rng, dt, 1, 2, 2, 6))], lrn_grad_ref, attrs={"depth_radius": 2, "alpha": 0.5}, dtypes=("float32",),
+           grad=False, tol={"float32": (2e-5, 2e-5)}),
     OpCase("EluGrad", "EluGrad", lambda rng, dt: [randn(rng, dt, 3, 4), randn(rng, dt, 3, 4)],
            lambda g, y, **_: np.where(y < 0, g * (y + 1), g)),
     OpCase("EluGrad-half", "EluGrad", lambda rng, dt: [randn(rng, dt, 3, 4), randn(rng, dt, 3, 4)],

@@ -32,6 +32,13 @@ DIFFERENCES: dict[str, str] = {
         "checked against an element-by-element reference of the definition in tests/test_ops_array.py"
         for op in ("SpaceToBatchND", "BatchToSpaceND") for dt in ("bool", "complex64")
     },
+    **{
+        f"SparseToDense/{case}": "TensorFlow's gradient passes sparse_indices to GatherNd unchanged, so a vector of "
+        "indices is read as one index (a GatherNd error here), and a scalar sparse_values gets a gradient of shape [N]; "
+        "opkernel's gradient reads each index as the forward kernel does and sums the scalar's (tests/test_ops_array.py "
+        "checks it against finite differences)"
+        for case in ("vector_indices", "scalar_value")
+    },
     "Diag/bfloat16": "TensorFlow's CPU Diag has no bfloat16 kernel (NotFoundError; its OpDef allows bfloat16); opkernel "
     "places any dtype, checked against an element-by-element reference of the definition in tests/test_ops_array.py",
     **{
@@ -937,10 +944,102 @@ def _space_depth_batch() -> list[Case]:
     return out
 
 
+def _search_count_sparse() -> list[Case]:
+    out: list[Case] = []
+    for i, dt in enumerate(("float32", "float64", "int32", "int64", "uint8", "int16", "float16") + _BF16):
+        s = np.sort(_rand((3, 9), dt, 230 + i).astype(np.float64), axis=1).astype(_rand((1,), dt, 0).dtype)
+        v = np.concatenate([s[:, ::3], _rand((3, 4), dt, 240 + i)], axis=1)
+        for op in ("LowerBound", "UpperBound"):
+            out.append(Case(f"{op}/{dt}", op, (s, v)))
+    special = np.array([[1.0, 2.0, 2.0, np.inf], [-np.inf, 0.0, np.nan, 3.0]], np.float32)
+    probes = np.array([[2.0, np.nan, np.inf, -1.0, 9.0], [np.nan, 0.0, -np.inf, 3.0, 2.5]], np.float32)
+    for op in ("LowerBound", "UpperBound"):
+        out += [
+            Case(f"{op}/specials", op, (special, probes)),
+            Case(f"{op}/unsorted", op, (_rand((2, 7), "float32", 250), _rand((2, 5), "float32", 251))),
+            Case(f"{op}/int64_out", op, (np.sort(_rand((2, 6), "int32", 252), 1), _rand((2, 3), "int32", 253)),
+                 {"out_type": "int64"}),
+            Case(f"{op}/empty_rows", op, (np.zeros((2, 0), np.float32), _rand((2, 3), "float32", 254))),
+            Case(f"{op}/no_values", op, (np.sort(_rand((2, 4), "float32", 255), 1), np.zeros((2, 0), np.float32))),
+            Case(f"{op}/rows_differ", op, (np.sort(_rand((2, 4), "float32", 255), 1), _rand((3, 2), "float32", 256))),
+            Case(f"{op}/vector", op, (np.sort(_rand((4,), "float32", 257)), _rand((2,), "float32", 258))),
+            Case(f"{op}/bool_rejected", op, (np.array([[False, True]]), np.array([[True]]))),
+        ]
+    arr = np.random.default_rng(260).integers(0, 9, (4, 5)).astype(np.int32)
+    for dt in ("int32", "int64", "float32", "float64"):
+        out += [
+            Case(f"Bincount/{dt}", "Bincount", (arr, np.int32(6), _rand((4, 5), dt, 261))),
+            Case(f"Bincount/counts_{dt}", "Bincount", (arr, np.int32(7), np.zeros(0, dt))),
+            Case(f"DenseBincount/{dt}", "DenseBincount", (arr, np.int32(6), _rand((4, 5), dt, 262))),
+            Case(f"DenseBincount/binary_{dt}", "DenseBincount", (arr[0], np.int32(6), np.zeros(0, dt)),
+                 {"binary_output": True}),
+        ]
+    out += [
+        Case("Bincount/size_zero", "Bincount", (arr, np.int32(0), np.zeros(0, np.float32))),
+        Case("Bincount/empty", "Bincount", (np.zeros(0, np.int32), np.int32(3), np.zeros(0, np.float32))),
+        Case("Bincount/negative", "Bincount", (np.array([1, -1], np.int32), np.int32(3), np.zeros(0, np.float32))),
+        Case("Bincount/negative_size", "Bincount", (arr, np.int32(-1), np.zeros(0, np.float32))),
+        Case("Bincount/weights_size", "Bincount", (arr, np.int32(3), np.ones(3, np.float32))),
+        Case("DenseBincount/rows_int64", "DenseBincount", (arr.astype(np.int64), np.int64(5), _rand((4, 5), "float32", 263))),
+        Case("DenseBincount/rows_binary", "DenseBincount", (arr, np.int32(5), np.zeros(0, np.int64)), {"binary_output": True}),
+        Case("DenseBincount/binary_weights", "DenseBincount", (arr[1], np.int32(6), _rand((5,), "float32", 264)),
+             {"binary_output": True}),
+        Case("DenseBincount/scalar", "DenseBincount", (np.int32(2), np.int32(4), np.zeros(0, np.float32))),
+        Case("DenseBincount/rank3", "DenseBincount", (arr.reshape(2, 2, 5), np.int32(4), np.zeros(0, np.float32))),
+        Case("DenseBincount/negative", "DenseBincount", (np.array([1, -1], np.int32), np.int32(3), np.zeros(0, np.float32))),
+        Case("DenseBincount/weights_shape", "DenseBincount", (arr, np.int32(3), np.ones(3, np.float32))),
+    ]
+    data = _rand((5, 3), "float32", 270)
+    idx, ids = _i32(0, 4, 4, 1, 2), _i32(0, 0, 2, 2, 4)
+    for op in ("SparseSegmentSum", "SparseSegmentMean"):
+        for i, dt in enumerate(("float32", "float64", "float16") + _BF16 + (("int32", "uint8") if op == "SparseSegmentSum" else ())):
+            out.append(Case(f"{op}/{dt}", op, (_rand((5, 3), dt, 271 + i), idx, ids), grad=dt in ("float32", "float64"),
+                            seed=271 + i))
+        out += [
+            Case(f"{op}/int64_ids_rank3", op, (_rand((4, 2, 2), "float64", 280), _i64(3, 0, 3), _i64(1, 1, 1)), grad=True,
+                 seed=280),
+            Case(f"{op}/empty", op, (data, np.zeros(0, np.int32), np.zeros(0, np.int32))),
+            Case(f"{op}/unsorted_ids", op, (data, _i32(0, 1, 3), _i32(1, 0, 2))),
+            Case(f"{op}/index_out_of_range", op, (data, _i32(0, 5), _i32(0, 0))),
+            Case(f"{op}/negative_index", op, (data, _i32(0, -1), _i32(0, 0))),
+            Case(f"{op}/negative_id", op, (data, _i32(0, 1), _i32(-1, 0))),
+            Case(f"{op}/sizes_differ", op, (data, _i32(0, 1), _i32(0))),
+            Case(f"{op}/index_matrix", op, (data, _i32(0, 1).reshape(1, 2), _i32(0, 0).reshape(1, 2))),
+            Case(f"{op}/scalar_data", op, (np.float32(1), _i32(0), _i32(0))),
+        ]
+    points = _i64(0, 1, 2, 0, 2, 2).reshape(3, 2)
+    for i, dt in enumerate(("float32", "float64", "int32", "int64", "bool", "uint8", "complex64", "float16") + _BF16):
+        vals = _rand((3,), dt, 290 + i)
+        out.append(Case(f"SparseToDense/{dt}", "SparseToDense", (points, _i64(3, 3), vals, _rand((), dt, 300 + i)),
+                        grad=dt in ("float32", "float64"), seed=290 + i))
+    f = np.float32
+    out += [
+        Case("SparseToDense/scalar_value", "SparseToDense", (points, _i64(3, 3), f(5), f(-1)), grad=True, seed=301),
+        Case("SparseToDense/vector_indices", "SparseToDense", (_i32(0, 2), _i32(4), np.array([5, 6], f), f(0)),
+             grad=True, seed=302),
+        Case("SparseToDense/scalar_index", "SparseToDense", (np.int32(2), _i32(4), f(5), f(0))),
+        Case("SparseToDense/empty", "SparseToDense", (np.zeros((0, 2), np.int32), _i32(3, 2), np.zeros(0, f), f(-1))),
+        Case("SparseToDense/unordered", "SparseToDense", (points[::-1].copy(), _i64(3, 3), np.ones(3, f), f(0))),
+        Case("SparseToDense/unordered_unchecked", "SparseToDense", (points[::-1].copy(), _i64(3, 3), np.ones(3, f), f(0)),
+             {"validate_indices": False}),
+        Case("SparseToDense/repeated", "SparseToDense", (_i64(0, 1, 0, 1).reshape(2, 2), _i64(3, 3), np.ones(2, f), f(0))),
+        Case("SparseToDense/out_of_bounds", "SparseToDense", (_i64(0, 1, 3, 1).reshape(2, 2), _i64(3, 3), np.ones(2, f), f(0))),
+        Case("SparseToDense/out_of_bounds_unchecked", "SparseToDense", (_i64(0, 1, 3, 1).reshape(2, 2), _i64(3, 3),
+                                                                        np.ones(2, f), f(0)), {"validate_indices": False}),
+        Case("SparseToDense/negative_unchecked", "SparseToDense", (_i64(0, 1, -1, 1).reshape(2, 2), _i64(3, 3),
+                                                                   np.ones(2, f), f(0)), {"validate_indices": False}),
+        Case("SparseToDense/values_size", "SparseToDense", (points, _i64(3, 3), np.ones(2, f), f(0))),
+        Case("SparseToDense/default_vector", "SparseToDense", (points, _i64(3, 3), np.ones(3, f), np.ones(1, f))),
+        Case("SparseToDense/shape_size", "SparseToDense", (points, _i64(3, 3, 1), np.ones(3, f), f(0))),
+        Case("SparseToDense/negative_shape", "SparseToDense", (points, _i64(-3, 3), np.ones(3, f), f(0))),
+    ]
+    return out
+
+
 def cases() -> list[Case]:
     return (
         _identity_like() + _shape_ops() + _reshape() + _transpose() + _invert_permutation() + _expand_squeeze()
         + _pad() + _broadcast_tile_fill() + _concat_pack() + _split_slice() + _strided_slice() + _gather()
         + _segment_sum() + _one_hot() + _range() + _where() + _string_to_number() + _reverse_band_scan_linspace() + _top_k_nd() + _mirror_pad()
-        + _split_v_broadcast_args() + _diag() + _space_depth_batch()
+        + _split_v_broadcast_args() + _diag() + _space_depth_batch() + _search_count_sparse()
     )

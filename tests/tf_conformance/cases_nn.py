@@ -34,6 +34,8 @@ except ImportError:  # pragma: no cover - the recording then has bfloat16 cases 
 NAN, INF = float("nan"), float("inf")
 
 DIFFERENCES: dict[str, str] = {
+    "LRN/bfloat16": "TensorFlow's CPU LRN has no bfloat16 kernel (NotFoundError; its OpDef allows bfloat16); opkernel "
+                    "computes it in float32, checked against the definition in tests/test_ops_nn.py",
     # TensorFlow's CPU kernels of these ops implement NHWC only (they raise "only supports
     # NHWC on device type CPU"); opkernel computes NCHW on every backend, checked against
     # numpy references of the definition in tests/test_ops_nn.py.
@@ -237,6 +239,23 @@ def _activation_cases() -> list[Case]:
                                                     _a([-1.0, -1.0, 0.5, -0.5, NAN, 0.0, -0.0, 2.0], "float32"))))
     out.append(Case("EluGrad/shape_mismatch", "EluGrad", (_rand(46, (3, 4), "float32"), _rand(47, (4, 3), "float32"))))
     out.append(Case("EluGrad/rejects_int32", "EluGrad", (_a([1, 2], "int32"), _a([-1, 1], "int32"))))
+    x = _rand(48, (2, 3, 2, 9), "float32")
+    for r, bias, alpha, beta in ((2, 1.0, 0.5, 0.75), (5, 2.0, 1e-4, 0.5), (0, 1.0, 1.0, 1.0), (12, 1.5, 0.1, 0.3)):
+        attrs = {"depth_radius": r, "bias": bias, "alpha": alpha, "beta": beta}
+        out.append(Case(f"LRN/r{r}_beta{beta}", "LRN", (x,), attrs, grad=True, seed=48 + r, tol=(2e-5, 2e-6),
+                        why="a windowed sum in another order, and pow against TensorFlow's rsqrt/exp(log) forms"))
+        y = np.asarray(_lrn_reference(x, r, bias, alpha, beta), np.float32)
+        out.append(Case(f"LRNGrad/r{r}_beta{beta}", "LRNGrad", (_rand(49, x.shape, "float32"), x, y), attrs,
+                        tol=(2e-5, 2e-5), why="sums in another order"))
+    for dt in ("float16",) + _BF16:
+        out.append(Case(f"LRN/{dt}", "LRN", (_rand(50, (1, 2, 2, 5), dt),), {"depth_radius": 1}, tol=(1e-2, 1e-2),
+                        why=f"{dt}'s short significand (opkernel computes in float32)"))
+    out += [
+        Case("LRN/default_attrs", "LRN", (_rand(51, (1, 1, 2, 12), "float32"),), tol=(2e-5, 2e-6), why="as above"),
+        Case("LRN/rank3", "LRN", (_rand(52, (2, 2, 5), "float32"),)),
+        Case("LRN/rejects_float64", "LRN", (_rand(53, (1, 1, 1, 3), "float64"),)),
+        Case("LRNGrad/shapes_differ", "LRNGrad", (x, x, x[:, :, :, :4].copy())),
+    ]
     out.append(Case("LeakyReluGrad/shape_mismatch", "LeakyReluGrad", (_rand(43, (3, 4), "float32"), _rand(44, (4, 3), "float32"))))
     # Softplus switches formulas around |x| ~ -log(eps) + 2: check both sides of each switch.
     sp = [-40.0, -20.0, -17.0, -15.0, -14.0, 14.0, 15.0, 16.0, 17.0, 18.0, 35.0, 40.0, 1e4, -1e4]
@@ -918,6 +937,16 @@ def _resize_cases() -> list[Case]:
         Case("ResizeNearestNeighborGrad/rejects_size_length", "ResizeNearestNeighborGrad",
              (np.ones((1, 2, 3, 2), np.float32), _a([3], "int32")), {}),
     ]
+    return out
+
+
+def _lrn_reference(x: np.ndarray, r: int, bias: float, alpha: float, beta: float) -> np.ndarray:
+    """LRN's definition in float64: the output image an LRNGrad case is given."""
+    w = x.astype(np.float64)
+    out = np.empty_like(w)
+    for d in range(x.shape[3]):
+        window = w[..., max(0, d - r):d + r + 1]
+        out[..., d] = w[..., d] * (bias + alpha * np.sum(window * window, -1)) ** -beta
     return out
 
 

@@ -55,7 +55,8 @@ ACCUMULATING = frozenset({
     "Conv2DBackpropInput", "MatMul", "Mean", "Prod", "Sum", "UnsortedSegmentSum", "SoftmaxCrossEntropyWithLogits",
     "SparseSoftmaxCrossEntropyWithLogits", "LogSoftmax", "Softmax", "ApplyAdam", "ApplyMomentum",
     "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
-    "ResizeBilinearGrad", "ResizeNearestNeighborGrad", "Einsum",
+    "ResizeBilinearGrad", "ResizeNearestNeighborGrad", "Einsum", "SparseSegmentSum", "SparseSegmentMean", "Bincount",
+    "DenseBincount", "LRN",
 })
 
 
@@ -639,6 +640,65 @@ def _space_batch(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (x, g.index(blocks, "Tblock_shape") if blocks else g.index(np.zeros(0), "Tblock_shape"), amounts), {}
 
 
+@gen("LowerBound", "UpperBound")
+def _bounds(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Mostly sorted rows (a sort of random values, specials included), now and then not."""
+    rows, n, m = g.int(0, 3), g.int(0, 6), g.int(0, 4)
+    s = g.x((rows, n))
+    if g.coin(0.85):
+        s = np.sort(s, axis=-1)
+    values = np.concatenate([s[:, :m], g.x((rows, m))], axis=1) if g.coin() else g.x((rows, m))
+    attrs = {"out_type": g.pick(["int32", "int64"])} if g.coin(0.3) else {}
+    return (s, values), attrs
+
+
+@gen("Bincount", "DenseBincount")
+def _bincount(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    shape = g.shape(0 if g.sig.op == "Bincount" else 0, 3 if g.sig.op == "Bincount" else 2)
+    size = g.int(0, 6) if g.coin(0.95) else -1
+    arr = g.values(shape, "int32" if g.sig.op == "Bincount" else g.dtype("Tidx"), -1 if g.coin(0.05) else 0, 8)
+    weights = g.x(shape) if g.coin() else g.x((0,))
+    size_t = np.asarray(size, arr.dtype)
+    return (arr, size_t, weights), ({"binary_output": g.coin()} if g.sig.op == "DenseBincount" else {})
+
+
+@gen("SparseSegmentSum", "SparseSegmentMean")
+def _sparse_segment(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    data = g.x((g.int(1, 4), *g.shape(0, 2)))
+    n = g.int(0, 5)
+    indices = [g.int(0, data.shape[0] - 1) for _ in range(n)]
+    ids = sorted(g.int(0, 3) for _ in range(n))
+    if n and g.coin(0.1):
+        indices[0] = data.shape[0] if g.coin() else -1
+    if n > 1 and g.coin(0.1):
+        ids = ids[::-1]
+    return (data, g.index(indices, "Tidx"), g.index(ids, "Tsegmentids")), {}
+
+
+@gen("SparseToDense")
+def _sparse_to_dense(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    shape = [g.int(1, 4) for _ in range(g.int(1, 3))]
+    cells = np.array(list(np.ndindex(*shape)))
+    n = g.int(0, min(4, len(cells)))
+    chosen = np.sort(g.rng.choice(len(cells), n, replace=False))
+    points = cells[chosen]
+    if n > 1 and g.coin(0.1):
+        points = points[::-1]
+    if n and g.coin(0.05):
+        points[0, 0] = shape[0]
+    indices = points if len(shape) > 1 or g.coin() else points.reshape(-1)
+    values = g.x((n,)) if g.coin(0.8) else g.x(())
+    attrs = {"validate_indices": g.coin(0.8)}
+    return (g.index(indices, "Tindices"), g.index(shape, "Tindices"), values, g.x(())), attrs
+
+
+@gen("LRN")
+def _lrn(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    attrs = {"depth_radius": g.int(0, 6), "bias": g.pick([1.0, 2.0, 0.5]), "alpha": g.pick([1.0, 1e-4, 0.3]),
+             "beta": g.pick([0.5, 0.75, 1.0])}
+    return (g.x((g.int(0, 2), g.int(1, 2), g.int(1, 2), g.int(1, 8)), lo=-3, hi=3),), attrs
+
+
 @gen("GatherV2")
 def _gather(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     params = g.shape(1 if g.coin(0.95) else 0, 4)
@@ -1170,6 +1230,9 @@ def _batch_norm_grad(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 NOT_GENERATED: dict[str, str] = {
+    "LRNGrad": "its output_image input must be LRN's output for the input image (TensorFlow's kernel divides by "
+               "it); cases_nn.py compares it with TensorFlow on LRN's own outputs, and LRN's generated calls check "
+               "its gradient",
     "FusedBatchNormV3": "TensorFlow's reserve-space outputs are scratch that varies from run to run (uninitialized "
                         "in inference); its values are the conformance suite's composed cases (cases_nn.py)",
     **{op: "a resource op: a call takes a handle to state, which a generated call of inputs cannot hold; "

@@ -686,6 +686,28 @@ def bias_add_grad(
       A `Tensor`. Has the same type as `out_backprop`.
     """
 
+def bincount(
+    arr: TensorLike,
+    size: TensorLike,
+    weights: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Counts how often each integer in [0, size) occurs in arr (values past size are ignored), or sums their weights.
+
+    weights: As many values as arr, or none (each occurrence counts 1).
+
+    Args:
+      arr: A `Tensor` of type `int32`.
+      size: A `Tensor` of type `int32`.
+      weights: A `Tensor`. Must be one of the following types: `float32`, `float64`, `int32`, `int64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `weights`.
+    """
+
 def bitwise_and(
     x: TensorLike,
     y: TensorLike,
@@ -1114,6 +1136,31 @@ def cumsum(
 
     Returns:
       A `Tensor`. Has the same type as `x`.
+    """
+
+def dense_bincount(
+    input: TensorLike,
+    size: TensorLike,
+    weights: TensorLike,
+    binary_output: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Bincount of a vector, or of each row of a matrix.
+
+    weights: The input's shape, or no values (each occurrence counts 1).
+    binary_output: Whether a bin holds 1 where its value occurs (weights ignored) instead of the count or sum.
+
+    Args:
+      input: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      size: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      weights: A `Tensor`. Must be one of the following types: `float32`, `float64`, `int32`, `int64`.
+      binary_output: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `weights`.
     """
 
 def depth_to_space(
@@ -1910,6 +1957,62 @@ def is_nan(x: TensorLike, name: str | None = None, *, _kernel: str | None = None
       A `Tensor` of type `bool`.
     """
 
+def lrn(
+    input: TensorLike,
+    depth_radius: int = 5,
+    bias: float = 1.0,
+    alpha: float = 1.0,
+    beta: float = 0.5,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Local response normalization over the last dimension of a 4-D input: output = input / (bias + alpha * sum of input**2 over the depth_radius neighbours on each side and itself) ** beta.
+
+    Args:
+      input: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`.
+      depth_radius: An optional `int`. Defaults to `5`.
+      bias: An optional `float`. Defaults to `1.0`.
+      alpha: An optional `float`. Defaults to `1.0`.
+      beta: An optional `float`. Defaults to `0.5`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
+def lrn_grad(
+    input_grads: TensorLike,
+    input_image: TensorLike,
+    output_image: TensorLike,
+    depth_radius: int = 5,
+    bias: float = 1.0,
+    alpha: float = 1.0,
+    beta: float = 0.5,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """The gradient of LRN.
+
+    input_grads: The gradient of LRN's output.
+    input_image: LRN's input.
+    output_image: LRN's output.
+
+    Args:
+      input_grads: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`.
+      input_image: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`.
+      output_image: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`.
+      depth_radius: An optional `int`. Defaults to `5`.
+      bias: An optional `float`. Defaults to `1.0`.
+      alpha: An optional `float`. Defaults to `1.0`.
+      beta: An optional `float`. Defaults to `0.5`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input_grads`.
+    """
+
 def leaky_relu(
     features: TensorLike,
     alpha: float = 0.2,
@@ -2197,6 +2300,29 @@ def lookup_table_size_v2(
 
     Returns:
       A `Tensor` of type `int64`.
+    """
+
+def lower_bound(
+    sorted_inputs: TensorLike,
+    values: TensorLike,
+    out_type: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """For each value, the index of the first element of its row of sorted_inputs that is not less than it (C++'s std::lower_bound).
+
+    sorted_inputs: [rows, n], each row sorted ascending.
+    values: [rows, m], searched in the same row.
+
+    Args:
+      sorted_inputs: A `Tensor`.
+      values: A `Tensor`.
+      out_type: An optional `type` from: `int32`, `int64`. Defaults to `int32`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `out_type`.
     """
 
 def mat_mul(
@@ -3691,6 +3817,56 @@ def space_to_depth(
       A `Tensor`. Has the same type as `input`.
     """
 
+def sparse_segment_mean(
+    data: TensorLike,
+    indices: TensorLike,
+    segment_ids: TensorLike,
+    sparse_gradient: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """output[i] = the mean of data[indices[j]] over the j with segment_ids[j] == i (0 for an empty segment); the output has segment_ids[-1] + 1 rows.
+
+    segment_ids: Sorted (non-decreasing), as many as indices.
+    sparse_gradient: TensorFlow's choice of a sparse gradient; the gradient here is dense either way.
+
+    Args:
+      data: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      indices: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      segment_ids: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      sparse_gradient: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `data`.
+    """
+
+def sparse_segment_sum(
+    data: TensorLike,
+    indices: TensorLike,
+    segment_ids: TensorLike,
+    sparse_gradient: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """output[i] = the sum of data[indices[j]] over the j with segment_ids[j] == i (0 for an empty segment); the output has segment_ids[-1] + 1 rows.
+
+    segment_ids: Sorted (non-decreasing), as many as indices.
+    sparse_gradient: TensorFlow's choice of a sparse gradient; the gradient here is dense either way.
+
+    Args:
+      data: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      indices: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      segment_ids: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      sparse_gradient: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `data`.
+    """
+
 def sparse_softmax_cross_entropy_loss(
     features: TensorLike,
     labels: TensorLike,
@@ -3744,6 +3920,34 @@ def sparse_softmax_cross_entropy_with_logits(
       A tuple of `Tensor` objects (loss, backprop).
         loss: A `Tensor`. Has the same type as `features`.
         backprop: A `Tensor`. Has the same type as `features`.
+    """
+
+def sparse_to_dense(
+    sparse_indices: TensorLike,
+    output_shape: TensorLike,
+    sparse_values: TensorLike,
+    default_value: TensorLike,
+    validate_indices: bool = True,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """A dense tensor of output_shape holding default_value, with sparse_values at sparse_indices.
+
+    sparse_indices: [N, rank] (or [N] for rank 1, or a scalar): where the values go, in bounds.
+    sparse_values: [N], or a scalar for every index.
+    validate_indices: Whether to also require the indices sorted row-major and without repeats.
+
+    Args:
+      sparse_indices: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      output_shape: A `Tensor`. Must be one of the following types: `int32`, `int64`.
+      sparse_values: A `Tensor`.
+      default_value: A `Tensor`.
+      validate_indices: An optional `bool`. Defaults to `True`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `sparse_values`.
     """
 
 def split(
@@ -4374,6 +4578,29 @@ def unsorted_segment_sum(
 
     Returns:
       A `Tensor`. Has the same type as `data`.
+    """
+
+def upper_bound(
+    sorted_inputs: TensorLike,
+    values: TensorLike,
+    out_type: DTypeLike = ...,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """For each value, the index of the first element of its row of sorted_inputs that is greater than it (C++'s std::upper_bound).
+
+    sorted_inputs: [rows, n], each row sorted ascending.
+    values: [rows, m], searched in the same row.
+
+    Args:
+      sorted_inputs: A `Tensor`.
+      values: A `Tensor`.
+      out_type: An optional `type` from: `int32`, `int64`. Defaults to `int32`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor` of type `out_type`.
     """
 
 def var_handle_op(

@@ -4,9 +4,10 @@ known integer inputs in shape functions, and shape vectors for gradients.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -67,3 +68,21 @@ def errors_as(op: str) -> Iterator[None]:
             raise
         inner = str(e).removeprefix(f"op {e.op!r}: ")
         raise type(e)(f"op {op!r}: {inner} (in op {e.op!r})", op=op) from e
+
+
+_Kernel = TypeVar("_Kernel", bound=Callable[..., Any])
+
+
+def named_errors(op: str) -> Callable[[_Kernel], _Kernel]:
+    """A generic kernel whose errors, raised by the ops it is written with, are said as
+    ``op``'s own (``errors_as``)."""
+
+    def wrap(fn: _Kernel) -> _Kernel:
+        @functools.wraps(fn)
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            with errors_as(op):
+                return fn(*args, **kwargs)
+
+        return kernel  # type: ignore[return-value]
+
+    return wrap

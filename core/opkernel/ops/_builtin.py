@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from . import (
     array_ops, batch_norm_ops, block_ops, data_flow_ops, einsum_ops, indexing_ops, layer_norm_ops, lookup_ops, math_ops,
-    nn_ops, random_ops, resource_variable_ops, shape_ops, state_ops,
+    nn_ops, random_ops, resource_variable_ops, search_ops, shape_ops, sparse_ops, state_ops,
 )
 
 _FAMILIES = (
@@ -36,6 +36,8 @@ def opkernel_register_kernels() -> None:
     shape_ops.register_generic_kernels()
     indexing_ops.register_generic_kernels()
     block_ops.register_generic_kernels()
+    search_ops.register_generic_kernels()
+    sparse_ops.register_generic_kernels()
     resource_variable_ops.register_generic_kernels()
     lookup_ops.register_kernels()
     data_flow_ops.register_kernels()

@@ -15,6 +15,9 @@ Each op's spec, shape function and gradient live together in one module:
   StridedSlice, GatherV2, UnsortedSegmentSum, Where...);
 * ``block_ops``: the ops that move blocks between space and depth or batch
   (DepthToSpace, SpaceToDepth, SpaceToBatchND, BatchToSpaceND);
+* ``search_ops``: the binary searches (LowerBound, UpperBound);
+* ``sparse_ops``: the ops that count or take (index, value) pairs (Bincount,
+  DenseBincount, SparseSegmentSum, SparseSegmentMean, SparseToDense);
 * ``creation_ops``: the ops that make tensors of new values (ZerosLike, OnesLike,
   Fill, Range, OneHot, StringToNumber);
 * ``_array_common``: the helpers they share.
@@ -27,14 +30,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import block_ops, creation_ops, indexing_ops, nd_ops, scan_ops, shape_ops
+from . import block_ops, creation_ops, indexing_ops, nd_ops, scan_ops, search_ops, shape_ops, sparse_ops
 from .creation_ops import parse_numbers as parse_numbers, range_size
 from .indexing_ops import StridedSlicePlan, strided_slice_plan
 from .shape_ops import reshape_sizes
 
 __all__ = ["StridedSlicePlan", "range_size", "register_gradients", "reshape_sizes", "register_ops", "stop_gradient", "strided_slice_plan"]
 
-_FAMILIES = (shape_ops, indexing_ops, block_ops, creation_ops, scan_ops, nd_ops)
+_FAMILIES = (shape_ops, indexing_ops, block_ops, search_ops, sparse_ops, creation_ops, scan_ops, nd_ops)
 
 
 def stop_gradient(x: Any) -> Any:

@@ -26,7 +26,7 @@ from ..kernels import register_kernel
 from ..op_registry import register_op
 from ..shapes import InferenceContext
 from ..tensor import ops_module as _ops
-from ._array_common import _INDEX, _values
+from ._array_common import _INDEX, _values, named_errors
 
 _FORMATS = "data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'"
 
@@ -237,10 +237,12 @@ def _batch_space_shape(to_batch: bool) -> Any:
 
 
 def register_generic_kernels() -> None:
-    register_kernel("DepthToSpace", backend="*")(_depth_to_space)
-    register_kernel("SpaceToDepth", backend="*")(_space_to_depth)
-    register_kernel("SpaceToBatchND", backend="*", host_memory=("block_shape", "paddings"))(_space_to_batch_nd)
-    register_kernel("BatchToSpaceND", backend="*", host_memory=("block_shape", "crops"))(_batch_to_space_nd)
+    register_kernel("DepthToSpace", backend="*")(named_errors("DepthToSpace")(_depth_to_space))
+    register_kernel("SpaceToDepth", backend="*")(named_errors("SpaceToDepth")(_space_to_depth))
+    register_kernel("SpaceToBatchND", backend="*", host_memory=("block_shape", "paddings"))(
+        named_errors("SpaceToBatchND")(_space_to_batch_nd))
+    register_kernel("BatchToSpaceND", backend="*", host_memory=("block_shape", "crops"))(
+        named_errors("BatchToSpaceND")(_batch_to_space_nd))
 
 
 def register_ops() -> None:

@@ -24,7 +24,7 @@ from ..kernels import register_kernel
 from ..op_registry import register_op
 from ..shapes import InferenceContext
 from ..tensor import ops_module as _ops
-from ._array_common import _INDEX, _axis, _scalar, _shape_const, _shape_of, _values, errors_as
+from ._array_common import _INDEX, _axis, _scalar, _shape_const, _shape_of, _values, errors_as, named_errors
 
 __all__ = ["StridedSlicePlan", "register_gradients", "register_ops", "strided_slice_plan"]
 
@@ -348,7 +348,7 @@ def _diag_shape(c: InferenceContext) -> None:
 
 def register_generic_kernels() -> None:
     register_kernel("PadV2", backend="*", type_constraints={"T": PAD_V2_TYPES})(_pad_v2)
-    register_kernel("Diag", backend="*")(_diag)
+    register_kernel("Diag", backend="*")(named_errors("Diag")(_diag))
 
 
 def register_ops() -> None:

@@ -23,7 +23,7 @@ from ..kernels import register_kernel
 from ..op_registry import register_op
 from ..shapes import Dimension, InferenceContext, as_shape
 from ..tensor import Tensor, ops_module as _ops
-from ._array_common import _INDEX, _axis, _scalar, _shape_const, _shape_of, _sum_all, _values
+from ._array_common import _INDEX, _axis, _scalar, _shape_const, _shape_of, _sum_all, _values, named_errors
 from ._grad_util import unbroadcast
 
 __all__ = ["register_gradients", "register_ops", "reshape_sizes"]
@@ -399,7 +399,7 @@ def _broadcast_args(s0: Any, s1: Any) -> Any:
 
 def register_generic_kernels() -> None:
     register_kernel("EnsureShape", backend="*")(_ensure_shape)
-    register_kernel("SplitV", backend="*", host_memory=("size_splits", "split_dim"))(_split_v)
+    register_kernel("SplitV", backend="*", host_memory=("size_splits", "split_dim"))(named_errors("SplitV")(_split_v))
     register_kernel("BroadcastArgs", backend="*", host_memory=("s0", "s1", "r0"))(_broadcast_args)
 
 
