@@ -759,3 +759,44 @@ def test_strided_slice_grad_of_a_scalar_string() -> None:
     with ok.use_backend("cpu"):
         out = ok.ops.strided_slice_grad(empty, empty, empty, empty, np.array(b"x", object)).numpy()
     assert out.shape == () and out[()] == b"x"
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ok.ops.batch_to_space_nd(np.ones((1, 1), np.float32), i64(1), i64([2**63 - 1, 3])),
+    lambda: ok.ops.space_to_batch_nd(np.ones((1, 1), np.float32), i64(1), i64([2**62, 2**62])),
+    lambda: ok.ops.space_to_batch_nd(np.ones((1, 0, 0), np.float32), i64(2**40, 2**40), np.zeros((2, 2), np.int64)),
+    lambda: ok.ops.space_to_depth(np.zeros((1, 0, 0, 1), np.float32), block_size=2**40),
+    lambda: ok.ops.sparse_to_dense(np.zeros((2, 0), np.int64), np.zeros(0, np.int64), np.float32([1, 2]), np.float32(0)),
+], ids=["crops_wrap_int64", "paddings_wrap_int64", "blocks_past_int64", "block_size_past_int64", "repeated_scalar_index"])
+def test_block_and_sparse_ops_refuse_sizes_past_int64(backend: str, call: Any) -> None:
+    """Sizes computed in Python ints, checked before any work: numpy's int64 arithmetic wrapped
+    (a crops check passed) or raised raw OverflowError/ValueError."""
+    with ok.use_backend(backend), pytest.raises(ok.errors.InvalidArgumentError):
+        call()
+
+
+def test_diag_gradient_traces_with_unknown_dimensions() -> None:
+    @ok.function(input_signature=[ok.TensorSpec((None,), ok.float32)])
+    def grad(x: Any) -> Any:
+        with ok.GradientTape() as tape:
+            tape.watch(x)
+            y = ok.ops.mul(ok.ops.diag(x), np.arange(9, dtype=np.float32).reshape(3, 3))
+        return tape.gradient(y, x)
+
+    assert grad(ok.tensor(np.ones(3, np.float32))).numpy().tolist() == [0.0, 4.0, 8.0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sparse_segment_mean_gradient_counts_large_segments_in_float32(backend: str, dtype: str) -> None:
+    """A segment of 5000 rows: counted in float16 (or bfloat16) the count stopped at 2048 (256)."""
+    n = 5000
+    with ok.use_backend(backend):
+        x = ok.tensor(np.ones((4, 2), ok.as_dtype(dtype).np))
+        try:
+            with ok.GradientTape() as tape:
+                tape.watch(x)
+                y = ok.ops.sparse_segment_mean(x, (np.arange(n) % 4).astype(np.int32), np.zeros(n, np.int32))
+            g = tape.gradient(y, x)
+        except ok.errors.KernelNotFoundError:  # OpenCL has no bfloat16 Cast
+            pytest.skip(f"{backend} has no {dtype} kernel for an op SparseSegmentMean or its gradient is made of")
+        assert np.asarray(g.numpy(), np.float32).tolist() == [[0.25, 0.25]] * 4

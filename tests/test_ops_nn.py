@@ -281,6 +281,49 @@ def unary(fn: Any) -> Any:
 # ---------------------------------------------------------------- rows
 
 
+def dilation_windows(x: np.ndarray, f: np.ndarray, strides: Any, rates: Any, padding: str) -> Any:
+    """Each output position's in-bounds taps, in row-major order: (b, y, x, [(h, w, dy, dx), ...])."""
+    (_, h, w, _), (fh, fw, _) = x.shape, f.shape
+    sh, sw, rh, rw = strides[1], strides[2], rates[1], rates[2]
+    eh, ew = (fh - 1) * rh + 1, (fw - 1) * rw + 1
+    if padding == "SAME":
+        oh, ow = -(-h // sh), -(-w // sw)
+        top, left = max((oh - 1) * sh + eh - h, 0) // 2, max((ow - 1) * sw + ew - w, 0) // 2
+    else:
+        oh, ow, top, left = (h - eh) // sh + 1, (w - ew) // sw + 1, 0, 0
+    for y, z in np.ndindex(oh, ow):
+        taps = [(y * sh + dy * rh - top, z * sw + dx * rw - left, dy, dx) for dy in range(fh) for dx in range(fw)]
+        yield y, z, oh, ow, [(a, b, dy, dx) for a, b, dy, dx in taps if 0 <= a < h and 0 <= b < w], (
+            max(y * sh - top, 0), max(z * sw - left, 0))
+
+
+def dilation_ref(x: np.ndarray, f: np.ndarray, strides: Any, rates: Any, padding: str, **_: Any) -> np.ndarray:
+    out = None
+    for y, z, oh, ow, taps, _default in dilation_windows(x, f, strides, rates, padding):
+        if out is None:
+            out = np.zeros((x.shape[0], oh, ow, x.shape[3]), x.dtype)
+        values = [x[:, a, b, :] + f[dy, dx, :] for a, b, dy, dx in taps]
+        out[:, y, z, :] = np.max(values, axis=0)
+    return out
+
+
+def dilation_backprop_ref(which: int) -> Any:
+    def ref(x: np.ndarray, f: np.ndarray, g: np.ndarray, strides: Any, rates: Any, padding: str, **_: Any) -> np.ndarray:
+        """Each output's gradient to its first maximal tap (the input element, or the filter tap)."""
+        out = np.zeros_like(x if which == 0 else f)
+        for y, z, _oh, _ow, taps, _default in dilation_windows(x, f, strides, rates, padding):
+            for b, c in np.ndindex(x.shape[0], x.shape[3]):
+                values = [x[b, a, w, c] + f[dy, dx, c] for a, w, dy, dx in taps]
+                a, w, dy, dx = taps[int(np.argmax(values))]
+                if which == 0:
+                    out[b, a, w, c] += g[b, y, z, c]
+                else:
+                    out[dy, dx, c] += g[b, y, z, c]
+        return out
+
+    return ref
+
+
 def lrn_ref(x: np.ndarray, depth_radius: int = 5, bias: float = 1.0, alpha: float = 1.0, beta: float = 0.5,
             **_: Any) -> np.ndarray:
     """LRN's definition, one depth at a time, in float64."""
@@ -336,6 +379,17 @@ ACTIVATION_CASES = [
            lambda x, alpha=0.2, **_: np.where(x > 0, x, x * x.dtype.type(np.float32(alpha))), dtypes=("float16",), grad=False),
     OpCase("LeakyReluGrad", "LeakyReluGrad", lambda rng, dt: [randn(rng, dt, 3, 4), randn(rng, dt, 3, 4)],
            lambda g, f, alpha=0.2, **_: np.where(f > 0, g, g * g.dtype.type(np.float32(alpha))), attrs={"alpha": 0.3}),
+    *[OpCase(f"Dilation2D-{pad}", "Dilation2D", lambda rng, dt: [randn(rng, dt, 2, 5, 6, 2), randn(rng, dt, 2, 3, 2)],
+             dilation_ref, attrs={"strides": [1, 2, 1, 1], "rates": [1, 1, 2, 1], "padding": pad}) for pad in ("SAME", "VALID")],
+    OpCase("Dilation2D-int32", "Dilation2D", lambda rng, dt: [rng.integers(-9, 9, (1, 4, 4, 1)).astype(dt),
+                                                             rng.integers(-9, 9, (2, 2, 1)).astype(dt)],
+           dilation_ref, attrs={"strides": [1, 1, 1, 1], "rates": [1, 1, 1, 1], "padding": "SAME"}, dtypes=("int32",),
+           grad=False),
+    *[OpCase(f"{op}-{pad}", op, lambda rng, dt, pad=pad: [randn(rng, dt, 2, 5, 6, 2), randn(rng, dt, 2, 3, 2),
+                                                 randn(rng, dt, 2, 3 if pad == "SAME" else 2, 6 if pad == "SAME" else 2, 2)],
+             dilation_backprop_ref(which), attrs={"strides": [1, 2, 1, 1], "rates": [1, 1, 2, 1], "padding": pad},
+             grad=False)
+      for op, which in (("Dilation2DBackpropInput", 0), ("Dilation2DBackpropFilter", 1)) for pad in ("SAME", "VALID")],
     OpCase("LRN", "LRN", one((2, 2, 3, 7)), lrn_ref, attrs={"depth_radius": 2, "bias": 1.5, "alpha": 0.3, "beta": 0.75},
            dtypes=("float32",), grad_dtype="float32", grad_tol=2e-2, tol={"float32": (2e-6, 2e-6)}),
     OpCase("LRN-wide", "LRN", one((1, 2, 1, 4)), lrn_ref, attrs={"depth_radius": 9}, dtypes=("float32",),

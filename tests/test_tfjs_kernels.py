@@ -14,11 +14,10 @@ from opkernel import op_registry, plugins
 #: TensorFlow ops of TF.js kernels that opkernel does not register yet.
 LACKING = sorted([
     "AvgPool3D", "AvgPool3DGrad", "Conv3D", "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2", "CropAndResize",
-    "Dilation2D", "Dilation2DBackpropFilter", "Dilation2DBackpropInput", "FFT", "IFFT",
-    "ImageProjectiveTransformV3", "MaxPool3D", "MaxPool3DGrad", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
-    "NonMaxSuppressionV5", "RaggedGather", "RaggedRange", "RaggedTensorToTensor", "SparseFillEmptyRows",
-    "SparseReshape", "StaticRegexReplace", "StringNGrams", "StringSplitV2", "StringToHashBucketFast", "UniqueV2",
-    "_FusedDepthwiseConv2dNative",
+    "FFT", "IFFT", "ImageProjectiveTransformV3", "MaxPool3D", "MaxPool3DGrad", "NonMaxSuppressionV3",
+    "NonMaxSuppressionV4", "NonMaxSuppressionV5", "RaggedGather", "RaggedRange", "RaggedTensorToTensor",
+    "SparseFillEmptyRows", "SparseReshape", "StaticRegexReplace", "StringNGrams", "StringSplitV2",
+    "StringToHashBucketFast", "UniqueV2", "_FusedDepthwiseConv2dNative",
 ])
 
 #: The TensorFlow.js ops the model-building issue names (Multinomial as StatelessMultinomial).

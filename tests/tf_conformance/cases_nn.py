@@ -256,6 +256,45 @@ def _activation_cases() -> list[Case]:
         Case("LRN/rejects_float64", "LRN", (_rand(53, (1, 1, 1, 3), "float64"),)),
         Case("LRNGrad/shapes_differ", "LRNGrad", (x, x, x[:, :, :, :4].copy())),
     ]
+    for i, (pad, st, rt, dt) in enumerate((("SAME", 1, 1, "float32"), ("VALID", 1, 1, "float64"), ("SAME", 2, 1, "float32"),
+                                           ("VALID", 1, 2, "float32"), ("SAME", 2, 2, "int32"), ("SAME", 1, 1, "float16"))):
+        x, f = _rand(60 + i, (2, 6, 5, 3), dt, -5, 5), _rand(70 + i, (2, 3, 3), dt, -5, 5)
+        attrs = {"strides": [1, st, 1, 1], "rates": [1, 1, rt, 1], "padding": pad}
+        out.append(Case(f"Dilation2D/{pad}_s{st}_r{rt}_{dt}", "Dilation2D", (x, f), attrs,
+                        grad=dt in ("float32", "float64"), seed=60 + i))
+    ties = np.round(_rand(80, (1, 4, 4, 1), "float32", -2, 2))
+    flat = np.zeros((2, 2, 1), np.float32)
+    nan_x = _rand(81, (1, 3, 3, 1), "float32")
+    nan_x[0, 1, 1, 0] = NAN
+    nan_x[0, 0, 0, 0] = NAN
+    unit = {"strides": [1, 1, 1, 1], "rates": [1, 1, 1, 1], "padding": "SAME"}
+    out += [
+        Case("Dilation2D/ties", "Dilation2D", (ties, flat), unit, grad=True, seed=80),
+        Case("Dilation2D/nan", "Dilation2D", (nan_x, flat), unit, grad=True, seed=81),
+        Case("Dilation2D/all_nan", "Dilation2D", (np.full((1, 2, 2, 1), NAN, np.float32), flat), unit, grad=True, seed=82),
+        Case("Dilation2D/minus_inf", "Dilation2D", (np.full((1, 2, 2, 1), -INF, np.float32), flat), unit, grad=True,
+             seed=83),
+        Case("Dilation2D/empty_batch", "Dilation2D", (np.zeros((0, 3, 3, 1), np.float32), flat), unit),
+        Case("Dilation2D/filter_too_big", "Dilation2D", (_rand(84, (1, 2, 2, 1), "float32"), np.zeros((3, 3, 1), np.float32)),
+             {**unit, "padding": "VALID"}),
+        Case("Dilation2D/depth_mismatch", "Dilation2D", (_rand(85, (1, 3, 3, 2), "float32"), flat), unit),
+        Case("Dilation2D/input_rank3", "Dilation2D", (_rand(86, (3, 3, 1), "float32"), flat), unit),
+        Case("Dilation2D/batch_stride", "Dilation2D", (_rand(87, (1, 3, 3, 1), "float32"), flat),
+             {**unit, "strides": [2, 1, 1, 1]}),
+    ]
+    for op in ("Dilation2DBackpropInput", "Dilation2DBackpropFilter"):
+        out += [
+            Case(f"{op}/SAME", op, (_rand(90, (2, 5, 4, 2), "float32"), _rand(91, (3, 2, 2), "float32"),
+                                    _rand(92, (2, 3, 4, 2), "float32")),
+                 {"strides": [1, 2, 1, 1], "rates": [1, 1, 2, 1], "padding": "SAME"}, tol=(1e-6, 1e-6),
+                 why="sums in another order"),
+            Case(f"{op}/VALID", op, (_rand(93, (1, 5, 5, 1), "float64"), _rand(94, (2, 2, 1), "float64"),
+                                     _rand(95, (1, 4, 4, 1), "float64")), {**unit, "padding": "VALID"}),
+            Case(f"{op}/all_nan", op, (np.full((1, 2, 2, 1), NAN, np.float32), flat, _rand(96, (1, 2, 2, 1), "float32")),
+                 unit),
+            Case(f"{op}/grad_shape", op, (_rand(93, (1, 5, 5, 1), "float32"), flat, _rand(97, (1, 3, 3, 1), "float32")),
+                 unit),
+        ]
     out.append(Case("LeakyReluGrad/shape_mismatch", "LeakyReluGrad", (_rand(43, (3, 4), "float32"), _rand(44, (4, 3), "float32"))))
     # Softplus switches formulas around |x| ~ -log(eps) + 2: check both sides of each switch.
     sp = [-40.0, -20.0, -17.0, -15.0, -14.0, 14.0, 15.0, 16.0, 17.0, 18.0, 35.0, 40.0, 1e4, -1e4]

@@ -692,6 +692,23 @@ def _sparse_to_dense(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (g.index(indices, "Tindices"), g.index(shape, "Tindices"), values, g.x(())), attrs
 
 
+@gen("Dilation2D", "Dilation2DBackpropInput", "Dilation2DBackpropFilter")
+def _dilation(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    b, h, w, c = g.int(0, 2), g.int(1, 5), g.int(1, 5), g.int(1, 2)
+    fh, fw = g.int(1, 3), g.int(1, 3)
+    attrs = {"strides": [1, g.int(1, 2), g.int(1, 2), 1], "rates": [1, g.int(1, 2), g.int(1, 2), 1],
+             "padding": g.pick(["SAME", "VALID"])}
+    x, f = g.x((b, h, w, c)), g.x((fh, fw, c if g.coin(0.95) else c + 1))
+    if g.sig.op == "Dilation2D":
+        return (x, f), attrs
+    if attrs["padding"] == "SAME":
+        oh, ow = -(-h // attrs["strides"][1]), -(-w // attrs["strides"][2])
+    else:
+        oh = max(-(-(h - (fh - 1) * attrs["rates"][1]) // attrs["strides"][1]), 0)
+        ow = max(-(-(w - (fw - 1) * attrs["rates"][2]) // attrs["strides"][2]), 0)
+    return (x, f, g.x((b, oh, ow, c))), attrs
+
+
 @gen("LRN")
 def _lrn(g: G) -> tuple[tuple[Any, ...], dict[str, Any]]:
     attrs = {"depth_radius": g.int(0, 6), "bias": g.pick([1.0, 2.0, 0.5]), "alpha": g.pick([1.0, 1e-4, 0.3]),

@@ -1331,6 +1331,85 @@ def diag(diagonal: TensorLike, name: str | None = None, *, _kernel: str | None =
       A `Tensor`. Has the same type as `diagonal`.
     """
 
+def dilation2d(
+    input: TensorLike,
+    filter: TensorLike,
+    strides: Sequence[int],
+    rates: Sequence[int],
+    padding: Literal["SAME", "VALID"],
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Grayscale morphological dilation of a 4-D NHWC input by a 3-D filter [height, width, depth]: each output is the maximum, over the filter's taps inside the input, of input + filter.
+
+    strides: [1, stride_rows, stride_cols, 1].
+    rates: [1, rate_rows, rate_cols, 1], the taps' spacing.
+
+    Args:
+      input: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      filter: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      strides: A `list(int)` that is `>= 4`.
+      rates: A `list(int)` that is `>= 4`.
+      padding: A `string` from: `'SAME'`, `'VALID'`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
+def dilation2d_backprop_filter(
+    input: TensorLike,
+    filter: TensorLike,
+    out_backprop: TensorLike,
+    strides: Sequence[int],
+    rates: Sequence[int],
+    padding: Literal["SAME", "VALID"],
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """The gradient of Dilation2D with respect to its filter: each output's gradient goes to the input element and filter tap that won its maximum.
+
+    Args:
+      input: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      filter: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      out_backprop: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      strides: A `list(int)` that is `>= 4`.
+      rates: A `list(int)` that is `>= 4`.
+      padding: A `string` from: `'SAME'`, `'VALID'`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
+def dilation2d_backprop_input(
+    input: TensorLike,
+    filter: TensorLike,
+    out_backprop: TensorLike,
+    strides: Sequence[int],
+    rates: Sequence[int],
+    padding: Literal["SAME", "VALID"],
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """The gradient of Dilation2D with respect to its input: each output's gradient goes to the input element and filter tap that won its maximum.
+
+    Args:
+      input: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      filter: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      out_backprop: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`, `int16`, `int32`, `int64`, `int8`, `uint16`, `uint32`, `uint64`, `uint8`.
+      strides: A `list(int)` that is `>= 4`.
+      rates: A `list(int)` that is `>= 4`.
+      padding: A `string` from: `'SAME'`, `'VALID'`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `input`.
+    """
+
 def einsum(
     inputs: Sequence[TensorLike],
     equation: str,

@@ -30,6 +30,9 @@ from ._array_common import _INDEX, _values, named_errors
 
 _FORMATS = "data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'"
 
+#: Past this, a dimension (or a tensor's element count) cannot be: sizes are int64 and bytes must fit too.
+_MOST = 2**62
+
 
 def _error(op: str, message: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"op {op!r}: {message}", op=op)
@@ -37,6 +40,13 @@ def _error(op: str, message: str) -> InvalidArgumentError:
 
 def _const(values: Any) -> np.ndarray:
     return np.asarray(list(values), np.int64)
+
+
+def _fits(op: str, shape: list[int]) -> list[int]:
+    """``shape``, an output's, after checking that its dimensions (and its size) are ones a tensor can have."""
+    if any(d > _MOST for d in shape) or math.prod(shape) > _MOST:
+        raise _error(op, f"the output's shape {shape} is larger than a tensor can be")
+    return shape
 
 
 # ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
@@ -62,6 +72,7 @@ def _depth_to_space(input: Any, block_size: int, data_format: str) -> Any:
     if c % (bs * bs):
         raise _error("DepthToSpace", f"the input's depth {c} must be divisible by block_size * block_size = {bs * bs}")
     d, ops = c // (bs * bs), _ops()
+    _fits("DepthToSpace", [b, h * bs, w * bs, d])
     if data_format == "NHWC":  # depth index (i * bs + j) * d + k goes to row h * bs + i, column w * bs + j
         x = ops.transpose(ops.reshape(input, _const([b, h, w, bs, bs, d])), _const([0, 1, 3, 2, 4, 5]))
         return ops.reshape(x, _const([b, h * bs, w * bs, d]))
@@ -75,6 +86,7 @@ def _space_to_depth(input: Any, block_size: int, data_format: str) -> Any:
     if h % bs or w % bs:
         raise _error("SpaceToDepth", f"the input's height {h} and width {w} must be divisible by block_size {bs}")
     ops = _ops()
+    _fits("SpaceToDepth", [b, h // bs, w // bs, bs * bs * c])
     if data_format == "NHWC":
         x = ops.transpose(ops.reshape(input, _const([b, h // bs, bs, w // bs, bs, c])), _const([0, 1, 3, 2, 4, 5]))
         return ops.reshape(x, _const([b, h // bs, w // bs, bs * bs * c]))
@@ -128,6 +140,8 @@ def _block_args(op: str, shape: list[int], block_shape: Any, pads: Any, what: st
         raise _error(op, f"block_shape must be positive, got {blocks.tolist()}")
     if (amounts < 0).any():
         raise _error(op, f"{what} must be non-negative, got {amounts.tolist()}")
+    if math.prod(int(v) for v in blocks) > _MOST:
+        raise _error(op, f"the product of block_shape {blocks.tolist()} is larger than a tensor's size can be")
     return [int(v) for v in blocks], amounts.astype(np.int64)
 
 
@@ -136,7 +150,8 @@ def _space_to_batch_nd(input: Any, block_shape: Any, paddings: Any) -> Any:
     shape = [int(d) for d in input.shape]
     blocks, pads = _block_args(op, shape, block_shape, paddings, "paddings")
     m, ops = len(blocks), _ops()
-    padded = [shape[1 + i] + int(pads[i].sum()) for i in range(m)]
+    padded = [shape[1 + i] + int(pads[i][0]) + int(pads[i][1]) for i in range(m)]  # Python ints: no wrapping
+    _fits(op, [shape[0] * math.prod(blocks), *padded, *shape[1 + m:]])
     for i, (p, k) in enumerate(zip(padded, blocks)):
         if p % k:
             raise _error(op, f"padded dimension {1 + i} of size {p} is not divisible by block_shape[{i}] = {k}")
@@ -165,7 +180,8 @@ def _batch_to_space_nd(input: Any, block_shape: Any, crops: Any) -> Any:
         raise _error(op, f"the input's batch {shape[0]} is not divisible by the product of block_shape {blocks} ({total})")
     spatial, rest = shape[1:1 + m], shape[1 + m:]
     full = [s * k for s, k in zip(spatial, blocks)]
-    for i, (f, (lo, hi)) in enumerate(zip(full, cuts)):
+    _fits(op, [shape[0] // total, *full, *rest])
+    for i, (f, (lo, hi)) in enumerate(zip(full, cuts.tolist())):  # Python ints: no wrapping
         if f - lo - hi < 0:
             raise _error(op, f"crops {[int(lo), int(hi)]} of dimension {1 + i} exceed its size {f}")
     # SpaceToBatchND's steps undone in reverse: the batch's most significant block offsets
@@ -181,8 +197,8 @@ def _batch_to_space_nd(input: Any, block_shape: Any, crops: Any) -> Any:
     x = ops.reshape(x, _const([*dims[:1 + m], *rest]))
     if not cuts.any():
         return x
-    begin = [0, *[int(lo) for lo, _ in cuts], *[0] * len(rest)]
-    size = [dims[0], *[f - int(lo) - int(hi) for f, (lo, hi) in zip(full, cuts)], *rest]
+    begin = [0, *[int(lo) for lo, _ in cuts.tolist()], *[0] * len(rest)]
+    size = [dims[0], *[f - int(lo) - int(hi) for f, (lo, hi) in zip(full, cuts.tolist())], *rest]
     return ops.slice(x, _const(begin), _const(size))
 
 

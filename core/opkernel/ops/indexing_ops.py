@@ -454,16 +454,13 @@ def _pad_v2_grad(op: Any, grad: Any) -> list[Any]:
 
 
 def _diag_grad(op: Any, grad: Any) -> list[Any]:
-    """The gradient's diagonal (TensorFlow's DiagPart of it), read back as Diag placed it:
-    the flat [n * n] gradient padded with n values is an [n, n + 1] matrix whose first
-    column is the diagonal."""
-    ops = _ops()
-    shape = [int(d) for d in op.inputs[0].shape]
-    n = math.prod(shape)
-    flat = ops.pad(ops.reshape(grad, np.asarray([n * n], np.int64)), np.asarray([[0, n]], np.int64))
-    column = ops.slice(ops.reshape(flat, np.asarray([n, n + 1], np.int64)), np.asarray([0, 0], np.int64),
-                       np.asarray([n, 1], np.int64))
-    return [ops.reshape(column, np.asarray(shape, np.int64))]
+    """The gradient's diagonal (TensorFlow's DiagPart of it): the flat [n * n] gradient at
+    the positions i * (n + 1)."""
+    ops, x = _ops(), op.inputs[0]
+    n = ops.size(x, out_type="int64")  # a tensor, so a trace with unknown dimensions works too
+    diagonal = ops.range(np.int64(0), ops.mul(n, n), ops.add(n, np.int64(1)))  # flat positions i * (n + 1)
+    picked = ops.gather_v2(ops.reshape(grad, np.asarray([-1], np.int64)), diagonal, np.int32(0))
+    return [ops.reshape(picked, _shape_of(x))]
 
 
 def _gather_grad(op: Any, grad: Any) -> list[Any]:

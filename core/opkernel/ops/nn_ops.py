@@ -14,6 +14,7 @@ Each op's spec, shape function and gradient live together in one module:
 * ``pooling_ops``: max and average pooling and their gradient ops;
 * ``image_ops``: the bilinear and nearest-neighbor resizes and their gradient ops;
 * ``lrn_ops``: local response normalization (LRN, LRNGrad);
+* ``dilation_ops``: grayscale morphological dilation (Dilation2D and its backprop ops);
 * ``_nn_common``: what they share (attr specs, the window arithmetic, shape-function
   helpers and the host-side checks of the backends' kernels).
 
@@ -23,7 +24,7 @@ import the public names from (re-exported here).
 
 from __future__ import annotations
 
-from . import activation_ops, conv_ops, image_ops, lrn_ops, pooling_ops
+from . import activation_ops, conv_ops, dilation_ops, image_ops, lrn_ops, pooling_ops
 from ._nn_common import (
     check_argmax_type as check_argmax_type,
     check_out_shape as check_out_shape,
@@ -54,7 +55,7 @@ __all__ = [
     "window_output_size",
 ]
 
-_FAMILIES = (activation_ops, conv_ops, pooling_ops, image_ops, lrn_ops)
+_FAMILIES = (activation_ops, conv_ops, pooling_ops, image_ops, lrn_ops, dilation_ops)
 
 
 def register_ops() -> None:
@@ -74,3 +75,4 @@ def register_generic_kernels() -> None:
     activation_ops.register_generic_kernels()
     conv_ops.register_generic_kernels()
     lrn_ops.register_generic_kernels()
+    dilation_ops.register_generic_kernels()

@@ -156,7 +156,7 @@ def _segment_reduction(op: str, mean: bool) -> Any:
         narrow = data.dtype.name in ("float16", "bfloat16")  # summed in float32, as TensorFlow's kernels do
         rows = ops.gather_v2(data, idx, np.int32(0))
         total = ops.unsorted_segment_sum(ops.cast(rows, DstT="float32") if narrow else rows, ids, np.int64(num))
-        if mean and num:
+        if mean and num and int(np.prod(total.shape)):
             counts = np.maximum(np.bincount(ids, minlength=num), 1).astype(np.float32 if narrow else data.dtype.np)
             total = ops.real_div(total, counts.reshape((num,) + (1,) * (len(data.shape) - 1)))
         return ops.cast(total, DstT=data.dtype) if narrow else total
@@ -204,8 +204,11 @@ def _sparse_to_dense(sparse_indices: Any, output_shape: Any, sparse_values: Any,
     if validate_indices and n > 1:
         steps = points[1:] - points[:-1]  # in bounds, so no overflow
         moved = steps != 0
-        first = moved.argmax(axis=1)  # the first index component that changed
-        sign = np.sign(steps[np.arange(n - 1), first]) * moved.any(axis=1)
+        if dims == 0:  # every index is the one index of a scalar
+            sign = np.zeros(n - 1, np.int64)
+        else:
+            first = moved.argmax(axis=1)  # the first index component that changed
+            sign = np.sign(steps[np.arange(n - 1), first]) * moved.any(axis=1)
         if (sign <= 0).any():
             k = int(np.flatnonzero(sign <= 0)[0]) + 1
             what = "repeated" if sign[k - 1] == 0 else "out of order (indices must be sorted row-major)"
@@ -288,16 +291,18 @@ def _segment_grad(mean: bool) -> Any:
         (divided by the segment's size for the mean); written with ops, so it traces."""
         ops = _ops()
         data, indices, ids = op.inputs
-        g = ops.gather_v2(grad, ids, np.int32(0))
+        narrow = data.dtype.name in ("float16", "bfloat16")  # counted and summed in float32, as the forward
+        g = ops.gather_v2(ops.cast(grad, DstT="float32") if narrow else grad, ids, np.int32(0))
         if mean:
-            ones = ops.ones_like(ops.cast(ids, DstT=data.dtype))
+            ones = ops.ones_like(ops.cast(ids, DstT="float32" if narrow else data.dtype))
             rows = grad.shape[0] if grad.shape[0] is not None else ops.strided_slice(
                 ops.shape(grad, out_type="int64"), _i64([0]), _i64([1]), _i64([1]), shrink_axis_mask=1)
             sizes = ops.gather_v2(ops.unsorted_segment_sum(ones, ids, rows), ids, np.int32(0))
             g = ops.real_div(g, ops.reshape(sizes, _i64([-1] + [1] * (len(data.shape) - 1))))
         n = data.shape[0] if data.shape[0] is not None else ops.strided_slice(
             ops.shape(data, out_type="int64"), _i64([0]), _i64([1]), _i64([1]), shrink_axis_mask=1)
-        return [ops.unsorted_segment_sum(g, indices, n), None, None]
+        out = ops.unsorted_segment_sum(g, indices, n)
+        return [ops.cast(out, DstT=data.dtype) if narrow else out, None, None]
 
     return grad_fn
 
