@@ -163,20 +163,30 @@ def _check_backprop(op: str, g: _Geometry, out_backprop: Any) -> None:
                                    f"{[int(d) for d in out_backprop.shape]}", op=op)
 
 
-def _backprop_input(input: Any, filter: Any, out_backprop: Any, strides: Sequence[int], rates: Sequence[int],
-                    padding: str) -> Any:
-    op = "Dilation2DBackpropInput"
+def _shares(op: str, input: Any, filter: Any, out_backprop: Any, strides: Sequence[int], rates: Sequence[int],
+            padding: str) -> tuple[_Geometry, list[Any], Any, Any] | None:
+    """Both backprop ops' first half: the geometry, each tap's share of out_backprop (where it won,
+    zeros elsewhere), the share no tap won and its mask; None when the call holds no element to pass on."""
     g = _geometry(op, input, filter, strides, rates, padding)
     _check_backprop(op, g, out_backprop)
+    if 0 in (g.batch, g.oh, g.ow, g.depth, g.h, g.w, g.fh, g.fw):
+        return None
     ops, zero = _ops(), np.zeros((), input.dtype.np)
-    if 0 in (g.batch, g.oh, g.ow, g.depth, g.h, g.w):
+    final, none_won = _winners(_scan(input, filter, g)[1])
+    shares = [ops.select_v2(won, out_backprop, zero) for won in final]
+    return g, shares, ops.select_v2(none_won, out_backprop, zero), none_won
+
+
+def _backprop_input(input: Any, filter: Any, out_backprop: Any, strides: Sequence[int], rates: Sequence[int],
+                    padding: str) -> Any:
+    ops, shared = _ops(), _shares("Dilation2DBackpropInput", input, filter, out_backprop, strides, rates, padding)
+    if shared is None:
         return ops.zeros_like(input)
-    _, wins = _scan(input, filter, g)
-    final, none_won = _winners(wins)
+    g, shares, rest, none_won = shared
     padded = g.padded_shape()
     total: Any = None
-    for (dy, dx, begin, end, strides_, _), won in zip(g.taps(), final):
-        placed = ops.strided_slice_grad(padded, begin, end, strides_, ops.select_v2(won, out_backprop, zero))
+    for (_, _, begin, end, step, _), share in zip(g.taps(), shares):
+        placed = ops.strided_slice_grad(padded, begin, end, step, share)
         total = placed if total is None else _plus(total, placed)
     grad = ops.slice(total, _i64([0, g.top, g.left, 0]), _i64([g.batch, g.h, g.w, g.depth]))
     if bool(np.asarray(ops.any(none_won, _i64([0, 1, 2, 3])).numpy())):
@@ -184,7 +194,6 @@ def _backprop_input(input: Any, filter: Any, out_backprop: Any, strides: Sequenc
         assert g.h is not None and g.w is not None  # a kernel's geometry is concrete
         rows = np.maximum(np.arange(int(g.oh)) * g.sh - g.top, 0)  # type: ignore[arg-type]
         cols = np.maximum(np.arange(int(g.ow)) * g.sw - g.left, 0)  # type: ignore[arg-type]
-        rest = ops.select_v2(none_won, out_backprop, zero)
         by_row = ops.unsorted_segment_sum(ops.transpose(rest, _i64([1, 0, 2, 3])), rows, np.int64(g.h))
         by_col = ops.unsorted_segment_sum(ops.transpose(by_row, _i64([2, 1, 0, 3])), cols, np.int64(g.w))
         grad = _plus(grad, ops.transpose(by_col, _i64([1, 2, 0, 3])))
@@ -193,17 +202,13 @@ def _backprop_input(input: Any, filter: Any, out_backprop: Any, strides: Sequenc
 
 def _backprop_filter(input: Any, filter: Any, out_backprop: Any, strides: Sequence[int], rates: Sequence[int],
                      padding: str) -> Any:
-    op = "Dilation2DBackpropFilter"
-    g = _geometry(op, input, filter, strides, rates, padding)
-    _check_backprop(op, g, out_backprop)
-    ops, zero = _ops(), np.zeros((), input.dtype.np)
-    if 0 in (g.batch, g.oh, g.ow, g.depth, g.fh, g.fw):
+    ops, shared = _ops(), _shares("Dilation2DBackpropFilter", input, filter, out_backprop, strides, rates, padding)
+    if shared is None:
         return ops.zeros_like(filter)
-    _, wins = _scan(input, filter, g)
-    final, none_won = _winners(wins)
+    g, shares, rest, _ = shared
     axes = _i64([0, 1, 2])
-    sums = [ops.sum(ops.select_v2(won, out_backprop, zero), axes) for won in final]
-    sums[0] = _plus(sums[0], ops.sum(ops.select_v2(none_won, out_backprop, zero), axes))  # TensorFlow's default tap
+    sums = [ops.sum(share, axes) for share in shares]
+    sums[0] = _plus(sums[0], ops.sum(rest, axes))  # TensorFlow's default tap
     return ops.reshape(ops.pack(sums), _i64([g.fh, g.fw, g.depth]))
 
 

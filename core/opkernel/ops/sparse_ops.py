@@ -285,6 +285,13 @@ def register_ops() -> None:
     )
 
 
+def _rows(t: Any) -> Any:
+    """``t``'s first dimension: an int, or a scalar tensor where a trace does not know it."""
+    if t.shape[0] is not None:
+        return t.shape[0]
+    return _ops().strided_slice(_ops().shape(t, out_type="int64"), _i64([0]), _i64([1]), _i64([1]), shrink_axis_mask=1)
+
+
 def _segment_grad(mean: bool) -> Any:
     def grad_fn(op: Any, grad: Any) -> list[Any]:
         """The dense gradient: each output row's gradient back to the data rows it summed
@@ -295,13 +302,9 @@ def _segment_grad(mean: bool) -> Any:
         g = ops.gather_v2(ops.cast(grad, DstT="float32") if narrow else grad, ids, np.int32(0))
         if mean:
             ones = ops.ones_like(ops.cast(ids, DstT="float32" if narrow else data.dtype))
-            rows = grad.shape[0] if grad.shape[0] is not None else ops.strided_slice(
-                ops.shape(grad, out_type="int64"), _i64([0]), _i64([1]), _i64([1]), shrink_axis_mask=1)
-            sizes = ops.gather_v2(ops.unsorted_segment_sum(ones, ids, rows), ids, np.int32(0))
+            sizes = ops.gather_v2(ops.unsorted_segment_sum(ones, ids, _rows(grad)), ids, np.int32(0))
             g = ops.real_div(g, ops.reshape(sizes, _i64([-1] + [1] * (len(data.shape) - 1))))
-        n = data.shape[0] if data.shape[0] is not None else ops.strided_slice(
-            ops.shape(data, out_type="int64"), _i64([0]), _i64([1]), _i64([1]), shrink_axis_mask=1)
-        out = ops.unsorted_segment_sum(g, indices, n)
+        out = ops.unsorted_segment_sum(g, indices, _rows(data))
         return [ops.cast(out, DstT=data.dtype) if narrow else out, None, None]
 
     return grad_fn
