@@ -359,6 +359,33 @@ def probabilities(rng: np.random.Generator, dt: str, *shape: int) -> np.ndarray:
     return ref_softmax(rng.standard_normal(shape)).astype(dt)
 
 
+def gelu_ref(x: np.ndarray, approximate: bool = False, **_: Any) -> np.ndarray:
+    """GELU element by element in float64 (math.erf, math.tanh)."""
+    def one(v: float) -> float:
+        if approximate:
+            return 0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+        return 0.5 * v * (1 + math.erf(v / math.sqrt(2)))
+    return np.array([one(float(v)) for v in x.ravel()]).reshape(x.shape).astype(x.dtype)
+
+
+def gelu_grad_ref(g: np.ndarray, x: np.ndarray, approximate: bool = False, **_: Any) -> np.ndarray:
+    """dy * GELU'(x) element by element in float64; the limits 1 and 0 at +-inf."""
+    def slope(v: float) -> float:
+        if math.isinf(v):
+            return 1.0 if v > 0 else 0.0
+        if approximate:
+            c = math.sqrt(2 / math.pi)
+            t = math.tanh(c * (v + 0.044715 * v ** 3))
+            return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * c * (1 + 3 * 0.044715 * v * v)
+        return 0.5 * (1 + math.erf(v / math.sqrt(2))) + v * math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+    flat = [float(gv) * slope(float(v)) for gv, v in zip(g.ravel(), x.ravel())]
+    return np.array(flat).reshape(x.shape).astype(x.dtype)
+
+
+def gelu_specials(rng: np.random.Generator, dt: str) -> list[np.ndarray]:
+    return [np.ones(7, dt), np.array([-np.inf, -30.0, -5.0, -0.75, 0.0, 9.0, np.inf], dt)]
+
+
 ACTIVATION_CASES = [
     OpCase("Relu", "Relu", one((3, 4)), unary(lambda x: np.maximum(x, 0))),
     OpCase("Relu-int32", "Relu", one((3, 4)), unary(lambda x: np.maximum(x, 0)), dtypes=("int32",), grad=False),
@@ -403,6 +430,20 @@ ACTIVATION_CASES = [
            lambda g, y, **_: np.where(y < 0, g * (y + 1), g)),
     OpCase("EluGrad-half", "EluGrad", lambda rng, dt: [randn(rng, dt, 3, 4), randn(rng, dt, 3, 4)],
            lambda g, y, **_: np.where(y < 0, g * (y + 1), g), dtypes=("float16",), grad=False),
+    OpCase("Gelu", "Gelu", one((3, 4), 2.0), gelu_ref),
+    OpCase("Gelu-tanh", "Gelu", one((3, 4), 2.0), gelu_ref, attrs={"approximate": True}),
+    OpCase("Gelu-large", "Gelu", one((70, 300), 3.0), gelu_ref, grad=False),
+    OpCase("Gelu-half", "Gelu", one((3, 4), 2.0), gelu_ref, dtypes=("float16",), grad=False),
+    OpCase("GeluGrad", "GeluGrad", lambda rng, dt: [randn(rng, dt, 3, 4), randn(rng, dt, 3, 4, scale=2.0)], gelu_grad_ref),
+    OpCase("GeluGrad-tanh", "GeluGrad", lambda rng, dt: [randn(rng, dt, 3, 4), randn(rng, dt, 3, 4, scale=2.0)],
+           gelu_grad_ref, attrs={"approximate": True}),
+    OpCase("GeluGrad-large", "GeluGrad", lambda rng, dt: [randn(rng, dt, 70, 300), randn(rng, dt, 70, 300, scale=3.0)],
+           gelu_grad_ref, grad=False),
+    # the tanh form's 1 + tanh(u) cancels where tanh saturates (x = -5: OpenCL's tanh is -1 there, 0 for -1.5e-6)
+    *[OpCase(f"GeluGrad-specials{'-tanh' * a}", "GeluGrad", gelu_specials, gelu_grad_ref, attrs={"approximate": a},
+             grad=False, tol={"float32": (1e-5, 2e-6)}) for a in (False, True)],
+    OpCase("GeluGrad-half", "GeluGrad", lambda rng, dt: [randn(rng, dt, 3, 4), randn(rng, dt, 3, 4)], gelu_grad_ref,
+           dtypes=("float16",), grad=False),
     OpCase("Selu", "Selu", one((3, 4), 2.0), unary(lambda x: SCALE * np.where(x > 0, x, ALPHA * (np.exp(x) - 1)))),
     OpCase("Softplus", "Softplus", one((3, 4), 3.0), unary(lambda x: np.log1p(np.exp(x)))),
     OpCase("Softplus-extreme", "Softplus", lambda rng, dt: [np.array([-200.0, -30.0, 0.0, 30.0, 200.0], dt)],
@@ -895,7 +936,7 @@ test_values, test_shapes, test_gradients = optable.table_tests(CASES)
 
 
 def test_every_op_has_rows() -> None:
-    names = {"Relu", "ReluGrad", "Relu6", "Elu", "Selu", "Softplus", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
+    names = {"Relu", "ReluGrad", "Relu6", "Elu", "Selu", "Softplus", "Gelu", "GeluGrad", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
              "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyLoss", "BiasAdd", "BiasAddGrad", "FusedMatMul", "Conv2D", "Conv2DBackpropInput",
              "Conv2DBackpropFilter", "FusedConv2D", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad",
              "MaxPoolWithArgmax", "MaxPoolGradWithArgmax", "MaxPoolGradGradWithArgmax", "DepthwiseConv2dNative",

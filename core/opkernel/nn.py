@@ -184,13 +184,11 @@ def _collect(value: Any, found: list[Variable], variables: set[int], layers: set
 
 
 def gelu(x: Tensor, approximate: bool = False) -> Tensor:
-    """GELU: x * Phi(x), exactly with Erf (``approximate=False``, Keras's and torch's
-    default) or with the tanh approximation of Hendrycks and Gimpel."""
-    ops = _ops()
-    if approximate:
-        inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
-        return x * 0.5 * (ops.tanh(inner) + 1.0)  # type: ignore[no-any-return]
-    return x * 0.5 * (ops.erf(x * (1.0 / math.sqrt(2.0))) + 1.0)  # type: ignore[no-any-return]
+    """GELU: x * Phi(x), exactly with erf (``approximate=False``, Keras's and torch's
+    default) or with the tanh approximation of Hendrycks and Gimpel: one Gelu op each way
+    (opkernel's own; TensorFlow composes it from Mul, Erf and Add, which gives the same
+    values within float rounding, and on cpu in float32 the same bits)."""
+    return _ops().gelu(x, approximate=approximate)  # type: ignore[no-any-return]
 
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:

@@ -1886,6 +1886,50 @@ def gather_v2(
       A `Tensor`. Has the same type as `params`.
     """
 
+def gelu(
+    features: TensorLike,
+    approximate: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes the Gaussian error linear unit in one op (opkernel's own; TensorFlow's tf.nn.gelu and Keras compose it): features * 0.5 * (erf(features / sqrt(2)) + 1), or with approximate, features * 0.5 * (tanh(sqrt(2 / pi) * (features + 0.044715 * features^3)) + 1).
+
+    approximate: the tanh approximation of Hendrycks and Gimpel instead of erf.
+
+    Args:
+      features: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      approximate: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `features`.
+    """
+
+def gelu_grad(
+    gradients: TensorLike,
+    features: TensorLike,
+    approximate: bool = False,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes Gelu's gradients: gradients * d Gelu(features) / d features; where features is infinite, the derivative's limits (1 at +inf, 0 at -inf).
+
+    gradients: The backpropagated gradients to the corresponding Gelu operation.
+    features: The features passed as input to the corresponding Gelu operation.
+    backprops: The same shape as gradients and features.
+
+    Args:
+      gradients: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      features: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      approximate: An optional `bool`. Defaults to `False`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `gradients`.
+    """
+
 def greater(x: TensorLike, y: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Returns the truth value of (x > y) element-wise, with numpy broadcasting.
 

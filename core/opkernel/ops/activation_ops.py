@@ -132,6 +132,23 @@ def register_ops() -> None:
         "and scale = 1.0507009873554804934193349852946.",
     )
     _activation("Softplus", _FLOATS, "Computes softplus: log(exp(features) + 1).")
+    register_op("Gelu").input("features: T").output("activations: T").attr("approximate: bool = false").attr(
+        f"T: {_FLOATS}"
+    ).set_shape_fn(shape_fns.unchanged_shape).doc(
+        "Computes the Gaussian error linear unit in one op (opkernel's own; TensorFlow's tf.nn.gelu and "
+        "Keras compose it): features * 0.5 * (erf(features / sqrt(2)) + 1), or with approximate, "
+        "features * 0.5 * (tanh(sqrt(2 / pi) * (features + 0.044715 * features^3)) + 1).\n\n"
+        "approximate: the tanh approximation of Hendrycks and Gimpel instead of erf."
+    )
+    register_op("GeluGrad").input("gradients: T").input("features: T").output("backprops: T").attr(
+        "approximate: bool = false"
+    ).attr(f"T: {_FLOATS}").set_shape_fn(shape_fns.merge_all_inputs).doc(
+        "Computes Gelu's gradients: gradients * d Gelu(features) / d features; where features is "
+        "infinite, the derivative's limits (1 at +inf, 0 at -inf).\n\n"
+        "gradients: The backpropagated gradients to the corresponding Gelu operation.\n"
+        "features: The features passed as input to the corresponding Gelu operation.\n"
+        "backprops: The same shape as gradients and features."
+    )
     register_op("LeakyRelu").input("features: T").output("activations: T").attr("alpha: float = 0.2").attr(
         "T: {half, bfloat16, float, double} = DT_FLOAT"
     ).set_shape_fn(shape_fns.unchanged_shape).doc(
@@ -267,6 +284,31 @@ def _selu_grad(op: Any, grad: Tensor) -> list[Any]:
     return [ops.select_v2(ops.less(y, 0), ops.mul(grad, ops.add(y, SELU_SCALE * SELU_ALPHA)), ops.mul(grad, SELU_SCALE))]
 
 
+def _gelu_grad(op: Any, grad: Tensor) -> list[Any]:
+    return [_ops().gelu_grad(grad, op.inputs[0], approximate=op.get_attr("approximate"))]
+
+
+def _gelu_second_derivative(x: Tensor, approximate: bool) -> Any:
+    """Gelu''(x), written with ops: phi(x) * (2 - x^2) exactly; with the tanh approximation,
+    (1 - t^2) * (u' - x * t * u'^2 + x * u'' / 2), t = tanh(u), u = c * (x + a * x^3),
+    u' = c * (1 + 3 a x^2), u'' = 6 a c x."""
+    ops = _ops()
+    if not approximate:
+        return ops.exp(x * x * -0.5) * 0.3989422804014327 * (2.0 - x * x)
+    c, a = 0.7978845608028654, 0.044715
+    t = ops.tanh((x + x * x * x * a) * c)
+    du = (x * x * (3.0 * a) + 1.0) * c
+    return (1.0 - t * t) * (du - x * t * du * du + x * x * (3.0 * a * c))
+
+
+def _gelu_grad_grad(op: Any, grad: Tensor) -> list[Any]:
+    """Linear in ``gradients`` (GeluGrad again); in ``features``, grad * gradients * Gelu''."""
+    ops, dy, x = _ops(), op.inputs[0], op.inputs[1]
+    approximate = op.get_attr("approximate")
+    return [ops.gelu_grad(grad, x, approximate=approximate),
+            ops.mul(ops.mul(grad, dy), _gelu_second_derivative(x, approximate))]
+
+
 def _softplus_grad(op: Any, grad: Tensor) -> list[Any]:
     ops = _ops()
     return [ops.real_div(grad, ops.add(1, ops.exp(ops.neg(op.inputs[0]))))]
@@ -397,6 +439,8 @@ _GRADIENTS: dict[str, Any] = {
     "LeakyRelu": _leaky_relu_grad,
     "LeakyReluGrad": _leaky_relu_grad_grad,
     "Softplus": _softplus_grad,
+    "Gelu": _gelu_grad,
+    "GeluGrad": _gelu_grad_grad,
     "Softmax": _softmax_grad,
     "LogSoftmax": _log_softmax_grad,
     "SoftmaxCrossEntropyWithLogits": _xent_grad,

@@ -1797,22 +1797,24 @@ static void f32_unary_loop(char **args, npy_intp const *dimensions, npy_intp con
         f32_unary_loop(args, dimensions, steps, BODY, data);                                   \
     }
 
+/* One float32 erf (inlined into the vectorized loops below: erf, gelu, gelu_grad). */
+static inline __attribute__((always_inline)) float erf_one_f32(float v) {
+    float a = v == v ? fabsf(v) : 0.0f; /* NaN: any number here (no comparison may see it), NaN again below */
+    float y = a < 4.0f ? a : 4.0f;
+    float t = y * y;
+    float s = (float)ERF_S[7];
+    for (int k = 6; k >= 0; k--) s = s * t + (float)ERF_S[k];
+    float u = (y - 2.5f) * (1.0f / 1.5f);
+    float b = (float)ERF_B[16];
+    for (int k = 15; k >= 0; k--) b = b * u + (float)ERF_B[k];
+    float r = copysignf(y < 1.0f ? s * y : (y < 3.919206f ? b : 1.0f), v); /* rounds to 1 from 3.919206 on */
+    return v == v ? r : v;
+}
+
 WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
 static void erf_f32_contiguous(const float *x, float *out, npy_intp n, const void *data) {
     (void)data;
-    for (npy_intp i = 0; i < n; i++) {
-        float v = x[i];
-        float a = v == v ? fabsf(v) : 0.0f; /* NaN: any number here (no comparison may see it), NaN again below */
-        float y = a < 4.0f ? a : 4.0f;
-        float t = y * y;
-        float s = (float)ERF_S[7];
-        for (int k = 6; k >= 0; k--) s = s * t + (float)ERF_S[k];
-        float u = (y - 2.5f) * (1.0f / 1.5f);
-        float b = (float)ERF_B[16];
-        for (int k = 15; k >= 0; k--) b = b * u + (float)ERF_B[k];
-        float r = copysignf(y < 1.0f ? s * y : (y < 3.919206f ? b : 1.0f), v); /* rounds to 1 from 3.919206 on */
-        out[i] = v == v ? r : v;
-    }
+    for (npy_intp i = 0; i < n; i++) out[i] = erf_one_f32(x[i]);
 }
 
 F32_UNARY_LOOP(erf_f32_loop, erf_f32_contiguous)
@@ -1822,6 +1824,79 @@ static void erf_f64_loop(char **args, npy_intp const *dimensions, npy_intp const
     npy_intp n = dimensions[0];
     char *in = args[0], *out = args[1];
     for (npy_intp i = 0; i < n; i++, in += steps[0], out += steps[1]) *(double *)out = erf(*(const double *)in);
+}
+
+/* gelu (exact, with erf): x * 0.5 * (erf(x * (1 / sqrt 2)) + 1), the products and the sum in
+ * the order and type ok.nn's composition writes them (Mul, Mul, Erf, Add, Mul; the constants
+ * rounded to the input's type), so float32 gives the composed ops' bits in one pass.
+ * gelu_grad(dy, x) = dy * (0.5 * (erf(x / sqrt 2) + 1) + x * exp(-x^2 / 2) / sqrt(2 pi)):
+ * float32 with the erf above and the vectorized Cephes exp; where |x| >= 13 (float32) or 40
+ * (float64) the density term is below the type's smallest normal and counted as 0, so +-inf
+ * give the limits dy and 0 (the composition's derivative gives inf * 0 = NaN there);
+ * float64 with the C library's erf and exp. */
+WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
+static void gelu_f32_contiguous(const float *x, float *out, npy_intp n, const void *data) {
+    (void)data;
+    for (npy_intp i = 0; i < n; i++) {
+        float v = x[i];
+        out[i] = (v * 0.5f) * (erf_one_f32(v * 0.707106781186547524f) + 1.0f);
+    }
+}
+
+F32_UNARY_LOOP(gelu_f32_loop, gelu_f32_contiguous)
+
+static void gelu_f64_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
+    (void)data;
+    npy_intp n = dimensions[0];
+    char *in = args[0], *out = args[1];
+    for (npy_intp i = 0; i < n; i++, in += steps[0], out += steps[1]) {
+        double v = *(const double *)in;
+        *(double *)out = (v * 0.5) * (erf(v * 0.707106781186547524) + 1.0);
+    }
+}
+
+WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
+static void gelu_grad_f32_contiguous(const float *dy, const float *x, float *out, npy_intp n) {
+    for (npy_intp i = 0; i < n; i++) {
+        float v = x[i];
+        float cdf = 0.5f * (erf_one_f32(v * 0.707106781186547524f) + 1.0f);
+        float pdf = exp_nonpositive_f32(-0.5f * (v * v)) * 0.398942280401432678f;
+        float tail = fabsf(v) < 13.0f ? v * pdf : 0.0f; /* NaN: 0 here, NaN from cdf */
+        out[i] = dy[i] * (cdf + tail);
+    }
+}
+
+static void gelu_grad_f32_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
+    (void)data;
+    npy_intp n = dimensions[0];
+    int raised_before = fetestexcept(FE_INVALID);
+    if (steps[0] == sizeof(float) && steps[1] == sizeof(float) && steps[2] == sizeof(float)) {
+        gelu_grad_f32_contiguous((const float *)args[0], (const float *)args[1], (float *)args[2], n);
+    } else {
+        float a[STRIDED_CHUNK], b[STRIDED_CHUNK];
+        for (npy_intp i = 0; i < n; i += STRIDED_CHUNK) {
+            npy_intp m = n - i < STRIDED_CHUNK ? n - i : STRIDED_CHUNK;
+            for (npy_intp j = 0; j < m; j++) {
+                a[j] = *(const float *)(args[0] + (i + j) * steps[0]);
+                b[j] = *(const float *)(args[1] + (i + j) * steps[1]);
+            }
+            gelu_grad_f32_contiguous(a, b, a, m);
+            for (npy_intp j = 0; j < m; j++) *(float *)(args[2] + (i + j) * steps[2]) = a[j];
+        }
+    }
+    if (!raised_before) feclearexcept(FE_INVALID);
+}
+
+static void gelu_grad_f64_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
+    (void)data;
+    npy_intp n = dimensions[0];
+    char *g = args[0], *in = args[1], *out = args[2];
+    for (npy_intp i = 0; i < n; i++, g += steps[0], in += steps[1], out += steps[2]) {
+        double v = *(const double *)in;
+        double cdf = 0.5 * (erf(v * 0.707106781186547524) + 1.0);
+        double tail = fabs(v) < 40.0 ? v * (exp(-0.5 * (v * v)) * 0.398942280401432678) : 0.0;
+        *(double *)out = *(const double *)g * (cdf + tail);
+    }
 }
 
 /* sigmoid: 1 / (1 + e) for x >= 0 and e / (1 + e) below, e = exp(-|x|) (never overflows),
@@ -1955,6 +2030,11 @@ static void *sigmoid_data[] = {NULL, NULL};
 
 static PyUFuncGenericFunction erf_loops[] = {erf_f32_loop, erf_f64_loop};
 static void *erf_data[] = {NULL, NULL};
+static PyUFuncGenericFunction gelu_loops[] = {gelu_f32_loop, gelu_f64_loop};
+static PyUFuncGenericFunction gelu_grad_loops[] = {gelu_grad_f32_loop, gelu_grad_f64_loop};
+static void *no_data[] = {NULL, NULL};
+/* The binary ones: (float32, float32) -> float32, (float64, float64) -> float64. */
+static const char float_types_binary[] = {NPY_FLOAT, NPY_FLOAT, NPY_FLOAT, NPY_DOUBLE, NPY_DOUBLE, NPY_DOUBLE};
 /* Every ufunc here: float32 -> float32, float64 -> float64. */
 static const char float_types[] = {NPY_FLOAT, NPY_FLOAT, NPY_DOUBLE, NPY_DOUBLE};
 
@@ -1963,6 +2043,7 @@ typedef struct {
     PyUFuncGenericFunction *loops;  /* float32, then float64 */
     void **data;
     const char *doc;
+    int nin;                        /* 0: 1 */
 } UfuncSpec;
 
 static const UfuncSpec ufunc_specs[] = {
@@ -1980,6 +2061,12 @@ static const UfuncSpec ufunc_specs[] = {
     {"softplus", softplus_loops, softplus_data,
      "log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), elementwise, for float32 "
      "(within 3.5 ulp) and float64."},
+    {"gelu", gelu_loops, no_data,
+     "x * 0.5 * (erf(x / sqrt(2)) + 1), elementwise, for float32 (the composed ops' bits) "
+     "and float64."},
+    {"gelu_grad", gelu_grad_loops, no_data,
+     "gelu_grad(dy, x) = dy * (0.5 * (erf(x / sqrt(2)) + 1) + x * exp(-x^2 / 2) / sqrt(2 pi)), "
+     "elementwise, for float32 and float64; +-inf give the limits.", 2},
 };
 
 /* Adds the ufuncs above to ``module``; -1 with an exception set on failure. */
@@ -2381,8 +2468,9 @@ static PyObject *philox(PyObject *self, PyObject *args) {
 static int add_ufuncs(PyObject *module) {
     for (size_t i = 0; i < sizeof ufunc_specs / sizeof ufunc_specs[0]; i++) {
         const UfuncSpec *u = &ufunc_specs[i];
-        PyObject *f = PyUFunc_FromFuncAndData(u->loops, u->data, float_types, 2, 1, 1, PyUFunc_None, u->name,
-                                              u->doc, 0);
+        int nin = u->nin ? u->nin : 1;
+        PyObject *f = PyUFunc_FromFuncAndData(u->loops, u->data, nin == 2 ? float_types_binary : float_types, 2, nin,
+                                              1, PyUFunc_None, u->name, u->doc, 0);
         if (f == NULL) return -1;
         if (PyModule_AddObject(module, u->name, f) < 0) {
             Py_DECREF(f);

@@ -32,7 +32,7 @@ from opkernel.ops.nn_ops import (
 )
 
 from . import sharding
-from .math_kernels import product, sigmoid
+from .math_kernels import erf as _erf_kernel, product, sigmoid
 from .xp import xp_of
 
 _FLOATS = ["float16", "bfloat16", "float32", "float64"]
@@ -177,6 +177,83 @@ def _native_activation(ufunc_name: str, numpy_path: Any) -> Any:
     kernel.ufunc, kernel.ufunc_dtypes = fn, ("float32", "float64")  # type: ignore[attr-defined]  # fusion.py
     kernel.__name__ = ufunc_name
     return kernel
+
+
+# GELU (opkernel's Gelu and GeluGrad ops; activation_ops.py).  The bodies are written against
+# xp with the erf to use as a parameter, so the CUDA backend registers them too.
+_SQRT_HALF = 0.7071067811865476  # 1 / sqrt(2)
+_INV_SQRT_2PI = 0.3989422804014327  # 1 / sqrt(2 pi)
+_TANH_C = 0.7978845608028654  # sqrt(2 / pi)
+_TANH_A = 0.044715
+
+
+def gelu_values(x: Any, approximate: bool, erf: Callable[[Any], Any]) -> Any:
+    """x * 0.5 * (erf(x / sqrt 2) + 1), or with the tanh approximation
+    x * 0.5 * (tanh(sqrt(2 / pi) * (x + 0.044715 x^3)) + 1), in x's (float) type: the
+    operations of ok.nn's composition in its order, constants rounded to the type."""
+    xp, t = xp_of(x), x.dtype.type
+    with np.errstate(all="ignore"):
+        if approximate:
+            inner = (x + x * x * x * t(_TANH_A)) * t(_TANH_C)
+            return x * t(0.5) * (xp.tanh(inner) + t(1))
+        return x * t(0.5) * (erf(x * t(_SQRT_HALF)) + t(1))
+
+
+def gelu_grad_values(dy: Any, x: Any, approximate: bool, erf: Callable[[Any], Any]) -> Any:
+    """dy * gelu'(x): gelu'(x) = Phi(x) + x * phi(x) (exact), or
+    0.5 * (1 + t) + 0.5 * x * (1 - t^2) * sqrt(2 / pi) * (1 + 3 * 0.044715 x^2) with
+    t = tanh(sqrt(2 / pi) * (x + 0.044715 x^3)); where x is infinite, the limits (dy, 0)."""
+    xp, t = xp_of(x), x.dtype.type
+    with np.errstate(all="ignore"):
+        if approximate:
+            th = xp.tanh((x + x * x * x * t(_TANH_A)) * t(_TANH_C))
+            slope = (t(1) - th * th) * (t(_TANH_C) * (t(1) + t(3 * _TANH_A) * x * x))
+            tail = t(0.5) * x * slope
+        else:
+            th = erf(x * t(_SQRT_HALF))
+            tail = x * (xp.exp(t(-0.5) * x * x) * t(_INV_SQRT_2PI))
+        tail = xp.where(xp.isinf(x), t(0), tail)
+        return dy * (t(0.5) * (th + t(1)) + tail)
+
+
+def check_gelu_grad(gradients: Any, features: Any) -> None:
+    if gradients.shape != features.shape:
+        raise _error("GeluGrad", f"gradients and features must have the same shape, got {list(gradients.shape)} "
+                                 f"and {list(features.shape)}")
+
+
+def _numpy_erf(x: np.ndarray) -> np.ndarray:
+    return _erf_kernel(x, T=ok.as_dtype(x.dtype))
+
+
+_native_gelu = sharding.elementwise(sharding.native_module().gelu, quiet=True) if sharding.native_module() else None
+_native_gelu_grad = (sharding.elementwise(sharding.native_module().gelu_grad, quiet=True)
+                     if sharding.native_module() else None)
+
+
+def gelu(features: np.ndarray, approximate: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
+    """Gelu: the native ufunc (one pass, sharded) for exact float32/float64 numpy arrays,
+    float16 and bfloat16 through float32; the tanh approximation (and no native module) as
+    numpy passes."""
+    wt = _work_type(T)
+    x = features.astype(wt, copy=False)
+    if _native_gelu is not None and not approximate and type(x) is np.ndarray:
+        out = _native_gelu(x)
+    else:
+        out = gelu_values(x, approximate, _numpy_erf)
+    return out.astype(T.np, copy=False)  # type: ignore[no-any-return]
+
+
+def gelu_grad(gradients: np.ndarray, features: np.ndarray, approximate: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
+    """GeluGrad: gradients * gelu'(features), by the native ufunc as Gelu."""
+    check_gelu_grad(gradients, features)
+    wt = _work_type(T)
+    dy, x = gradients.astype(wt, copy=False), features.astype(wt, copy=False)
+    if _native_gelu_grad is not None and not approximate and type(x) is np.ndarray:
+        out = _native_gelu_grad(dy, x)
+    else:
+        out = gelu_grad_values(dy, x, approximate, _numpy_erf)
+    return out.astype(T.np, copy=False)  # type: ignore[no-any-return]
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
@@ -1561,6 +1638,8 @@ def register_all() -> None:
         ("LeakyReluGrad", leaky_relu_grad, None, ()),
         ("Elu", elu_kernel, None, ()),
         ("EluGrad", elu_grad, None, ()),
+        ("Gelu", gelu, None, ()),
+        ("GeluGrad", gelu_grad, None, ()),
         ("Selu", selu_kernel, None, ()),
         ("Softplus", softplus_kernel, None, ()),
         ("Softmax", softmax, None, ()),

@@ -16,6 +16,7 @@ import numpy as np
 
 import opkernel as ok
 from opkernel_cpu import math_kernels as cpu
+from opkernel_cpu import nn_kernels as cpu_nn
 from opkernel_cpu.xp import xp_of
 
 from .backend import SUPPORTED
@@ -38,6 +39,28 @@ def _erf(special: LazyModule) -> Any:
         return erf(wide).astype(T.np, copy=False)
 
     return kernel
+
+
+def _gelu(special: LazyModule) -> tuple[Any, Any]:
+    """Gelu and GeluGrad: the CPU plugin's bodies (opkernel_cpu.nn_kernels) over cupy with
+    ``cupyx.scipy.special.erf``, float16 in float32."""
+    erf = special.erf
+
+    def wide(x: Any, T: ok.DType) -> Any:
+        return x.astype(np.float64 if T.name == "float64" else np.float32, copy=False)
+
+    def gelu(features: Any, approximate: bool, T: ok.DType, **attrs: Any) -> Any:
+        if xp_of(features) is np:
+            return cpu_nn.gelu(features, approximate=approximate, T=T)
+        return cpu_nn.gelu_values(wide(features, T), approximate, erf).astype(T.np, copy=False)
+
+    def gelu_grad(gradients: Any, features: Any, approximate: bool, T: ok.DType, **attrs: Any) -> Any:
+        if xp_of(features) is np:
+            return cpu_nn.gelu_grad(gradients, features, approximate=approximate, T=T)
+        cpu_nn.check_gelu_grad(gradients, features)
+        return cpu_nn.gelu_grad_values(wide(gradients, T), wide(features, T), approximate, erf).astype(T.np, copy=False)
+
+    return gelu, gelu_grad
 
 
 def zeros_signed_as_the_last(input: Any, axes: tuple[int, ...], keep_dims: bool, out: Any) -> Any:
@@ -147,6 +170,8 @@ def rows(xp: LazyModule, special: LazyModule) -> list[Row]:
         ("Tanh", cpu._unary(xp.tanh, quiet=True), None, ()),
         ("Sigmoid", cpu.sigmoid, None, ()),
         ("Erf", _erf(special), {"T": ["float16", "float32", "float64"]}, ()),
+        ("Gelu", _gelu(special)[0], {"T": ["float16", "float32", "float64"]}, ()),
+        ("GeluGrad", _gelu(special)[1], {"T": ["float16", "float32", "float64"]}, ()),
         ("Floor", cpu._unary(xp.floor), None, ()),
         ("Ceil", cpu._unary(xp.ceil), None, ()),
         ("Expm1", cpu._unary(xp.expm1, quiet=True), None, ()),

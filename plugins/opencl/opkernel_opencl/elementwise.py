@@ -49,10 +49,11 @@ class Ew:
     type_attr: str | None = "T"
     fixed_input: str | None = None  # the input dtype of ops without a type attr (logical ops)
     attrs: dict[str, Any] = field(default_factory=dict)
+    variant: str = ""  # a second program family of one op (Gelu's tanh approximation: "Tanh")
 
     @property
     def family(self) -> str:
-        return f"ew:{self.op}"
+        return f"ew:{self.op}{self.variant}"
 
     def expr(self, dtype: str) -> str:
         if dtype in self.exprs:
@@ -330,6 +331,27 @@ def leaky_relu_grad(gradients: Any, features: Any, alpha: float, T: ok.DType, **
         raise fail("LeakyReluGrad", f"gradients and features must have the same shape, got {list(gradients.shape)} "
                                     f"and {list(features.shape)}")
     return _leaky("LeakyReluGrad", "leaky_relu_grad", [gradients, features], alpha, T)
+
+
+# Gelu and GeluGrad (opkernel's own ops): the exact form is the row below; the tanh
+# approximation (the approximate attr) runs these specs instead, from the rows' checks.
+_GELU_U = "((b + b * b * b * (T)0.044715) * (T)0.79788456080286536)"
+_GELU_TANH = Ew("Gelu", 1, {"f": "a * (T)0.5 * (tanh((a + a * a * a * (T)0.044715) * (T)0.79788456080286536) + (T)1)"},
+                FLOATS, variant="Tanh")
+_GELU_GRAD_TANH = Ew("GeluGrad", 2, {"f": f"a * ((T)0.5 * (tanh({_GELU_U}) + (T)1) + (isinf(b) ? (T)0 : (T)0.5 * b * "
+                                          f"((T)1 - tanh({_GELU_U}) * tanh({_GELU_U})) * (T)0.79788456080286536 * "
+                                          "((T)1 + (T)0.134145 * b * b)))"}, FLOATS, variant="Tanh")
+
+
+def _gelu_check(approximate_spec: Ew) -> Check:
+    def check(be: OpenCLBackend, dtype: str, xs: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        if approximate_spec.op == "GeluGrad":
+            _same_shapes("GeluGrad", "features")(be, dtype, xs, attrs)
+        if not attrs.get("approximate"):
+            return None
+        return run_half(be, approximate_spec, xs) if dtype == "float16" else run(be, approximate_spec, dtype, xs)
+
+    return check
 
 
 def add_n_kernel(spec: Ew) -> Callable[..., Any]:
@@ -665,6 +687,11 @@ def _table() -> list[tuple[Ew, Any]]:
         # a select, as TensorFlow's: an infinite gradient where the output is -1 gives NaN (inf * 0)
         (Ew("EluGrad", 2, {"f": "b < 0 ? a * (b + 1) : a"}, FLOATS), _same_shapes("EluGrad", "outputs")),
         (Ew("Softplus", 1, {"f": "ok_softplus(a)"}, FLOATS), E),
+        (Ew("Gelu", 1, {"f": "a * (T)0.5 * (erf(a * (T)0.70710678118654752) + (T)1)"}, FLOATS), _gelu_check(_GELU_TANH)),
+        # where x is infinite the density term is 0 (the derivative's limit), not inf * 0
+        (Ew("GeluGrad", 2, {"f": "a * ((T)0.5 * (erf(b * (T)0.70710678118654752) + (T)1) + (isinf(b) ? (T)0 : "
+                                 "b * exp((T)-0.5 * b * b) * (T)0.39894228040143268))"}, FLOATS),
+         _gelu_check(_GELU_GRAD_TANH)),
     ]
     rows.append((Ew("Selu", 1, {d: f"a > 0 ? {literal(_SELU_SCALE, d)} * a : {literal(_SELU_SCALE * _SELU_ALPHA, d)} * expm1(a)" for d in FLOATS}, FLOATS), E))
     return rows
@@ -679,11 +706,13 @@ def spec_of(op: str) -> Ew:
 
 
 def _declare(spec: Ew) -> None:
-    family(f"ew:{spec.op}", spec.dtypes)(functools.partial(render, spec))
+    family(spec.family, spec.dtypes)(functools.partial(render, spec))
 
 
 for _spec, _ in _ROWS:
     _declare(_spec)
+_declare(_GELU_TANH)
+_declare(_GELU_GRAD_TANH)
 
 #: The specs by op name (a kernel that composes others: float16 FloorDiv).
 _SPECS = {_spec.op: _spec for _spec, _ in _ROWS}
