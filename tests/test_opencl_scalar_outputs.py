@@ -76,7 +76,7 @@ SWEEP = {
         ("OnesLike", "ones_like"), ("Identity", "identity"), ("StopGradient", "stop_gradient"),
         ("Tan", "tan"), ("Asin", "asin"), ("Acos", "acos"), ("Asinh", "asinh"), ("Acosh", "acosh"), ("Atanh", "atanh"),
         ("Reciprocal", "reciprocal"), ("Round", "round"), ("IsNan", "is_nan"), ("IsInf", "is_inf"),
-        ("IsFinite", "is_finite"), ("LeakyRelu", "leaky_relu")]},
+        ("IsFinite", "is_finite"), ("LeakyRelu", "leaky_relu"), ("Gelu", "gelu")]},
     # the stateless random ops: a 0-d output ([] shape) and empty ones
     **{op: [f"ok.ops.{fn}(np.array([], np.int32), np.array([7], np.uint64), np.array([1, 2], np.uint64), np.int32(1){dt})",
             f"ok.ops.{fn}(np.array([0, 3], np.int64), np.array([7], np.uint64), np.array([1, 2], np.uint64), np.int32(3){dt})"]
@@ -125,7 +125,8 @@ SWEEP = {
         ("FloorMod", "floor_mod"), ("Pow", "pow"), ("Maximum", "maximum"), ("Minimum", "minimum"),
         ("Equal", "equal"), ("NotEqual", "not_equal"), ("Less", "less"), ("LessEqual", "less_equal"),
         ("Greater", "greater"), ("GreaterEqual", "greater_equal"), ("ReluGrad", "relu_grad"), ("Atan2", "atan2"),
-        ("SquaredDifference", "squared_difference"), ("LeakyReluGrad", "leaky_relu_grad"), ("EluGrad", "elu_grad")]},
+        ("SquaredDifference", "squared_difference"), ("LeakyReluGrad", "leaky_relu_grad"), ("EluGrad", "elu_grad"),
+        ("GeluGrad", "gelu_grad")]},
     **{op: [f"ok.ops.{fn}(np.int32(6), np.int32(3))", f"ok.ops.{fn}(np.zeros((0, 3), np.uint8), np.zeros((0, 3), np.uint8))",
             f"ok.ops.{fn}(np.zeros((0, 3), np.int64), np.int64(-1))"]
        for op, fn in [("BitwiseAnd", "bitwise_and"), ("BitwiseOr", "bitwise_or"), ("BitwiseXor", "bitwise_xor")]},

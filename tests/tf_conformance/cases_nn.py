@@ -112,6 +112,8 @@ EXEMPT: dict[str, str] = {
                       "composition (moments, then the normalization) in TensorFlow (composed_cases)",
     "FusedLayerNormGrad": "opkernel's own op (FusedLayerNorm's gradient); compared with the gradient of that "
                           "composition in TensorFlow (composed_cases)",
+    "Gelu": "opkernel's own op (TensorFlow's tf.nn.gelu composes GELU); compared with tf.nn.gelu (composed_cases)",
+    "GeluGrad": "opkernel's own op (Gelu's gradient); compared with the gradient of tf.nn.gelu (composed_cases)",
     "Addons>MedianPool2D": "not a TensorFlow op (TensorFlow Addons' Python layer, no registered op); "
                            "tests/test_median_pool.py checks it against numpy's median",
     "Addons>MedianPool2DGrad": "not a TensorFlow op (the gradient of Addons>MedianPool2D); "
@@ -1066,7 +1068,21 @@ def _tf_layer_norm_grad(tf: Any, inputs: tuple[Any, ...], attrs: dict[str, Any])
     return list(tape.gradient(y, [x, scale, offset], output_gradients=dy))
 
 
+def _tf_gelu(tf: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> list[Any]:
+    return [tf.nn.gelu(tf.constant(inputs[0]), approximate=attrs.get("approximate", False))]
+
+
+def _tf_gelu_grad(tf: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> list[Any]:
+    dy, x = (tf.constant(v) for v in inputs)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.nn.gelu(x, approximate=attrs.get("approximate", False))
+    return [tape.gradient(y, x, output_gradients=dy)]
+
+
 COMPOSED: dict[str, Callable[[Any, tuple[Any, ...], dict[str, Any]], list[Any]]] = {
+    "Gelu": _tf_gelu,
+    "GeluGrad": _tf_gelu_grad,
     "FusedLayerNorm": _tf_layer_norm,
     "FusedLayerNormGrad": _tf_layer_norm_grad,
     "FusedBatchNormV3": _tf_batch_norm,
@@ -1126,4 +1142,27 @@ def composed_cases() -> list[Case]:
     out.append(Case("FusedLayerNorm/specials", "FusedLayerNorm",
                     (_a([[NAN, 1.0, 2.0], [INF, 0.0, 1.0], [1.0, 1.0, 1.0]], "float32"), np.ones(3, np.float32),
                      np.zeros(3, np.float32)), {}))
+    for j, (dt, approximate) in enumerate([(d, a) for d in ("float32", "float64", "float16") for a in (False, True)]):
+        x = _rand(1360 + j, (4, 6), dt) * 3
+        if approximate:  # past +-4 the tanh form's 1 + tanh(u) cancels to TensorFlow's exact 0 (+0.0) in its gradient
+            x = np.clip(x, -4, 4).astype(dt)
+        half = dt == "float16"
+        tol = (2e-2, 2e-2) if half else None
+        why = "float16: TensorFlow's composition rounds each op's result to half, the op once (in float32)" if half else ""
+        name = f"{dt}{'_tanh' * approximate}"
+        if dt == "float64":
+            tol, why = (1e-6, 1e-9), ("tf.nn.gelu computes 0.5 x erfc(-x / sqrt 2) (its float64 erfc is within about "
+                                      "1e-10 of the true value here) and the tanh form with pow(x, 3); opkernel "
+                                      "computes 0.5 x (1 + erf(x / sqrt 2)) as torch does, with the C library's erf")
+        out.append(Case(f"Gelu/{name}", "Gelu", (x,), {"approximate": approximate}, grad=not half, seed=1360 + j,
+                        tol=tol, why=why))
+        # x within +-5: further out TensorFlow's derivative cancels to an exact 0 (+0.0) where opkernel's keeps a
+        # tiny negative value (-1e-6 in float32, -0.0 in float16)
+        out.append(Case(f"GeluGrad/{name}", "GeluGrad", (_rand(1370 + j, (4, 6), dt), np.clip(x, -5, 5).astype(dt)),
+                        {"approximate": approximate}, tol=tol or (1e-5, 1e-6),
+                        why=why or "the derivative's formula differs from the autodiff of the composition's "
+                        "(Phi(x) + x * phi(x) against the chain rule's products)"))
+    for approximate in (False, True):
+        out.append(Case(f"Gelu/specials{'_tanh' * approximate}", "Gelu",
+                        (_a([NAN, -INF, -30.0, -0.0, 0.0, 5.0, INF], "float32"),), {"approximate": approximate}))
     return out

@@ -75,6 +75,8 @@ NOT_IN_TENSORFLOW: dict[str, str] = {
     "FusedLayerNorm": "opkernel's fused layer normalization; TensorFlow and Keras compose it from moments and "
                       "elementwise ops (the oracle compares it with that composition)",
     "FusedLayerNormGrad": "FusedLayerNorm's gradient op (compared with the gradient of TensorFlow's composition)",
+    "Gelu": "opkernel's GELU in one op; TensorFlow's tf.nn.gelu composes it (the oracle compares it with that)",
+    "GeluGrad": "Gelu's gradient op (compared with the gradient of tf.nn.gelu)",
 }
 
 

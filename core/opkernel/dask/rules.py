@@ -121,7 +121,7 @@ _ELEMENTWISE = (
     "Minimum Mul Neg NotEqual OnesLike Pow Real RealDiv Relu Relu6 ReluGrad Rsqrt SelectV2 Selu Sigmoid Sign "
     "Sin Softplus Sqrt Square StopGradient Sub Tanh ZerosLike "
     "Tan Asin Acos Asinh Acosh Atanh Reciprocal Round IsNan IsInf IsFinite Atan2 SquaredDifference LeakyRelu "
-    "LeakyReluGrad EluGrad BitwiseAnd BitwiseOr BitwiseXor"
+    "LeakyReluGrad EluGrad BitwiseAnd BitwiseOr BitwiseXor Gelu GeluGrad"
 ).split()
 
 #: The rules of the built-in ops (op name -> rule).

@@ -1891,12 +1891,14 @@ static void gelu_grad_f64_loop(char **args, npy_intp const *dimensions, npy_intp
     (void)data;
     npy_intp n = dimensions[0];
     char *g = args[0], *in = args[1], *out = args[2];
+    int raised_before = fetestexcept(FE_INVALID); /* the comparison of a NaN raises it; none is invalid here */
     for (npy_intp i = 0; i < n; i++, g += steps[0], in += steps[1], out += steps[2]) {
         double v = *(const double *)in;
         double cdf = 0.5 * (erf(v * 0.707106781186547524) + 1.0);
         double tail = fabs(v) < 40.0 ? v * (exp(-0.5 * (v * v)) * 0.398942280401432678) : 0.0;
         *(double *)out = *(const double *)g * (cdf + tail);
     }
+    if (!raised_before) feclearexcept(FE_INVALID);
 }
 
 /* sigmoid: 1 / (1 + e) for x >= 0 and e / (1 + e) below, e = exp(-|x|) (never overflows),

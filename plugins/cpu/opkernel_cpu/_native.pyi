@@ -33,6 +33,9 @@ elu: np.ufunc
 selu: np.ufunc
 #: log(1 + exp(x)) as a numpy ufunc (float32: within 3.5 ulp; float64: the C library's exp and log1p).
 softplus: np.ufunc
+#: GELU, x * 0.5 * (erf(x / sqrt 2) + 1), and its gradient gelu_grad(dy, x) as numpy ufuncs.
+gelu: np.ufunc
+gelu_grad: np.ufunc
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int, /) -> int: ...
 def philox(kind: int, key: tuple[int, int], counter: tuple[int, int, int, int], out: np.ndarray, lo: int, range: int,
            threads: int, /) -> int: ...
