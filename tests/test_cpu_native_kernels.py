@@ -802,3 +802,41 @@ def test_batch_matmul_keeps_numpys_warnings(monkeypatch):
         with pytest.warns(RuntimeWarning, match="overflow"):
             got = ok.ops.batch_mat_mul(ok.tensor(x), ok.tensor(x)).numpy()
     assert np.isinf(got).all()
+
+
+@pytest.mark.parametrize("dtype,id_type", [(np.float32, np.int32), (np.float64, np.int64)])
+def test_native_segment_sum_is_np_add_at_bit_for_bit(dtype, id_type):
+    rng = np.random.default_rng(5)
+    data = (rng.standard_normal((3000, 17)) * 1e3).astype(dtype)
+    ids = rng.integers(-2, 40, 3000).astype(id_type)
+    want = np.zeros((40, 17), dtype)
+    keep = ids >= 0
+    np.add.at(want, ids[keep], data[keep])
+    got = np.zeros((40, 17), dtype)
+    assert native.segment_sum(data, ids, got) == 0
+    assert np.array_equal(got, want)
+    with ok.use_backend("cpu"):
+        assert np.array_equal(ok.ops.unsorted_segment_sum(data, ids, id_type(40)).numpy(), want)
+
+
+def test_native_segment_sum_adds_nothing_where_it_does_not_apply():
+    data, out = np.ones((3, 2), np.float32), np.zeros((2, 2), np.float32)
+    assert native.segment_sum(data, np.array([0, 2, 1], np.int32), out) == -2  # an id past out's rows
+    assert not out.any()
+    assert native.segment_sum(data, np.array([0, 1, 1], np.int16), out) == -2  # an id type it does not take
+    assert native.segment_sum(data.astype(np.float64), np.array([0, 1, 1], np.int32), out) == -2  # mixed types
+    assert native.segment_sum(data[:, :1], np.array([0, 1, 1], np.int32), out) == -2  # widths differ
+    assert not out.any()
+
+
+def test_native_gelu_float32_is_the_composition_bit_for_bit():
+    x = (np.random.default_rng(6).standard_normal(100_003) * 4).astype(np.float32)
+    x[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    with np.errstate(invalid="ignore"):  # -inf * 0
+        composed = x * np.float32(0.5) * (native.erf(x * np.float32(0.7071067811865476)) + np.float32(1))
+    np.testing.assert_array_equal(native.gelu(x), composed)
+    np.testing.assert_array_equal(native.gelu(x[::3]), composed[::3])  # strided: through the buffer, the same bits
+    dy = np.ones_like(x)
+    g = native.gelu_grad(dy, x)
+    assert np.isnan(g[0]) and g[1] == 1 and g[2] == 0  # NaN stays; +-inf give the derivative's limits
+    np.testing.assert_array_equal(native.gelu_grad(dy[::3], x[::3]), g[::3])
