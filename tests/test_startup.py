@@ -54,6 +54,27 @@ def test_import_opkernel_leaves_the_rarely_used_parts_unimported() -> None:
     assert imported == []
 
 
+def test_import_opkernel_shortens_openblas_idle_spin_only_where_nothing_chose() -> None:
+    """OPENBLAS_THREAD_TIMEOUT (opkernel._blas_env): set to 18 by an import of opkernel that
+    comes before numpy's; a value already set, or numpy imported first, is left as it is."""
+    code = """
+        import json, os{first}
+        import opkernel
+        print(json.dumps(os.environ.get("OPENBLAS_THREAD_TIMEOUT")))
+    """
+    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    saved = os.environ.copy()
+    try:
+        os.environ.clear()
+        os.environ.update(clean)
+        assert run_python(code.format(first="")) == "18"
+        assert run_python(code.format(first="\n        import numpy")) is None
+        assert run_python(code.format(first=""), OPENBLAS_THREAD_TIMEOUT="28") == "28"
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def test_lazy_attributes_import_on_first_use() -> None:
     result = run_python("""
         import json, sys

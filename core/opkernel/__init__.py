@@ -18,7 +18,11 @@ reached but are the implementation.
 
 from __future__ import annotations
 
-from ._version import __version__
+from ._blas_env import choose_blas_spin as _choose_blas_spin
+
+_choose_blas_spin()  # before anything here imports numpy
+
+from ._version import __version__  # noqa: E402
 
 from typing import TYPE_CHECKING, Any
 
