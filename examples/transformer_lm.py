@@ -110,7 +110,7 @@ class Block(nn.Layer):
         b, t, d, h = cfg.batch, cfg.context, cfg.d_model, cfg.heads
         qkv = ops.reshape(self.qkv(x), [b, t, 3, h, d // h])
         qkv = ops.transpose(qkv, [2, 0, 3, 1, 4])  # [3, b, h, t, d/h]
-        q, k, v = qkv[0], qkv[1], qkv[2]
+        q, k, v = ops.unpack(qkv, num=3)  # one Unpack (its gradient one Pack), as torch unbinds
         scores = ops.batch_mat_mul(q, k, adj_y=True) * (1.0 / math.sqrt(d // h)) + self.mask
         y = ops.batch_mat_mul(ops.softmax(scores), v)  # [b, h, t, d/h]
         return self.proj(ops.reshape(ops.transpose(y, [0, 2, 1, 3]), [b, t, d]))
