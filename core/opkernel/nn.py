@@ -717,15 +717,17 @@ class Adam(Optimizer):
         self._learning_rate(learning_rate)
         self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
         self._steps: dict[tuple[DType, str], Variable] = {}
-        #: The advanced step of each (dtype, backend) in the current apply_gradients call.
+        #: The advanced step of each (dtype, backend) in the current apply_gradients call,
+        #: and beta1 ** step and beta2 ** step (computed once a call, not once a variable).
         self._advanced: dict[tuple[DType, str], Tensor] = {}
+        self._powers: dict[tuple[DType, str], tuple[Tensor, Tensor]] = {}
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, AnyVariable]]) -> None:
-        self._advanced = {}
+        self._advanced, self._powers = {}, {}
         try:
             super().apply_gradients(grads_and_vars)
         finally:
-            self._advanced = {}
+            self._advanced, self._powers = {}, {}
 
     def _step(self, var: AnyVariable) -> Tensor:
         key = (var.dtype, var.backend)
@@ -745,7 +747,11 @@ class Adam(Optimizer):
         def s(name: str) -> Tensor:
             return self._hyper(name, var)
 
-        hypers = (ops.pow(s("beta1"), t), ops.pow(s("beta2"), t), s("learning_rate"), s("beta1"), s("beta2"), s("epsilon"))
+        key = (var.dtype, var.backend)
+        powers = self._powers.get(key)
+        if powers is None:
+            powers = self._powers[key] = (ops.pow(s("beta1"), t), ops.pow(s("beta2"), t))
+        hypers = (*powers, s("learning_rate"), s("beta1"), s("beta2"), s("epsilon"))
         if isinstance(var, ResourceVariable):
             ops.resource_apply_adam(var.handle, self.slot(var, "m").handle, self.slot(var, "v").handle, *hypers, grad)
         else:
