@@ -1074,8 +1074,9 @@ static PyObject *segment_sum(PyObject *self, PyObject *args) {
  *
  * Per row of logits: loss = log(sum(exp(x - max))) - (x[label] - max), and the gradient
  * softmax - one_hot(label), the numpy path's operations in its order, in one
- * pass per row instead of a dozen numpy calls over the batch.  exp and log are the C
- * library's (numpy's own SIMD loops may round the last bit differently). */
+ * pass per row instead of a dozen numpy calls over the batch.  float64: exp and log are
+ * the C library's (numpy's own SIMD loops may round the last bit differently); float32
+ * below, with the row kernels' vectorized exp. */
 
 #define XENT_KERNEL(S, T, EXP, LOG)                                                                      \
     static void S##_sparse_xent(const T *x, const npy_intp *labels, T *loss, T *grad, npy_intp batch,   \
@@ -1094,8 +1095,14 @@ static PyObject *segment_sum(PyObject *self, PyObject *args) {
         }                                                                                               \
     }
 
-XENT_KERNEL(f32, float, expf, logf)
 XENT_KERNEL(f64, double, exp, log)
+
+/* float32: the row kernels' vectorized pieces (below): the maximum, exp of x - max by the
+ * Cephes expf (within 2.5 ulp; 0 where it would be subnormal, as in Softmax), the sum in
+ * lanes; the C library's logf.  A [2048, 96] batch in about a fifth of the scalar expf
+ * loop's time.  NaN and +-inf rows give NaN as before (x - max is NaN there). */
+static void f32_sparse_xent(const float *x, const npy_intp *labels, float *loss, float *grad, npy_intp batch,
+                            npy_intp classes);
 
 /* Copy the labels into ``to``, each read once, and check the copy: the caller's array
  * may be changed by another thread while the GIL is released, so only the checked copy
@@ -1253,6 +1260,22 @@ static void rows_f32(const float *x, float *y, npy_intp rows, npy_intp n, int ki
             float lse = logf(total); /* (x - max) - lse: x - (max + lse) would round at max's scale */
             for (npy_intp i = 0; i < n; i++) yr[i] = (x[i] - mx) - lse;
         }
+    }
+}
+
+WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
+static void f32_sparse_xent(const float *x, const npy_intp *labels, float *loss, float *grad, npy_intp batch,
+                            npy_intp classes) {
+    for (npy_intp b = 0; b < batch; b++) {
+        const float *row = x + b * classes;
+        float *g = grad + b * classes;
+        float top = max_f32(row, classes);
+        if (top == -INFINITY) top = row[0]; /* every logit -inf: -inf - -inf is NaN, as before */
+        for (npy_intp k = 0; k < classes; k++) g[k] = exp_nonpositive_f32(row[k] - top);
+        float total = sum_f32(g, classes);
+        loss[b] = logf(total) - (row[labels[b]] - top);
+        for (npy_intp k = 0; k < classes; k++) g[k] = g[k] / total;
+        g[labels[b]] -= 1.0f;
     }
 }
 

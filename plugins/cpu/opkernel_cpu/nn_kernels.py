@@ -202,18 +202,18 @@ def gelu_values(x: Any, approximate: bool, erf: Callable[[Any], Any]) -> Any:
 def gelu_grad_values(dy: Any, x: Any, approximate: bool, erf: Callable[[Any], Any]) -> Any:
     """dy * gelu'(x): gelu'(x) = Phi(x) + x * phi(x) (exact), or
     0.5 * (1 + t) + 0.5 * x * (1 - t^2) * sqrt(2 / pi) * (1 + 3 * 0.044715 x^2) with
-    t = tanh(sqrt(2 / pi) * (x + 0.044715 x^3)); where x is infinite, the limits (dy, 0)."""
+    t = tanh(u), u = sqrt(2 / pi) * (x + 0.044715 x^3), computed as sigmoids of +-2u;
+    where x is infinite, the limits (dy, 0)."""
     xp, t = xp_of(x), x.dtype.type
     with np.errstate(all="ignore"):
-        if approximate:
-            th = xp.tanh((x + x * x * x * t(_TANH_A)) * t(_TANH_C))
-            slope = (t(1) - th * th) * (t(_TANH_C) * (t(1) + t(3 * _TANH_A) * x * x))
-            tail = t(0.5) * x * slope
+        if approximate:  # 0.5 (1 + tanh u) = s(2u), 1 - tanh(u)^2 = 4 s(2u) s(-2u): no cancellation near -1
+            u = (x + x * x * x * t(_TANH_A)) * t(_TANH_C)
+            cdf = t(1) / (t(1) + xp.exp(t(-2) * u))
+            tail = t(2) * x * cdf * (t(1) / (t(1) + xp.exp(t(2) * u))) * (t(_TANH_C) * (t(1) + t(3 * _TANH_A) * x * x))
         else:
-            th = erf(x * t(_SQRT_HALF))
+            cdf = t(0.5) * (erf(x * t(_SQRT_HALF)) + t(1))
             tail = x * (xp.exp(t(-0.5) * x * x) * t(_INV_SQRT_2PI))
-        tail = xp.where(xp.isinf(x), t(0), tail)
-        return dy * (t(0.5) * (th + t(1)) + tail)
+        return dy * (cdf + xp.where(xp.isinf(x), t(0), tail))
 
 
 def check_gelu_grad(gradients: Any, features: Any) -> None:
