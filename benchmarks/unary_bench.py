@@ -41,6 +41,9 @@ def cases() -> list[tuple[str, Callable[[Any], Any], Callable[[Any], Any], Calla
         ("Selu", ok.ops.selu, F.selu, None, "normal"),
         ("Rsqrt", ok.ops.rsqrt, t.rsqrt, None, "positive"),
         ("Relu", ok.ops.relu, t.relu, None, "normal"),
+        ("Gelu", ok.ops.gelu, F.gelu, None, "normal"),
+        # the gradient, x as its own incoming gradient (one input timed, as the others)
+        ("GeluGrad", lambda v: ok.ops.gelu_grad(v, v), lambda v: t.ops.aten.gelu_backward(v, v), None, "normal"),
     ]
 
 

@@ -72,7 +72,8 @@ _TRANSCENDENTAL = {np.exp, np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1
                    np.arcsin, np.arccos, np.arctan, np.arctan2, np.sinh, np.cosh, np.tanh, np.arcsinh,
                    np.arccosh, np.arctanh, np.power, np.float_power, np.hypot, np.cbrt}
 if _native is not None:
-    _TRANSCENDENTAL.update((_native.erf, _native.sigmoid, _native.elu, _native.selu, _native.softplus))
+    _TRANSCENDENTAL.update((_native.erf, _native.sigmoid, _native.elu, _native.selu, _native.softplus, _native.gelu,
+                            _native.gelu_grad))
 
 
 def min_per_shard(fn: Callable[..., Any]) -> int:
