@@ -55,6 +55,14 @@ __kernel void scopy(__global {W}* out, __global const {W}* x, int rank, dims_t s
 __kernel void copy(__global {W}* restrict out, __global const {W}* restrict x, int out_off, int x_off) {{
   int i = get_global_id(0); out[out_off + i] = x[x_off + i];
 }}
+__kernel void scopy_rows(__global {W}* out, __global const {W}* x, int rank, dims_t shape,
+                         dims_t so, dims_t sx, int out_off, int x_off, int inner) {{
+  int r = get_global_id(0); int o = out_off; int s = x_off;
+  for (int d = rank - 1; d >= 0; --d) {{
+    int n = shape.v[d]; int k = r % n; r /= n; o += k * so.v[d]; s += k * sx.v[d];
+  }}
+  for (int j = 0; j < inner; ++j) out[o + j] = x[s + j];
+}}
 """
 
 
@@ -115,10 +123,24 @@ def strided_copy(
         return
     if len(cshape) > 8:
         raise fail(op, f"copies over more than 8 non-trivial dimensions are not supported, got shape {list(shape)}")
+    if len(cshape) > 1 and so[-1] == 1 and sx[-1] == 1 and cshape[-1] >= _ROW_COPY_LEAST:
+        # a work-item per contiguous run of the last axis: the index arithmetic (a division
+        # and a remainder per axis) once a run, not once an element
+        inner = cshape[-1]
+        be.launch1d(
+            be.programs.kernel("scopy", size, "scopy_rows", op), n // inner, out.base_data, x.base_data,
+            np.int32(len(cshape) - 1), dims(cshape[:-1]), dims(so[:-1]), dims(sx[:-1]), np.int32(out_off),
+            np.int32(x_off), np.int32(inner),
+        )
+        return
     be.launch1d(
         be.programs.kernel("scopy", size, "scopy", op), n, out.base_data, x.base_data, np.int32(len(cshape)),
         dims(cshape), dims(so), dims(sx), np.int32(out_off), np.int32(x_off),
     )
+
+
+#: The shortest run of the last axis that strided_copy copies a run per work-item.
+_ROW_COPY_LEAST = 4
 
 
 def gather_view(be: OpenCLBackend, op: str, x: Any, view_of: Any) -> Any:
