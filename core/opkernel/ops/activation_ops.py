@@ -291,14 +291,20 @@ def _gelu_grad(op: Any, grad: Tensor) -> list[Any]:
 def _gelu_second_derivative(x: Tensor, approximate: bool) -> Any:
     """Gelu''(x), written with ops: phi(x) * (2 - x^2) exactly; with the tanh approximation,
     (1 - t^2) * (u' - x * t * u'^2 + x * u'' / 2), t = tanh(u), u = c * (x + a * x^3),
-    u' = c * (1 + 3 a x^2), u'' = 6 a c x."""
+    u' = c * (1 + 3 a x^2), u'' = 6 a c x, with t = s(2u) - s(-2u) and 1 - t^2 = 4 s(2u) s(-2u)
+    (no cancellation where tanh is near +-1).  Where |x| >= 40 (exact) or 25 (tanh) the true
+    value is 0 in float64 and float32, and x * x may overflow: 0 is selected there."""
     ops = _ops()
     if not approximate:
-        return ops.exp(x * x * -0.5) * 0.3989422804014327 * (2.0 - x * x)
-    c, a = 0.7978845608028654, 0.044715
-    t = ops.tanh((x + x * x * x * a) * c)
-    du = (x * x * (3.0 * a) + 1.0) * c
-    return (1.0 - t * t) * (du - x * t * du * du + x * x * (3.0 * a * c))
+        value, bound = ops.exp(x * x * -0.5) * 0.3989422804014327 * (2.0 - x * x), 40.0
+    else:
+        c, a = 0.7978845608028654, 0.044715
+        u2 = (x + x * x * x * a) * (2.0 * c)
+        s, s_neg = ops.sigmoid(u2), ops.sigmoid(-u2)
+        t = s - s_neg
+        du = (x * x * (3.0 * a) + 1.0) * c
+        value, bound = (s * s_neg * 4.0) * (du - x * t * du * du + x * x * (3.0 * a * c)), 25.0
+    return ops.select_v2(ops.less(ops.abs(x), bound), value, ops.zeros_like(x))
 
 
 def _gelu_grad_grad(op: Any, grad: Tensor) -> list[Any]:

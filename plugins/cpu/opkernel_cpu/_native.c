@@ -1021,20 +1021,18 @@ static PyObject *relu_grad(PyObject *self, PyObject *args) {
 
 static int norm_array_ok(PyArrayObject *a, int type, int writeable); /* (layer normalization, below) */
 
-#define SEGMENT_SUM(NAME, T, IT)                                                                   \
-static void NAME(const T *restrict data, const IT *restrict ids, T *restrict out, npy_intp rows, \
+#define SEGMENT_SUM(NAME, T)                                                                       \
+static void NAME(const T *restrict data, const npy_intp *restrict ids, T *restrict out, npy_intp rows,   \
                  npy_intp inner) {                                                                 \
     for (npy_intp i = 0; i < rows; i++) {                                                          \
         if (ids[i] < 0) continue;                                                                  \
-        T *restrict o = out + (npy_intp)ids[i] * inner;                                            \
+        T *restrict o = out + ids[i] * inner;                                                      \
         const T *restrict d = data + i * inner;                                                    \
         for (npy_intp j = 0; j < inner; j++) o[j] += d[j];                                         \
     }                                                                                              \
 }
-SEGMENT_SUM(segment_sum_f32_i32, float, int32_t)
-SEGMENT_SUM(segment_sum_f32_i64, float, int64_t)
-SEGMENT_SUM(segment_sum_f64_i32, double, int32_t)
-SEGMENT_SUM(segment_sum_f64_i64, double, int64_t)
+SEGMENT_SUM(segment_sum_f32, float)
+SEGMENT_SUM(segment_sum_f64, double)
 
 PyDoc_STRVAR(segment_sum_doc,
 "segment_sum(data, ids, out) -> int\n\n"
@@ -1054,19 +1052,26 @@ static PyObject *segment_sum(PyObject *self, PyObject *args) {
         PyArray_DIM(out, 1) != PyArray_DIM(data, 1))
         return PyLong_FromLong(-2);
     npy_intp rows = PyArray_DIM(data, 0), inner = PyArray_DIM(data, 1), segments = PyArray_DIM(out, 0);
-    for (npy_intp i = 0; i < rows; i++) {
-        npy_intp id = it == NPY_INT32 ? ((const int32_t *)PyArray_DATA(ids))[i] : ((const int64_t *)PyArray_DATA(ids))[i];
-        if (id >= segments) return PyLong_FromLong(-2);
-    }
+    /* The ids are read once into a checked copy, which alone is used as an index: the
+     * caller's array may be changed by another thread while the GIL is released. */
+    npy_intp *copy = PyMem_RawMalloc((size_t)(rows + 1) * sizeof(npy_intp));
+    if (copy == NULL) return PyErr_NoMemory();
+    int fits = 1;
     Py_BEGIN_ALLOW_THREADS
-    if (t == NPY_FLOAT) {
-        if (it == NPY_INT32) segment_sum_f32_i32(PyArray_DATA(data), PyArray_DATA(ids), PyArray_DATA(out), rows, inner);
-        else segment_sum_f32_i64(PyArray_DATA(data), PyArray_DATA(ids), PyArray_DATA(out), rows, inner);
-    } else {
-        if (it == NPY_INT32) segment_sum_f64_i32(PyArray_DATA(data), PyArray_DATA(ids), PyArray_DATA(out), rows, inner);
-        else segment_sum_f64_i64(PyArray_DATA(data), PyArray_DATA(ids), PyArray_DATA(out), rows, inner);
+    for (npy_intp i = 0; i < rows; i++) {
+        npy_intp id = it == NPY_INT32 ? (npy_intp)((const volatile int32_t *)PyArray_DATA(ids))[i]
+                                      : (npy_intp)((const volatile int64_t *)PyArray_DATA(ids))[i];
+        if (id >= segments) {
+            fits = 0;
+            break;
+        }
+        copy[i] = id;
     }
+    if (fits && t == NPY_FLOAT) segment_sum_f32(PyArray_DATA(data), copy, PyArray_DATA(out), rows, inner);
+    else if (fits) segment_sum_f64(PyArray_DATA(data), copy, PyArray_DATA(out), rows, inner);
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(copy);
+    if (!fits) return PyLong_FromLong(-2);
     return PyLong_FromLong(0);
 }
 
@@ -1913,8 +1918,9 @@ static void erf_f64_loop(char **args, npy_intp const *dimensions, npy_intp const
  * the order and type ok.nn's composition writes them (Mul, Mul, Erf, Add, Mul; the constants
  * rounded to the input's type), so float32 gives the composed ops' bits in one pass.
  * gelu_grad(dy, x) = dy * (0.5 * (erf(x / sqrt 2) + 1) + x * exp(-x^2 / 2) / sqrt(2 pi)):
- * float32 with the erf above and the vectorized Cephes exp; where |x| >= 13 (float32) or 40
- * (float64) the density term is below the type's smallest normal and counted as 0, so +-inf
+ * float32 with the erf above and the vectorized Cephes exp; where |x| >= 13.25 (float32:
+ * that exp returns 0 below -87.3, from |x| = 13.22 on) or 40 (float64: the density term is
+ * 0 from 37.6 on) the term is counted as 0, so x * x never overflows into it and +-inf
  * give the limits dy and 0 (the composition's derivative gives inf * 0 = NaN there);
  * float64 with the C library's erf and exp. */
 WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
@@ -1944,7 +1950,7 @@ static void gelu_grad_f32_contiguous(const float *dy, const float *x, float *out
         float v = x[i];
         float cdf = 0.5f * (erf_one_f32(v * 0.707106781186547524f) + 1.0f);
         float pdf = exp_nonpositive_f32(-0.5f * (v * v)) * 0.398942280401432678f;
-        float tail = fabsf(v) < 13.0f ? v * pdf : 0.0f; /* NaN: 0 here, NaN from cdf */
+        float tail = fabsf(v) < 13.25f ? v * pdf : 0.0f; /* NaN: 0 here, NaN from cdf */
         out[i] = dy[i] * (cdf + tail);
     }
 }

@@ -210,10 +210,12 @@ def gelu_grad_values(dy: Any, x: Any, approximate: bool, erf: Callable[[Any], An
             u = (x + x * x * x * t(_TANH_A)) * t(_TANH_C)
             cdf = t(1) / (t(1) + xp.exp(t(-2) * u))
             tail = t(2) * x * cdf * (t(1) / (t(1) + xp.exp(t(2) * u))) * (t(_TANH_C) * (t(1) + t(3 * _TANH_A) * x * x))
+            # past |x| = 25 s(-2u) s(2u) is exactly 0 in both types; x * x may overflow there (0 * inf)
+            tail = xp.where(xp.abs(x) < t(25), tail, t(0))
         else:
             cdf = t(0.5) * (erf(x * t(_SQRT_HALF)) + t(1))
-            tail = x * (xp.exp(t(-0.5) * x * x) * t(_INV_SQRT_2PI))
-        return dy * (cdf + xp.where(xp.isinf(x), t(0), tail))
+            tail = xp.where(xp.isinf(x), t(0), x * (xp.exp(t(-0.5) * x * x) * t(_INV_SQRT_2PI)))
+        return dy * (cdf + tail)
 
 
 def check_gelu_grad(gradients: Any, features: Any) -> None:

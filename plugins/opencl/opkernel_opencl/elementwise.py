@@ -337,11 +337,12 @@ def leaky_relu_grad(gradients: Any, features: Any, alpha: float, T: ok.DType, **
 # approximation (the approximate attr) runs these specs instead, from the rows' checks.
 # They use 0.5 * (1 + tanh(u)) = 1 / (1 + exp(-2u)) and 1 - tanh(u)^2 = 4 s(2u) s(-2u):
 # tanh's few ulp next to -1 (PoCL's) made 1 + tanh(u) cancel to noise, amplified by the
-# derivative's 0.134145 x^2 (x = -30 gave -1.7e-4 for 0, Gelu(-inf) -inf for NaN).
+# derivative's 0.134145 x^2 (x = -30 gave -1.7e-4 for 0, Gelu(-inf) -inf for NaN).  Past
+# |x| = 25 the derivative's second term is exactly 0 (and x * x may overflow into it).
 _GELU_U = "((b + b * b * b * (T)0.044715) * (T)0.79788456080286536)"
 _GELU_TANH = Ew("Gelu", 1, {"f": "a / ((T)1 + exp((T)-2 * ((a + a * a * a * (T)0.044715) * (T)0.79788456080286536)))"},
                 FLOATS, variant="Tanh")
-_GELU_GRAD_TANH = Ew("GeluGrad", 2, {"f": f"a * ((T)1 / ((T)1 + exp((T)-2 * {_GELU_U})) + (isinf(b) ? (T)0 : (T)2 * b * "
+_GELU_GRAD_TANH = Ew("GeluGrad", 2, {"f": f"a * ((T)1 / ((T)1 + exp((T)-2 * {_GELU_U})) + (fabs(b) >= (T)25 ? (T)0 : (T)2 * b * "
                                           f"((T)1 / ((T)1 + exp((T)-2 * {_GELU_U}))) * ((T)1 / ((T)1 + exp((T)2 * {_GELU_U}))) * "
                                           "(T)0.79788456080286536 * ((T)1 + (T)0.134145 * b * b)))"}, FLOATS, variant="Tanh")
 
