@@ -123,7 +123,7 @@ def strided_copy(
         return
     if len(cshape) > 8:
         raise fail(op, f"copies over more than 8 non-trivial dimensions are not supported, got shape {list(shape)}")
-    if len(cshape) > 1 and so[-1] == 1 and sx[-1] == 1 and cshape[-1] >= _ROW_COPY_LEAST:
+    if len(cshape) > 1 and so[-1] == 1 and sx[-1] == 1 and _ROW_COPY_LEAST <= cshape[-1] <= _ROW_COPY_MOST:
         # a work-item per contiguous run of the last axis: the index arithmetic (a division
         # and a remainder per axis) once a run, not once an element
         inner = cshape[-1]
@@ -139,8 +139,10 @@ def strided_copy(
     )
 
 
-#: The shortest run of the last axis that strided_copy copies a run per work-item.
-_ROW_COPY_LEAST = 4
+#: The runs of the last axis that strided_copy copies a run per work-item: from 4
+#: elements, and up to 256, so that a copy of a few long rows (a slice of [2, 4M]) still
+#: spreads over many work-items on a GPU.
+_ROW_COPY_LEAST, _ROW_COPY_MOST = 4, 256
 
 
 def gather_view(be: OpenCLBackend, op: str, x: Any, view_of: Any) -> Any:
