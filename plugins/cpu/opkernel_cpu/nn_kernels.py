@@ -228,9 +228,9 @@ def _numpy_erf(x: np.ndarray) -> np.ndarray:
     return _erf_kernel(x, T=ok.as_dtype(x.dtype))
 
 
-_native_gelu = sharding.elementwise(sharding.native_module().gelu, quiet=True) if sharding.native_module() else None
-_native_gelu_grad = (sharding.elementwise(sharding.native_module().gelu_grad, quiet=True)
-                     if sharding.native_module() else None)
+_native = sharding.native_module()
+_native_gelu = sharding.elementwise(_native.gelu, quiet=True) if _native is not None else None
+_native_gelu_grad = sharding.elementwise(_native.gelu_grad, quiet=True) if _native is not None else None
 
 
 def gelu(features: np.ndarray, approximate: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
