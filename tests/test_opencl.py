@@ -321,7 +321,7 @@ def test_matmul_tiles_and_edges(be: Any, shape: tuple[int, int, int]) -> None:
     np.testing.assert_array_equal(ok.ops.mat_mul(ai, bi).numpy(), ai @ bi)
 
 
-@pytest.mark.parametrize("variant", ["packed", "local", "small"])
+@pytest.mark.parametrize("variant", ["packed", "local", "small", "direct"])
 def test_both_matmul_variants(be: Any, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from opkernel_opencl import linalg_kernels
 
@@ -345,12 +345,51 @@ def test_both_matmul_variants(be: Any, variant: str, monkeypatch: pytest.MonkeyP
         np.testing.assert_allclose(got, x[0] @ y, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_direct_matmul_reads_b_in_place_or_packs_it(be: Any, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # mm_direct reads A in place always, and B in place when its rows are contiguous and
+    # vector-aligned (else one pack launch over B's panels): both ways, with rows of C
+    # past the last whole block of RM (clamped reads), short K (several column panels per
+    # work-item), broadcast batches and transposes, against numpy.
+    from opkernel_opencl import linalg_kernels
+
+    if not be.supports_dtype(ok.as_dtype(dtype)):
+        pytest.skip(f"{dtype} unsupported on this device")
+    monkeypatch.setenv(linalg_kernels.ENV_MATMUL, "direct")
+    launched: list[str] = []
+    real = type(be).launch
+    monkeypatch.setattr(type(be), "launch", lambda self, kernel, *a, **k: launched.append(kernel.function_name) or real(self, kernel, *a, **k))
+    RN, RM = linalg_kernels.TILES[dtype]
+    rng = np.random.default_rng(5)
+
+    def data(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 4).astype(dtype)
+
+    tol = {"rtol": 1e-4, "atol": 1e-3}
+    for m, k, n in ((RM * 3 + 1, 5, RN * 4), (RM * 2, 70, RN * 2), (1, 3, RN), (RM + 2, 200, RN * 3 - 1)):
+        x, y = data(m, k), data(k, n)
+        in_place = n % RN == 0 and k * n <= linalg_kernels.DIRECT_B
+        for ta, tb in ((False, False), (True, False), (False, True), (True, True)):
+            launched.clear()
+            got = ok.ops.mat_mul(x.T.copy() if ta else x, y.T.copy() if tb else y, transpose_a=ta, transpose_b=tb).numpy()
+            np.testing.assert_allclose(got, x @ y, **tol)
+            assert launched == (["mm_direct"] if in_place and not tb else ["pack", "mm_direct"]), (m, k, n, ta, tb, launched)
+        # batches: both operands batched, one broadcast, and B broadcast along a middle axis
+        xb, yb = data(2, 3, m, k), data(2, 1, k, n)
+        np.testing.assert_allclose(ok.ops.batch_mat_mul(xb, yb).numpy(), np.matmul(xb, yb), **tol)
+        x1, y3 = xb[:, :1].copy(), data(3, k, n)
+        np.testing.assert_allclose(ok.ops.batch_mat_mul(x1, y3).numpy(), np.matmul(x1, y3), **tol)
+        yt = data(2, 3, n, k)
+        np.testing.assert_allclose(ok.ops.batch_mat_mul(xb, yt, adj_y=True).numpy(), np.matmul(xb, np.swapaxes(yt, -1, -2)), **tol)
+
+
 def test_small_products_take_one_launch_and_large_ones_the_packed_kernel(be: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from opkernel_opencl import linalg_kernels
 
     monkeypatch.delenv(linalg_kernels.ENV_MATMUL, raising=False)
     assert linalg_kernels.matmul_variant(be, 4 * 4 * 4) == "small"
-    assert linalg_kernels.matmul_variant(be, linalg_kernels.SMALL_WORK + 1) in ("packed", "local")
+    assert linalg_kernels.matmul_variant(be, linalg_kernels.SMALL_WORK + 1) in ("direct", "local")
+    assert linalg_kernels.matmul_variant(be, linalg_kernels.DIRECT_WORK + 1) in ("packed", "local")
     launched: list[Any] = []
     real = type(be).launch
     monkeypatch.setattr(type(be), "launch", lambda self, kernel, *a, **k: launched.append(kernel.function_name) or real(self, kernel, *a, **k))
@@ -552,6 +591,56 @@ def test_conv2d_columns_written_as_matmul_panels(be: Any, monkeypatch: pytest.Mo
         for g, e in zip(got, want):
             np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
         assert ("im2col_panels" in launched) == is_cpu, launched
+
+
+@pytest.mark.parametrize("group", [64, 1024])
+def test_launch1d_covers_every_element_with_any_work_group_size(be: Any, group: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # launch1d splits a launch into work-groups of group1d (1024 on Intel's CPU runtime),
+    # then of 64, then single work-items: every element is written once, whatever the split.
+    monkeypatch.setattr(be, "group1d", group)
+    sizes = []
+    real = type(be)._enqueue
+    monkeypatch.setattr(type(be), "_enqueue", lambda self, k, g, l, *a, **kw: sizes.append((g, l)) or real(self, k, g, l, *a, **kw))
+    for n in (5, 64, 1024 * 2, 1024 * 3 + 64 * 2 + 5, 1024 + 37):
+        x = np.arange(n, dtype=np.float32) - 7
+        sizes.clear()
+        np.testing.assert_array_equal(ok.ops.neg(x).numpy(), -x)
+        assert sum(g[0] for g, _ in sizes) == n, sizes
+        assert all(g[0] % (l[0] if l else 1) == 0 for g, l in sizes), sizes
+
+
+@pytest.mark.parametrize("dtype,index", [("float32", "int32"), ("float64", "int64"), ("int32", "int64")])
+def test_segment_sum_kernels_of_both_device_types_add_in_row_order(
+    be: Any, dtype: str, index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # UnsortedSegmentSum takes a work-item per segment and block of columns on CPU
+    # devices and one per output element on GPUs: run each on this device.  The CPU
+    # kernel adds a segment's rows in row order, np.add.at's bits; the per-element
+    # kernel's loop may be reassociated by a CPU device's compiler (Intel's is).
+    from opkernel_opencl import array_kernels
+
+    if not be.supports_dtype(ok.as_dtype(dtype)):
+        pytest.skip(f"{dtype} unsupported on this device")
+    rng = np.random.default_rng(11)
+    launched: list[str] = []
+    real = type(be).launch
+    monkeypatch.setattr(type(be), "launch", lambda self, kernel, *a, **k: launched.append(kernel.function_name) or real(self, kernel, *a, **k))
+    monkeypatch.setattr(type(be), "launch1d", lambda self, kernel, *a, **k: launched.append(kernel.function_name) or real(self, kernel, (a[0],), None, *a[1:], **k))
+    cols = array_kernels.SEGMENT_COLUMNS
+    for rows, inner, segments in ((300, (cols + 5,), 9), (64, (3, 4), 40), (7, (), 3)):
+        data = (rng.standard_normal((rows,) + inner) * 8).astype(dtype)
+        ids = rng.integers(0, segments - 2, rows).astype(index)  # the last two segments stay empty
+        want = np.zeros((segments,) + inner, dtype)
+        np.add.at(want, ids, data)
+        for is_cpu in (True, False):
+            monkeypatch.setattr(be, "is_cpu", is_cpu)
+            launched.clear()
+            got = ok.ops.unsorted_segment_sum(data, ids, np.int64(segments)).numpy()
+            if is_cpu:
+                np.testing.assert_array_equal(got, want)
+            else:
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+            assert launched == ["segment_sum_rows" if is_cpu else "segment_sum"], launched
 
 
 @pytest.mark.parametrize("activation", ["Identity", "Relu", "Relu6", "Elu", "Sigmoid", "Tanh"])

@@ -470,7 +470,25 @@ __kernel void segment_sum(__global {T}* out, __global const {T}* data, __global 
   for (int r = 0; r < R; ++r) if (ids[r] == s) acc += data[r * N + n];
   out[i] = acc;
 }}
+// CPU devices: one work-item per segment and block of up to CB columns, which tests each
+// id once for the whole block and adds matching rows into its block of out, in the same
+// order (the per-element kernel tests each id once per element: 1.8 ms for [2048, 64]
+// into 96 segments on Intel's CPU runtime).
+__kernel void segment_sum_rows(__global {T}* out, __global const {T}* data, __global const {I}* ids, int R, int N, int CB) {{
+  int s = get_global_id(0); int c0 = get_global_id(1) * CB; int c1 = min(c0 + CB, N);
+  __global {T}* o = out + (long)s * N;
+  for (int c = c0; c < c1; ++c) o[c] = 0;
+  for (int r = 0; r < R; ++r) {{
+    if (ids[r] != s) continue;
+    __global const {T}* d = data + (long)r * N;
+    for (int c = c0; c < c1; ++c) o[c] += d[c];
+  }}
+}}
 """
+
+
+#: Columns per work-item of ``segment_sum_rows`` (CPU devices).
+SEGMENT_COLUMNS = 256
 
 
 def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: np.ndarray, T: ok.DType, Tindices: ok.DType, **attrs: Any) -> Any:
@@ -494,8 +512,14 @@ def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: np.ndarray, 
     if out.size:
         if R == 0:
             return zeros(be, op, out.shape, data.dtype)
-        k = be.programs.kernel("segment_sum", f"{T.name}:{Tindices.name}", "segment_sum", op)
-        be.launch1d(k, out.size, out.base_data, data.base_data, segment_ids.base_data, np.int32(R), np.int32(N))
+        key = f"{T.name}:{Tindices.name}"
+        if be.is_cpu:
+            cb = min(N, SEGMENT_COLUMNS)
+            be.launch(be.programs.kernel("segment_sum", key, "segment_sum_rows", op), (n, -(-N // cb)), (1, 1),
+                      out.base_data, data.base_data, segment_ids.base_data, np.int32(R), np.int32(N), np.int32(cb))
+        else:
+            be.launch1d(be.programs.kernel("segment_sum", key, "segment_sum", op), out.size, out.base_data,
+                        data.base_data, segment_ids.base_data, np.int32(R), np.int32(N))
     return out
 
 

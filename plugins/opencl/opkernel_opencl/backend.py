@@ -154,6 +154,12 @@ class OpenCLBackend(ok.Backend):
         self.is_cpu = bool(device.type & cl.device_type.CPU)
         self.max_alloc = int(device.max_mem_alloc_size)
         self.max_work_group = int(device.max_work_group_size)
+        self.base_align = max(1, int(device.mem_base_addr_align) // 8)  # bytes; every buffer starts so aligned
+        # launch1d's work-groups.  Intel's CPU runtime runs each work-group as one task, whose
+        # start costs about as much as 64 elements' work: groups of 1024 took Neg on 393k
+        # floats from 0.38 to 0.32 ms (interleaved, medians).  PoCL vectorises groups of 64.
+        intel_cpu = self.is_cpu and "intel" in device.platform.vendor.lower()
+        self.group1d = 1024 if intel_cpu and self.max_work_group >= 1024 else 64
         self.programs = ProgramCache(self)
         self.launch_lock = threading.Lock()  # a Kernel's arguments are shared state
         self._pending: deque[Any] = deque()  # events of uploads still reading host memory
@@ -457,14 +463,19 @@ class OpenCLBackend(ok.Backend):
         with self.launch_lock:
             self._enqueue(kernel, gsize, lsize, args, offset, values)
 
-    def launch1d(self, kernel: Any, n: int, *args: Any, values: tuple[Any, ...] | None = None) -> None:
+    def launch1d(self, kernel: Any, n: int, *args: Any, values: tuple[Any, ...] | None = None,
+                 group: int | None = None) -> None:
         """One work-item per element, for kernels without a bounds check: the bulk in
-        work-groups of 64 (PoCL vectorises those), the remainder in groups of 1.
-        ``values``: as for ``launch``."""
+        work-groups of ``group`` (default ``group1d``), then of 64 (PoCL vectorises
+        those), the remainder in groups of 1.  ``values``: as for ``launch``."""
+        G = self.group1d if group is None else group
+        big = n - n % G if G > 64 else 0
         main = n - n % 64
         with self.launch_lock:
-            if main:
-                self._enqueue(kernel, (main,), (64,), args, None, values)
+            if big:
+                self._enqueue(kernel, (big,), (G,), args, None, values)
+            if main > big:
+                self._enqueue(kernel, (main - big,), (64,), args, (big,) if big else None, values)
             if n != main:
                 self._enqueue(kernel, (n - main,), (1,), args, (main,) if main else None, values)
 

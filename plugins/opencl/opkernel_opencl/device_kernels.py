@@ -311,7 +311,7 @@ class Kernel:
             raise InvalidArgumentError(f"{self.where()}: launch1d needs a work-item count >= 0, got {n!r}")
         converted = self.convert(args)
         if n:
-            self.program.backend.launch1d(self.handle, int(n), *converted)
+            self.program.backend.launch1d(self.handle, int(n), *converted, group=64)  # the documented groups of 64
 
 
 class Program:

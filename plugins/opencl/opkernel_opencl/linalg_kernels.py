@@ -22,8 +22,14 @@ row-major buffers so the tile loop never checks bounds.
 Small products (M·N·K up to 32768 per batch entry, e.g. 32 x 32 x 32) skip the
 packing: one launch of ``mm_small``, a work-item per element of C, reading A and
 B in place (two launches and a temporary buffer cost more than such a
-product).  ``OPKERNEL_OPENCL_MATMUL=packed|local|small`` overrides the choice
-(``auto``: small for small products, then packed on CPU devices, local elsewhere).  On PoCL the OpenCL built-ins vload/vstore/fma are calls, not inlined,
+product).  Medium products on CPU devices (up to ``DIRECT_WORK`` multiply-adds per
+batch entry) take ``mm_direct``: the same register blocks, A read in place by scalar
+loads from RM rows, B in place when its rows are contiguous and vector-aligned, else
+packed alone; packing A took as long as the product itself there (the attention's
+[128, 64, 64] @ [128, 64, 16] BatchMatMul went from about 1 ms to 0.27 ms on Intel's
+CPU runtime).  ``OPKERNEL_OPENCL_MATMUL=direct|packed|local|small`` overrides the
+choice (``auto``: small for small products, then direct or packed on CPU devices,
+local elsewhere).  On PoCL the OpenCL built-ins vload/vstore/fma are calls, not inlined,
 and a call in the loop forces the accumulators out of registers: the loop uses
 plain pointer loads and ``a * b + c`` (contracted to FMA by the compiler).
 """
@@ -64,6 +70,8 @@ def _matmul_source(dtype: str) -> str:
         for r in range(RM)
     )
     whole = "\n".join(f"    *(__global {VT}*)(C + (long)(row + {r}) * N + col) = c{r};" for r in range(RM))
+    arows = "\n".join(f"  __global const T* a{r} = A + aoff + (long)min(row + {r}, M - 1) * sam;" for r in range(RM))
+    dfma = "\n".join(f"    c{r} += a{r}[ka] * b;" for r in range(RM))
     return f"""
 #define T {T}
 #define RM {RM}
@@ -111,6 +119,41 @@ __kernel void mm_small(__global T* restrict C, __global const T* restrict A, __g
   T acc = (T)0;
   for (int k = 0; k < K; ++k) acc += pa[k * sak] * pb[k * sbk];
   C[((long)b * M + m) * N + n] = acc;
+}}
+// C[b] = A[b] B[b] with A read in place: element (m, k) of batch b at aoff(b) + m*sam + k*sak,
+// RM scalar loads per step of k from RM rows (the last rows clamped to M - 1; their sums are
+// not stored).  B is read as vectors of RN: vector k of column panel nb at
+// B + bo(b) + nb*pstride + k*sbkv*RN, which is B itself when its rows are contiguous and
+// vector-aligned (pstride RN, sbkv its row stride / RN), or B's panels from pack (pstride
+// K*RN, sbkv 1).  Small and medium products on a CPU device spend as long packing A as
+// multiplying: the rows of A stay in L1 cache without it.
+__kernel void mm_direct(__global T* restrict C, __global const T* restrict A, __global const T* restrict B,
+                        int M, int N, int K, int sam, int sak, int pstride, int sbkv, int npw,
+                        int brank, dims_t bshape, dims_t abstr, dims_t bbstr) {{
+  int mb = get_global_id(0); int b = get_global_id(2);
+  int nb0 = get_global_id(1) * npw; int nb1 = min(nb0 + npw, (N + RN - 1) / RN);
+  long aoff = 0; long bo = 0; int q = b;
+  for (int d = brank - 1; d >= 0; --d) {{ int n = bshape.v[d]; aoff += (q % n) * abstr.v[d]; bo += (q % n) * bbstr.v[d]; q /= n; }}
+  int row = mb * RM;
+{arows}
+  C += (long)b * M * N;
+  for (int nb = nb0; nb < nb1; ++nb) {{
+    __global const {VT}* pb = (__global const {VT}*)(B + bo + (long)nb * pstride);
+{acc}
+    long ka = 0;
+    for (int k = 0; k < K; ++k) {{
+      {VT} b = *pb;
+{dfma}
+      pb += sbkv; ka += sak;
+    }}
+    int col = nb * RN; int nv = min(RN, N - col);
+    if (N % RN == 0 && row + RM <= M) {{
+{whole}
+    }} else {{
+      {VT} tmpv; __private T* tmp = (__private T*)&tmpv;
+{store}
+    }}
+  }}
 }}
 // C[b] = A[b] B[b] from the panels in P (see pack).
 __kernel void mm(__global T* restrict C, __global const T* restrict P, int M, int N, int K, int Mp, int Np, long boff) {{
@@ -208,17 +251,26 @@ void mm_local(__global T* restrict C, __global const T* restrict A, __global con
 SMALL_WORK = 32 * 32 * 32
 
 
+#: Products with more multiply-adds than this per batch entry pack A as well on CPU
+#: devices (``packed``); smaller ones read A in place (``direct``).  At 1024³ reading A
+#: in place ran ~10% slower (rows 4 KiB apart share L1 sets); at 512³ the two were even.
+DIRECT_WORK = 1 << 27
+
+
 def matmul_variant(be: OpenCLBackend, work: int | None = None) -> str:
     """``small`` (one launch, for products of at most ``SMALL_WORK`` multiply-adds when
-    ``work`` is given), ``packed`` (register-tiled panels, for CPU devices) or ``local``
-    (local-memory tiles, for GPUs)."""
+    ``work`` is given), ``direct`` (register tiles reading A in place, for CPU devices
+    and products of at most ``DIRECT_WORK``), ``packed`` (register tiles over panels of
+    A and B, larger products on CPU devices) or ``local`` (local-memory tiles, for GPUs)."""
     choice = os.environ.get(ENV_MATMUL, "auto").strip().lower()
-    if choice in ("packed", "local", "small"):
+    if choice in ("packed", "local", "small", "direct"):
         return choice
     if work is not None and work <= SMALL_WORK:
         return "small"
     # The local kernel needs 16 x 16 work-groups.
-    return "packed" if be.is_cpu or be.max_work_group < 256 else "local"
+    if be.is_cpu or be.max_work_group < 256:
+        return "direct" if work is not None and work <= DIRECT_WORK else "packed"
+    return "local"
 
 
 def _gemm_local(
@@ -264,6 +316,8 @@ def gemm(
         be.launch(be.programs.kernel("matmul", dtype, "mm_small", op), (N, M, nb), None, out.base_data, a.base_data,
                   b.base_data, values=_small_values(M, N, K, a_mk, b_kn, tuple(batch), tuple(a_batch), tuple(b_batch)))
         return out
+    if variant == "direct":
+        return _gemm_direct(be, op, dtype, out, a, b, M, N, K, a_mk, b_kn, batch, a_batch, b_batch)
     return _gemm_packed(be, op, dtype, out, a, b, M, N, K, a_mk, b_kn, batch, a_batch, b_batch)
 
 
@@ -298,6 +352,48 @@ def _gemm_packed(
     return out
 
 
+#: ``mm_direct`` reads B in place when B has at most this many elements per batch entry
+#: (its column panels then stay in L2 cache); a larger B is packed first.
+DIRECT_B = 1 << 16
+#: Each work-item of ``mm_direct`` runs at least this many steps of k (several column
+#: panels when K is short): a work-item costs ~0.2 µs to start on Intel's CPU runtime,
+#: as long as 16 steps of its loop.
+DIRECT_STEPS = 64
+
+
+def _gemm_direct(
+    be: OpenCLBackend, op: str, dtype: str, out: Any, a: Any, b: Any, M: int, N: int, K: int,
+    a_mk: tuple[int, int], b_kn: tuple[int, int], batch: Sequence[int], a_batch: Sequence[int],
+    b_batch: Sequence[int],
+) -> Any:
+    """The product into ``out`` by ``mm_direct``: A read in place; B in place when its rows
+    are contiguous and start on vector boundaries, else packed into column panels first
+    (one launch of ``pack`` over B's panels only)."""
+    RN, RM = TILES[dtype]
+    nb = int(math.prod(batch)) if batch else 1
+    Mp, Np = -(-M // RM) * RM, -(-N // RN) * RN
+
+    def k(name: str) -> Any:
+        return be.programs.kernel("matmul", dtype, name, op)
+
+    itemsize = out.dtype.itemsize
+    if (b_kn[1] == 1 and b_kn[0] % RN == 0 and N % RN == 0 and K * N <= DIRECT_B
+            and all(s % RN == 0 for s in b_batch) and be.base_align % (RN * itemsize) == 0):
+        src, pstride, sbkv, bbstr = b, RN, b_kn[0] // RN, tuple(b_batch)
+    else:
+        src = be.new_array((nb * Np * K,), out.dtype)
+        pack_values, _ = _packed_values(M, N, K, Mp, Np, 0, (0, 0), b_kn, tuple(batch), (), tuple(b_batch))
+        be.launch(k("pack"), (_groups_of(K), Np // RN, nb), (_GROUP, 1, 1), src.base_data, b.base_data, b.base_data,
+                  values=pack_values, offset=(0, Mp // RM, 0))
+        pstride, sbkv, bbstr = K * RN, 1, tuple(s * Np * K for s in contiguous_strides(batch))
+    panels = Np // RN
+    npw = min(panels, -(-DIRECT_STEPS // K))  # column panels per work-item: at least DIRECT_STEPS steps of k
+    values = _direct_values(M, N, K, a_mk, pstride, sbkv, npw, tuple(batch), tuple(a_batch), bbstr)
+    be.launch(k("mm_direct"), (Mp // RM, -(-panels // npw), nb), (1, 1, 1), out.base_data, a.base_data, src.base_data,
+              values=values)
+    return out
+
+
 # The by-value arguments of the MatMul kernels, made once per product shape (a model's
 # few, at every step): numpy scalars cost about a microsecond each to make, and the
 # backend finds the kernel object holding them by the tuple's identity (``launch(values=)``).
@@ -310,6 +406,16 @@ def _packed_values(
     pack = (i32(M), i32(N), i32(K), i32(Mp), i32(Np), np.int64(boff), i32(a_mk[0]), i32(a_mk[1]), i32(b_kn[0]),
             i32(b_kn[1]), i32(len(batch)), dims(batch), dims(a_batch), dims(b_batch))
     return pack, (i32(M), i32(N), i32(K), i32(Mp), i32(Np), np.int64(boff))
+
+
+@functools.lru_cache(maxsize=256)
+def _direct_values(
+    M: int, N: int, K: int, a_mk: tuple[int, int], pstride: int, sbkv: int, npw: int, batch: tuple[int, ...],
+    a_batch: tuple[int, ...], b_batch: tuple[int, ...],
+) -> tuple[Any, ...]:
+    i32 = np.int32
+    return (i32(M), i32(N), i32(K), i32(a_mk[0]), i32(a_mk[1]), i32(pstride), i32(sbkv), i32(npw), i32(len(batch)),
+            dims(batch), dims(a_batch), dims(b_batch))
 
 
 @functools.lru_cache(maxsize=256)
@@ -330,7 +436,7 @@ def gemm_filled_a(
     buffer (see ``_gemm_packed``: im2col does, saving the packing pass over A).  None when
     the product does not take the packed kernel (or is empty): the caller then builds A
     and calls ``gemm``."""
-    if M * N * K == 0 or matmul_variant(be, M * N * K) != "packed":
+    if M * N * K == 0 or matmul_variant(be, M * N * K) not in ("packed", "direct"):
         return None
     out = be.new_array((M, N), b.dtype)
     return _gemm_packed(be, op, dtype, out, None, b, M, N, K, (0, 0), b_kn, fill_a=fill_a)
