@@ -840,3 +840,58 @@ def test_native_gelu_float32_is_the_composition_bit_for_bit():
     g = native.gelu_grad(dy, x)
     assert np.isnan(g[0]) and g[1] == 1 and g[2] == 0  # NaN stays; +-inf give the derivative's limits
     np.testing.assert_array_equal(native.gelu_grad(dy[::3], x[::3]), g[::3])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_native_adam_is_the_numpy_path_bit_for_bit(dtype, nesterov, monkeypatch):
+    # ApplyAdam on cpu: one native pass (vectors, then a scalar tail) against the numpy
+    # path's dozen passes, the same operations in the same order; sizes with and without
+    # a tail, and values where v is negative (NaN from sqrt, as numpy gives it), huge or 0.
+    from opkernel_cpu import state_kernels
+
+    rng = np.random.default_rng(8)
+    calls = []
+    real = native.adam
+    monkeypatch.setattr(native, "adam", lambda *a: calls.append(1) or real(*a))
+    for n in (1, 3, 8, 1001):
+        var, m, v, grad = (rng.standard_normal(n) * 10).astype(dtype), rng.standard_normal(n).astype(dtype), \
+            np.abs(rng.standard_normal(n)).astype(dtype), (rng.standard_normal(n) * 100).astype(dtype)
+        v[: n // 3] *= -1  # sqrt of a negative second moment: NaN on both paths
+        grad[-1:] = np.finfo(dtype).max / 4
+        scalars = [np.asarray(s, dtype) for s in (0.81, 0.998, 1e-3, 0.9, 0.999, 1e-7)]
+        results = []
+        for use_native in (True, False):
+            monkeypatch.setattr(sharding, "_native", native if use_native else None)
+            slots = [var.copy(), m.copy(), v.copy()]
+            with np.errstate(all="ignore"):
+                state_kernels.apply_adam(*slots, *scalars, grad, use_nesterov=nesterov)
+            results.append(slots)
+        for fast, slow in zip(*results):
+            np.testing.assert_array_equal(fast.view(np.uint8), slow.view(np.uint8))
+    assert len(calls) == 4  # the native pass ran for every size
+
+
+def test_native_adam_writes_nothing_where_it_does_not_apply():
+    a = [np.ones(8, np.float32) for _ in range(4)]
+    scalars = (1e-3, 0.1, 0.001, 0.9, 1e-7, False)
+    assert native.adam(a[0], a[1], a[2], a[0], *scalars) == -2  # grad is var: the caller takes the numpy path
+    assert native.adam(a[0], a[1], a[2][:4], a[3], *scalars) == -2  # sizes differ
+    assert native.adam(a[0], a[1], a[2], a[3].astype(np.float64), *scalars) == -2  # mixed types
+    buf = np.ones(12, np.float32)
+    assert native.adam(buf[:8], buf[4:], a[2], a[3], *scalars) == -2  # overlapping slots
+    ro = np.ones(8, np.float32)
+    ro.flags.writeable = False
+    assert native.adam(a[0], ro, a[2], a[3], *scalars) == -2  # a slot it cannot write
+    assert all((x == 1).all() for x in a) and (buf == 1).all()
+    from opkernel_cpu import state_kernels  # the kernel with grad aliasing var: the numpy path's result
+
+    scal = [np.asarray(x, np.float32) for x in (0.5, 0.5, 0.1, 0.9, 0.999, 1e-7)]
+    got = [np.arange(5, dtype=np.float32), np.zeros(5, np.float32), np.zeros(5, np.float32)]
+    state_kernels.apply_adam(*got, *scal, got[0], use_nesterov=False)
+    var = np.arange(5, dtype=np.float32)
+    grad = var.copy()
+    want = [var, np.zeros(5, np.float32), np.zeros(5, np.float32)]
+    state_kernels.apply_adam(*want, *scal, grad, use_nesterov=False)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

@@ -1075,6 +1075,107 @@ static PyObject *segment_sum(PyObject *self, PyObject *args) {
     return PyLong_FromLong(0);
 }
 
+/* ---------------------------------------------------------------- Adam
+ *
+ * ``adam(var, m, v, grad, lr_t, c1, c2, beta1, eps, nesterov)``: ApplyAdam's update in one
+ * pass, with the numpy path's operations in its order and in the arrays' precision, so the
+ * same bits: m' = (g - m) * c1 + m, v' = (g * g - v) * c2 + v (c1 = 1 - beta1, c2 = 1 - beta2,
+ * computed by the caller in the arrays' type), var -= lr_t * d / (sqrt(v') + eps), d = m'
+ * or, with Nesterov, m' * beta1 + g * c1.  The numpy path makes a dozen passes and as many
+ * temporary arrays: 30 of its calls took 1.4-2 ms of a transformer's training step.  No
+ * fused multiply-add (fp-contract off), as in numpy's loops; sqrt and division are
+ * correctly rounded at every vector width.  The four arrays must not overlap (the caller
+ * takes the numpy path for the same array passed twice). */
+
+#define ADAM_LOOP(T, SQRT, D)                                                                          \
+    for (; i < n; i++) {                                                                               \
+        T g = grad[i], mi = m[i], vi = v[i];                                                           \
+        T nm = (g - mi) * c1;                                                                          \
+        nm += mi;                                                                                      \
+        T nv = (g * g - vi) * c2;                                                                      \
+        nv += vi;                                                                                      \
+        T step = lr_t * (D) / (SQRT(nv) + eps);                                                        \
+        m[i] = nm;                                                                                     \
+        v[i] = nv;                                                                                     \
+        var[i] -= step;                                                                                \
+    }
+
+/* x86-64: SSE2 vectors (every x86-64 has them), whose sqrt and division GCC will not emit
+ * for sqrtf/sqrt while errno may be set (a scalar call per element: 3.6 ns an element). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <emmintrin.h>
+#define ADAM_SSE(PS, VT, W, D)                                                                          \
+    {                                                                                                  \
+        VT C1 = _mm_set1_##PS(c1), C2 = _mm_set1_##PS(c2), LR = _mm_set1_##PS(lr_t), EPS = _mm_set1_##PS(eps), \
+           B1 = _mm_set1_##PS(beta1);                                                                  \
+        (void)B1;                                                                                      \
+        for (; i + W <= n; i += W) {                                                                   \
+            VT g = _mm_loadu_##PS(grad + i), mi = _mm_loadu_##PS(m + i), vi = _mm_loadu_##PS(v + i);   \
+            VT nm = _mm_add_##PS(_mm_mul_##PS(_mm_sub_##PS(g, mi), C1), mi);                           \
+            VT nv = _mm_add_##PS(_mm_mul_##PS(_mm_sub_##PS(_mm_mul_##PS(g, g), vi), C2), vi);          \
+            VT step = _mm_div_##PS(_mm_mul_##PS(LR, D), _mm_add_##PS(_mm_sqrt_##PS(nv), EPS));         \
+            _mm_storeu_##PS(m + i, nm);                                                                \
+            _mm_storeu_##PS(v + i, nv);                                                                \
+            _mm_storeu_##PS(var + i, _mm_sub_##PS(_mm_loadu_##PS(var + i), step));                    \
+        }                                                                                              \
+    }
+#define ADAM_NESTEROV_SSE(PS) _mm_add_##PS(_mm_mul_##PS(nm, B1), _mm_mul_##PS(g, C1))
+#else
+#define ADAM_SSE(PS, VT, W, D)
+#endif
+
+#define ADAM_KERNEL(NAME, T, SQRT, PS, VT, W)                                                          \
+__attribute__((optimize("fp-contract=off")))                                                           \
+static void NAME(T *restrict var, T *restrict m, T *restrict v, const T *restrict grad, npy_intp n,    \
+                 T lr_t, T c1, T c2, T beta1, T eps, int nesterov) {                                   \
+    npy_intp i = 0;                                                                                    \
+    if (nesterov) {                                                                                    \
+        ADAM_SSE(PS, VT, W, ADAM_NESTEROV_SSE(PS))                                                     \
+        ADAM_LOOP(T, SQRT, nm * beta1 + g * c1)                                                        \
+    } else {                                                                                           \
+        ADAM_SSE(PS, VT, W, nm)                                                                        \
+        ADAM_LOOP(T, SQRT, nm)                                                                         \
+    }                                                                                                  \
+}
+ADAM_KERNEL(adam_f32, float, sqrtf, ps, __m128, 4)
+ADAM_KERNEL(adam_f64, double, sqrt, pd, __m128d, 2)
+
+PyDoc_STRVAR(adam_doc,
+"adam(var, m, v, grad, lr_t, c1, c2, beta1, eps, nesterov) -> int\n\n"
+"ApplyAdam's update of ``var``, ``m`` and ``v`` in place from ``grad`` (four C-contiguous\n"
+"arrays of one size, all float32 or all float64; the first three writeable), with the\n"
+"scalars given as Python floats holding values of the arrays' type.  Returns 0, or -2\n"
+"when the arrays are not as described or two of them overlap (nothing written).");
+
+static PyObject *adam(PyObject *self, PyObject *args) {
+    PyArrayObject *a[4];
+    double lr_t, c1, c2, beta1, eps;
+    int nesterov;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!dddddp", &PyArray_Type, &a[0], &PyArray_Type, &a[1], &PyArray_Type, &a[2],
+                          &PyArray_Type, &a[3], &lr_t, &c1, &c2, &beta1, &eps, &nesterov))
+        return NULL;
+    int t = PyArray_TYPE(a[0]);
+    npy_intp n = PyArray_SIZE(a[0]);
+    if (t != NPY_FLOAT && t != NPY_DOUBLE) return PyLong_FromLong(-2);
+    for (int i = 0; i < 4; i++)
+        if (!norm_array_ok(a[i], t, i < 3) || PyArray_SIZE(a[i]) != n) return PyLong_FromLong(-2);
+    npy_intp bytes = n * (npy_intp)PyArray_ITEMSIZE(a[0]);
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++) {
+            char *p = PyArray_DATA(a[i]), *q = PyArray_DATA(a[j]);
+            if (p < q + bytes && q < p + bytes) return PyLong_FromLong(-2);
+        }
+    Py_BEGIN_ALLOW_THREADS
+    if (t == NPY_FLOAT)
+        adam_f32(PyArray_DATA(a[0]), PyArray_DATA(a[1]), PyArray_DATA(a[2]), PyArray_DATA(a[3]), n, (float)lr_t,
+                 (float)c1, (float)c2, (float)beta1, (float)eps, nesterov);
+    else
+        adam_f64(PyArray_DATA(a[0]), PyArray_DATA(a[1]), PyArray_DATA(a[2]), PyArray_DATA(a[3]), n, lr_t, c1, c2,
+                 beta1, eps, nesterov);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(0);
+}
+
 /* ---------------------------------------------------------------- sparse softmax cross-entropy
  *
  * Per row of logits: loss = log(sum(exp(x - max))) - (x[label] - max), and the gradient
@@ -2600,6 +2701,7 @@ static PyMethodDef methods[] = {
     {"col2im", col2im, METH_VARARGS, col2im_doc},
     {"relu_grad", relu_grad, METH_VARARGS, relu_grad_doc},
     {"segment_sum", segment_sum, METH_VARARGS, segment_sum_doc},
+    {"adam", adam, METH_VARARGS, adam_doc},
     {"sparse_xent", sparse_xent, METH_VARARGS, sparse_xent_doc},
     {"max_pool_grad", max_pool_grad, METH_VARARGS, max_pool_grad_doc},
     {"fpe_flags", flags, METH_NOARGS, flags_doc},

@@ -10,6 +10,7 @@ import opkernel as ok
 from opkernel.errors import InvalidArgumentError
 from opkernel.ops.state_ops import check_update
 
+from . import sharding
 from .xp import xp_of
 
 
@@ -68,6 +69,13 @@ def apply_adam(
                  beta1=beta1, beta2=beta2, epsilon=epsilon, grad=grad)
     xp = xp_of(var, grad)
     lr_t = lr * xp.sqrt(1 - beta2_power) / (1 - beta1_power)
+    native = sharding.native_module()
+    if native is not None and xp is np and var.dtype in _ADAM_TYPES:
+        # the update below in one pass, the same operations in the same order (same bits);
+        # the scalars are computed here, in the arrays' type, as below
+        if native.adam(var, m, v, np.asarray(grad), float(lr_t), float(1 - beta1), float(1 - beta2), float(beta1),
+                       float(epsilon), use_nesterov) == 0:
+            return var
     new_m = (grad - m) * (1 - beta1)
     new_m += m
     new_v = (grad * grad - v) * (1 - beta2)
@@ -78,6 +86,9 @@ def apply_adam(
     xp.copyto(v, new_v)
     var -= step
     return var
+
+
+_ADAM_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def register_all() -> None:
