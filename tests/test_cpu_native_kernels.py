@@ -731,7 +731,7 @@ def test_native_softplus_float32_within_3_5_ulp_and_specials():
     (((4, 1, 64, 32), (1, 8, 32, 64)), (False, False)),  # both sides broadcast
 ], ids=["scores", "weighted", "adj_y", "adj_x", "rank4", "matrix-b", "single-a", "outer"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_batch_matmul_shares_the_batch_out_bit_identically(shapes, adj, dtype, monkeypatch):
+def test_batch_matmul_shares_the_batch_out(shapes, adj, dtype, monkeypatch):
     rng = np.random.default_rng(11)
     x, y = (rng.standard_normal(s).astype(dtype) for s in shapes)
     calls = []
@@ -741,8 +741,20 @@ def test_batch_matmul_shares_the_batch_out_bit_identically(shapes, adj, dtype, m
         got = ok.ops.batch_mat_mul(ok.tensor(x), ok.tensor(y), adj_x=adj[0], adj_y=adj[1]).numpy()
     a = np.swapaxes(x, -1, -2) if adj[0] else x
     b = np.swapaxes(y, -1, -2) if adj[1] else y
-    assert np.array_equal(got, np.matmul(a, b))  # numpy's loop per item: the same bits
+    _assert_matmul_equal(got, a, b)
     assert len(calls) == 1 and calls[0] == (ok.config.intra_op_parallelism_threads or sharding.cores())
+
+
+def _assert_matmul_equal(got, a, b):
+    """float64 items go through numpy's loop per item: np.matmul's bits.  float32 items
+    of these sizes take the register-blocked kernel: within float32 rounding of the exact
+    products (the sums' order and fused multiply-adds differ from BLAS's)."""
+    if got.dtype == np.float64:
+        assert np.array_equal(got, np.matmul(a, b))
+        return
+    exact = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    bound = np.matmul(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64)) * (a.shape[-1] + 2) * 2.0 ** -24
+    assert (np.abs(got - exact) <= bound).all()
 
 
 def test_batch_matmul_leaves_what_cannot_gain_to_numpy(monkeypatch):
@@ -775,8 +787,7 @@ def test_batch_matmul_takes_attentions_strided_views_where_they_lie(monkeypatch)
         t = ok.ops.transpose(ok.tensor(qkv), [2, 0, 3, 1, 4])
         q, k = t[0], t[1]
         got = ok.ops.batch_mat_mul(q, k, adj_y=True).numpy()
-    want = np.matmul(qkv[:, :, 0].transpose(0, 2, 1, 3), qkv[:, :, 1].transpose(0, 2, 3, 1))
-    assert np.array_equal(got, want)
+    _assert_matmul_equal(got, qkv[:, :, 0].transpose(0, 2, 1, 3), qkv[:, :, 1].transpose(0, 2, 3, 1))
     assert len(calls) == 1
 
 
@@ -895,3 +906,36 @@ def test_native_adam_writes_nothing_where_it_does_not_apply():
     state_kernels.apply_adam(*want, *scal, grad, use_nesterov=False)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_register_blocked_matmul_edges_strides_and_non_finite_values():
+    # float32 items of up to 512 columns of b and 512 steps of k take sgemm_small: rows
+    # past whole blocks of 6 and columns past whole blocks of 16 (copies of the last row
+    # and column), b copied into rows (transposed, a column stride, odd widths) or read in
+    # place, negative strides, an out of any strides; and no floating-point flag of the
+    # padding's own: inf in a with a width that needs padding warns of nothing numpy's
+    # loop would not.
+    rng = np.random.default_rng(21)
+    for n, k, m in ((1, 1, 1), (7, 3, 17), (6, 16, 16), (13, 64, 33), (64, 512, 512), (5, 2, 48)):
+        a = rng.standard_normal((3, n, k)).astype(np.float32)
+        b = rng.standard_normal((3, k, m)).astype(np.float32)
+        bt = np.swapaxes(np.ascontiguousarray(np.swapaxes(b, 1, 2)), 1, 2)  # b with a column stride
+        at = np.swapaxes(np.ascontiguousarray(np.swapaxes(a, 1, 2)), 1, 2)
+        for x, y in ((a, b), (at, b), (a, bt), (a[:, ::-1], b[:, ::-1]), (a, b[:1])):
+            out = np.empty(np.broadcast_shapes(x.shape[:1], y.shape[:1]) + (n, m), np.float32)
+            assert native.matmul(x, y, out, 2) == 0
+            _assert_matmul_equal(out, x, y)
+        out_t = np.empty((3, m, n), np.float32).transpose(0, 2, 1)  # out with a column stride
+        assert native.matmul(a, b, out_t, 2) == 0
+        _assert_matmul_equal(out_t, a, b)
+    a = np.ones((4, 7, 5), np.float32)
+    a[1, 3, 2] = np.inf
+    b = np.ones((4, 5, 3), np.float32)  # 3 columns: padded to 16 with copies
+    out = np.empty((4, 7, 3), np.float32)
+    assert native.matmul(a, b, out, 2) == 0  # no flag: inf * 1 only
+    assert np.isinf(out[1, 3]).all() and np.isfinite(np.delete(out.reshape(-1, 3), 7 + 3, axis=0)).all()
+    b[2, 1, 0] = np.nan
+    assert native.matmul(a, b, out, 2) == 0  # NaN propagates as it is, raising nothing
+    assert np.isnan(out[2, :, 0]).all() and not np.isnan(out[2, :, 1:]).any()
+    b[1, 2, 1] = 0  # inf * 0: invalid, as numpy's loop reports it
+    assert native.matmul(a, b, out, 2) != 0 and np.isnan(out[1, 3, 1])

@@ -529,8 +529,10 @@ _MATMUL_TYPES = _ROW_TYPES
 
 def batched_matmul(a: Any, b: Any) -> np.ndarray | None:
     """``np.matmul(a, b)`` for float32/float64 numpy arrays of rank >= 2, one of them of
-    rank >= 3, with the batch items shared out on the native pool where they lie (numpy's
-    own loop per item: the same bits); None where that does not apply (the caller runs
+    rank >= 3, with the batch items shared out on the native pool where they lie (float32
+    items with k and m up to 512 by the module's register-blocked kernel, within float32
+    rounding of BLAS; others by numpy's own loop per item, the same bits); None where that
+    does not apply (the caller runs
     numpy's call): other types, batches that do not broadcast, items too large or batches
     too small to gain."""
     if _native is None or type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype not in _MATMUL_TYPES \
