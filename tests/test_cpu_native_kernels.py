@@ -939,3 +939,34 @@ def test_register_blocked_matmul_edges_strides_and_non_finite_values():
     assert np.isnan(out[2, :, 0]).all() and not np.isnan(out[2, :, 1:]).any()
     b[1, 2, 1] = 0  # inf * 0: invalid, as numpy's loop reports it
     assert native.matmul(a, b, out, 2) != 0 and np.isnan(out[1, 3, 1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_softmax_grad_matches_the_numpy_path_on_any_thread_count(dtype, monkeypatch):
+    # SoftmaxGrad on cpu: the native row kernel (its lanes, their tail, rows shared out on
+    # the pool) against the numpy composition, with NaN and inf rows as numpy gives them.
+    from opkernel_cpu import nn_kernels
+
+    rng = np.random.default_rng(9)
+    g = rng.standard_normal((700, 203)).astype(dtype)
+    logits = rng.standard_normal((700, 203))
+    s = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(dtype)
+    g[3, 5], g[4, 0], s[5, 7] = np.nan, np.inf, np.inf
+    want = nn_kernels.softmax_grad_values(g, s)
+    for threads in (1, 2):
+        out = np.empty_like(g)
+        assert native.softmax_grad(g, s, out, threads) >= 0
+        np.testing.assert_allclose(out, want, rtol={np.float32: 1e-5, np.float64: 1e-12}[dtype],
+                                   atol={np.float32: 1e-6, np.float64: 1e-15}[dtype])
+        assert np.isnan(out[3]).all() and np.isnan(out[4, 0]) and (out[4, 1:] == -np.inf).all() and np.isfinite(out[6]).all()
+
+
+def test_native_softmax_grad_computes_nothing_it_cannot():
+    g = np.ones((4, 3), np.float32)
+    out = np.zeros((4, 3), np.float32)
+    assert native.softmax_grad(g, g.astype(np.float64), out, 1) == -2  # mixed types
+    assert native.softmax_grad(g, g[:, :2].copy(), out, 1) == -2  # rows differ
+    assert native.softmax_grad(g, g, g, 1) == -2  # out overlaps an input
+    assert native.softmax_grad(g.T, g.T, out, 1) == -2  # not C-contiguous
+    assert native.softmax_grad(np.float32(1) * g[0, :0], g[0, :0], out[0, :0], 1) == -2  # empty rows
+    assert not out.any()

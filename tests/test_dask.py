@@ -205,7 +205,8 @@ def _chunking(data: Any, size: int) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-RULED = ["Sum", "Mean", "Max", "Min", "Prod", "ArgMax", "ArgMin", "Softmax", "LogSoftmax", "BiasAdd", "Add", "Relu", "MatMul"]
+RULED = ["Sum", "Mean", "Max", "Min", "Prod", "ArgMax", "ArgMin", "Softmax", "SoftmaxGrad", "LogSoftmax", "BiasAdd", "Add",
+         "Relu", "MatMul"]
 
 
 @settings(max_examples=int(os.environ.get("OPKERNEL_DASK_EXAMPLES", "200")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -213,7 +214,7 @@ RULED = ["Sum", "Mean", "Max", "Min", "Prod", "ArgMax", "ArgMin", "Softmax", "Lo
 def test_rules_equal_the_op_property(data: Any, op: str, dtype: str) -> None:
     """Every rule, any shape and chunking (zero-size and single-element chunks, several
     axes reduced or none), against the op on the whole array (cpu, synchronous)."""
-    if dtype == "int32" and op in ("Softmax", "LogSoftmax", "Relu", "Mean"):
+    if dtype == "int32" and op in ("Softmax", "SoftmaxGrad", "LogSoftmax", "Relu", "Mean"):
         dtype = "float32"
     rank = data.draw(st.integers(1 if op not in ("MatMul", "BiasAdd") else 2, 3 if op != "MatMul" else 2))
     shape = tuple(data.draw(st.integers(0 if op not in ("ArgMax", "ArgMin") else 1, 5)) for _ in range(rank))
@@ -239,6 +240,10 @@ def test_rules_equal_the_op_property(data: Any, op: str, dtype: str) -> None:
         bias = RNG.standard_normal(shape[-1:]).astype(dtype) if dtype != "int32" else RNG.integers(-3, 4, shape[-1:]).astype(dtype)
         inputs.append(bias)
         eager.append(bias)
+    elif op == "SoftmaxGrad":  # a second operand of x's shape, chunked its own way
+        other = RNG.standard_normal(shape).astype(dtype)
+        inputs.append(da.from_array(other, chunks=tuple(_chunking(data, n) for n in shape)))
+        eager.append(other)
     elif op == "Add":
         other = x[..., :1] if shape[-1] else x
         inputs.append(other)

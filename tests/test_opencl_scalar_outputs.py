@@ -180,6 +180,7 @@ SWEEP = {
     "BiasAddGrad": ["ok.ops.bias_add_grad(E)", "ok.ops.bias_add_grad(np.ones((2, 0), np.float32))"],
     "Softmax": ["ok.ops.softmax(E)", "ok.ops.softmax(np.ones((2, 0), np.float32))"],
     "LogSoftmax": ["ok.ops.log_softmax(E)", "ok.ops.log_softmax(np.ones((2, 0), np.float32))"],
+    "SoftmaxGrad": ["ok.ops.softmax_grad(E, E)", "ok.ops.softmax_grad(np.ones((2, 0), np.float32), np.ones((2, 0), np.float32))"],
     "SoftmaxCrossEntropyWithLogits": ["ok.ops.softmax_cross_entropy_with_logits(E, E)"],
     "SparseSoftmaxCrossEntropyWithLogits": ["ok.ops.sparse_softmax_cross_entropy_with_logits(E, np.zeros(0, np.int32))"],
     "Conv2D": ["ok.ops.conv2d(np.zeros((0, 3, 3, 2), np.float32), np.ones((2, 2, 2, 4), np.float32), strides=[1, 1, 1, 1], padding='VALID')",

@@ -240,6 +240,16 @@ def ref_softmax(x: np.ndarray, **_: Any) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def ref_softmax_grad(g: np.ndarray, s: np.ndarray, **_: Any) -> np.ndarray:
+    """(g - sum(g * s)) * s row by row in float64, the sum exactly rounded (math.fsum)."""
+    g64, s64 = g.astype(np.float64).reshape(-1, g.shape[-1]), s.astype(np.float64).reshape(-1, s.shape[-1])
+    out = np.empty_like(g64)
+    for r in range(g64.shape[0]):
+        dot = math.fsum(float(a) * float(b) for a, b in zip(g64[r], s64[r]))
+        out[r] = [(float(a) - dot) * float(b) for a, b in zip(g64[r], s64[r])]
+    return out.reshape(g.shape)
+
+
 def ref_log_softmax(x: np.ndarray, **_: Any) -> np.ndarray:
     return np.log(ref_softmax(x))
 
@@ -456,6 +466,20 @@ SOFTMAX_CASES = [
     OpCase("Softmax-3d", "Softmax", one((2, 2, 3)), ref_softmax),
     OpCase("Softmax-large", "Softmax", lambda rng, dt: [np.array([[1000.0, 1001.0, 999.0]], dt)], ref_softmax, grad=False),
     OpCase("Softmax-half", "Softmax", one((2, 5)), ref_softmax, dtypes=("float16",), grad=False),
+    OpCase("SoftmaxGrad-2d", "SoftmaxGrad", lambda rng, dt: [randn(rng, dt, 3, 5), probabilities(rng, dt, 3, 5)],
+           ref_softmax_grad),
+    OpCase("SoftmaxGrad-3d", "SoftmaxGrad", lambda rng, dt: [randn(rng, dt, 2, 3, 4), probabilities(rng, dt, 2, 3, 4)],
+           ref_softmax_grad),
+    # rows of 300 (the native kernel's lanes and its tail), and enough rows to share out on the pool
+    OpCase("SoftmaxGrad-rows", "SoftmaxGrad", lambda rng, dt: [randn(rng, dt, 4, 300), probabilities(rng, dt, 4, 300)],
+           ref_softmax_grad, grad=False),
+    OpCase("SoftmaxGrad-large", "SoftmaxGrad", lambda rng, dt: [randn(rng, dt, 300, 512),
+                                                                probabilities(rng, dt, 300, 512)],
+           ref_softmax_grad, grad=False, dtypes=("float32",)),
+    OpCase("SoftmaxGrad-empty", "SoftmaxGrad", lambda rng, dt: [np.zeros((2, 0), dt), np.zeros((2, 0), dt)],
+           lambda g, s: np.zeros((2, 0)), grad=False),
+    OpCase("SoftmaxGrad-half", "SoftmaxGrad", lambda rng, dt: [randn(rng, dt, 3, 5), probabilities(rng, dt, 3, 5)],
+           ref_softmax_grad, dtypes=("float16",), grad=False),
     OpCase("LogSoftmax-2d", "LogSoftmax", one((2, 5)), ref_log_softmax),
     OpCase("LogSoftmax-3d", "LogSoftmax", one((2, 2, 3)), ref_log_softmax),
     OpCase("LogSoftmax-large", "LogSoftmax", lambda rng, dt: [np.array([[1000.0, 1001.0, -1000.0]], dt)],
@@ -937,7 +961,7 @@ test_values, test_shapes, test_gradients = optable.table_tests(CASES)
 
 
 def test_every_op_has_rows() -> None:
-    names = {"Relu", "ReluGrad", "Relu6", "Elu", "Selu", "Softplus", "Gelu", "GeluGrad", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
+    names = {"Relu", "ReluGrad", "Relu6", "Elu", "Selu", "Softplus", "Gelu", "GeluGrad", "Softmax", "SoftmaxGrad", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
              "SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyLoss", "BiasAdd", "BiasAddGrad", "FusedMatMul", "Conv2D", "Conv2DBackpropInput",
              "Conv2DBackpropFilter", "FusedConv2D", "MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad",
              "MaxPoolWithArgmax", "MaxPoolGradWithArgmax", "MaxPoolGradGradWithArgmax", "DepthwiseConv2dNative",

@@ -114,6 +114,8 @@ EXEMPT: dict[str, str] = {
                           "composition in TensorFlow (composed_cases)",
     "Gelu": "opkernel's own op (TensorFlow's tf.nn.gelu composes GELU); compared with tf.nn.gelu (composed_cases)",
     "GeluGrad": "opkernel's own op (Gelu's gradient); compared with the gradient of tf.nn.gelu (composed_cases)",
+    "SoftmaxGrad": "opkernel's own op (Softmax's gradient); compared with TensorFlow's composition in its "
+                   "Softmax gradient, (dy - reduce_sum(dy * s, -1)) * s (composed_cases)",
     "Addons>MedianPool2D": "not a TensorFlow op (TensorFlow Addons' Python layer, no registered op); "
                            "tests/test_median_pool.py checks it against numpy's median",
     "Addons>MedianPool2DGrad": "not a TensorFlow op (the gradient of Addons>MedianPool2D); "
@@ -1080,8 +1082,15 @@ def _tf_gelu_grad(tf: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> li
     return [tape.gradient(y, x, output_gradients=dy)]
 
 
+def _tf_softmax_grad(tf: Any, inputs: tuple[Any, ...], attrs: dict[str, Any]) -> list[Any]:
+    # nn_grad.py's _SoftmaxGrad: the composition TensorFlow's gradient of Softmax runs
+    dy, sm = (tf.constant(v) for v in inputs)
+    return [(dy - tf.reduce_sum(dy * sm, -1, keepdims=True)) * sm]
+
+
 COMPOSED: dict[str, Callable[[Any, tuple[Any, ...], dict[str, Any]], list[Any]]] = {
     "Gelu": _tf_gelu,
+    "SoftmaxGrad": _tf_softmax_grad,
     "GeluGrad": _tf_gelu_grad,
     "FusedLayerNorm": _tf_layer_norm,
     "FusedLayerNormGrad": _tf_layer_norm_grad,
@@ -1165,4 +1174,17 @@ def composed_cases() -> list[Case]:
     for approximate in (False, True):
         out.append(Case(f"Gelu/specials{'_tanh' * approximate}", "Gelu",
                         (_a([NAN, -INF, -30.0, -0.0, 0.0, 5.0, INF], "float32"),), {"approximate": approximate}))
+    for j, (dt, shape) in enumerate([("float32", (3, 7)), ("float64", (2, 3, 5)), ("float32", (4, 100)),
+                                     ("float16", (3, 7)), ("bfloat16", (2, 9))]):
+        logits = _rand(1390 + j, shape, "float64")
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        half = dt in ("float16", "bfloat16")
+        out.append(Case(f"SoftmaxGrad/{dt}_{'x'.join(map(str, shape))}", "SoftmaxGrad",
+                        (_rand(1395 + j, shape, dt), (e / e.sum(-1, keepdims=True)).astype(dt)),
+                        grad=not half, seed=1390 + j, tol=(2e-2, 2e-2) if half else None,
+                        why="16-bit floats: TensorFlow's composition rounds each op's result, the op once (in float32)"
+                        if half else ""))
+    out.append(Case("SoftmaxGrad/specials", "SoftmaxGrad",
+                    (_a([[NAN, 1.0, 2.0], [INF, 0.0, 1.0], [1.0, 2.0, 3.0]], "float32"),
+                     _a([[0.2, 0.3, 0.5], [0.0, 0.5, 0.5], [0.0, 0.0, 1.0]], "float32"))))
     return out

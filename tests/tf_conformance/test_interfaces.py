@@ -77,6 +77,7 @@ NOT_IN_TENSORFLOW: dict[str, str] = {
     "FusedLayerNormGrad": "FusedLayerNorm's gradient op (compared with the gradient of TensorFlow's composition)",
     "Gelu": "opkernel's GELU in one op; TensorFlow's tf.nn.gelu composes it (the oracle compares it with that)",
     "GeluGrad": "Gelu's gradient op (compared with the gradient of tf.nn.gelu)",
+    "SoftmaxGrad": "Softmax's gradient op (compared with TensorFlow's composition in Softmax's gradient)",
 }
 
 

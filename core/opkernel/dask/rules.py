@@ -139,6 +139,7 @@ RULES: dict[str, Rule] = {
     "MatMul": Contraction(),
     "BatchMatMul": Contraction("adj_x", "adj_y", batched=True),
     "Softmax": Batch(-1),  # over the last axis: every other axis may be split
+    "SoftmaxGrad": Batch(-1),
     "LogSoftmax": Batch(-1),
     "BiasAdd": Batch(),
 }

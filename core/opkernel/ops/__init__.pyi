@@ -3884,6 +3884,28 @@ def softmax_cross_entropy_with_logits(
         backprop: A `Tensor`. Has the same type as `features`.
     """
 
+def softmax_grad(
+    gradients: TensorLike,
+    softmax: TensorLike,
+    name: str | None = None,
+    *,
+    _kernel: str | None = None,
+) -> Tensor:
+    """Computes Softmax's gradients over the last dimension in one op (opkernel's own; TensorFlow's gradient of Softmax composes it): (gradients - sum(gradients * softmax, -1)) * softmax.
+
+    gradients: The backpropagated gradients to the corresponding Softmax operation.
+    softmax: The output of the corresponding Softmax operation (rank >= 1).
+    backprops: The same shape as gradients and softmax.
+
+    Args:
+      gradients: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      softmax: A `Tensor`. Must be one of the following types: `bfloat16`, `float16`, `float32`, `float64`.
+      name: A name for the operation (optional).
+
+    Returns:
+      A `Tensor`. Has the same type as `gradients`.
+    """
+
 def softplus(features: TensorLike, name: str | None = None, *, _kernel: str | None = None) -> Tensor:
     """Computes softplus: log(exp(features) + 1).
 

@@ -168,6 +168,15 @@ def register_ops() -> None:
         "Computes softmax activations over the last dimension: exp(logits) / sum(exp(logits), -1).\n\n"
         "logits: A non-empty tensor of rank >= 1."
     )
+    register_op("SoftmaxGrad").input("gradients: T").input("softmax: T").output("backprops: T").attr(
+        f"T: {_FLOATS}"
+    ).set_shape_fn(_softmax_grad_shape).doc(
+        "Computes Softmax's gradients over the last dimension in one op (opkernel's own; TensorFlow's "
+        "gradient of Softmax composes it): (gradients - sum(gradients * softmax, -1)) * softmax.\n\n"
+        "gradients: The backpropagated gradients to the corresponding Softmax operation.\n"
+        "softmax: The output of the corresponding Softmax operation (rank >= 1).\n"
+        "backprops: The same shape as gradients and softmax."
+    )
     register_op("LogSoftmax").input("logits: T").output("logsoftmax: T").attr(f"T: {_FLOATS}").set_shape_fn(
         shape_fns.unchanged_shape_with_rank_at_least(1)
     ).doc(
@@ -320,10 +329,26 @@ def _softplus_grad(op: Any, grad: Tensor) -> list[Any]:
     return [ops.real_div(grad, ops.add(1, ops.exp(ops.neg(op.inputs[0]))))]
 
 
+def _softmax_grad_shape(ctx: Any) -> None:
+    """Both inputs have one shape, of rank >= 1 (the softmax's axis is the last)."""
+    merged = ctx.merge(ctx.input(0), ctx.input(1))
+    ctx.set_output(0, ctx.with_rank_at_least(merged, 1))
+
+
 def _softmax_vjp(grad: Tensor, softmax: Tensor) -> Any:
-    """(grad - sum(grad * softmax, -1)) * softmax: the softmax Jacobian applied to ``grad``."""
-    ops = _ops()
-    return ops.mul(ops.sub(grad, ops.sum(ops.mul(grad, softmax), -1, keep_dims=True)), softmax)
+    """(grad - sum(grad * softmax, -1)) * softmax: the softmax Jacobian applied to ``grad``,
+    as one SoftmaxGrad op (a row kernel: one pass for the sums, one for the result, where
+    the composition took four ops and four passes)."""
+    return _ops().softmax_grad(grad, softmax)
+
+
+def _softmax_grad_grad(op: Any, grad: Tensor) -> list[Any]:
+    """SoftmaxGrad(g, s) = J(s) g with J = diag(s) - s s^T symmetric: linear in g, whose
+    gradient is SoftmaxGrad(grad, s) again; in s, grad * (g - sum(g * s)) - g * sum(grad * s)."""
+    ops, g, s = _ops(), op.inputs[0], op.inputs[1]
+    dot_g = ops.sum(ops.mul(g, s), -1, keep_dims=True)
+    dot_u = ops.sum(ops.mul(grad, s), -1, keep_dims=True)
+    return [ops.softmax_grad(grad, s), ops.sub(ops.mul(grad, ops.sub(g, dot_g)), ops.mul(g, dot_u))]
 
 
 def _softmax_grad(op: Any, grad: Tensor) -> list[Any]:
@@ -448,6 +473,7 @@ _GRADIENTS: dict[str, Any] = {
     "Gelu": _gelu_grad,
     "GeluGrad": _gelu_grad_grad,
     "Softmax": _softmax_grad,
+    "SoftmaxGrad": _softmax_grad_grad,
     "LogSoftmax": _log_softmax_grad,
     "SoftmaxCrossEntropyWithLogits": _xent_grad,
     "SparseSoftmaxCrossEntropyWithLogits": _sparse_xent_grad,

@@ -1488,6 +1488,90 @@ static PyObject *rows(PyObject *self, PyObject *args) {
 }
 
 
+/* ---------------------------------------------------------------- softmax gradient
+ *
+ * ``softmax_grad(g, s, out, threads)``: per row of the last axis, out = (g - sum(g * s)) * s,
+ * the sum in lanes as the row kernels' (one pass), then the result (a second): SoftmaxGrad,
+ * which the composition computed in four ops and four passes over [batch, heads, t, t]. */
+
+#define SOFTMAX_GRAD(NAME, T)                                                                      \
+WIDE_CLONES __attribute__((optimize("fp-contract=fast")))                                          \
+static void NAME(const T *g, const T *s, T *out, npy_intp rows, npy_intp n) {                     \
+    for (npy_intp r = 0; r < rows; r++, g += n, s += n, out += n) {                               \
+        T acc[LANES] = {0};                                                                        \
+        npy_intp i = 0, whole = n - n % LANES;                                                     \
+        for (; i < whole; i += LANES)                                                              \
+            for (int k = 0; k < LANES; k++) acc[k] += g[i + k] * s[i + k];                         \
+        T dot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])); \
+        for (; i < n; i++) dot += g[i] * s[i];                                                     \
+        for (i = 0; i < n; i++) out[i] = (g[i] - dot) * s[i];                                      \
+    }                                                                                              \
+}                                                                                                  \
+static void NAME##_loop(char **args, npy_intp const *count, npy_intp const *steps, void *data) {  \
+    (void)steps;                                                                                   \
+    NAME((const T *)args[0], (const T *)args[1], (T *)args[2], *count, *(const npy_intp *)data);  \
+}
+SOFTMAX_GRAD(softmax_grad_f32, float)
+SOFTMAX_GRAD(softmax_grad_f64, double)
+
+PyDoc_STRVAR(softmax_grad_doc,
+"softmax_grad(g, s, out, threads) -> int\n\n"
+"Over the last axis: out = (g - sum(g * s, -1)) * s, for three C-contiguous arrays of one\n"
+"shape (rank >= 1, non-empty rows), all float32 or all float64, ``out`` writeable and\n"
+"overlapping neither input.  Rows are shared out among the calling thread and\n"
+"``threads - 1`` pool threads.  Returns the floating-point flags raised (0: none), or -2\n"
+"when the arrays are not as described (nothing computed).");
+
+static PyObject *softmax_grad(PyObject *self, PyObject *args) {
+    PyArrayObject *a[3];
+    int threads;
+    if (!PyArg_ParseTuple(args, "O!O!O!i", &PyArray_Type, &a[0], &PyArray_Type, &a[1], &PyArray_Type, &a[2], &threads))
+        return NULL;
+    int t = PyArray_TYPE(a[0]);
+    if ((t != NPY_FLOAT && t != NPY_DOUBLE) || PyArray_NDIM(a[0]) < 1) return PyLong_FromLong(-2);
+    npy_intp size = PyArray_SIZE(a[0]), n = PyArray_DIM(a[0], PyArray_NDIM(a[0]) - 1);
+    for (int i = 0; i < 3; i++)
+        if (!norm_array_ok(a[i], t, i == 2) || PyArray_SIZE(a[i]) != size || PyArray_NDIM(a[i]) < 1 ||
+            PyArray_DIM(a[i], PyArray_NDIM(a[i]) - 1) != n)
+            return PyLong_FromLong(-2);
+    npy_intp bytes = size * (npy_intp)PyArray_ITEMSIZE(a[0]);
+    for (int i = 0; i < 2; i++) {
+        char *p = PyArray_DATA(a[i]), *q = PyArray_DATA(a[2]);
+        if (p < q + bytes && q < p + bytes) return PyLong_FromLong(-2);
+    }
+    if (n < 1) return PyLong_FromLong(-2);
+    npy_intp nrows = size / n;
+    if (nrows == 0) return PyLong_FromLong(0);
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    npy_intp itemsize = PyArray_ITEMSIZE(a[0]);
+    Job job = {0};
+    job.loop = t == NPY_FLOAT ? softmax_grad_f32_loop : softmax_grad_f64_loop;
+    job.data = &n;
+    job.nargs = 3;
+    for (int i = 0; i < 3; i++) {
+        job.ptr[i] = PyArray_BYTES(a[i]);
+        job.itemsize[i] = n * itemsize;
+    }
+    job.size = nrows;
+    job.block = (1 << 14) / n > 1 ? (1 << 14) / n : 1; /* blocks of about 16 K elements */
+    job.nblocks = nrows / job.block + (nrows % job.block != 0);
+    job.rounding = fegetround();
+    int raised = -1;
+    if (threads > 1 && job.nblocks > 1 && job.nblocks <= 0xffffffffLL) {
+        if (run_job(&job, threads, &raised) < 0) return NULL;
+    }
+    if (raised == -1) { /* one thread, or the pool is busy: all rows here */
+        Py_BEGIN_ALLOW_THREADS
+        feclearexcept(FPE_FLAGS);
+        job.loop(job.ptr, &nrows, job.itemsize, job.data);
+        raised = fetestexcept(FPE_FLAGS);
+        feclearexcept(FPE_FLAGS);
+        Py_END_ALLOW_THREADS
+    }
+    return PyLong_FromLong(raised);
+}
+
 /* ---------------------------------------------------------------- layer normalization
  *
  * ``layer_norm`` normalizes each row (the last axis, n values) in three passes: the mean
@@ -2786,6 +2870,7 @@ static PyMethodDef methods[] = {
     {"relu_grad", relu_grad, METH_VARARGS, relu_grad_doc},
     {"segment_sum", segment_sum, METH_VARARGS, segment_sum_doc},
     {"adam", adam, METH_VARARGS, adam_doc},
+    {"softmax_grad", softmax_grad, METH_VARARGS, softmax_grad_doc},
     {"sparse_xent", sparse_xent, METH_VARARGS, sparse_xent_doc},
     {"max_pool_grad", max_pool_grad, METH_VARARGS, max_pool_grad_doc},
     {"fpe_flags", flags, METH_NOARGS, flags_doc},

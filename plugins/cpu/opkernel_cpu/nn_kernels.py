@@ -304,6 +304,33 @@ def softmax(logits: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     return _softmax(logits.astype(_work_type(T), copy=False)).astype(T.np, copy=False)
 
 
+def check_softmax_grad(gradients: Any, softmax: Any) -> None:
+    if gradients.shape != softmax.shape:
+        raise _error("SoftmaxGrad", f"gradients and softmax must have the same shape, got {list(gradients.shape)} "
+                                    f"and {list(softmax.shape)}")
+    if gradients.ndim < 1:
+        raise _error("SoftmaxGrad", f"gradients and softmax must have rank >= 1, got shape {list(gradients.shape)}")
+
+
+def softmax_grad_values(g: Any, s: Any) -> Any:
+    """(g - sum(g * s, -1)) * s over the last axis, by array operations (numpy or cupy)."""
+    with np.errstate(all="ignore"):  # inf and NaN propagate silently, as in the native kernel
+        return (g - (g * s).sum(axis=-1, keepdims=True)) * s
+
+
+def softmax_grad(gradients: np.ndarray, softmax: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
+    """SoftmaxGrad: one native pass per row for the sums, one for the result."""
+    check_softmax_grad(gradients, softmax)
+    if not gradients.size:
+        return xp_of(gradients).empty(gradients.shape, T.np)  # type: ignore[no-any-return]
+    wt = _work_type(T)
+    g, s = gradients.astype(wt, copy=False), softmax.astype(wt, copy=False)
+    out = sharding.softmax_grad(g, s)
+    if out is None:
+        out = softmax_grad_values(g, s)
+    return out.astype(T.np, copy=False)
+
+
 def log_softmax(logits: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
     if not _last_axis("LogSoftmax", logits):
         return xp_of(logits).empty(logits.shape, T.np)  # type: ignore[no-any-return]
@@ -1645,6 +1672,7 @@ def register_all() -> None:
         ("Selu", selu_kernel, None, ()),
         ("Softplus", softplus_kernel, None, ()),
         ("Softmax", softmax, None, ()),
+        ("SoftmaxGrad", softmax_grad, None, ()),
         ("LogSoftmax", log_softmax, None, ()),
         ("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits, None, ()),
         ("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits, None, ()),

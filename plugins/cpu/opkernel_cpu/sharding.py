@@ -479,6 +479,20 @@ def rows(kind: int, x: Any) -> np.ndarray | None:
     return out
 
 
+def softmax_grad(g: Any, s: Any) -> np.ndarray | None:
+    """SoftmaxGrad's (g - sum(g * s, -1)) * s by the native row kernel
+    (``_native.softmax_grad``), or None where it does not apply (the caller's numpy path
+    runs): no native module, not C-contiguous float32/float64 numpy arrays of one type and
+    shape, or empty rows."""
+    if not _norm_ready(g, s) or g.shape != s.shape or not g.ndim or not g.shape[-1]:
+        return None
+    out = np.empty(g.shape, g.dtype)
+    threads = 1
+    if g.size >= 2 * _ROWS_PER_SHARD[SOFTMAX]:
+        threads = min(ok.config.intra_op_parallelism_threads or _CORES, g.size // _ROWS_PER_SHARD[SOFTMAX])
+    return out if _native.softmax_grad(g, s, out, threads) >= 0 else None
+
+
 #: Layer norm costs about 1-2 ns an element each way: share it past 64 K elements.
 _NORM_PER_SHARD = 1 << 16
 

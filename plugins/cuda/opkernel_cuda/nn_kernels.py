@@ -397,6 +397,7 @@ def rows() -> list[Row]:
         ("Selu", cpu._widened(cpu._selu), None, ()),
         ("Softplus", cpu._widened(_softplus), None, ()),
         ("Softmax", cpu.softmax, None, ()),
+        ("SoftmaxGrad", cpu.softmax_grad, None, ()),
         ("LogSoftmax", cpu.log_softmax, None, ()),
         ("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits, floats, ()),
         ("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits, floats, ()),

@@ -62,6 +62,12 @@ __kernel void softmax(__global T* out, __global const T* x, int C, int logs) {{
   if (logs) {{ T ls = log(s); for (int c = 0; c < C; ++c) q[c] = p[c] - m - ls; }}
   else {{ T inv = 1 / s; for (int c = 0; c < C; ++c) q[c] = exp(p[c] - m) * inv; }}
 }}
+// SoftmaxGrad: out = (g - sum(g * s)) * s over a row, one work-item per row.
+__kernel void softmax_grad(__global T* out, __global const T* g, __global const T* s, int C) {{
+  long o = (long)get_global_id(0) * C; T dot = 0;
+  for (int c = 0; c < C; ++c) dot += g[o + c] * s[o + c];
+  for (int c = 0; c < C; ++c) out[o + c] = (g[o + c] - dot) * s[o + c];
+}}
 __kernel void xent(__global T* loss, __global T* back, __global const T* x, __global const T* y, int C) {{
   int r = get_global_id(0); __global const T* p = x + (long)r * C; __global const T* l = y + (long)r * C;
   __global T* b = back + (long)r * C;
@@ -93,6 +99,22 @@ def _softmax(op: str, logs: int) -> Any:
 
     kernel.__name__ = op
     return kernel
+
+
+def softmax_grad(gradients: Any, softmax: Any, T: ok.DType, **attrs: Any) -> Any:
+    op = "SoftmaxGrad"
+    if gradients.shape != softmax.shape:
+        raise fail(op, f"gradients and softmax must have the same shape, got {list(gradients.shape)} and "
+                       f"{list(softmax.shape)}")
+    if gradients.ndim < 1:
+        raise fail(op, f"gradients and softmax must have rank >= 1, got shape {list(gradients.shape)}")
+    be = BE()
+    out = be.new_array(gradients.shape, gradients.dtype)
+    C = gradients.shape[-1]
+    if out.size:
+        be.launch1d(be.programs.kernel("softmax", T.name, "softmax_grad", op), out.size // C, out.base_data,
+                    gradients.base_data, softmax.base_data, np.int32(C))
+    return out
 
 
 def softmax_cross_entropy_with_logits(features: Any, labels: Any, T: ok.DType, **attrs: Any) -> tuple[Any, Any]:
@@ -1236,6 +1258,7 @@ def register_all() -> None:
     f = float32_compute  # float16 is computed in float32
     table: list[KernelRow] = [
         ("Softmax", f(_softmax("Softmax", 0)), floats, ()),
+        ("SoftmaxGrad", f(softmax_grad), floats, ()),
         ("LogSoftmax", f(_softmax("LogSoftmax", 1)), floats, ()),
         ("SoftmaxCrossEntropyWithLogits", f(softmax_cross_entropy_with_logits), floats, ()),
         ("SparseSoftmaxCrossEntropyWithLogits", f(sparse_softmax_cross_entropy_with_logits), floats, ()),
