@@ -125,6 +125,47 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+# Under pytest-xdist every worker collects every test, so each would sweep every group:
+# the sweeps are shared through the session's temporary root instead.  A worker claims a
+# sweep by creating its lock file; the claimant writes the records there, and another
+# worker whose test needs them waits for that file (or, past the deadline, sweeps itself).
+_SHARED: Path | None = None
+
+
+def _shared_file(key: tuple[str, str], suffix: str) -> Path | None:
+    return None if _SHARED is None else _SHARED / f"sweep-{key[0]}-{key[1]}.{suffix}"
+
+
+def _claimed_sweep(backend: str, group: str) -> list[dict[str, Any]] | None:
+    """The sweep, if this worker claims it (None: another worker has)."""
+    lock, done = _shared_file((backend, group), "lock"), _shared_file((backend, group), "json")
+    if lock is None or done is None:
+        return _sweep(backend, group)
+    try:
+        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return None
+    records = _sweep(backend, group)
+    partial = done.with_suffix(".partial")
+    partial.write_text(json.dumps(records), encoding="utf-8")
+    partial.replace(done)  # whole or absent to a reader
+    return records
+
+
+def _shared_records(key: tuple[str, str]) -> list[dict[str, Any]]:
+    """Another worker's sweep of ``key``, waited for; swept here if it never comes."""
+    done = _shared_file(key, "json")
+    assert done is not None
+    deadline = time.monotonic() + 3 * GROUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if done.exists():
+            records: list[dict[str, Any]] = json.loads(done.read_text(encoding="utf-8"))
+            _RESULTS[key] = records
+            return records
+        time.sleep(0.2)
+    return _sweep(*key)
+
+
 def start(keys: list[tuple[str, str]]) -> None:
     """Start the sweeps of these (backend, group)s in the background, in this order."""
     global _POOL
@@ -133,13 +174,14 @@ def start(keys: list[tuple[str, str]]) -> None:
             _POOL = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="sweep")
         for key in keys:
             if key not in _JOBS:
-                _JOBS[key] = _POOL.submit(_sweep, *key)
+                _JOBS[key] = _POOL.submit(_claimed_sweep, *key)
 
 
 def sweep(backend: str, group: str) -> list[dict[str, Any]]:
     """The outcome of every case of ``group`` on ``backend`` (run once per session)."""
     start([(backend, group)])
-    return _JOBS[(backend, group)].result()
+    records = _JOBS[(backend, group)].result()
+    return records if records is not None else _shared_records((backend, group))
 
 
 def _sweep(backend: str, group: str, group_timeout: float = GROUP_TIMEOUT, case_timeout: float = CASE_TIMEOUT) -> list[dict[str, Any]]:
@@ -408,9 +450,12 @@ def summary() -> list[str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _jobs(request: pytest.FixtureRequest) -> Iterator[None]:
+def _jobs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Start every sweep the selected tests need, slowest backends first, and print the
     summary when the module is done."""
+    global _SHARED
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' temporary dirs share this session's root
+        _SHARED = tmp_path_factory.getbasetemp().parent
     available = _available()
     wanted: list[tuple[str, str]] = []
     for item in request.session.items:
