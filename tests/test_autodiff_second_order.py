@@ -178,3 +178,23 @@ def test_batch_norm_second_order_equals_the_composition(backend: str, training: 
 
     for got, want, name in zip(derivatives(fused), derivatives(composed), ["dx", "d2/dx", "d2/dscale", "d2/doffset"]):
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3, err_msg=name)
+
+
+def test_softmax_cross_entropy_backprop_gradient_with_broadcast_features() -> None:
+    # SoftmaxCrossEntropyWithLogits broadcasts features [1, C] against labels [B, C]: the
+    # gradient through its backprop output takes the softmax Jacobian of a [B, C] gradient
+    # with a [1, C] softmax, composed (SoftmaxGrad takes one shape), then summed back to [1, C].
+    rng = np.random.default_rng(3)
+    feats = rng.standard_normal((1, 4))
+    labels = rng.dirichlet(np.ones(4), size=3)
+    w = rng.standard_normal((3, 4))
+    with ok.use_backend("cpu"):
+        x = ok.tensor(feats)
+        with ok.GradientTape() as tape:
+            tape.watch(x)
+            _, backprop = ok.ops.softmax_cross_entropy_with_logits(x, labels)
+            total = ok.ops.sum(ok.ops.mul(backprop, w), [0, 1])
+        got = tape.gradient(total, x).numpy()
+    s = np.exp(feats - feats.max()) / np.exp(feats - feats.max()).sum()
+    want = ((w - (w * s).sum(-1, keepdims=True)) * s).sum(0, keepdims=True)  # backprop = softmax - labels
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

@@ -137,7 +137,8 @@ def _shared_file(key: tuple[str, str], suffix: str) -> Path | None:
 
 
 def _claimed_sweep(backend: str, group: str) -> list[dict[str, Any]] | None:
-    """The sweep, if this worker claims it (None: another worker has)."""
+    """The sweep, if this worker claims it (None: another worker has).  A claimant that
+    fails removes its lock, so that a waiting worker claims the sweep in its turn."""
     lock, done = _shared_file((backend, group), "lock"), _shared_file((backend, group), "json")
     if lock is None or done is None:
         return _sweep(backend, group)
@@ -145,23 +146,32 @@ def _claimed_sweep(backend: str, group: str) -> list[dict[str, Any]] | None:
         os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
     except FileExistsError:
         return None
-    records = _sweep(backend, group)
-    partial = done.with_suffix(".partial")
-    partial.write_text(json.dumps(records), encoding="utf-8")
-    partial.replace(done)  # whole or absent to a reader
+    try:
+        records = _sweep(backend, group)
+        partial = done.with_suffix(".partial")
+        partial.write_text(json.dumps(records), encoding="utf-8")
+        partial.replace(done)  # whole or absent to a reader
+    except BaseException:
+        lock.unlink(missing_ok=True)
+        raise
     return records
 
 
 def _shared_records(key: tuple[str, str]) -> list[dict[str, Any]]:
-    """Another worker's sweep of ``key``, waited for; swept here if it never comes."""
-    done = _shared_file(key, "json")
-    assert done is not None
+    """Another worker's sweep of ``key``: read once it is written, or swept here if its
+    claimant gave it up (its lock removed) or it never comes (a claimant killed)."""
+    done, lock = _shared_file(key, "json"), _shared_file(key, "lock")
+    assert done is not None and lock is not None
     deadline = time.monotonic() + 3 * GROUP_TIMEOUT
     while time.monotonic() < deadline:
         if done.exists():
             records: list[dict[str, Any]] = json.loads(done.read_text(encoding="utf-8"))
             _RESULTS[key] = records
             return records
+        if not lock.exists():
+            mine = _claimed_sweep(*key)
+            if mine is not None:
+                return mine
         time.sleep(0.2)
     return _sweep(*key)
 
@@ -179,9 +189,12 @@ def start(keys: list[tuple[str, str]]) -> None:
 
 def sweep(backend: str, group: str) -> list[dict[str, Any]]:
     """The outcome of every case of ``group`` on ``backend`` (run once per session)."""
-    start([(backend, group)])
-    records = _JOBS[(backend, group)].result()
-    return records if records is not None else _shared_records((backend, group))
+    key = (backend, group)
+    if key in _RESULTS:  # swept here, or read from another worker's sweep
+        return _RESULTS[key]
+    start([key])
+    records = _JOBS[key].result()
+    return records if records is not None else _shared_records(key)
 
 
 def _sweep(backend: str, group: str, group_timeout: float = GROUP_TIMEOUT, case_timeout: float = CASE_TIMEOUT) -> list[dict[str, Any]]:
@@ -453,7 +466,7 @@ def summary() -> list[str]:
 def _jobs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Start every sweep the selected tests need, slowest backends first, and print the
     summary when the module is done."""
-    global _SHARED
+    global _SHARED, _POOL
     if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' temporary dirs share this session's root
         _SHARED = tmp_path_factory.getbasetemp().parent
     available = _available()
@@ -471,6 +484,9 @@ def _jobs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     yield
     if _POOL is not None:
         _POOL.shutdown(wait=True, cancel_futures=True)
+        _POOL = None  # the module may come back to this worker later: a new pool then
+        for key in [k for k, f in _JOBS.items() if f.cancelled()]:
+            del _JOBS[key]
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is None or capture is None or not _RESULTS:

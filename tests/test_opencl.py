@@ -607,6 +607,12 @@ def test_launch1d_covers_every_element_with_any_work_group_size(be: Any, group: 
         np.testing.assert_array_equal(ok.ops.neg(x).numpy(), -x)
         assert sum(g[0] for g, _ in sizes) == n, sizes
         assert all(g[0] % (l[0] if l else 1) == 0 for g, l in sizes), sizes
+    # a kernel whose own work-group limit is below group1d: whole groups of 64 under it
+    monkeypatch.setattr(be, "_group_limit", lambda kernel: 200)
+    sizes.clear()
+    x = np.arange(1000, dtype=np.float32)
+    np.testing.assert_array_equal(ok.ops.neg(x).numpy(), -x)
+    assert all((l or (1,))[0] <= 192 for _, l in sizes) and sum(g[0] for g, _ in sizes) == 1000, sizes
 
 
 @pytest.mark.parametrize("dtype,index", [("float32", "int32"), ("float64", "int64"), ("int32", "int64")])

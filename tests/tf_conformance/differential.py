@@ -276,7 +276,9 @@ KNOWN_DIFFERENCES: list[Rule] = [
     *[Rule("blas-zero-times-inf", op,
            "the cpu backend's matrix products call BLAS (OpenBLAS through numpy), which skips a zero multiplier: a "
            "0 * inf term adds nothing instead of NaN, so a NaN that comes only from such a term is missing (and a zero "
-           "may lose its sign); TensorFlow's Eigen contraction computes every product.  Finite inputs agree",
+           "may lose its sign); TensorFlow's Eigen contraction computes every product, as does the native kernel "
+           "that float32 BatchMatMul items with k and n up to 512 take when the batch is shared out (docs/index.md): "
+           "which one a call gets depends on its sizes.  Finite inputs agree",
            lambda case, tf, got, detail: detail.startswith("[values]")
            and any(not np.isfinite(a).all() for a in _floats(case)) and _differs_only_where_tf_nan_or_zero(tf, got))
       for op in ("MatMul", "BatchMatMul")],

@@ -338,8 +338,14 @@ def _softmax_grad_shape(ctx: Any) -> None:
 def _softmax_vjp(grad: Tensor, softmax: Tensor) -> Any:
     """(grad - sum(grad * softmax, -1)) * softmax: the softmax Jacobian applied to ``grad``,
     as one SoftmaxGrad op (a row kernel: one pass for the sums, one for the result, where
-    the composition took four ops and four passes)."""
-    return _ops().softmax_grad(grad, softmax)
+    the composition took four ops and four passes) when both have one known shape; composed
+    where they broadcast (SoftmaxCrossEntropyWithLogits' features against its labels) or a
+    trace left a dimension unknown."""
+    ops = _ops()
+    shape = tuple(grad.shape)
+    if shape == tuple(softmax.shape) and None not in shape:
+        return ops.softmax_grad(grad, softmax)
+    return ops.mul(ops.sub(grad, ops.sum(ops.mul(grad, softmax), -1, keep_dims=True)), softmax)
 
 
 def _softmax_grad_grad(op: Any, grad: Tensor) -> list[Any]:

@@ -165,6 +165,7 @@ class OpenCLBackend(ok.Backend):
         self._pending: deque[Any] = deque()  # events of uploads still reading host memory
         self._bound_kernels: dict[tuple[Any, ...], Any] = {}
         self._bound_values: dict[tuple[Any, int], tuple[Any, tuple[Any, ...]]] = {}
+        self._group_limits: dict[Any, int] = {}
         self._arg_kinds: dict[type, int] = {}
         self._tls = threading.local()
         self._geometry: dict[tuple[tuple[int, ...], np.dtype[Any]], tuple[int, tuple[int, ...]]] = {}
@@ -469,6 +470,8 @@ class OpenCLBackend(ok.Backend):
         work-groups of ``group`` (default ``group1d``), then of 64 (PoCL vectorises
         those), the remainder in groups of 1.  ``values``: as for ``launch``."""
         G = self.group1d if group is None else group
+        if G > 64:
+            G = min(G, self._group_limit(kernel)) // 64 * 64  # whole groups of 64 within the kernel's own limit
         big = n - n % G if G > 64 else 0
         main = n - n % 64
         with self.launch_lock:
@@ -478,6 +481,21 @@ class OpenCLBackend(ok.Backend):
                 self._enqueue(kernel, (main - big,), (64,), args, (big,) if big else None, values)
             if n != main:
                 self._enqueue(kernel, (n - main,), (1,), args, (main,) if main else None, values)
+
+    def _group_limit(self, kernel: Any) -> int:
+        """The largest work-group ``kernel`` takes on this device (CL_KERNEL_WORK_GROUP_SIZE,
+        which a runtime may set below the device's for a kernel using much private memory),
+        read once per kernel."""
+        limit = self._group_limits.get(kernel)
+        if limit is None:
+            try:
+                limit = int(kernel.get_work_group_info(self.cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device))
+            except Exception:  # no answer: the groups of 64 every device takes
+                limit = 64
+            if len(self._group_limits) >= self.BOUND_KERNELS:
+                self._group_limits.clear()
+            self._group_limits[kernel] = limit
+        return limit
 
     # ------------------------------------------------------------ errors and facts
 

@@ -434,8 +434,9 @@ def gemm_filled_a(
 ) -> Any | None:
     """C[M, N] = A B where ``fill_a`` writes A's panels straight into the packed MatMul's
     buffer (see ``_gemm_packed``: im2col does, saving the packing pass over A).  None when
-    the product does not take the packed kernel (or is empty): the caller then builds A
-    and calls ``gemm``."""
+    the product takes neither the packed nor the direct kernel (or is empty): the caller
+    then builds A and calls ``gemm``.  A product that would take the direct kernel takes
+    the packed one here, since im2col writes its panels as cheaply as a copy of A."""
     if M * N * K == 0 or matmul_variant(be, M * N * K) not in ("packed", "direct"):
         return None
     out = be.new_array((M, N), b.dtype)
