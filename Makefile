@@ -59,6 +59,11 @@ layers: install-test
 # nvcc builds the CUDA op library of tests/test_c_op_library.py (docs/c-kernels.md says where to get it).
 TEST_ENV := OPKERNEL_STRICT_PLUGINS=1 OPKERNEL_REQUIRE_NVRTC=1 OPKERNEL_REQUIRE_NVCC=1
 OPENCL_TESTS ?= opencl or program_cache or device_kernel_api
+# The randomized TensorFlow differential test (tests/tf_conformance/test_tf_differential.py)
+# runs 12 calls per op on the default device and this many on every other device: the same
+# kernel sources, whose every op test runs there in full; on PoCL the 12 took 130 s, most of
+# it compiling.
+OTHER_DEVICE_TFDIFF_PER_OP ?= 4
 # Test processes (pytest-xdist): two keep a 2-core machine busy, since most of a test's time
 # is one process (a child process's start, a compile, a kernel) while the other waits.
 # TEST_WORKERS=0 runs the suite in one process.
@@ -73,7 +78,7 @@ test: typecheck layers
 	@devices="$$($(BIN)/python -m opkernel_opencl.devices --others)" || exit 1; \
 	for device in $$devices; do \
 		echo "== the OpenCL tests on OpenCL device $$device (OPKERNEL_OPENCL_DEVICE=$$device)"; \
-		OPKERNEL_OPENCL_DEVICE=$$device $(TEST_ENV) $(PYTEST) --opkernel-backends=opencl \
+		OPKERNEL_OPENCL_DEVICE=$$device OPKERNEL_TFDIFF_PER_OP=$(OTHER_DEVICE_TFDIFF_PER_OP) $(TEST_ENV) $(PYTEST) --opkernel-backends=opencl \
 			-k '$(OPENCL_TESTS)' $(PYTEST_ARGS) || exit 1; \
 	done
 
