@@ -23,9 +23,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
@@ -33,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import opkernel as ok  # noqa: E402
 from harness import Timed, fmt_time, interleaved  # noqa: E402
+from layer_norm_bench import in_numpy  # noqa: E402  (the native module hidden from the kernels)
 from run import environment, torch  # noqa: E402
 
 FLOAT32 = ok.dtypes.as_dtype("float32")
@@ -46,26 +46,6 @@ PRODUCTS = [
     ("ds k", (32, 4, 64, 64), (32, 4, 64, 16), False, False),
     ("ds^T q", (32, 4, 64, 64), (32, 4, 64, 16), True, False),
 ]
-
-
-@contextmanager
-def numpy_paths() -> Iterator[None]:
-    """The cpu plugin's numpy paths: the native module hidden from the kernels."""
-    from opkernel_cpu import sharding
-
-    saved = sharding._native
-    sharding._native = None
-    try:
-        yield
-    finally:
-        sharding._native = saved
-
-
-def in_numpy(fn: Callable[[], Any]) -> Callable[[], Any]:
-    def call() -> Any:
-        with numpy_paths():
-            return fn()
-    return call
 
 
 def row(*cells: Any) -> None:

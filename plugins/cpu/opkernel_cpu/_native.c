@@ -1431,6 +1431,30 @@ static void rows_loop_f64(char **args, npy_intp const *count, npy_intp const *st
     rows_f64((const double *)args[0], (double *)args[1], *count, job->n, job->kind);
 }
 
+/* A row kernel's job over ``nrows`` rows of ``n`` values (loop, data, args and their row
+ * sizes set by the caller): blocks of about 16 K elements, so that a late thread still
+ * finds some, shared out on the pool when ``threads`` > 1, else (or when the pool is busy)
+ * all here.  Returns the floating-point flags raised, or -1 with an exception set. */
+static int run_rows(Job *job, npy_intp nrows, npy_intp n, int threads) {
+    job->size = nrows;
+    job->block = (1 << 14) / n > 1 ? (1 << 14) / n : 1;
+    job->nblocks = nrows / job->block + (nrows % job->block != 0);
+    job->rounding = fegetround();
+    int raised = -1;
+    if (threads > 1 && job->nblocks > 1 && job->nblocks <= 0xffffffffLL) {
+        if (run_job(job, threads, &raised) < 0) return -1;
+    }
+    if (raised == -1) {
+        Py_BEGIN_ALLOW_THREADS
+        feclearexcept(FPE_FLAGS);
+        job->loop(job->ptr, &nrows, job->itemsize, job->data);
+        raised = fetestexcept(FPE_FLAGS);
+        feclearexcept(FPE_FLAGS);
+        Py_END_ALLOW_THREADS
+    }
+    return raised;
+}
+
 PyDoc_STRVAR(rows_doc,
 "rows(kind, x, out, threads) -> int\n\n"
 "Over the last axis of ``x`` (C-contiguous float32 or float64, rank >= 1, non-empty rows):\n"
@@ -1469,21 +1493,7 @@ static PyObject *rows(PyObject *self, PyObject *args) {
     job.ptr[1] = PyArray_BYTES(out);
     job.itemsize[0] = n * itemsize;
     job.itemsize[1] = (kind == ROW_SUM ? 1 : n) * itemsize;
-    job.size = nrows;
-    /* blocks of about 16 K elements, so a late thread still finds some */
-    job.block = (1 << 14) / n > 1 ? (1 << 14) / n : 1;
-    job.nblocks = nrows / job.block + (nrows % job.block != 0);
-    job.rounding = fegetround();
-    int raised = -1;
-    if (threads > 1 && job.nblocks > 1 && job.nblocks <= 0xffffffffLL) {
-        if (run_job(&job, threads, &raised) < 0) return NULL;
-    }
-    if (raised == -1) { /* one thread, or the pool is busy: all rows here */
-        Py_BEGIN_ALLOW_THREADS
-        char *ptrs[2] = {job.ptr[0], job.ptr[1]};
-        job.loop(ptrs, &nrows, job.itemsize, job.data);
-        Py_END_ALLOW_THREADS
-    }
+    if (run_rows(&job, nrows, n, threads) < 0) return NULL;
     return PyLong_FromLong(0);
 }
 
@@ -1553,23 +1563,8 @@ static PyObject *softmax_grad(PyObject *self, PyObject *args) {
         job.ptr[i] = PyArray_BYTES(a[i]);
         job.itemsize[i] = n * itemsize;
     }
-    job.size = nrows;
-    job.block = (1 << 14) / n > 1 ? (1 << 14) / n : 1; /* blocks of about 16 K elements */
-    job.nblocks = nrows / job.block + (nrows % job.block != 0);
-    job.rounding = fegetround();
-    int raised = -1;
-    if (threads > 1 && job.nblocks > 1 && job.nblocks <= 0xffffffffLL) {
-        if (run_job(&job, threads, &raised) < 0) return NULL;
-    }
-    if (raised == -1) { /* one thread, or the pool is busy: all rows here */
-        Py_BEGIN_ALLOW_THREADS
-        feclearexcept(FPE_FLAGS);
-        job.loop(job.ptr, &nrows, job.itemsize, job.data);
-        raised = fetestexcept(FPE_FLAGS);
-        feclearexcept(FPE_FLAGS);
-        Py_END_ALLOW_THREADS
-    }
-    return PyLong_FromLong(raised);
+    int raised = run_rows(&job, nrows, n, threads);
+    return raised < 0 ? NULL : PyLong_FromLong(raised);
 }
 
 /* ---------------------------------------------------------------- layer normalization
