@@ -284,8 +284,10 @@ def test_opencl_fused_source_reads_each_input_through_its_layout():
         ops=("Mul", "Mul", "Mul", "Exp"),
     )
     src = fused_source(program, [spec_of("Mul")] * 3 + [spec_of("Exp")])
-    assert "T s0 = x0[i];" in src and "T s1 = x1[0];" in src and "T s2 = x2[i % 6];" in src
-    assert "T s3 = x3[(i / 6) % 4];" in src and "o0[i] = s7;" in src and "o1[i] = s4;" in src
+    # whole-shape inputs and the outputs at the long index gi, the broadcast ones through int i
+    assert "long gi = get_global_id(0); int i = (int)gi;" in src
+    assert "T s0 = x0[gi];" in src and "T s1 = x1[0];" in src and "T s2 = x2[i % 6];" in src
+    assert "T s3 = x3[(i / 6) % 4];" in src and "o0[gi] = s7;" in src and "o1[gi] = s4;" in src
     assert "s5 = (T)(a * b)" in src and "s7 = (T)(exp(a))" in src
 
 

@@ -711,3 +711,41 @@ def test_broadcasting_kernels_agree_with_numpy(be: Any, sa: Any, sb: Any) -> Non
     shape = np.broadcast_shapes(sa, sb)
     cond = rng.random(shape[-1:]) > 0.5
     np.testing.assert_array_equal(ok.ops.select_v2(cond, a, b).numpy(), np.where(cond, a, b))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_row_kernels_read_as_vectors_agree_with_the_scalar_loops(be: Any, dtype: str) -> None:
+    """Softmax, LogSoftmax, SoftmaxGrad and the layer norm pair over rows of a multiple of 8
+    (the ``*_v8`` kernels on CPU devices) give the scalar loops' values, NaN, inf and -inf
+    rows included, on every device the suite runs on."""
+    if dtype == "float64" and not be.fp64:
+        pytest.skip("no float64 on this device")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 32)).astype(dtype)
+    x[1, 3] = np.nan
+    x[2, :] = -np.inf
+    x[3, 5] = np.inf
+    x[4, 9] = -np.inf
+    g = rng.standard_normal((6, 32)).astype(dtype)
+    s = np.exp(x - 1).astype(dtype)
+    scale, offset = rng.standard_normal(32).astype(dtype), rng.standard_normal(32).astype(dtype)
+    t = ok.tensor
+
+    def outputs() -> list[np.ndarray]:
+        fwd = ok.ops.fused_layer_norm(t(x), t(scale), t(offset), epsilon=1e-3)
+        back = ok.ops.fused_layer_norm_grad(t(g), t(x), t(scale), epsilon=1e-3)
+        return [ok.ops.softmax(t(x)).numpy(), ok.ops.log_softmax(t(x)).numpy(), ok.ops.softmax_grad(t(g), t(s)).numpy(),
+                fwd.numpy(), *[o.numpy() for o in back]]
+
+    was = be.row_vectors
+    try:
+        be.row_vectors = False
+        scalar = outputs()
+        be.row_vectors = True
+        vector = outputs()
+    finally:
+        be.row_vectors = was
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for name, a, b in zip(["Softmax", "LogSoftmax", "SoftmaxGrad", "FusedLayerNorm", "dx", "dscale", "doffset"],
+                          scalar, vector):
+        np.testing.assert_allclose(b, a, rtol=tol, atol=tol, equal_nan=True, err_msg=name)

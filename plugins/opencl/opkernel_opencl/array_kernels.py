@@ -53,7 +53,7 @@ __kernel void scopy(__global {W}* out, __global const {W}* x, int rank, dims_t s
   out[o] = x[s];
 }}
 __kernel void copy(__global {W}* restrict out, __global const {W}* restrict x, int out_off, int x_off) {{
-  int i = get_global_id(0); out[out_off + i] = x[x_off + i];
+  long i = get_global_id(0); out[out_off + i] = x[x_off + i];
 }}
 __kernel void scopy_rows(__global {W}* out, __global const {W}* x, int rank, dims_t shape,
                          dims_t so, dims_t sx, int out_off, int x_off, int inner) {{

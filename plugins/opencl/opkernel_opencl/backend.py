@@ -160,6 +160,9 @@ class OpenCLBackend(ok.Backend):
         # floats from 0.38 to 0.32 ms (interleaved, medians).  PoCL vectorises groups of 64.
         intel_cpu = self.is_cpu and "intel" in device.platform.vendor.lower()
         self.group1d = 1024 if intel_cpu and self.max_work_group >= 1024 else 64
+        # Row kernels reading their rows as vectors of 8 on CPU devices (common.vector_rows);
+        # OPKERNEL_OPENCL_ROWS=scalar keeps the scalar loops everywhere.
+        self.row_vectors = self.is_cpu and os.environ.get("OPKERNEL_OPENCL_ROWS", "").strip().lower() != "scalar"
         self.programs = ProgramCache(self)
         self.launch_lock = threading.Lock()  # a Kernel's arguments are shared state
         self._pending: deque[Any] = deque()  # events of uploads still reading host memory

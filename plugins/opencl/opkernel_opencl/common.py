@@ -94,3 +94,12 @@ def literal(value: float, dtype: str) -> str:
     """An OpenCL C literal of a floating ``dtype``."""
     text = repr(float(value))
     return text + "f" if dtype == "float32" else text
+
+
+def vector_rows(be: Any, C: int, itemsize: int) -> bool:
+    """Whether a row kernel (Softmax, SoftmaxGrad, the layer norm pair) reads rows of ``C``
+    values of ``itemsize`` bytes as vectors of 8 (its ``*_v8`` kernel): on CPU devices
+    (``be.row_vectors``), for rows of a multiple of 8 values, where buffers start on a
+    boundary of 8 values (kernels read arrays from their buffer's start, so every row
+    then starts on a vector)."""
+    return bool(be.row_vectors) and C >= 8 and C % 8 == 0 and be.base_align % (8 * itemsize) == 0

@@ -1,7 +1,8 @@
 """OpenCL kernels of FusedLayerNorm and FusedLayerNormGrad.
 
 A work-item per row (the normalized last axis) computes the row's mean and uncorrected
-variance in two passes and writes the row; the gradient's work-items also keep each
+variance in two passes and writes the row (on CPU devices, rows of a multiple of 8 values
+read as vectors of 8: ``common.vector_rows``); the gradient's work-items also keep each
 row's mean and rstd, which a work-item per column then reads to sum the scale's and
 offset's gradients over the rows in order (deterministic, no atomics).  float16 is
 computed in float32.
@@ -18,7 +19,7 @@ from opkernel.ops.layer_norm_ops import check_layer_norm
 
 from .array_kernels import BE, zeros
 from .backend import ctype
-from .common import fail
+from .common import fail, vector_rows
 from .elementwise import KernelRow, float32_compute, register_table
 from .programs import family
 
@@ -67,6 +68,37 @@ __kernel void layer_norm_grad_params(__global {T}* dscale, __global {T}* doffset
   }}
   dscale[j] = ds; doffset[j] = db;
 }}
+// The same on a CPU device for rows of C % 8 == 0 (common.vector_rows): each row read
+// as vectors of 8, the lanes' sums combined pairwise at the end.
+#define V8 {T}8
+inline {T} hsum8(V8 v) {{ {T}4 a = v.lo + v.hi; {T}2 b = a.lo + a.hi; return b.lo + b.hi; }}
+inline void row_stats8(__global const V8* xr, long n, long C, {T} eps, {T}* mean, {T}* rstd) {{
+  V8 s = 0;
+  for (long i = 0; i < n; i++) s += xr[i];
+  {T} m = hsum8(s) / ({T})C; V8 v = 0;
+  for (long i = 0; i < n; i++) {{ V8 d = xr[i] - m; v += d * d; }}
+  *mean = m; *rstd = ({T})1 / sqrt(hsum8(v) / ({T})C + eps);
+}}
+__kernel void layer_norm_v8(__global {T}* y, __global const {T}* x, __global const {T}* scale,
+                            __global const {T}* offset, long C, {T} eps) {{
+  long r = get_global_id(0), n = C / 8;
+  __global const V8* xr = (__global const V8*)(x + r * C); __global V8* yr = (__global V8*)(y + r * C);
+  __global const V8* sc = (__global const V8*)scale; __global const V8* of = (__global const V8*)offset;
+  {T} m, rstd; row_stats8(xr, n, C, eps, &m, &rstd);
+  for (long i = 0; i < n; i++) yr[i] = (xr[i] - m) * rstd * sc[i] + of[i];
+}}
+__kernel void layer_norm_grad_x_v8(__global {T}* dx, __global {T}* means, __global {T}* rstds, __global const {T}* dy,
+                                   __global const {T}* x, __global const {T}* scale, long C, {T} eps) {{
+  long r = get_global_id(0), n = C / 8;
+  __global const V8* xr = (__global const V8*)(x + r * C); __global const V8* dr = (__global const V8*)(dy + r * C);
+  __global V8* out = (__global V8*)(dx + r * C); __global const V8* sc = (__global const V8*)scale;
+  {T} m, rstd; row_stats8(xr, n, C, eps, &m, &rstd);
+  V8 sg = 0, sgx = 0;
+  for (long i = 0; i < n; i++) {{ V8 g = dr[i] * sc[i]; sg += g; sgx += g * ((xr[i] - m) * rstd); }}
+  {T} mg = hsum8(sg) / ({T})C, mgx = hsum8(sgx) / ({T})C;
+  for (long i = 0; i < n; i++) out[i] = rstd * (dr[i] * sc[i] - mg - (xr[i] - m) * rstd * mgx);
+  means[r] = m; rstds[r] = rstd;
+}}
 """
 
 
@@ -77,7 +109,8 @@ def _fused_layer_norm(x: Any, scale: Any, offset: Any, epsilon: float, T: ok.DTy
     y = be.new_array(tuple(x.shape), x.dtype)
     if y.size:
         t = np.dtype(T.np).type
-        k = be.programs.kernel("layer_norm", T.name, "layer_norm", op)
+        name = "layer_norm_v8" if vector_rows(be, c, y.dtype.itemsize) else "layer_norm"
+        k = be.programs.kernel("layer_norm", T.name, name, op)
         be.launch(k, (y.size // c,), None, y.base_data, x.base_data, scale.base_data, offset.base_data, np.int64(c),
                   t(epsilon))
     return y
@@ -97,7 +130,8 @@ def _fused_layer_norm_grad(y_backprop: Any, x: Any, scale: Any, epsilon: float, 
     t = np.dtype(T.np).type
     if dx.size:
         means, rstds = be.new_array((rows,), x.dtype), be.new_array((rows,), x.dtype)
-        k = be.programs.kernel("layer_norm", T.name, "layer_norm_grad_x", op)
+        name = "layer_norm_grad_x_v8" if vector_rows(be, c, dx.dtype.itemsize) else "layer_norm_grad_x"
+        k = be.programs.kernel("layer_norm", T.name, name, op)
         be.launch(k, (rows,), None, dx.base_data, means.base_data, rstds.base_data, y_backprop.base_data, x.base_data,
                   scale.base_data, np.int64(c), t(epsilon))
         k = be.programs.kernel("layer_norm", T.name, "layer_norm_grad_params", op)

@@ -36,18 +36,18 @@ def _state_source(dtype: str) -> str:
     ld, st = ("vload_half(i, p)", "vstore_half(v, i, p)") if half else ("p[i]", "p[i] = (v)")
     float_part = "" if dtype not in FLOATS + ("float16",) else """
 __kernel void sgd(__global T* var, __global const T* alpha, __global const T* delta) {
-  int i = get_global_id(0); ST(var, i, LD(var, i) - LD(alpha, 0) * LD(delta, i));
+  long i = get_global_id(0); ST(var, i, LD(var, i) - LD(alpha, 0) * LD(delta, i));
 }
 __kernel void momentum(__global T* var, __global T* accum, __global const T* lr, __global const T* grad,
                        __global const T* momentum, int nesterov) {
-  int i = get_global_id(0); C m = LD(momentum, 0); C g = LD(grad, i);
+  long i = get_global_id(0); C m = LD(momentum, 0); C g = LD(grad, i);
   ST(accum, i, LD(accum, i) * m + g); C a = LD(accum, i);
   ST(var, i, LD(var, i) - (nesterov ? LD(lr, 0) * (g + m * a) : LD(lr, 0) * a));
 }
 __kernel void adam(__global T* var, __global T* m, __global T* v, __global const T* b1p, __global const T* b2p,
                    __global const T* lr, __global const T* b1, __global const T* b2, __global const T* eps,
                    __global const T* grad, int nesterov) {
-  int i = get_global_id(0); C g = LD(grad, i); C beta1 = LD(b1, 0); C beta2 = LD(b2, 0);
+  long i = get_global_id(0); C g = LD(grad, i); C beta1 = LD(b1, 0); C beta2 = LD(b2, 0);
   C lr_t = LD(lr, 0) * sqrt(1 - LD(b2p, 0)) / (1 - LD(b1p, 0));
   ST(m, i, LD(m, i) + (g - LD(m, i)) * (1 - beta1)); ST(v, i, LD(v, i) + (g * g - LD(v, i)) * (1 - beta2));
   C mi = LD(m, i); C vi = LD(v, i);
@@ -60,8 +60,8 @@ __kernel void adam(__global T* var, __global T* m, __global T* v, __global const
 #define C {C}
 #define LD(p, i) {ld}
 #define ST(p, i, v) {st}
-__kernel void assign_add(__global T* ref, __global const T* value) {{ int i = get_global_id(0); ST(ref, i, LD(ref, i) + LD(value, i)); }}
-__kernel void assign_sub(__global T* ref, __global const T* value) {{ int i = get_global_id(0); ST(ref, i, LD(ref, i) - LD(value, i)); }}
+__kernel void assign_add(__global T* ref, __global const T* value) {{ long i = get_global_id(0); ST(ref, i, LD(ref, i) + LD(value, i)); }}
+__kernel void assign_sub(__global T* ref, __global const T* value) {{ long i = get_global_id(0); ST(ref, i, LD(ref, i) - LD(value, i)); }}
 {float_part}
 #undef T
 #undef C
