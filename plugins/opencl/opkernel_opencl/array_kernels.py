@@ -18,6 +18,7 @@ string tensors live on this backend.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Sequence
 
@@ -113,30 +114,46 @@ def strided_copy(
     x: Any, x_off: int, x_strides: Sequence[int], shape: Sequence[int],
 ) -> None:
     """out[out_off + idx . out_strides] = x[x_off + idx . x_strides] for every idx < shape."""
+    plan = _copy_plan(tuple(shape), tuple(out_strides), tuple(x_strides), out_off, x_off)
+    if plan is None:
+        return
+    if isinstance(plan, str):
+        raise fail(op, plan)
+    name, n, values = plan
+    be.launch1d(be.programs.kernel("scopy", str(x.dtype.itemsize), name, op), n, out.base_data, x.base_data,
+                values=values)
+
+
+@functools.lru_cache(maxsize=512)
+def _copy_plan(shape: tuple[int, ...], out_strides: tuple[int, ...], x_strides: tuple[int, ...], out_off: int,
+               x_off: int) -> tuple[str, int, tuple[Any, ...]] | str | None:
+    """strided_copy's kernel, work-items and by-value arguments for one layout, made once
+    (a model copies the same few layouts at every step); None: nothing to copy; a string:
+    the error of a layout no kernel takes."""
     n = int(math.prod(shape))
     if n == 0:
-        return
-    size = str(x.dtype.itemsize)
+        return None
     cshape, (so, sx) = collapse(shape, out_strides, x_strides)
     if len(cshape) == 1 and so[0] == 1 and sx[0] == 1:
-        be.launch1d(be.programs.kernel("scopy", size, "copy", op), n, out.base_data, x.base_data, np.int32(out_off), np.int32(x_off))
-        return
+        return "copy", n, (np.int32(out_off), np.int32(x_off))
     if len(cshape) > 8:
-        raise fail(op, f"copies over more than 8 non-trivial dimensions are not supported, got shape {list(shape)}")
+        return f"copies over more than 8 non-trivial dimensions are not supported, got shape {list(shape)}"
     if len(cshape) > 1 and so[-1] == 1 and sx[-1] == 1 and _ROW_COPY_LEAST <= cshape[-1] <= _ROW_COPY_MOST:
         # a work-item per contiguous run of the last axis: the index arithmetic (a division
         # and a remainder per axis) once a run, not once an element
         inner = cshape[-1]
-        be.launch1d(
-            be.programs.kernel("scopy", size, "scopy_rows", op), n // inner, out.base_data, x.base_data,
-            np.int32(len(cshape) - 1), dims(cshape[:-1]), dims(so[:-1]), dims(sx[:-1]), np.int32(out_off),
-            np.int32(x_off), np.int32(inner),
-        )
-        return
-    be.launch1d(
-        be.programs.kernel("scopy", size, "scopy", op), n, out.base_data, x.base_data, np.int32(len(cshape)),
-        dims(cshape), dims(so), dims(sx), np.int32(out_off), np.int32(x_off),
-    )
+        return "scopy_rows", n // inner, _frozen(np.int32(len(cshape) - 1), dims(cshape[:-1]), dims(so[:-1]),
+                                                 dims(sx[:-1]), np.int32(out_off), np.int32(x_off), np.int32(inner))
+    return "scopy", n, _frozen(np.int32(len(cshape)), dims(cshape), dims(so), dims(sx), np.int32(out_off),
+                               np.int32(x_off))
+
+
+def _frozen(*values: Any) -> tuple[Any, ...]:
+    """Cached kernel arguments, their arrays made read-only."""
+    for v in values:
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+    return values
 
 
 #: The runs of the last axis that strided_copy copies a run per work-item: from 4
@@ -254,7 +271,13 @@ def transpose(x: Any, perm: np.ndarray, **attrs: Any) -> Any:
         raise fail("Transpose", f"perm {given} is not a permutation of the {x.ndim} dimensions of the input {list(x.shape)}")
     if p == sorted(p):
         return x
-    return gather_view(BE(), "Transpose", x, lambda g: np.transpose(g, p))
+    # the layout of np.transpose's view, written directly (no ghost view: Transpose runs at
+    # every step of a model)
+    be, strides = BE(), contiguous_strides(x.shape)
+    shape = tuple(x.shape[k] for k in p)
+    out = be.new_array(shape, x.dtype)
+    strided_copy(be, "Transpose", out, 0, contiguous_strides(shape), x, 0, [strides[k] for k in p], shape)
+    return out
 
 
 def invert_permutation(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
