@@ -970,3 +970,51 @@ def test_native_softmax_grad_computes_nothing_it_cannot():
     assert native.softmax_grad(g.T, g.T, out, 1) == -2  # not C-contiguous
     assert native.softmax_grad(np.float32(1) * g[0, :0], g[0, :0], out[0, :0], 1) == -2  # empty rows
     assert not out.any()
+
+
+def test_native_exp_is_within_one_ulp_and_flushes_like_tensorflow():
+    """float32 Exp's native ufunc (Cephes's expf): within 1 ulp of the exact value over the
+    whole normal range (numpy's own loop is within 2.5 here), inf from the first float whose
+    exp overflows, 0 where the result leaves the normal floats (TensorFlow's CPU threads flush
+    such results), NaN kept; the Exp op uses it for float32 and numpy's exp otherwise."""
+    x = np.linspace(-110, 95, 1_000_001, dtype=np.float32)
+    with np.errstate(over="ignore"):  # an overflow to inf raises the flag, as numpy's exp does
+        got = native.exp(x)
+        exact = np.exp(x.astype(np.float64))
+        rounded = exact.astype(np.float32)
+    normal = np.isfinite(rounded) & (rounded >= np.finfo(np.float32).tiny)
+    ulps = np.abs(got[normal].astype(np.float64) - exact[normal]) / np.spacing(rounded[normal]).astype(np.float64)
+    assert ulps.max() <= 1.01
+    assert (got[~normal & (x < 0)] == 0).all() and np.isinf(got[~normal & (x > 0)]).all()
+    first_overflow = np.float32(88.7228394)
+    below = np.nextafter(first_overflow, np.float32(0))
+    with np.errstate(over="ignore"):
+        edges = native.exp(np.array([first_overflow, below, np.nan, np.inf, -np.inf, 0.0, -0.0], np.float32))
+    assert np.isinf(edges[0]) and np.isfinite(edges[1]) and np.isnan(edges[2])
+    assert edges[3] == np.inf and edges[4] == 0 and edges[5] == 1 and edges[6] == 1
+    smallest = np.float32(-87.33654)  # the smallest float whose exp is a normal float
+    assert native.exp(smallest) >= np.finfo(np.float32).tiny
+    assert native.exp(np.nextafter(smallest, np.float32(-100))) == 0
+    with ok.use_backend("cpu"):
+        np.testing.assert_array_equal(ok.ops.exp(x[:1000]).numpy(), got[:1000])
+        x64 = x[:1000].astype(np.float64)
+        np.testing.assert_array_equal(ok.ops.exp(x64).numpy(), np.exp(x64))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_relu_and_rsqrt_give_the_numpy_paths_bits(dtype):
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.standard_normal(70_001).astype(dtype) * 10,
+                        np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, -5e-324, 4.0], dtype)])
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+    with np.errstate(all="ignore"):
+        rsqrt_ref = np.reciprocal(np.sqrt(x))
+    relu_ref = np.maximum(x, dtype(0))
+    for arr, relu_want, rsqrt_want in ((x, relu_ref, rsqrt_ref), (x[::3], relu_ref[::3], rsqrt_ref[::3])):
+        np.testing.assert_array_equal(native.relu(arr).view(bits), relu_want.view(bits))
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(native.rsqrt(arr).view(bits), rsqrt_want.view(bits))
+    assert native.relu(np.array([-0.0], dtype)).view(bits)[0] == 0  # +0.0, TensorFlow's answer
+    with ok.use_backend("cpu"):
+        np.testing.assert_array_equal(ok.ops.relu(x).numpy().view(bits), relu_ref.view(bits))
+        np.testing.assert_array_equal(ok.ops.rsqrt(x).numpy().view(bits), rsqrt_ref.view(bits))

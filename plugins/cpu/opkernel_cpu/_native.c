@@ -1304,18 +1304,26 @@ typedef struct {
 enum { ROW_SOFTMAX = 0, ROW_LOG_SOFTMAX = 1, ROW_SUM = 2 };
 #define LANES 8
 
-/* exp(x) for x <= 0 or NaN, branch-free (vectorizes): Cephes's expf. */
-static inline float exp_nonpositive_f32(float x) {
-    float c = x > -87.33654f ? x : -87.33654f; /* NaN: -87.3 here, NaN from the select below */
-    float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(c / ln 2) */
-    float r = (c - n * 0.693359375f) - n * -2.12194440e-4f;
+/* Cephes's expf reduced: n = round(c / ln 2) (into *n) and exp(c - n ln 2) by its polynomial,
+ * for finite c in [-87.34, 88.73]; the callers scale by 2^n. */
+static inline __attribute__((always_inline)) float cephes_exp_reduced(float c, float *n) {
+    float k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(c / ln 2) */
+    float r = (c - k * 0.693359375f) - k * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    float e = p * (r * r) + r + 1.0f;
+    *n = k;
+    return p * (r * r) + r + 1.0f;
+}
+
+/* exp(x) for x <= 0 or NaN, branch-free (vectorizes): Cephes's expf. */
+static inline float exp_nonpositive_f32(float x) {
+    float c = x > -87.33654f ? x : -87.33654f; /* NaN: -87.3 here, NaN from the select below */
+    float n;
+    float e = cephes_exp_reduced(c, &n);
     int32_t bits = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
@@ -2079,20 +2087,25 @@ static inline __attribute__((always_inline)) float erf_one_f32(float v) {
     return v == v ? r : v;
 }
 
-WIDE_CLONES __attribute__((optimize("fp-contract=fast")))
-static void erf_f32_contiguous(const float *x, float *out, npy_intp n, const void *data) {
-    (void)data;
-    for (npy_intp i = 0; i < n; i++) out[i] = erf_one_f32(x[i]);
-}
+/* A float32 ufunc loop applying ONE (an inlined scalar function the clones vectorize), and a
+ * float64 one applying the C library's FN. */
+#define F32_ONE_LOOP(NAME, ONE)                                                                  \
+    WIDE_CLONES __attribute__((optimize("fp-contract=fast")))                                    \
+    static void NAME##_contiguous(const float *x, float *out, npy_intp n, const void *data) {    \
+        (void)data;                                                                              \
+        for (npy_intp i = 0; i < n; i++) out[i] = ONE(x[i]);                                     \
+    }                                                                                            \
+    F32_UNARY_LOOP(NAME##_loop, NAME##_contiguous)
+#define LIBM_F64_LOOP(NAME, FN)                                                                  \
+    static void NAME(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) { \
+        (void)data;                                                                              \
+        npy_intp n = dimensions[0];                                                              \
+        char *in = args[0], *out = args[1];                                                      \
+        for (npy_intp i = 0; i < n; i++, in += steps[0], out += steps[1]) *(double *)out = FN(*(const double *)in); \
+    }
 
-F32_UNARY_LOOP(erf_f32_loop, erf_f32_contiguous)
-
-static void erf_f64_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) {
-    (void)data;
-    npy_intp n = dimensions[0];
-    char *in = args[0], *out = args[1];
-    for (npy_intp i = 0; i < n; i++, in += steps[0], out += steps[1]) *(double *)out = erf(*(const double *)in);
-}
+F32_ONE_LOOP(erf_f32, erf_one_f32)
+LIBM_F64_LOOP(erf_f64_loop, erf)
 
 /* gelu (exact, with erf): x * 0.5 * (erf(x * (1 / sqrt 2)) + 1), the products and the sum in
  * the order and type ok.nn's composition writes them (Mul, Mul, Erf, Add, Mul; the constants
@@ -2169,6 +2182,99 @@ static void gelu_grad_f64_loop(char **args, npy_intp const *dimensions, npy_intp
     }
     if (!raised_before) feclearexcept(FE_INVALID);
 }
+
+/* exp for float32 (the Exp op's float32 kernel): Cephes's expf (within 1 ulp) over the whole
+ * range, branch-free so that it vectorizes: round(x / ln 2) = n, a polynomial on the rest, and
+ * 2^n applied as two halves (2^128 is not a float; its halves are).  From the largest float
+ * whose exp overflows, 88.7228394, on: inf; below -87.33654 (the smallest float whose exp
+ * is a normal float): 0, as TensorFlow's CPU threads (which flush denormals to zero) give and
+ * the row kernels' exp does; NaN stays NaN. */
+static inline __attribute__((always_inline)) float exp_one_f32(float x) {
+    float c = x < 88.72283f ? x : 88.72283f; /* NaN: 88.7 here, NaN from the last select */
+    c = c > -87.33654f ? c : -87.33654f;
+    float n;
+    float e = cephes_exp_reduced(c, &n);
+    int32_t k = (int32_t)n, k1 = k >> 1, k2 = k - k1;
+    int32_t b1 = (k1 + 127) << 23, b2 = (k2 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &b1, sizeof s1);
+    memcpy(&s2, &b2, sizeof s2);
+    float y = (e * s1) * s2;
+    y = x >= -87.33654f ? y : 0.0f; /* the smallest float whose exp is a normal float */
+    y = x < 88.7228394f ? y : INFINITY;
+    return x == x ? y : x;
+}
+
+F32_ONE_LOOP(exp_f32, exp_one_f32)
+LIBM_F64_LOOP(exp_f64_loop, exp)
+
+/* relu: x where x > 0, NaN where x is NaN, else +0.0 (TensorFlow's max(x, 0); -0.0 gives
+ * +0.0), the numpy path's bits in one pass.  rsqrt: 1 / sqrt(x), both steps correctly
+ * rounded as numpy's sqrt then reciprocal, so the same bits (a negative x: NaN, with the
+ * invalid flag as numpy's sqrt raises it; relu's NaN comparisons raise none).  Without errno
+ * (which numpy's sqrt does not set either) GCC vectorizes sqrt; with it, each negative x
+ * called into libm. */
+#define SIMPLE_UNARY(NAME, T, EXPR)                                                            \
+    WIDE_CLONES __attribute__((optimize("no-math-errno")))                                     \
+    static void NAME##_contiguous(const T *x, T *out, npy_intp n) {                            \
+        for (npy_intp i = 0; i < n; i++) {                                                     \
+            T v = x[i];                                                                        \
+            out[i] = (EXPR);                                                                   \
+        }                                                                                      \
+    }                                                                                          \
+    static void NAME##_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) { \
+        (void)data;                                                                            \
+        npy_intp n = dimensions[0];                                                            \
+        int raised_before = fetestexcept(FE_INVALID); /* a NaN's comparison raises it */      \
+        if (steps[0] == (npy_intp)sizeof(T) && steps[1] == (npy_intp)sizeof(T)) {              \
+            NAME##_contiguous((const T *)args[0], (T *)args[1], n);                            \
+        } else {                                                                               \
+            char *in = args[0], *out = args[1];                                                \
+            for (npy_intp i = 0; i < n; i++, in += steps[0], out += steps[1]) {                \
+                T v = *(const T *)in;                                                          \
+                *(T *)out = (EXPR);                                                            \
+            }                                                                                  \
+        }                                                                                      \
+        if (!raised_before) feclearexcept(FE_INVALID);                                         \
+    }
+
+SIMPLE_UNARY(relu_f32, float, v > 0.0f ? v : (v == v ? 0.0f : v))
+SIMPLE_UNARY(relu_f64, double, v > 0.0 ? v : (v == v ? 0.0 : v))
+#if defined(__x86_64__) && defined(__GNUC__)
+/* rsqrt on SSE2 vectors (every x86-64 has them; see ADAM_SSE): GCC emits no vector sqrt for
+ * sqrtf/sqrt while errno may be set, and each negative x then called into libm. */
+#define RSQRT_SSE(NAME, T, VT, PS, W)                                                          \
+    static void NAME##_contiguous(const T *x, T *out, npy_intp n) {                            \
+        npy_intp i = 0;                                                                        \
+        VT one = _mm_set1_##PS((T)1);                                                          \
+        for (; i + W <= n; i += W) _mm_storeu_##PS(out + i, _mm_div_##PS(one, _mm_sqrt_##PS(_mm_loadu_##PS(x + i)))); \
+        for (; i < n; i++) {                                                                   \
+            VT v = _mm_div_##PS(one, _mm_sqrt_##PS(_mm_set1_##PS(x[i])));                      \
+            T r[W];                                                                            \
+            _mm_storeu_##PS(r, v);                                                             \
+            out[i] = r[0];                                                                     \
+        }                                                                                      \
+    }
+RSQRT_SSE(rsqrt_f32, float, __m128, ps, 4)
+RSQRT_SSE(rsqrt_f64, double, __m128d, pd, 2)
+#define RSQRT_LOOP(NAME, T)                                                                    \
+    static void NAME##_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) { \
+        (void)data;                                                                            \
+        npy_intp n = dimensions[0];                                                            \
+        if (steps[0] == (npy_intp)sizeof(T) && steps[1] == (npy_intp)sizeof(T)) {              \
+            NAME##_contiguous((const T *)args[0], (T *)args[1], n);                            \
+            return;                                                                            \
+        }                                                                                      \
+        char *in = args[0], *out = args[1];                                                    \
+        for (npy_intp i = 0; i < n; i++, in += steps[0], out += steps[1])                      \
+            NAME##_contiguous((const T *)in, (T *)out, 1);                                     \
+    }
+RSQRT_LOOP(rsqrt_f32, float)
+RSQRT_LOOP(rsqrt_f64, double)
+#else
+SIMPLE_UNARY(rsqrt_f32, float, 1.0f / sqrtf(v))
+SIMPLE_UNARY(rsqrt_f64, double, 1.0 / sqrt(v))
+#endif
 
 /* sigmoid: 1 / (1 + e) for x >= 0 and e / (1 + e) below, e = exp(-|x|) (never overflows),
  * as the numpy path computes it; float32 with the vectorized Cephes exp above (within 2.5 ulp;
@@ -2300,6 +2406,9 @@ static PyUFuncGenericFunction sigmoid_loops[] = {sigmoid_f32_loop, sigmoid_f64_l
 static void *sigmoid_data[] = {NULL, NULL};
 
 static PyUFuncGenericFunction erf_loops[] = {erf_f32_loop, erf_f64_loop};
+static PyUFuncGenericFunction exp_loops[] = {exp_f32_loop, exp_f64_loop};
+static PyUFuncGenericFunction relu_loops[] = {relu_f32_loop, relu_f64_loop};
+static PyUFuncGenericFunction rsqrt_loops[] = {rsqrt_f32_loop, rsqrt_f64_loop};
 static void *erf_data[] = {NULL, NULL};
 static PyUFuncGenericFunction gelu_loops[] = {gelu_f32_loop, gelu_f64_loop};
 static PyUFuncGenericFunction gelu_grad_loops[] = {gelu_grad_f32_loop, gelu_grad_f64_loop};
@@ -2318,6 +2427,13 @@ typedef struct {
 } UfuncSpec;
 
 static const UfuncSpec ufunc_specs[] = {
+    {"exp", exp_loops, no_data,
+     "e ** x, elementwise, for float32 (Cephes's expf, within 1 ulp; 0 below -87.34, where "
+     "the result leaves the normal floats) and float64 (the C library's exp)."},
+    {"relu", relu_loops, no_data,
+     "max(x, 0), elementwise, for float32 and float64: NaN stays NaN, -0.0 gives +0.0."},
+    {"rsqrt", rsqrt_loops, no_data,
+     "1 / sqrt(x), elementwise, for float32 and float64 (both steps correctly rounded)."},
     {"erf", erf_loops, erf_data,
      "The error function, elementwise, for float32 (within 2.5 ulp) and float64 "
      "(the C library's erf)."},

@@ -36,8 +36,10 @@ _PER_SHARD = 1 << 15
 
 
 def ufunc_of(kernel: Any, dtype: ok.DType) -> np.ufunc | None:
-    """The ufunc ``kernel`` computes for ``dtype``, or None."""
-    fn = getattr(kernel, "ufunc", None)
+    """The ufunc ``kernel`` computes for ``dtype`` (its ``ufuncs[dtype name]`` where it
+    names one per type, else its ``ufunc``), or None."""
+    per_type = getattr(kernel, "ufuncs", None)
+    fn = per_type.get(dtype.name) if per_type is not None else getattr(kernel, "ufunc", None)
     if not isinstance(fn, np.ufunc) or dtype.name not in getattr(kernel, "ufunc_dtypes", _TYPES) or dtype.name not in _TYPES:
         return None
     if fn.nout != 1 or fn.nin not in (1, 2):

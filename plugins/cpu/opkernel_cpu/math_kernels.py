@@ -152,6 +152,8 @@ def sign(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
 
 
 def rsqrt(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    if _native_rsqrt is not None and type(x) is np.ndarray and x.dtype in (np.float32, np.float64):
+        return _native_rsqrt(x)  # type: ignore[no-any-return]  # one pass, sharded; numpy's bits
     xp = xp_of(x)
     with np.errstate(all="ignore"):
         root = xp.sqrt(x)
@@ -183,6 +185,22 @@ def squared_difference(x: np.ndarray, y: np.ndarray, **attrs: Any) -> np.ndarray
 _native = sharding.native_module()
 _native_erf = sharding.elementwise(_native.erf, quiet=True) if _native is not None else None
 _native_sigmoid = sharding.elementwise(_native.sigmoid, quiet=True) if _native is not None else None
+_native_exp = sharding.elementwise(_native.exp, quiet=True) if _native is not None else None
+_native_rsqrt = sharding.elementwise(_native.rsqrt, quiet=True) if _native is not None else None
+_numpy_exp = _unary(np.exp, quiet=True)
+
+
+def exp(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    """float32 numpy arrays: the native exp ufunc (Cephes's expf, within 1 ulp, sharded; 0
+    where the result leaves the normal floats, as TensorFlow's CPU threads, which flush
+    denormals, give); every other type: numpy's exp."""
+    if _native_exp is not None and type(x) is np.ndarray and x.dtype == np.float32:
+        return _native_exp(x)  # type: ignore[no-any-return]
+    return _numpy_exp(x)  # type: ignore[no-any-return]
+
+
+if _native is not None:  # what fusion.py computes in its place, per type
+    exp.ufuncs = {"float32": _native.exp, "float64": np.exp}  # type: ignore[attr-defined]
 
 
 def sigmoid(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
@@ -647,7 +665,7 @@ def register_all() -> None:
         ("Abs", _unary(np.abs), None, ()),
         ("Sign", sign, None, ()),
         ("Square", _unary(np.square), None, ()),
-        ("Exp", _unary(np.exp, quiet=True), None, ()),
+        ("Exp", exp if _native is not None else _numpy_exp, None, ()),
         ("Log", _unary(np.log, quiet=True), None, ()),
         ("Log1p", _unary(np.log1p, quiet=True), None, ()),
         ("Sqrt", _unary(np.sqrt, quiet=True), None, ()),
