@@ -2241,10 +2241,12 @@ LIBM_F64_LOOP(exp_f64_loop, exp)
 SIMPLE_UNARY(relu_f32, float, v > 0.0f ? v : (v == v ? 0.0f : v))
 SIMPLE_UNARY(relu_f64, double, v > 0.0 ? v : (v == v ? 0.0 : v))
 #if defined(__x86_64__) && defined(__GNUC__)
-/* rsqrt on SSE2 vectors (every x86-64 has them; see ADAM_SSE): GCC emits no vector sqrt for
- * sqrtf/sqrt while errno may be set, and each negative x then called into libm. */
+/* rsqrt on SSE2 vectors (every x86-64 has them; see ADAM_SSE), and on AVX's twice as wide
+ * where the CPU has them (the same correctly rounded operations, so the same bits): GCC emits
+ * no vector sqrt for sqrtf/sqrt while errno may be set, and each negative x then called into
+ * libm. */
 #define RSQRT_SSE(NAME, T, VT, PS, W)                                                          \
-    static void NAME##_contiguous(const T *x, T *out, npy_intp n) {                            \
+    static void NAME##_sse(const T *x, T *out, npy_intp n) {                                   \
         npy_intp i = 0;                                                                        \
         VT one = _mm_set1_##PS((T)1);                                                          \
         for (; i + W <= n; i += W) _mm_storeu_##PS(out + i, _mm_div_##PS(one, _mm_sqrt_##PS(_mm_loadu_##PS(x + i)))); \
@@ -2257,6 +2259,20 @@ SIMPLE_UNARY(relu_f64, double, v > 0.0 ? v : (v == v ? 0.0 : v))
     }
 RSQRT_SSE(rsqrt_f32, float, __m128, ps, 4)
 RSQRT_SSE(rsqrt_f64, double, __m128d, pd, 2)
+#define RSQRT_AVX(NAME, T, VT, PS, W)                                                          \
+    __attribute__((target("avx"))) static void NAME##_avx(const T *x, T *out, npy_intp n) {    \
+        npy_intp i = 0;                                                                        \
+        VT one = _mm256_set1_##PS((T)1);                                                       \
+        for (; i + W <= n; i += W)                                                             \
+            _mm256_storeu_##PS(out + i, _mm256_div_##PS(one, _mm256_sqrt_##PS(_mm256_loadu_##PS(x + i)))); \
+        NAME##_sse(x + i, out + i, n - i);                                                     \
+    }                                                                                          \
+    static void NAME##_contiguous(const T *x, T *out, npy_intp n) {                            \
+        if (__builtin_cpu_supports("avx")) NAME##_avx(x, out, n);                              \
+        else NAME##_sse(x, out, n);                                                            \
+    }
+RSQRT_AVX(rsqrt_f32, float, __m256, ps, 8)
+RSQRT_AVX(rsqrt_f64, double, __m256d, pd, 4)
 #define RSQRT_LOOP(NAME, T)                                                                    \
     static void NAME##_loop(char **args, npy_intp const *dimensions, npy_intp const *steps, void *data) { \
         (void)data;                                                                            \

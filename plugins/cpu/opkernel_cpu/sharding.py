@@ -68,13 +68,11 @@ MIN_ELEMENTS_PER_SHARD = 1 << 18
 _DIVIDING_PER_SHARD = 1 << 17
 _TRANSCENDENTAL_PER_SHARD = 1 << 14
 _DIVIDING = {np.true_divide, np.floor_divide, np.remainder, np.fmod, np.sqrt, np.reciprocal}
-if _native is not None:
-    _DIVIDING.add(_native.rsqrt)
 _TRANSCENDENTAL = {np.exp, np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1p, np.sin, np.cos, np.tan,
                    np.arcsin, np.arccos, np.arctan, np.arctan2, np.sinh, np.cosh, np.tanh, np.arcsinh,
                    np.arccosh, np.arctanh, np.power, np.float_power, np.hypot, np.cbrt}
 if _native is not None:
-    _TRANSCENDENTAL.update((_native.exp, _native.erf, _native.sigmoid, _native.elu, _native.selu, _native.softplus, _native.gelu,
+    _TRANSCENDENTAL.update((_native.exp, _native.rsqrt, _native.erf, _native.sigmoid, _native.elu, _native.selu, _native.softplus, _native.gelu,
                             _native.gelu_grad))
 
 
