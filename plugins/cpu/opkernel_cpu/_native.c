@@ -2211,12 +2211,9 @@ LIBM_F64_LOOP(exp_f64_loop, exp)
 /* relu: x where x > 0, NaN where x is NaN, else +0.0 (TensorFlow's max(x, 0); -0.0 gives
  * +0.0), the numpy path's bits in one pass.  rsqrt: 1 / sqrt(x), both steps correctly
  * rounded as numpy's sqrt then reciprocal, so the same bits (a negative x: NaN, with the
- * invalid flag as numpy's sqrt raises it; relu's NaN comparisons raise none).  Without errno
- * (which numpy's sqrt does not set either) GCC vectorizes sqrt; with it, each negative x
- * called into libm. */
+ * invalid flag as numpy's sqrt raises it; relu's NaN comparisons raise none). */
 #define SIMPLE_UNARY(NAME, T, EXPR)                                                            \
-    WIDE_CLONES __attribute__((optimize("no-math-errno")))                                     \
-    static void NAME##_contiguous(const T *x, T *out, npy_intp n) {                            \
+    WIDE_CLONES static void NAME##_contiguous(const T *x, T *out, npy_intp n) {                \
         for (npy_intp i = 0; i < n; i++) {                                                     \
             T v = x[i];                                                                        \
             out[i] = (EXPR);                                                                   \
@@ -2283,7 +2280,7 @@ RSQRT_AVX(rsqrt_f64, double, __m256d, pd, 4)
         }                                                                                      \
         char *in = args[0], *out = args[1];                                                    \
         for (npy_intp i = 0; i < n; i++, in += steps[0], out += steps[1])                      \
-            NAME##_contiguous((const T *)in, (T *)out, 1);                                     \
+            NAME##_sse((const T *)in, (T *)out, 1);                                            \
     }
 RSQRT_LOOP(rsqrt_f32, float)
 RSQRT_LOOP(rsqrt_f64, double)

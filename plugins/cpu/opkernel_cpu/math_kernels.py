@@ -199,8 +199,8 @@ def exp(x: np.ndarray, **attrs: Any) -> np.ndarray:
     return _numpy_exp(x)  # type: ignore[no-any-return]
 
 
-if _native is not None:  # what fusion.py computes in its place, per type
-    exp.ufuncs = {"float32": _native.exp, "float64": np.exp}  # type: ignore[attr-defined]
+# what fusion.py computes in its place, per type
+exp.ufuncs = {"float32": np.exp if _native is None else _native.exp, "float64": np.exp}  # type: ignore[attr-defined]
 
 
 def sigmoid(x: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
@@ -665,7 +665,7 @@ def register_all() -> None:
         ("Abs", _unary(np.abs), None, ()),
         ("Sign", sign, None, ()),
         ("Square", _unary(np.square), None, ()),
-        ("Exp", exp if _native is not None else _numpy_exp, None, ()),
+        ("Exp", exp, None, ()),
         ("Log", _unary(np.log, quiet=True), None, ()),
         ("Log1p", _unary(np.log1p, quiet=True), None, ()),
         ("Sqrt", _unary(np.sqrt, quiet=True), None, ()),

@@ -64,10 +64,6 @@ def _widened(fn: Any) -> Any:
 _ZERO_ROWS: dict[np.dtype[Any], np.ndarray] = {}
 
 
-_native_relu = (sharding.elementwise(sharding.native_module().relu, quiet=True)
-                if sharding.native_module() is not None else None)
-
-
 def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     if out is None and _native_relu is not None and type(x) is np.ndarray and x.dtype in _NATIVE_FLOATS:
         return _native_relu(x)  # type: ignore[no-any-return]  # one pass, sharded; numpy's bits
@@ -235,6 +231,7 @@ def _numpy_erf(x: np.ndarray) -> np.ndarray:
 
 
 _native = sharding.native_module()
+_native_relu = sharding.elementwise(_native.relu, quiet=True) if _native is not None else None
 _native_gelu = sharding.elementwise(_native.gelu, quiet=True) if _native is not None else None
 _native_gelu_grad = sharding.elementwise(_native.gelu_grad, quiet=True) if _native is not None else None
 

@@ -96,10 +96,26 @@ def literal(value: float, dtype: str) -> str:
     return text + "f" if dtype == "float32" else text
 
 
+#: The widest element the ``*_v8`` row kernels take (see ``vector_rows``).
+VECTOR_ROW_ITEMSIZE = 4
+
+
+def vector_row_source(dtype: str, source: str) -> str:
+    """``source`` (a family's ``*_v8`` kernels) where ``dtype``'s rows may be read as
+    vectors of 8, else nothing: a program holding a ``double8`` kernel does not build on
+    PoCL for AVX-512 CPUs, taking the family's scalar kernels down with it."""
+    return source if np.dtype(dtype).itemsize <= VECTOR_ROW_ITEMSIZE else ""
+
+
 def vector_rows(be: Any, C: int, itemsize: int) -> bool:
     """Whether a row kernel (Softmax, SoftmaxGrad, the layer norm pair) reads rows of ``C``
     values of ``itemsize`` bytes as vectors of 8 (its ``*_v8`` kernel): on CPU devices
     (``be.row_vectors``), for rows of a multiple of 8 values, where buffers start on a
     boundary of 8 values (kernels read arrays from their buffer's start, so every row
-    then starts on a vector)."""
-    return bool(be.row_vectors) and C >= 8 and C % 8 == 0 and be.base_align % (8 * itemsize) == 0
+    then starts on a vector), and for values of at most 4 bytes: vectors of 8 doubles are
+    512 bits, which PoCL 3.1's LLVM cannot compile builtins on (``fmax``, ``exp``, even
+    ``fabs`` of a ``double8``) for CPUs with AVX-512 ("Cannot emit physreg copy
+    instruction", or a program without its kernels), so float64 rows take the scalar
+    loops everywhere."""
+    return (bool(be.row_vectors) and itemsize <= VECTOR_ROW_ITEMSIZE and C >= 8 and C % 8 == 0
+            and be.base_align % (8 * itemsize) == 0)

@@ -25,7 +25,7 @@ from opkernel.ops.nn_ops import (
 
 from .array_kernels import BE, copy_into, gather_view, zeros
 from .backend import OpenCLBackend, ctype
-from .common import FLOATS, dims, fail, fast_divisor, scalar, vector_rows
+from .common import FLOATS, dims, fail, fast_divisor, scalar, vector_row_source, vector_rows
 from .linalg_kernels import TILES, bias_activation_in_place, gemm, gemm_filled_a
 from .elementwise import KernelRow, float32_compute, register_table, run_half, spec_of
 from .programs import family
@@ -49,6 +49,36 @@ def _sparse_xent_source(label: str) -> str:
 """
 
 
+def _softmax_v8_source(dtype: str) -> str:
+    """Softmax's and SoftmaxGrad's ``*_v8`` kernels (``T`` defined by the family's source)."""
+    T = ctype(ok.as_dtype(dtype))
+    return vector_row_source(dtype, f"""
+// Softmax and SoftmaxGrad on a CPU device for rows of C % 8 == 0 (common.vector_rows): a
+// work-item per row, reading it as vectors of 8 (plain vector loads: PoCL calls vload8 out of line), so a
+// CPU compiler vectorises along the row instead of gathering across rows (3x faster on
+// Intel's runtime, 10x on PoCL's).  The 8 lanes' partial results meet pairwise at the end (OK_HSUM8).
+#define V8 {T}8
+__kernel void softmax_v8(__global T* out, __global const T* x, int C, int logs) {{
+  long r = get_global_id(0); int n = C / 8;
+  __global const V8* p = (__global const V8*)(x + r * C); __global V8* q = (__global V8*)(out + r * C);
+  V8 m8 = p[0]; for (int c = 1; c < n; ++c) m8 = fmax(m8, p[c]);
+  T m = OK_HMAX8(m8); V8 s8 = 0;  // Softmax keeps each exp in the output, scaled in place below
+  for (int c = 0; c < n; ++c) {{ V8 e = exp(p[c] - m); s8 += e; if (!logs) q[c] = e; }}
+  T s = OK_HSUM8(s8);
+  if (logs) {{ T ls = log(s); for (int c = 0; c < n; ++c) q[c] = p[c] - m - ls; }}
+  else {{ T inv = 1 / s; for (int c = 0; c < n; ++c) q[c] *= inv; }}
+}}
+__kernel void softmax_grad_v8(__global T* out, __global const T* g, __global const T* s, int C) {{
+  long o = (long)get_global_id(0) * C; int n = C / 8;
+  __global const V8* gv = (__global const V8*)(g + o); __global const V8* sv = (__global const V8*)(s + o);
+  __global V8* q = (__global V8*)(out + o);
+  V8 d8 = 0; for (int c = 0; c < n; ++c) d8 += gv[c] * sv[c];
+  T dot = OK_HSUM8(d8);
+  for (int c = 0; c < n; ++c) q[c] = (gv[c] - dot) * sv[c];
+}}
+""")
+
+
 @family("softmax", FLOATS)
 def _softmax_source(dtype: str) -> str:
     T = ctype(ok.as_dtype(dtype))
@@ -68,32 +98,7 @@ __kernel void softmax_grad(__global T* out, __global const T* g, __global const 
   for (int c = 0; c < C; ++c) dot += g[o + c] * s[o + c];
   for (int c = 0; c < C; ++c) out[o + c] = (g[o + c] - dot) * s[o + c];
 }}
-// The same two on a CPU device for rows of C % 8 == 0 (common.vector_rows): a work-item per
-// row, reading it as vectors of 8 (plain vector loads: PoCL calls vload8 out of line), so a
-// CPU compiler vectorises along the row instead of gathering across rows (3x faster on
-// Intel's runtime, 10x on PoCL's).  The 8 lanes' partial results meet pairwise at the end.
-#define V8 {T}8
-inline T hmax8(V8 v) {{ {T}4 a = fmax(v.lo, v.hi); {T}2 b = fmax(a.lo, a.hi); return fmax(b.lo, b.hi); }}
-inline T hsum8(V8 v) {{ {T}4 a = v.lo + v.hi; {T}2 b = a.lo + a.hi; return b.lo + b.hi; }}
-__kernel void softmax_v8(__global T* out, __global const T* x, int C, int logs) {{
-  long r = get_global_id(0); int n = C / 8;
-  __global const V8* p = (__global const V8*)(x + r * C); __global V8* q = (__global V8*)(out + r * C);
-  V8 m8 = p[0]; for (int c = 1; c < n; ++c) m8 = fmax(m8, p[c]);
-  T m = hmax8(m8); V8 s8 = 0;  // Softmax keeps each exp in the output, scaled in place below
-  for (int c = 0; c < n; ++c) {{ V8 e = exp(p[c] - m); s8 += e; if (!logs) q[c] = e; }}
-  T s = hsum8(s8);
-  if (logs) {{ T ls = log(s); for (int c = 0; c < n; ++c) q[c] = p[c] - m - ls; }}
-  else {{ T inv = 1 / s; for (int c = 0; c < n; ++c) q[c] *= inv; }}
-}}
-__kernel void softmax_grad_v8(__global T* out, __global const T* g, __global const T* s, int C) {{
-  long o = (long)get_global_id(0) * C; int n = C / 8;
-  __global const V8* gv = (__global const V8*)(g + o); __global const V8* sv = (__global const V8*)(s + o);
-  __global V8* q = (__global V8*)(out + o);
-  V8 d8 = 0; for (int c = 0; c < n; ++c) d8 += gv[c] * sv[c];
-  T dot = hsum8(d8);
-  for (int c = 0; c < n; ++c) q[c] = (gv[c] - dot) * sv[c];
-}}
-__kernel void xent(__global T* loss, __global T* back, __global const T* x, __global const T* y, int C) {{
+{_softmax_v8_source(dtype)}__kernel void xent(__global T* loss, __global T* back, __global const T* x, __global const T* y, int C) {{
   int r = get_global_id(0); __global const T* p = x + (long)r * C; __global const T* l = y + (long)r * C;
   __global T* b = back + (long)r * C;
   T m = row_max(p, C); T s = 0;

@@ -19,9 +19,46 @@ from opkernel.ops.layer_norm_ops import check_layer_norm
 
 from .array_kernels import BE, zeros
 from .backend import ctype
-from .common import fail, vector_rows
+from .common import fail, vector_row_source, vector_rows
 from .elementwise import KernelRow, float32_compute, register_table
 from .programs import family
+
+
+def _layer_norm_v8_source(dtype: str) -> str:
+    """The layer norm pair's ``*_v8`` kernels."""
+    T = ctype(ok.as_dtype(dtype))
+    return vector_row_source(dtype, f"""
+// The layer norm pair on a CPU device for rows of C % 8 == 0 (common.vector_rows): each row
+// read as vectors of 8, the lanes' sums combined pairwise at the end.
+#define V8 {T}8
+inline void row_stats8(__global const V8* xr, long n, long C, {T} eps, {T}* mean, {T}* rstd) {{
+  V8 s = 0;
+  for (long i = 0; i < n; i++) s += xr[i];
+  {T} m = OK_HSUM8(s) / ({T})C; V8 v = 0;
+  for (long i = 0; i < n; i++) {{ V8 d = xr[i] - m; v += d * d; }}
+  *mean = m; *rstd = ({T})1 / sqrt(OK_HSUM8(v) / ({T})C + eps);
+}}
+__kernel void layer_norm_v8(__global {T}* y, __global const {T}* x, __global const {T}* scale,
+                            __global const {T}* offset, long C, {T} eps) {{
+  long r = get_global_id(0), n = C / 8;
+  __global const V8* xr = (__global const V8*)(x + r * C); __global V8* yr = (__global V8*)(y + r * C);
+  __global const V8* sc = (__global const V8*)scale; __global const V8* of = (__global const V8*)offset;
+  {T} m, rstd; row_stats8(xr, n, C, eps, &m, &rstd);
+  for (long i = 0; i < n; i++) yr[i] = (xr[i] - m) * rstd * sc[i] + of[i];
+}}
+__kernel void layer_norm_grad_x_v8(__global {T}* dx, __global {T}* means, __global {T}* rstds, __global const {T}* dy,
+                                   __global const {T}* x, __global const {T}* scale, long C, {T} eps) {{
+  long r = get_global_id(0), n = C / 8;
+  __global const V8* xr = (__global const V8*)(x + r * C); __global const V8* dr = (__global const V8*)(dy + r * C);
+  __global V8* out = (__global V8*)(dx + r * C); __global const V8* sc = (__global const V8*)scale;
+  {T} m, rstd; row_stats8(xr, n, C, eps, &m, &rstd);
+  V8 sg = 0, sgx = 0;
+  for (long i = 0; i < n; i++) {{ V8 g = dr[i] * sc[i]; sg += g; sgx += g * ((xr[i] - m) * rstd); }}
+  {T} mg = OK_HSUM8(sg) / ({T})C, mgx = OK_HSUM8(sgx) / ({T})C;
+  for (long i = 0; i < n; i++) out[i] = rstd * (dr[i] * sc[i] - mg - (xr[i] - m) * rstd * mgx);
+  means[r] = m; rstds[r] = rstd;
+}}
+""")
 
 
 @family("layer_norm", ("float32", "float64"))
@@ -68,38 +105,7 @@ __kernel void layer_norm_grad_params(__global {T}* dscale, __global {T}* doffset
   }}
   dscale[j] = ds; doffset[j] = db;
 }}
-// The same on a CPU device for rows of C % 8 == 0 (common.vector_rows): each row read
-// as vectors of 8, the lanes' sums combined pairwise at the end.
-#define V8 {T}8
-inline {T} hsum8(V8 v) {{ {T}4 a = v.lo + v.hi; {T}2 b = a.lo + a.hi; return b.lo + b.hi; }}
-inline void row_stats8(__global const V8* xr, long n, long C, {T} eps, {T}* mean, {T}* rstd) {{
-  V8 s = 0;
-  for (long i = 0; i < n; i++) s += xr[i];
-  {T} m = hsum8(s) / ({T})C; V8 v = 0;
-  for (long i = 0; i < n; i++) {{ V8 d = xr[i] - m; v += d * d; }}
-  *mean = m; *rstd = ({T})1 / sqrt(hsum8(v) / ({T})C + eps);
-}}
-__kernel void layer_norm_v8(__global {T}* y, __global const {T}* x, __global const {T}* scale,
-                            __global const {T}* offset, long C, {T} eps) {{
-  long r = get_global_id(0), n = C / 8;
-  __global const V8* xr = (__global const V8*)(x + r * C); __global V8* yr = (__global V8*)(y + r * C);
-  __global const V8* sc = (__global const V8*)scale; __global const V8* of = (__global const V8*)offset;
-  {T} m, rstd; row_stats8(xr, n, C, eps, &m, &rstd);
-  for (long i = 0; i < n; i++) yr[i] = (xr[i] - m) * rstd * sc[i] + of[i];
-}}
-__kernel void layer_norm_grad_x_v8(__global {T}* dx, __global {T}* means, __global {T}* rstds, __global const {T}* dy,
-                                   __global const {T}* x, __global const {T}* scale, long C, {T} eps) {{
-  long r = get_global_id(0), n = C / 8;
-  __global const V8* xr = (__global const V8*)(x + r * C); __global const V8* dr = (__global const V8*)(dy + r * C);
-  __global V8* out = (__global V8*)(dx + r * C); __global const V8* sc = (__global const V8*)scale;
-  {T} m, rstd; row_stats8(xr, n, C, eps, &m, &rstd);
-  V8 sg = 0, sgx = 0;
-  for (long i = 0; i < n; i++) {{ V8 g = dr[i] * sc[i]; sg += g; sgx += g * ((xr[i] - m) * rstd); }}
-  {T} mg = hsum8(sg) / ({T})C, mgx = hsum8(sgx) / ({T})C;
-  for (long i = 0; i < n; i++) out[i] = rstd * (dr[i] * sc[i] - mg - (xr[i] - m) * rstd * mgx);
-  means[r] = m; rstds[r] = rstd;
-}}
-"""
+{_layer_norm_v8_source(dtype)}"""
 
 
 def _fused_layer_norm(x: Any, scale: Any, offset: Any, epsilon: float, T: ok.DType, **attrs: Any) -> Any:

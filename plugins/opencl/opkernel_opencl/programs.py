@@ -186,6 +186,10 @@ typedef struct { int v[8]; } dims_t;
 inline int fdiv(int n, int m, int s) {
   return (int)(((uint)(((ulong)(uint)n * (uint)m) >> 32) + (uint)n) >> s);
 }
+// The 8 lanes of a vector (a variable) added / fmax-ed pairwise, as .lo with .hi, twice:
+// how the row kernels that read rows as vectors of 8 combine their lanes.
+#define OK_HSUM8(v) ((((v).s0 + (v).s4) + ((v).s2 + (v).s6)) + (((v).s1 + (v).s5) + ((v).s3 + (v).s7)))
+#define OK_HMAX8(v) fmax(fmax(fmax((v).s0, (v).s4), fmax((v).s2, (v).s6)), fmax(fmax((v).s1, (v).s5), fmax((v).s3, (v).s7)))
 """
 
 
