@@ -756,3 +756,39 @@ def test_row_kernels_read_as_vectors_agree_with_the_scalar_loops(be: Any, dtype:
     for name, a, b in zip(["Softmax", "LogSoftmax", "SoftmaxGrad", "FusedLayerNorm", "dx", "dscale", "doffset"],
                           scalar, vector):
         np.testing.assert_allclose(b, a, rtol=tol, atol=tol, equal_nan=True, err_msg=name)
+
+
+def test_host_memory_literals_are_not_uploaded(be: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Reshape's shape or a Transpose's perm given as a literal, on the literal cache's
+    path (the second call on): the kernel reads it in host memory, so it is not uploaded
+    and downloaded again; results are right, a numpy shape changed by the caller after the
+    call changes nothing, and under a tape (which keeps the inputs) literals are uploaded
+    as before."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = ok.tensor(x)
+    np.testing.assert_array_equal(ok.ops.reshape(t, [4, 6]).numpy(), x.reshape(4, 6))  # fills the literal cache
+    np.testing.assert_array_equal(ok.ops.transpose(t, [2, 0, 1]).numpy(), x.transpose(2, 0, 1))
+    shape = np.array([6, 4], np.int32)
+    ok.ops.reshape(t, shape)
+    uploads: list[tuple[int, ...]] = []
+    real = type(be).from_numpy
+
+    def counting(self: Any, array: np.ndarray) -> Any:
+        uploads.append(array.shape)
+        return real(self, array)
+
+    monkeypatch.setattr(type(be), "from_numpy", counting)
+    np.testing.assert_array_equal(ok.ops.reshape(t, [4, 6]).numpy(), x.reshape(4, 6))
+    np.testing.assert_array_equal(ok.ops.transpose(t, [2, 0, 1]).numpy(), x.transpose(2, 0, 1))
+    out = ok.ops.reshape(t, shape)
+    shape[:] = [3, 8]
+    np.testing.assert_array_equal(out.numpy(), x.reshape(6, 4))
+    np.testing.assert_array_equal(ok.ops.reshape(t, shape).numpy(), x.reshape(3, 8))
+    assert uploads == []
+    v = ok.tensor(x)
+    uploads.clear()
+    with ok.GradientTape() as tape:
+        tape.watch(v)
+        y = ok.ops.transpose(v, [2, 0, 1])
+    assert uploads == [(3,)]  # the perm, kept by the tape with the call's inputs
+    np.testing.assert_array_equal(tape.gradient(y, v).numpy(), np.ones_like(x))

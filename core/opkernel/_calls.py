@@ -257,7 +257,7 @@ def flatten_outputs(op_def: OpDef, result: Any, lengths: list[int | None]) -> li
             flat.extend(value)
     return flat
 
-def _host_positions(op_def: OpDef, kdef: KernelDef, in_lengths: list[int | None]) -> list[int]:
+def host_positions(op_def: OpDef, kdef: KernelDef, in_lengths: list[int | None]) -> list[int]:
     positions: list[int] = []
     pos = 0
     for arg, n in zip(op_def.inputs, in_lengths):
@@ -272,14 +272,15 @@ def invoker(
     op_def: OpDef, kdef: KernelDef, attrs: dict[str, Any], be: Backend,
     out_dtypes: list[DType], in_lengths: list[int | None], out_lengths: list[int | None],
 ) -> Callable[[list[Any]], list[Any]]:
-    host = [] if be.host_memory_is_native else _host_positions(op_def, kdef, in_lengths)
+    host = [] if be.host_memory_is_native else host_positions(op_def, kdef, in_lengths)
     simple_inputs = all(n is None for n in in_lengths)
 
     def on_host(flat: list[Any]) -> list[Any]:
         if host:
             flat = list(flat)
-            for i in host:
-                flat[i] = be.to_numpy(flat[i])
+            for i in host:  # a literal's array (engine._with_literals) is passed as it is
+                if type(flat[i]) is not np.ndarray:
+                    flat[i] = be.to_numpy(flat[i])
         return flat
 
     def prepare(flat: list[Any]) -> list[Any]:

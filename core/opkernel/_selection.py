@@ -52,7 +52,7 @@ class OpHandle:
         #: ``(backend, label, input keys, attr keys)`` -> the signature, the dtype each
         #: such argument converts to (None where the caller passed a tensor), and whether
         #: an output may be a view of a caller's numpy array (see ``_unaliased``).
-        self.literal: dict[Any, tuple[Signature, list[Any], bool]] = {}
+        self.literal: dict[Any, tuple[Signature, list[Any], bool, tuple[int, ...]]] = {}
         self._validated: set[int] = set()
         self.generation = 0  # bumped by reset(): a signature built before it must not be stored
         self.build_lock = threading.RLock()  # one construction per signature, even when threads race

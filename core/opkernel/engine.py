@@ -35,6 +35,7 @@ import numpy as np
 from ._binding import REQUIRED, bind, format_attr
 from ._calls import (
     Signature,
+    host_positions,
     arg_dtypes,
     flatten_outputs,
     group_flat,
@@ -72,6 +73,7 @@ from ._context import (
     use_backend,
 )
 from ._convert import FRESH_KINDS, to_tensor, transfer
+from .autodiff import RECORDING
 from ._selection import OpHandle, build_signature, cache_lock, op_handle, reset_handles, select_kernel
 from .backend import Backend
 from .dtypes import DType
@@ -140,7 +142,7 @@ def execute(
         else:
             hit = op.literal.get(lkey)
             if hit is not None:
-                tensors = _with_literals(hit[1], flat, be)
+                tensors = _with_literals(hit[1], flat, be, hit[3] if not RECORDING[0] else ())
                 if all(t._backend is be for t in tensors):
                     result = profiled(op.name, hit[0], tensors, be) if PROFILERS else hit[0].call(*tensors)
                     return _unaliased(result, flat) if hit[2] else result
@@ -240,10 +242,18 @@ def _literal_key(
     return tuple(parts), flat
 
 
-def _with_literals(dtypes: list[DType | None], flat: list[Any], be: Backend) -> list[Tensor]:
+def _with_literals(dtypes: list[DType | None], flat: list[Any], be: Backend, host: tuple[int, ...] = ()) -> list[Tensor]:
     """The call's tensors from a literal-cache entry: each literal or numpy value
-    converted to the dtype it took when the entry was made, each tensor as it is."""
-    return [x if dt is None else Tensor(be.from_numpy(np.asarray(x, dt.np)), dt, be) for dt, x in zip(dtypes, flat)]
+    converted to the dtype it took when the entry was made, each tensor as it is.
+
+    ``host``: the positions of literals that the kernel reads in host memory on a
+    device backend (its ``host_memory`` inputs: a Reshape's shape, a Transpose's perm).
+    Those stay numpy arrays (the kernel's ``to_numpy`` takes them as they are), instead
+    of an upload the kernel downloads again: 20-40 us a call on OpenCL.  Only while no
+    tape records: the tensor is seen by nothing but this call's kernel."""
+    tensors = [x if dt is None else Tensor(be.from_numpy(np.asarray(x, dt.np)), dt, be) if k not in host
+               else Tensor(np.array(x, dt.np), dt, be) for k, (dt, x) in enumerate(zip(dtypes, flat))]
+    return tensors
 
 
 def _remember_literals(
@@ -263,10 +273,17 @@ def _remember_literals(
     literal = op.literal
     if len(literal) >= _LITERAL_ENTRIES:
         literal.clear()
-    arrays = sig.backend.host_memory_is_native and any(isinstance(x, np.ndarray) for x in flat)
+    be = sig.backend
+    arrays = be.host_memory_is_native and any(isinstance(x, np.ndarray) for x in flat)
+    host: tuple[int, ...] = ()
+    kdef = sig.kernel
+    if kdef.host_memory and not be.host_memory_is_native and type(sig) is Signature and kdef.backend == be.name:
+        # the kernel's own host-memory inputs (not a fallback to another backend's kernel)
+        at = set(host_positions(sig.op_def, kdef, input_lengths(sig.op_def, sig.attrs)))
+        host = tuple(k for k, dt in enumerate(dtypes) if dt is not None and k in at)
     with cache_lock:
         if op.generation == generation:
-            literal[key] = (sig, dtypes, arrays)
+            literal[key] = (sig, dtypes, arrays, host)
 
 
 def profiled(name: str, sig: Signature, tensors: Sequence[Tensor], be: Backend) -> Any:
