@@ -978,7 +978,7 @@ def test_native_exp_is_within_one_ulp_and_flushes_like_tensorflow():
     exp overflows, 0 where the result leaves the normal floats (TensorFlow's CPU threads flush
     such results), NaN kept; the Exp op uses it for float32 and numpy's exp otherwise."""
     x = np.linspace(-110, 95, 1_000_001, dtype=np.float32)
-    with np.errstate(over="ignore"):  # an overflow to inf raises the flag, as numpy's exp does
+    with np.errstate(over="ignore"):  # numpy's exp raises the overflow flag (the native ufunc does not)
         got = native.exp(x)
         exact = np.exp(x.astype(np.float64))
         rounded = exact.astype(np.float32)
@@ -1018,3 +1018,40 @@ def test_native_relu_and_rsqrt_give_the_numpy_paths_bits(dtype):
     with ok.use_backend("cpu"):
         np.testing.assert_array_equal(ok.ops.relu(x).numpy().view(bits), relu_ref.view(bits))
         np.testing.assert_array_equal(ok.ops.rsqrt(x).numpy().view(bits), rsqrt_ref.view(bits))
+
+
+_QUIET_INPUTS = [0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 1e-300, 3e38, -3e38, 1e308, -1e308, 100.0, -100.0, 1000.0, -1000.0,
+                 np.inf, -np.inf, np.nan]
+
+
+@pytest.mark.parametrize("name", ["exp", "relu", "rsqrt", "erf", "sigmoid", "elu", "selu", "softplus", "gelu", "gelu_grad"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_ufuncs_are_quiet(name, dtype):
+    """The native ufuncs leave no floating-point flag their loops raised (overflow to inf,
+    a negative rsqrt's invalid, underflow), contiguous and strided, so their kernels call
+    them without np.errstate; a flag raised before the call is left as it was."""
+    fn = getattr(native, name)
+    with np.errstate(all="ignore"):
+        x = np.array(_QUIET_INPUTS * 3, dtype)
+    args = (x, x) if fn.nin == 2 else (x,)
+    with np.errstate(all="ignore"):
+        want = fn(*args)
+    with np.errstate(all="raise"):
+        got = fn(*args)
+        strided = fn(*[a[::2] for a in args])
+        sharded = sharding.elementwise(fn)(*[np.tile(a, 20_000) for a in args])  # on the pool, flags gathered
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(strided, want[::2])
+    np.testing.assert_array_equal(sharded[: x.size], want)
+
+
+def test_quiet_native_kernels_warn_about_nothing_at_any_size():
+    """Exp, Sigmoid, Rsqrt and Gelu on the cpu backend under np.errstate(all="raise"), small
+    (the ufunc called directly) and large (sharded on the pool)."""
+    with ok.use_backend("cpu"), np.errstate(all="raise"):
+        for n in (7, 1_000_000):
+            x = np.resize(np.array([100.0, -100.0, -1.0, 0.0, np.inf, -np.inf, np.nan], np.float32), n)
+            assert np.isinf(ok.ops.exp(x).numpy()[0])
+            assert np.isnan(ok.ops.rsqrt(x).numpy()[2])
+            ok.ops.sigmoid(x)
+            ok.ops.gelu(x)

@@ -183,10 +183,12 @@ def squared_difference(x: np.ndarray, y: np.ndarray, **attrs: Any) -> np.ndarray
 
 
 _native = sharding.native_module()
-_native_erf = sharding.elementwise(_native.erf, quiet=True) if _native is not None else None
-_native_sigmoid = sharding.elementwise(_native.sigmoid, quiet=True) if _native is not None else None
-_native_exp = sharding.elementwise(_native.exp, quiet=True) if _native is not None else None
-_native_rsqrt = sharding.elementwise(_native.rsqrt, quiet=True) if _native is not None else None
+# The native ufuncs are quiet (their loops leave no floating-point flag: _native.c), so their
+# kernels need no np.errstate, which costs more than a 1000-element op.
+_native_erf = sharding.elementwise(_native.erf) if _native is not None else None
+_native_sigmoid = sharding.elementwise(_native.sigmoid) if _native is not None else None
+_native_exp = sharding.elementwise(_native.exp) if _native is not None else None
+_native_rsqrt = sharding.elementwise(_native.rsqrt) if _native is not None else None
 _numpy_exp = _unary(np.exp, quiet=True)
 
 

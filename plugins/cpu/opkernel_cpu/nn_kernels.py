@@ -167,7 +167,7 @@ def _native_activation(ufunc_name: str, numpy_path: Any) -> Any:
     if native is None:
         return widened
     fn = getattr(native, ufunc_name)
-    run = sharding.elementwise(fn, quiet=True)
+    run = sharding.elementwise(fn)  # quiet without np.errstate: the native ufuncs raise no flags
 
     def kernel(features: np.ndarray, T: ok.DType, **attrs: Any) -> np.ndarray:
         if type(features) is not np.ndarray:
@@ -231,9 +231,10 @@ def _numpy_erf(x: np.ndarray) -> np.ndarray:
 
 
 _native = sharding.native_module()
-_native_relu = sharding.elementwise(_native.relu, quiet=True) if _native is not None else None
-_native_gelu = sharding.elementwise(_native.gelu, quiet=True) if _native is not None else None
-_native_gelu_grad = sharding.elementwise(_native.gelu_grad, quiet=True) if _native is not None else None
+# The native ufuncs are quiet (no floating-point flags: _native.c): no np.errstate around them.
+_native_relu = sharding.elementwise(_native.relu) if _native is not None else None
+_native_gelu = sharding.elementwise(_native.gelu) if _native is not None else None
+_native_gelu_grad = sharding.elementwise(_native.gelu_grad) if _native is not None else None
 
 
 def gelu(features: np.ndarray, approximate: bool, T: ok.DType, **attrs: Any) -> np.ndarray:
