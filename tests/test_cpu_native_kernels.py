@@ -1055,3 +1055,61 @@ def test_quiet_native_kernels_warn_about_nothing_at_any_size():
             assert np.isnan(ok.ops.rsqrt(x).numpy()[2])
             ok.ops.sigmoid(x)
             ok.ops.gelu(x)
+
+
+_TWINNED = [np.true_divide, np.mod, np.fmod, np.arctan2, np.exp, np.log, np.log1p, np.sqrt, np.sin, np.cos, np.tanh,
+            np.expm1, np.sinh, np.cosh, np.arctan, np.tan, np.arcsin, np.arccos, np.arcsinh, np.arccosh, np.arctanh,
+            np.reciprocal]
+
+
+@pytest.mark.parametrize("ufunc", _TWINNED, ids=lambda u: u.__name__)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_quiet_twins_give_numpys_bits_and_no_flags(ufunc, dtype):
+    """``_native.quiet_twin(ufunc)``: numpy's own float32/float64 loops, so numpy's bits
+    (specials, subnormals, overflow and domain errors included; contiguous, strided and
+    broadcast), and no floating-point flag, so no warning under np.errstate(all="raise")."""
+    twin = native.quiet_twin(ufunc)
+    assert twin is not None and twin.nin == ufunc.nin and twin.types == [f"{c * ufunc.nin}->{c}" for c in "fd"]
+    rng = np.random.default_rng(3)
+    with np.errstate(all="ignore"):
+        special = np.array(_QUIET_INPUTS + [0.5, -0.5, 2.0, -2.0, 1e-40, 7e-310], dtype)
+        x = np.concatenate([special, (rng.standard_normal(300) * 30).astype(dtype)])
+        y = np.concatenate([special[::-1], (rng.standard_normal(300) * 3).astype(dtype)])
+    args = (x,) if ufunc.nin == 1 else (x, y)
+    with np.errstate(all="ignore"):
+        want = ufunc(*args)
+        want_strided = ufunc(*[a[::3] for a in args])
+        want_broadcast = ufunc(x[:, None], y[None, :50]) if ufunc.nin == 2 else None
+    with np.errstate(all="raise"):
+        got = twin(*args)
+        strided = twin(*[a[::3] for a in args])
+        broadcast = twin(x[:, None], y[None, :50]) if ufunc.nin == 2 else None
+    assert got.dtype == want.dtype == dtype
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # the bits, NaN payloads included
+    np.testing.assert_array_equal(strided.view(np.uint8), want_strided.view(np.uint8))
+    if broadcast is not None:
+        np.testing.assert_array_equal(broadcast, want_broadcast)
+
+
+def test_quiet_twin_declines_what_it_cannot_take():
+    assert native.quiet_twin(np.isnan) is None  # a bool output
+    assert native.quiet_twin(np.matmul) is None  # a gufunc
+    assert native.quiet_twin(np.divmod) is None  # two outputs
+    assert native.quiet_twin(len) is None
+
+
+def test_quiet_numpy_kernels_small_and_large_under_raise():
+    """Log, Sqrt, Tanh, RealDiv, FloorMod and Atan2 on the cpu backend raise and warn about
+    nothing (small: the quiet twin; float16 and large: np.errstate or the pool), with numpy's values."""
+    with ok.use_backend("cpu"):
+        for n in (9, 300_000):
+            for dtype in (np.float16, np.float32, np.float64):
+                with np.errstate(all="ignore"):  # 1e30 is inf in float16
+                    x = np.resize(np.array([-1.0, 0.0, 2.0, np.inf, -np.inf, np.nan, 1e30, -1e-30, 0.5], dtype), n)
+                    y = np.resize(np.array([0.0, 0.0, 3.0, 2.0, np.inf, 1.0, 1e-30, 0.0, -0.5], dtype), n)
+                    want = [np.log(x), np.sqrt(x), np.tanh(x), np.true_divide(x, y), np.arctan2(x, y)]
+                with np.errstate(all="raise"):
+                    got = [ok.ops.log(x).numpy(), ok.ops.sqrt(x).numpy(), ok.ops.tanh(x).numpy(),
+                           ok.ops.real_div(x, y).numpy(), ok.ops.atan2(x, y).numpy()]
+                for g, w in zip(got, want):
+                    np.testing.assert_array_equal(g, w)

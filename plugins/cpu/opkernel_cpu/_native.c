@@ -2492,6 +2492,71 @@ static QuietLoop quiet_specs[N_UFUNCS][2];
 static PyUFuncGenericFunction quiet_loops[N_UFUNCS][2];
 static void *quiet_data[N_UFUNCS][2];
 
+/* ---------------------------------------------------------------- quiet twins of numpy's ufuncs
+ *
+ * ``quiet_twin(np.log)``: a ufunc of numpy's own float32 and float64 inner loops for it,
+ * each through quiet_loop, so it gives numpy's bits and leaves no floating-point flag.  The
+ * CPU kernels that silence numpy's warnings (TensorFlow gives inf and NaN without a word)
+ * call it for those types instead of entering np.errstate. */
+typedef struct {
+    QuietLoop q[2];
+    PyUFuncGenericFunction loops[2];
+    void *data[2];
+    char types[2 * MAX_ARGS];
+    char name[96];
+    char doc[160];
+} QuietTwin;
+
+static void free_twin(PyObject *capsule) {
+    PyMem_RawFree(PyCapsule_GetPointer(capsule, "opkernel_cpu._native.QuietTwin"));
+}
+
+PyDoc_STRVAR(quiet_twin_doc,
+"quiet_twin(ufunc) -> ufunc or None\n\n"
+"A ufunc computing ``ufunc`` on float32 and on float64 inputs with numpy's own inner loops\n"
+"for those types (the same bits), leaving no floating-point flag they raised, so numpy warns\n"
+"about nothing.  None when ``ufunc`` is not an elementwise ufunc of one or two inputs and\n"
+"one output with a plain inner loop for both types.");
+
+static PyObject *quiet_twin(PyObject *self, PyObject *arg) {
+    if (!PyObject_TypeCheck(arg, &PyUFunc_Type)) Py_RETURN_NONE;
+    PyUFuncObject *u = (PyUFuncObject *)arg;
+    int nin = u->nin;
+    if (u->nout != 1 || (nin != 1 && nin != 2) || u->core_enabled) Py_RETURN_NONE;
+    QuietTwin *twin = PyMem_RawCalloc(1, sizeof(QuietTwin));
+    if (twin == NULL) return PyErr_NoMemory();
+    static const int kinds[2] = {NPY_FLOAT, NPY_DOUBLE};
+    for (int t = 0; t < 2; t++) {
+        int types[MAX_ARGS];
+        for (int j = 0; j <= nin; j++) {
+            types[j] = kinds[t];
+            twin->types[t * (nin + 1) + j] = (char)kinds[t];
+        }
+        if (!find_loop(u, types, nin + 1, &twin->q[t].loop, &twin->q[t].data)) {
+            PyMem_RawFree(twin);
+            Py_RETURN_NONE;
+        }
+        twin->loops[t] = quiet_loop;
+        twin->data[t] = &twin->q[t];
+    }
+    snprintf(twin->name, sizeof twin->name, "quiet_%s", u->name ? u->name : "ufunc");
+    snprintf(twin->doc, sizeof twin->doc, "numpy's %s for float32 and float64, leaving no floating-point flag.",
+             u->name ? u->name : "ufunc");
+    PyObject *owner = PyCapsule_New(twin, "opkernel_cpu._native.QuietTwin", free_twin);
+    if (owner == NULL) {
+        PyMem_RawFree(twin);
+        return NULL;
+    }
+    PyObject *f = PyUFunc_FromFuncAndData(twin->loops, twin->data, twin->types, 2, nin, 1, PyUFunc_None,
+                                          twin->name, twin->doc, 0);
+    if (f == NULL) {
+        Py_DECREF(owner);
+        return NULL;
+    }
+    ((PyUFuncObject *)f)->obj = owner; /* numpy releases it with the ufunc, and the twin's tables with it */
+    return f;
+}
+
 /* Adds the ufuncs above to ``module``; -1 with an exception set on failure. */
 /* ---------------------------------------------------------------- batched matrix products
  *
@@ -3011,6 +3076,7 @@ static PyObject *pool_blocks(PyObject *self, PyObject *unused) {
 
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
+    {"quiet_twin", quiet_twin, METH_O, quiet_twin_doc},
     {"rows", rows, METH_VARARGS, rows_doc},
     {"layer_norm", layer_norm, METH_VARARGS, layer_norm_doc},
     {"matmul", matmul, METH_VARARGS, matmul_doc},
