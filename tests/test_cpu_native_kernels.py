@@ -1113,3 +1113,29 @@ def test_quiet_numpy_kernels_small_and_large_under_raise():
                            ok.ops.real_div(x, y).numpy(), ok.ops.atan2(x, y).numpy()]
                 for g, w in zip(got, want):
                     np.testing.assert_array_equal(g, w)
+
+
+def test_quiet_native_ufuncs_through_the_fused_evaluator_report_nothing():
+    """A large broadcast of a native binary ufunc runs on the fused evaluator, which calls
+    the ufunc's own loop without its flag-clearing trampoline; its flags are not reported
+    (the native ufuncs are quiet), and the values are the direct call's."""
+    kernel = sharding.elementwise(native.gelu_grad)
+    x = np.resize(np.array([100.0, -100.0, np.inf, -np.inf, np.nan, 0.5, -30.0], np.float32), (2000, 300))
+    dy = np.resize(np.array([1e38, -1e38, 2.0], np.float32), (300,))
+    with np.errstate(all="ignore"):
+        want = native.gelu_grad(dy, x)
+    with np.errstate(all="raise"):
+        got = kernel(dy, x)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_quiet_twin_keeps_its_source_alive():
+    import gc
+
+    first = native.quiet_twin(np.log)
+    second = native.quiet_twin(first)  # its loops' data live in first's tables
+    del first
+    gc.collect()
+    x = np.array([1.0, -1.0, 0.0, 2.0], np.float32)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(second(x), np.log(x))

@@ -400,6 +400,8 @@ def _broadcast(fn: Callable[..., Any], x: np.ndarray, y: np.ndarray, quiet: bool
     return out
 
 
+#: The native module's ufuncs (quiet: they leave no floating-point flag).
+_NATIVE_UFUNCS = frozenset(v for v in vars(_native).values() if isinstance(v, np.ufunc)) if _native is not None else frozenset()
 #: The types ``_native.quiet_twin`` ufuncs compute.
 _TWIN_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -413,6 +415,10 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
     when every step runs on caches the previous large op has flushed.
     """
     config = ok.config
+    # the native module's own ufuncs leave no flag (their quiet_loop): quiet, and with no
+    # np.errstate to enter (sharded or through _broadcast, their flags are not reported)
+    flagless = fn in _NATIVE_UFUNCS
+    quiet = quiet or flagless
     per_shard = min_per_shard(fn)
     least = 2 * per_shard
     # the float types whose loop gives the input type (not a comparison's bool): broadcasts
@@ -422,7 +428,7 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
 
     # numpy's own float32/float64 loops of fn leaving no flag (_native.quiet_twin): a quiet
     # call without np.errstate, which costs more than a 1000-element op
-    twin = _native.quiet_twin(fn) if quiet and _native is not None and fn not in _PYTHON_API else None
+    twin = _native.quiet_twin(fn) if quiet and not flagless and _native is not None and fn not in _PYTHON_API else None
 
     def silenced(*arrays: np.ndarray) -> Any:
         if twin is not None:
@@ -444,14 +450,14 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
             out = _broadcast(fn, x, y, quiet, per_shard, least)
             if out is not None:
                 return out
-        return silenced(x, y) if quiet else fn(x, y)
+        return silenced(x, y) if quiet and not flagless else fn(x, y)
 
     def unary(x: np.ndarray) -> Any:
         if x.size >= least:
             n = config.intra_op_parallelism_threads or _CORES
             if n > 1 and x.flags.c_contiguous:
                 return _run_sharded(fn, (x,), n, quiet, per_shard, (fn, x.dtype))
-        return silenced(x) if quiet else fn(x)
+        return silenced(x) if quiet and not flagless else fn(x)
 
     nin = getattr(fn, "nin", None)
     if nin not in (1, 2):
