@@ -35,11 +35,11 @@ import numpy as np
 from ._binding import REQUIRED, bind, format_attr
 from ._calls import (
     Signature,
-    host_positions,
     arg_dtypes,
     flatten_outputs,
     group_flat,
     hashable_items,
+    host_positions,
     input_lengths,
     kernel_kwargs,
     output_dtypes,
@@ -251,9 +251,10 @@ def _with_literals(dtypes: list[DType | None], flat: list[Any], be: Backend, hos
     Those stay numpy arrays (the kernel's ``to_numpy`` takes them as they are), instead
     of an upload the kernel downloads again: 20-40 us a call on OpenCL.  Only while no
     tape records: the tensor is seen by nothing but this call's kernel."""
-    tensors = [x if dt is None else Tensor(be.from_numpy(np.asarray(x, dt.np)), dt, be) if k not in host
-               else Tensor(np.array(x, dt.np), dt, be) for k, (dt, x) in enumerate(zip(dtypes, flat))]
-    return tensors
+    if not host:
+        return [x if dt is None else Tensor(be.from_numpy(np.asarray(x, dt.np)), dt, be) for dt, x in zip(dtypes, flat)]
+    return [x if dt is None else Tensor(be.from_numpy(np.asarray(x, dt.np)), dt, be) if k not in host
+            else Tensor(np.array(x, dt.np), dt, be) for k, (dt, x) in enumerate(zip(dtypes, flat))]
 
 
 def _remember_literals(

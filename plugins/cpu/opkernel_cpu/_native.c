@@ -2234,8 +2234,8 @@ LIBM_F64_LOOP(exp_f64_loop, exp)
 
 /* relu: x where x > 0, NaN where x is NaN, else +0.0 (TensorFlow's max(x, 0); -0.0 gives
  * +0.0), the numpy path's bits in one pass.  rsqrt: 1 / sqrt(x), both steps correctly
- * rounded as numpy's sqrt then reciprocal, so the same bits (a negative x: NaN, with the
- * invalid flag as numpy's sqrt raises it; relu's NaN comparisons raise none). */
+ * rounded as numpy's sqrt then reciprocal, so the same bits (a negative x: NaN; its invalid
+ * flag is dropped with the others by quiet_loop; relu's NaN comparisons raise none). */
 #define SIMPLE_UNARY(NAME, T, EXPR)                                                            \
     WIDE_CLONES static void NAME##_contiguous(const T *x, T *out, npy_intp n) {                \
         for (npy_intp i = 0; i < n; i++) {                                                     \

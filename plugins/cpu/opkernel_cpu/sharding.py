@@ -418,6 +418,7 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
     # the native module's own ufuncs leave no flag (their quiet_loop): quiet, and with no
     # np.errstate to enter (sharded or through _broadcast, their flags are not reported)
     flagless = fn in _NATIVE_UFUNCS
+    silence = quiet and not flagless  # calls that need np.errstate (or fn's quiet twin)
     quiet = quiet or flagless
     per_shard = min_per_shard(fn)
     least = 2 * per_shard
@@ -428,7 +429,7 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
 
     # numpy's own float32/float64 loops of fn leaving no flag (_native.quiet_twin): a quiet
     # call without np.errstate, which costs more than a 1000-element op
-    twin = _native.quiet_twin(fn) if quiet and not flagless and _native is not None and fn not in _PYTHON_API else None
+    twin = _native.quiet_twin(fn) if silence and _native is not None and fn not in _PYTHON_API else None
 
     def silenced(*arrays: np.ndarray) -> Any:
         if twin is not None:
@@ -450,14 +451,14 @@ def elementwise(fn: Callable[..., Any], quiet: bool = False) -> Callable[..., An
             out = _broadcast(fn, x, y, quiet, per_shard, least)
             if out is not None:
                 return out
-        return silenced(x, y) if quiet and not flagless else fn(x, y)
+        return silenced(x, y) if silence else fn(x, y)
 
     def unary(x: np.ndarray) -> Any:
         if x.size >= least:
             n = config.intra_op_parallelism_threads or _CORES
             if n > 1 and x.flags.c_contiguous:
                 return _run_sharded(fn, (x,), n, quiet, per_shard, (fn, x.dtype))
-        return silenced(x) if quiet and not flagless else fn(x)
+        return silenced(x) if silence else fn(x)
 
     nin = getattr(fn, "nin", None)
     if nin not in (1, 2):
